@@ -1,0 +1,155 @@
+#pragma once
+// Interpolation kernels: tensor products of 1D weights.
+//
+// A kernel of support S touches S mesh nodes per dimension. For a particle at grid
+// coordinate u (position in units of the spacing, measured from the origin) the nodes
+// are base, base+1, ..., base+S-1 with
+//     shift = (S odd ? 1/2 : 0),  f = floor(u + shift),  s = u + shift - f in [0, 1),
+//     base  = f - (S-1)/2,
+// and the weight of node base+k is a polynomial in s of degree S-1 (one polynomial per
+// k, evaluated by Horner). The tables of coefficients are computed at compile time
+// from the definition of each kernel (the Cox-de Boor recursion for B-splines), so
+// the same constexpr data serves the CPU backend and CUDA device code.
+#include <string>
+
+#include "pmkit/config.hpp"
+
+namespace pmkit {
+
+enum class KernelFamily { BSpline, MP4 };
+
+// Run-time description of a kernel, as chosen by the caller. Linear (cloud-in-cell)
+// is the B-spline of order 2, TSC the B-spline of order 3.
+class Kernel {
+ public:
+  static Kernel linear() { return Kernel(KernelFamily::BSpline, 2); }
+  static Kernel tsc() { return Kernel(KernelFamily::BSpline, 3); }
+  static Kernel mp4() { return Kernel(KernelFamily::MP4, 4); }
+  static Kernel bspline(int order);  // order 2..8; throws pmkit::Error otherwise
+  // Parses "linear", "cic", "tsc", "mp4", "bspline4", ... ; throws on unknown names.
+  static Kernel from_name(const std::string& name);
+
+  KernelFamily family() const { return family_; }
+  int order() const { return order_; }
+  int support() const { return order_; }  // nodes per dimension
+  // Nodes a particle reaches beyond the last interior node on either side.
+  int ghost_width() const { return order_ / 2; }
+  std::string name() const;
+  // Order of accuracy of interpolation of smooth fields (2 for all but M'4, which is 3).
+  int accuracy_order() const { return family_ == KernelFamily::MP4 ? 3 : 2; }
+
+  friend bool operator==(const Kernel& a, const Kernel& b) {
+    return a.family_ == b.family_ && a.order_ == b.order_;
+  }
+
+ private:
+  Kernel(KernelFamily f, int o) : family_(f), order_(o) {}
+  KernelFamily family_;
+  int order_;
+};
+
+namespace kernels {
+
+// Coefficients c[k][j] of s^j in the weight of node base+k.
+template <int S>
+struct PieceTable {
+  double c[S][S];
+};
+
+// Pieces of the cardinal B-spline M_P (support [0, P), knots at the integers):
+// piece_j(s) = M_P(j + s). Node base+k sits at distance whose M_P argument falls in
+// piece P-1-k, hence the reversal at the end.
+template <int P>
+constexpr PieceTable<P> bspline_pieces() {
+  // poly[j][i]: coefficient of s^i of piece j, for the current order q.
+  double poly[P][P] = {};
+  poly[0][0] = 1.0;  // M_1 = indicator of [0, 1)
+  for (int q = 2; q <= P; ++q) {
+    double next[P][P] = {};
+    // M_q(x) = [x M_{q-1}(x) + (q - x) M_{q-1}(x - 1)] / (q - 1), with x = j + s.
+    for (int j = 0; j < q; ++j) {
+      for (int i = 0; i < q - 1; ++i) {
+        const double a = (j < q - 1) ? poly[j][i] : 0.0;      // M_{q-1} piece j
+        const double b = (j >= 1) ? poly[j - 1][i] : 0.0;     // M_{q-1} piece j-1
+        next[j][i] += (j * a + (q - j) * b) / (q - 1);         // constant factors
+        next[j][i + 1] += (a - b) / (q - 1);                   // factors of s
+      }
+    }
+    for (int j = 0; j < P; ++j)
+      for (int i = 0; i < P; ++i) poly[j][i] = next[j][i];
+  }
+  PieceTable<P> t{};
+  for (int k = 0; k < P; ++k)
+    for (int i = 0; i < P; ++i) t.c[k][i] = poly[P - 1 - k][i];
+  return t;
+}
+
+// Monaghan's M'4: W(r) = 1 - 5/2 r^2 + 3/2 r^3 (r < 1), 1/2 (2 - r)^2 (1 - r) (1 <= r < 2),
+// written out per node in the local coordinate s (nodes at distances 1+s, s, 1-s, 2-s).
+constexpr PieceTable<4> mp4_pieces() {
+  return PieceTable<4>{{{0.0, -0.5, 1.0, -0.5},
+                        {1.0, 0.0, -2.5, 1.5},
+                        {0.0, 0.5, 2.0, -1.5},
+                        {0.0, 0.0, -0.5, 0.5}}};
+}
+
+// Compile-time kernel functors. Each gives its support and its piece table.
+template <int P>
+struct BSpline {
+  static_assert(P >= 2 && P <= 8, "B-spline order must be 2..8");
+  static constexpr int support = P;
+  static constexpr PieceTable<P> pieces() { return bspline_pieces<P>(); }
+};
+struct MP4 {
+  static constexpr int support = 4;
+  static constexpr PieceTable<4> pieces() { return mp4_pieces(); }
+};
+using Linear = BSpline<2>;
+using TSC = BSpline<3>;
+
+// Where a particle at grid coordinate u lands: first node and local coordinate.
+template <class K, class R>
+PMKIT_HD PMKIT_FORCEINLINE void locate(R u, int& base, R& s) {
+  constexpr int S = K::support;
+  const R shifted = (S % 2 == 1) ? u + R(0.5) : u;
+  const R f = floor(shifted);
+  s = shifted - f;
+  base = static_cast<int>(f) - (S - 1) / 2;
+}
+
+// The S weights of one dimension at local coordinate s, by Horner.
+template <class K, class T>
+PMKIT_HD PMKIT_FORCEINLINE void weights_1d(T s, T (&w)[K::support]) {
+  constexpr int S = K::support;
+  constexpr PieceTable<S> tab = K::pieces();
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int k = 0; k < S; ++k) {
+    T acc = T(tab.c[k][S - 1]);
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int j = S - 2; j >= 0; --j) acc = acc * s + T(tab.c[k][j]);
+    w[k] = acc;
+  }
+}
+
+// Calls f(KernelFunctor{}) for the run-time kernel: the one place where the run-time
+// choice becomes a template parameter.
+template <class F>
+decltype(auto) dispatch(const Kernel& k, F&& f) {
+  if (k.family() == KernelFamily::MP4) return f(MP4{});
+  switch (k.order()) {
+    case 2: return f(BSpline<2>{});
+    case 3: return f(BSpline<3>{});
+    case 4: return f(BSpline<4>{});
+    case 5: return f(BSpline<5>{});
+    case 6: return f(BSpline<6>{});
+    case 7: return f(BSpline<7>{});
+    default: return f(BSpline<8>{});
+  }
+}
+
+}  // namespace kernels
+}  // namespace pmkit

@@ -1,0 +1,106 @@
+#pragma once
+// Plan<T, D>: particle <-> mesh interpolation on one grid with one kernel.
+//
+//   pmkit::Plan<float, 3> plan(grid, pmkit::Kernel::mp4());
+//   plan.set_points({x, y, z});           // bins the particles once
+//   plan.spread({q}, {rho});              // P2M, as often as needed
+//   plan.interp({phi}, {phi_at_particles}); // M2P, results in the caller's order
+//
+// set_points validates and bins the positions (a counting sort kept in the plan);
+// every later spread/interp reuses that binning and allocates nothing. A failed call
+// throws pmkit::Error and leaves both the plan and the caller's arrays as they were.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pmkit/error.hpp"
+#include "pmkit/grid.hpp"
+#include "pmkit/kernels.hpp"
+#include "pmkit/view.hpp"
+
+namespace pmkit {
+
+enum class Backend { Cpu, Cuda };
+enum class Accumulate { Overwrite, Add };
+
+// How spread resolves the write conflicts between particles. Auto picks per backend
+// and case; an explicit method that cannot run on a case is an error.
+enum class SpreadMethod {
+  Auto,
+  // CPU: particles sorted by mesh row; slabs of planes of two colours, each slab owned
+  // by one thread, so no two threads ever write the same node at the same time.
+  CpuSlabs,
+  // CUDA methods (see src/cuda): global atomics on sorted particles; shared-memory tiles
+  // with 32-bit fixed-point accumulation.
+  CudaGlobalAtomics,
+  CudaSharedTiles,
+};
+
+struct Options {
+  Backend backend = Backend::Cpu;
+  SpreadMethod spread_method = SpreadMethod::Auto;
+  int num_threads = 0;         // CPU: OpenMP threads, 0 = OpenMP's default
+  bool deterministic = false;  // CUDA: bit-for-bit identical spread across runs
+  bool host_arrays = false;    // CUDA: views point to host memory; the plan copies
+  int device = 0;              // CUDA: device ordinal
+};
+
+// Seconds spent in the phases of the last call (CUDA host_arrays: the copies are
+// reported apart from the computation).
+struct Timings {
+  double transfer_s = 0;
+  double compute_s = 0;
+};
+
+namespace detail {
+template <class T, int D>
+class Backend;
+}
+
+template <class T, int D>
+class Plan {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "pmkit plans are float or double");
+
+ public:
+  using Positions = std::array<View<const T>, D>;
+
+  Plan(const Grid<D>& grid, Kernel kernel, Options options = {});
+  ~Plan();
+  Plan(Plan&&) noexcept;
+  Plan& operator=(Plan&&) noexcept;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  // Positions as structure of arrays, any order; all D views of one length (0 is valid).
+  void set_points(const Positions& positions);
+  // P2M: props[i] (one value per particle) is spread onto meshes[i] (mesh_size() values).
+  // A vector property is one view per component.
+  void spread(Span<View<const T>> props, Span<View<T>> meshes,
+              Accumulate mode = Accumulate::Overwrite);
+  // M2P: values[i][p] = sum over nodes of weight * meshes[i], in the caller's order.
+  void interp(Span<View<const T>> meshes, Span<View<T>> values);
+
+  const Grid<D>& grid() const { return grid_; }
+  const Kernel& kernel() const { return kernel_; }
+  const Options& options() const { return options_; }
+  std::array<std::int64_t, D> mesh_shape() const { return pmkit::mesh_shape(grid_, kernel_.ghost_width()); }
+  std::int64_t mesh_size() const { return pmkit::mesh_size(grid_, kernel_.ghost_width()); }
+  bool has_points() const { return has_points_; }
+  std::size_t num_points() const { return num_points_; }
+  // The method spread runs with (Auto resolved), for logs and benchmarks.
+  std::string spread_method_name() const;
+  Timings last_timings() const;
+
+ private:
+  Grid<D> grid_;
+  Kernel kernel_;
+  Options options_;
+  std::unique_ptr<detail::Backend<T, D>> backend_;
+  bool has_points_ = false;
+  std::size_t num_points_ = 0;
+};
+
+}  // namespace pmkit

@@ -1,0 +1,29 @@
+#pragma once
+// The float64 reference: a direct loop over particles and nodes, no binning, the
+// kernels evaluated from their closed forms (not from the piece tables the backends
+// use). Slow and simple on purpose: the tests and `pmkit verify` judge every backend
+// against it.
+#include <array>
+#include <cstddef>
+
+#include "pmkit/grid.hpp"
+#include "pmkit/kernels.hpp"
+
+namespace pmkit::reference {
+
+// The 1D kernel at signed distance r (in units of the spacing).
+double weight(const Kernel& kernel, double r);
+
+// Overwrites meshes[0..nprops) (mesh_size values each) with the spread of props.
+template <int D>
+void spread(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
+            const std::array<const double*, D>& positions, int nprops,
+            const double* const* props, double* const* meshes);
+
+// values[i][p] = interpolation of meshes[i] at particle p.
+template <int D>
+void interp(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
+            const std::array<const double*, D>& positions, int nprops,
+            const double* const* meshes, double* const* values);
+
+}  // namespace pmkit::reference

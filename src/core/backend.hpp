@@ -1,0 +1,32 @@
+#pragma once
+// The interface every backend implements behind pmkit::Plan. The Plan front end has
+// already checked lengths, strides and state when these are called.
+#include <array>
+#include <memory>
+#include <string>
+
+#include "pmkit/plan.hpp"
+
+namespace pmkit::detail {
+
+template <class T, int D>
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Validates positions (finite, inside bounded axes) and bins them. Throws and keeps
+  // the previous binning on error.
+  virtual void set_points(std::size_t n, const std::array<View<const T>, D>& positions) = 0;
+  virtual void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) = 0;
+  virtual void interp(Span<View<const T>> meshes, Span<View<T>> values) = 0;
+  virtual std::string spread_method_name() const = 0;
+  virtual Timings last_timings() const { return {}; }
+};
+
+template <class T, int D>
+std::unique_ptr<Backend<T, D>> make_cpu_backend(const Grid<D>& grid, const Kernel& kernel,
+                                                const Options& options);
+template <class T, int D>
+std::unique_ptr<Backend<T, D>> make_cuda_backend(const Grid<D>& grid, const Kernel& kernel,
+                                                 const Options& options);
+
+}  // namespace pmkit::detail

@@ -1,0 +1,61 @@
+#pragma once
+// Index arithmetic shared by every backend (host and device): where a position lies on
+// the grid and where a logical node is stored. Kernels receive a Layout by value.
+#include <cmath>
+#include <cstdint>
+
+#include "pmkit/config.hpp"
+#include "pmkit/grid.hpp"
+
+namespace pmkit::detail {
+
+enum class AxisKind : int { Periodic, Fold, Keep };
+
+struct Axis {
+  AxisKind kind;
+  int cells;     // n
+  int nodes;     // stored nodes: n (periodic), n+1 (fold), n+1+2g (keep)
+  int ghost;     // g: nodes a kernel reaches past either end
+  double origin;
+  double spacing;
+
+  // Grid coordinate u = (x - origin) / h, wrapped into [0, n) on periodic axes.
+  // False for a non-finite x, or an x outside [0, n] on a bounded axis.
+  PMKIT_HD bool coordinate(double x, double& u) const {
+    u = (x - origin) / spacing;
+    if (!(u - u == 0.0)) return false;  // NaN or inf (also catches inf - inf)
+    if (kind == AxisKind::Periodic) {
+      u -= cells * floor(u / cells);
+      if (u >= cells) u = 0.0;  // -tiny wrapped and rounded up onto the seam
+      return true;
+    }
+    return u >= 0.0 && u <= cells;
+  }
+
+  // Storage index of logical node m (m may lie up to `ghost` past either end).
+  PMKIT_HD int node(int m) const {
+    switch (kind) {
+      case AxisKind::Periodic:  // m is within a few supports of [0, n): no division
+        while (m < 0) m += cells;
+        while (m >= cells) m -= cells;
+        return m;
+      case AxisKind::Fold:
+        m = m < 0 ? -m : m;
+        return m > cells ? 2 * cells - m : m;
+      default:
+        return m + ghost;
+    }
+  }
+};
+
+template <int D>
+struct Layout {
+  Axis axis[D];
+  std::int64_t stride[D];  // stride[0] = 1 (x fastest)
+  std::int64_t size;
+};
+
+template <int D>
+Layout<D> make_layout(const Grid<D>& grid, int ghost_width);
+
+}  // namespace pmkit::detail

@@ -1,0 +1,290 @@
+#pragma once
+// The OpenMP backend. set_points bins (binning.hpp); spread walks slabs of planes in
+// two colours, so each mesh node is written by one thread at a time and no atomics are
+// needed; interp is a parallel gather over the sorted particles.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/layout.hpp"
+#include "core/stencil.hpp"
+#include "cpu/binning.hpp"
+#include "cpu/openmp.hpp"
+#include "pmkit/error.hpp"
+
+namespace pmkit::cpu {
+
+using detail::fail;
+
+// Throws the error that describes why particle i was rejected by Axis::coordinate.
+template <class T, int D>
+[[noreturn]] void reject_particle(const detail::Layout<D>& layout,
+                                  const std::array<View<const T>, D>& positions, std::size_t i) {
+  for (int d = 0; d < D; ++d) {
+    const double x = positions[d][i];
+    const detail::Axis& a = layout.axis[d];
+    if (!std::isfinite(x))
+      fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x,
+           ": particle positions must be finite");
+    double u;
+    if (!a.coordinate(x, u))
+      fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x,
+           " lies outside the bounded grid [", a.origin, ", ", a.origin + a.cells * a.spacing,
+           "] of dimension ", d);
+  }
+  fail(ErrorCode::InvalidArgument, "particle ", i, " rejected");
+}
+
+// Properties handled together per pass over the stencil (weights computed once per group).
+constexpr int kPropGroup = 4;
+
+template <class T, int D>
+class CpuBackend final : public detail::Backend<T, D> {
+ public:
+  CpuBackend(const Grid<D>& grid, const Kernel& kernel, const Options& options)
+      : layout_(detail::make_layout(grid, kernel.ghost_width())),
+        kernel_(kernel),
+        threads_(options.num_threads > 0 ? options.num_threads : default_threads()) {
+    if (options.spread_method != SpreadMethod::Auto && options.spread_method != SpreadMethod::CpuSlabs)
+      fail(ErrorCode::Unsupported, "options.spread_method: the CPU backend has only CpuSlabs");
+  }
+
+  void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
+    try {
+      kernels::dispatch(kernel_, [&](auto k) { bin<decltype(k)>(n, positions); });
+    } catch (const std::bad_alloc&) {
+      fail(ErrorCode::OutOfMemory, "set_points: could not allocate the binning of ", n,
+           " particles (about ", n * (4 + D * (4 + sizeof(T))) * 2 / 1048576.0, " MiB)");
+    }
+  }
+
+  void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
+    kernels::dispatch(kernel_, [&](auto k) { spread_slabs<decltype(k)>(props, meshes, mode); });
+  }
+
+  void interp(Span<View<const T>> meshes, Span<View<T>> values) override {
+    kernels::dispatch(kernel_, [&](auto k) { gather<decltype(k)>(meshes, values); });
+  }
+
+  std::string spread_method_name() const override { return "cpu-slabs"; }
+
+ private:
+  // Row key of a particle: its home node (floor(u + shift), wrapped) in every
+  // dimension but x; or only its plane when the row histogram would be too large.
+  struct KeyGeometry {
+    int dims[D];               // key extent per dimension (index 0 unused)
+    std::size_t keys;          // number of distinct keys
+    std::size_t keys_per_plane;
+    bool rows;
+  };
+
+  KeyGeometry key_geometry() const {
+    KeyGeometry g{};
+    g.keys = 1;
+    for (int d = 1; d < D; ++d) {
+      const detail::Axis& a = layout_.axis[d];
+      g.dims[d] = a.kind == detail::AxisKind::Periodic ? a.cells : a.cells + 1;
+      g.keys *= g.dims[d];
+    }
+    // One histogram per thread: keep them within a few tens of MB.
+    g.rows = g.keys * threads_ <= (std::size_t(1) << 23);
+    g.keys_per_plane = g.rows ? g.keys / g.dims[D - 1] : 1;
+    if (!g.rows) g.keys = g.dims[D - 1];
+    return g;
+  }
+
+  template <class K>
+  void bin(std::size_t n, const std::array<View<const T>, D>& positions) {
+    constexpr double shift = (K::support % 2 == 1) ? 0.5 : 0.0;
+    const detail::Layout<D> L = layout_;
+    const KeyGeometry kg = key_geometry();
+    const int nt = threads_;
+    keys_.resize(n);
+    counts_.resize(static_cast<std::size_t>(nt) * kg.keys);
+    std::vector<std::size_t> first_bad(nt, std::numeric_limits<std::size_t>::max());
+
+    auto home = [&](const double* u, int d) {
+      int f = static_cast<int>(std::floor(u[d] + shift));
+      if (L.axis[d].kind == detail::AxisKind::Periodic && f >= L.axis[d].cells) f -= L.axis[d].cells;
+      return f;
+    };
+    auto key_of = [&](const double* u) -> std::uint32_t {
+      if (!kg.rows) return static_cast<std::uint32_t>(home(u, D - 1));
+      std::size_t key = 0;
+      for (int d = D - 1; d >= 1; --d) key = key * kg.dims[d] + home(u, d);
+      return static_cast<std::uint32_t>(key);
+    };
+
+    // Pass 1: validate, key, count per thread.
+#pragma omp parallel num_threads(nt)
+    {
+      const int t = thread_id();
+      const std::size_t lo = n * t / nt, hi = n * (t + 1) / nt;
+      std::uint32_t* count = counts_.data() + static_cast<std::size_t>(t) * kg.keys;
+      std::fill(count, count + kg.keys, 0u);
+      for (std::size_t i = lo; i < hi; ++i) {
+        double u[D];
+        bool ok = true;
+        for (int d = 0; d < D; ++d) ok = L.axis[d].coordinate(positions[d][i], u[d]) && ok;
+        if (!ok) {
+          first_bad[t] = i;
+          break;
+        }
+        const std::uint32_t key = key_of(u);
+        keys_[i] = key;
+        ++count[key];
+      }
+    }
+    const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
+    if (bad != std::numeric_limits<std::size_t>::max()) reject_particle<T, D>(L, positions, bad);
+
+    // Pass 2: exclusive scan over (key, thread): stable, so the order is reproducible.
+    const int planes = static_cast<int>(kg.rows ? kg.keys / kg.keys_per_plane : kg.keys);
+    std::vector<std::size_t> plane_start(planes + 1);
+    std::size_t running = 0;
+    std::vector<std::size_t> offsets(counts_.size());
+    for (std::size_t key = 0; key < kg.keys; ++key) {
+      if (key % kg.keys_per_plane == 0) plane_start[key / kg.keys_per_plane] = running;
+      for (int t = 0; t < nt; ++t) {
+        const std::size_t slot = static_cast<std::size_t>(t) * kg.keys + key;
+        offsets[slot] = running;
+        running += counts_[slot];
+      }
+    }
+    plane_start[planes] = running;
+
+    // Pass 3: scatter into the spare binning; it becomes current only when complete.
+    Binning<T, D>& B = spare_;
+    B.resize(n);
+#pragma omp parallel num_threads(nt)
+    {
+      const int t = thread_id();
+      const std::size_t lo = n * t / nt, hi = n * (t + 1) / nt;
+      std::size_t* offset = offsets.data() + static_cast<std::size_t>(t) * kg.keys;
+      for (std::size_t i = lo; i < hi; ++i) {
+        const std::size_t dst = offset[keys_[i]]++;
+        double u[D];
+        for (int d = 0; d < D; ++d) L.axis[d].coordinate(positions[d][i], u[d]);
+        int base[D];
+        T s[D];
+        detail::locate_particle<K, D>(u, base, s);
+        B.perm[dst] = static_cast<std::uint32_t>(i);
+        for (int d = 0; d < D; ++d) {
+          B.base[d][dst] = base[d];
+          B.frac[d][dst] = s[d];
+        }
+      }
+    }
+    B.chunk_begin = balanced_slabs(plane_start, std::max(K::support - 1, 1), 4 * nt);
+    std::swap(current_, spare_);
+  }
+
+  template <class K>
+  void spread_slabs(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+    const Binning<T, D>& B = current_;
+    const detail::Layout<D> L = layout_;
+    const int nprops = static_cast<int>(props.size());
+    const int chunks = static_cast<int>(B.num_chunks());
+    const std::int64_t size = L.size;
+#pragma omp parallel num_threads(threads_)
+    {
+      if (mode == Accumulate::Overwrite) {
+        for (int j = 0; j < nprops; ++j) {
+          T* m = meshes[j].data;
+#pragma omp for schedule(static)
+          for (std::int64_t i = 0; i < size; ++i) m[i] = T(0);
+        }
+      }
+      for (int colour = 0; colour < 2; ++colour) {
+#pragma omp for schedule(dynamic, 1)
+        for (int c = colour; c < chunks; c += 2)
+          for (std::size_t i = B.chunk_begin[c]; i < B.chunk_begin[c + 1]; ++i)
+            deposit<K>(L, B, i, props, meshes, nprops);
+      }
+    }
+  }
+
+  template <class K>
+  static void deposit(const detail::Layout<D>& L, const Binning<T, D>& B, std::size_t i,
+                      const Span<View<const T>>& props, const Span<View<T>>& meshes, int nprops) {
+    int base[D];
+    T s[D];
+    for (int d = 0; d < D; ++d) {
+      base[d] = B.base[d][i];
+      s[d] = B.frac[d][i];
+    }
+    const std::size_t p = B.perm[i];
+    if (nprops == 1) {
+      const T q = props[0][p];
+      T* m = meshes[0].data;
+      detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) { m[idx] += q * w; });
+      return;
+    }
+    for (int g = 0; g < nprops; g += kPropGroup) {
+      const int count = std::min(kPropGroup, nprops - g);
+      T q[kPropGroup];
+      T* m[kPropGroup];
+      for (int j = 0; j < count; ++j) {
+        q[j] = props[g + j][p];
+        m[j] = meshes[g + j].data;
+      }
+      detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) {
+        for (int j = 0; j < count; ++j) m[j][idx] += q[j] * w;
+      });
+    }
+  }
+
+  template <class K>
+  void gather(Span<View<const T>> meshes, Span<View<T>> values) {
+    const Binning<T, D>& B = current_;
+    const detail::Layout<D> L = layout_;
+    const int nprops = static_cast<int>(meshes.size());
+    const std::int64_t n = static_cast<std::int64_t>(B.n);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      int base[D];
+      T s[D];
+      for (int d = 0; d < D; ++d) {
+        base[d] = B.base[d][i];
+        s[d] = B.frac[d][i];
+      }
+      const std::size_t p = B.perm[i];
+      for (int g = 0; g < nprops; g += kPropGroup) {
+        const int count = std::min(kPropGroup, nprops - g);
+        T acc[kPropGroup] = {};
+        const T* m[kPropGroup];
+        for (int j = 0; j < count; ++j) m[j] = meshes[g + j].data;
+        detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) {
+          for (int j = 0; j < count; ++j) acc[j] += w * m[j][idx];
+        });
+        for (int j = 0; j < count; ++j) values[g + j][p] = acc[j];
+      }
+    }
+  }
+
+  detail::Layout<D> layout_;
+  Kernel kernel_;
+  int threads_;
+  Binning<T, D> current_, spare_;
+  std::vector<std::uint32_t> keys_;    // scratch of set_points
+  std::vector<std::uint32_t> counts_;  // per-thread key histograms
+};
+
+}  // namespace pmkit::cpu
+
+#define PMKIT_INSTANTIATE_CPU_BACKEND(T)                                                    \
+  namespace pmkit::detail {                                                                 \
+  template <>                                                                               \
+  std::unique_ptr<Backend<T, 2>> make_cpu_backend<T, 2>(const Grid<2>& g, const Kernel& k,  \
+                                                        const Options& o) {                 \
+    return std::make_unique<cpu::CpuBackend<T, 2>>(g, k, o);                                \
+  }                                                                                         \
+  template <>                                                                               \
+  std::unique_ptr<Backend<T, 3>> make_cpu_backend<T, 3>(const Grid<3>& g, const Kernel& k,  \
+                                                        const Options& o) {                 \
+    return std::make_unique<cpu::CpuBackend<T, 3>>(g, k, o);                                \
+  }                                                                                         \
+  }

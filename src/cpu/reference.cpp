@@ -1,0 +1,147 @@
+// The float64 reference. Deliberately independent of the backends: the kernels come
+// from their closed forms, nodes are found by scanning a window around the particle,
+// and ghost nodes are mapped by their own small function.
+#include "pmkit/reference.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "pmkit/error.hpp"
+
+namespace pmkit::reference {
+
+namespace {
+double binomial(int n, int k) {
+  double r = 1;
+  for (int i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+  return r;
+}
+double factorial(int n) { return n <= 1 ? 1.0 : n * factorial(n - 1); }
+
+// Cardinal B-spline of order p centred at 0: M_p(r + p/2), by the truncated-power sum.
+// Evaluated on the left half only (x <= p/2, by symmetry), which keeps the cancellation
+// of the alternating sum near 1e-14 even at p = 8.
+double bspline(int p, double r) {
+  const double x = 0.5 * p - std::fabs(r);
+  if (x <= 0) return 0.0;
+  double sum = 0;
+  for (int k = 0; k <= p; ++k) {
+    const double t = x - k;
+    if (t > 0) sum += ((k % 2) ? -1.0 : 1.0) * binomial(p, k) * std::pow(t, p - 1);
+  }
+  return sum / factorial(p - 1);
+}
+
+double mp4(double r) {
+  r = std::fabs(r);
+  if (r < 1) return 1 - 2.5 * r * r + 1.5 * r * r * r;
+  if (r < 2) return 0.5 * (2 - r) * (2 - r) * (1 - r);
+  return 0.0;
+}
+
+// Grid coordinate of x and the storage index of node m, or -1 where no node stores it.
+struct AxisRef {
+  Boundary boundary;
+  Ghosts ghosts;
+  long long cells;
+  int ghost;
+  double origin, spacing;
+
+  double coordinate(double x) const {
+    double u = (x - origin) / spacing;
+    if (boundary == Boundary::Periodic) u = u - cells * std::floor(u / cells);
+    return u;
+  }
+  long long node(long long m) const {
+    if (boundary == Boundary::Periodic) return ((m % cells) + cells) % cells;
+    if (ghosts == Ghosts::Keep) return m + ghost;
+    if (m < 0) return -m;
+    if (m > cells) return 2 * cells - m;
+    return m;
+  }
+};
+
+template <int D>
+struct Visit {
+  std::array<AxisRef, D> axes;
+  std::array<long long, D> strides;
+  const Kernel& kernel;
+
+  Visit(const Grid<D>& grid, const Kernel& k) : kernel(k) {
+    const auto shape = mesh_shape(grid, k.ghost_width());
+    long long stride = 1;
+    for (int d = 0; d < D; ++d) {
+      axes[d] = AxisRef{grid.boundary[d], grid.ghosts, grid.cells[d], k.ghost_width(),
+                        grid.origin[d], grid.spacing[d]};
+      strides[d] = stride;
+      stride *= shape[d];
+    }
+  }
+
+  // Calls f(index, weight) for every node of non-zero weight around particle p.
+  template <class F>
+  void operator()(const std::array<const double*, D>& pos, std::size_t p, F&& f) const {
+    const int reach = kernel.support() / 2 + 1;
+    std::array<std::vector<std::pair<long long, double>>, D> taps;
+    for (int d = 0; d < D; ++d) {
+      const double u = axes[d].coordinate(pos[d][p]);
+      const long long c = static_cast<long long>(std::floor(u));
+      for (long long m = c - reach; m <= c + reach; ++m) {
+        const double w = weight(kernel, u - m);
+        if (w != 0.0) taps[d].push_back({axes[d].node(m) * strides[d], w});
+      }
+    }
+    if constexpr (D == 2) {
+      for (auto& b : taps[1])
+        for (auto& a : taps[0]) f(a.first + b.first, a.second * b.second);
+    } else {
+      for (auto& c : taps[2])
+        for (auto& b : taps[1])
+          for (auto& a : taps[0]) f(a.first + b.first + c.first, a.second * b.second * c.second);
+    }
+  }
+};
+}  // namespace
+
+double weight(const Kernel& kernel, double r) {
+  return kernel.family() == KernelFamily::MP4 ? mp4(r) : bspline(kernel.order(), r);
+}
+
+template <int D>
+void spread(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
+            const std::array<const double*, D>& positions, int nprops,
+            const double* const* props, double* const* meshes) {
+  validate(grid, kernel.ghost_width());
+  const long long size = mesh_size(grid, kernel.ghost_width());
+  for (int j = 0; j < nprops; ++j) std::fill(meshes[j], meshes[j] + size, 0.0);
+  Visit<D> visit(grid, kernel);
+  for (std::size_t p = 0; p < n; ++p)
+    visit(positions, p, [&](long long idx, double w) {
+      for (int j = 0; j < nprops; ++j) meshes[j][idx] += props[j][p] * w;
+    });
+}
+
+template <int D>
+void interp(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
+            const std::array<const double*, D>& positions, int nprops,
+            const double* const* meshes, double* const* values) {
+  validate(grid, kernel.ghost_width());
+  Visit<D> visit(grid, kernel);
+  for (std::size_t p = 0; p < n; ++p) {
+    for (int j = 0; j < nprops; ++j) values[j][p] = 0.0;
+    visit(positions, p, [&](long long idx, double w) {
+      for (int j = 0; j < nprops; ++j) values[j][p] += meshes[j][idx] * w;
+    });
+  }
+}
+
+template void spread<2>(const Grid<2>&, const Kernel&, std::size_t, const std::array<const double*, 2>&,
+                        int, const double* const*, double* const*);
+template void spread<3>(const Grid<3>&, const Kernel&, std::size_t, const std::array<const double*, 3>&,
+                        int, const double* const*, double* const*);
+template void interp<2>(const Grid<2>&, const Kernel&, std::size_t, const std::array<const double*, 2>&,
+                        int, const double* const*, double* const*);
+template void interp<3>(const Grid<3>&, const Kernel&, std::size_t, const std::array<const double*, 3>&,
+                        int, const double* const*, double* const*);
+
+}  // namespace pmkit::reference

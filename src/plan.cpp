@@ -1,0 +1,122 @@
+// The Plan front end: argument checks common to all backends, then the backend call.
+#include <limits>
+
+#include "core/backend.hpp"
+#include "pmkit/plan.hpp"
+
+namespace pmkit {
+
+using detail::fail;
+
+template <class T, int D>
+Plan<T, D>::Plan(const Grid<D>& grid, Kernel kernel, Options options)
+    : grid_(grid), kernel_(kernel), options_(options) {
+  validate(grid, kernel.ghost_width());
+  if (options.num_threads < 0)
+    fail(ErrorCode::InvalidArgument, "options.num_threads = ", options.num_threads,
+         ": use 0 for the OpenMP default or a positive count");
+  if (options.backend == Backend::Cpu) {
+    backend_ = detail::make_cpu_backend<T, D>(grid, kernel, options);
+  } else {
+#if defined(PMKIT_WITH_CUDA)
+    backend_ = detail::make_cuda_backend<T, D>(grid, kernel, options);
+#else
+    fail(ErrorCode::Unsupported,
+         "options.backend = Cuda: this build of pmkit has no CUDA backend (configure with "
+         "PMKIT_CUDA=ON and a CUDA compiler)");
+#endif
+  }
+}
+
+template <class T, int D>
+Plan<T, D>::~Plan() = default;
+template <class T, int D>
+Plan<T, D>::Plan(Plan&&) noexcept = default;
+template <class T, int D>
+Plan<T, D>& Plan<T, D>::operator=(Plan&&) noexcept = default;
+
+template <class T, int D>
+void Plan<T, D>::set_points(const Positions& positions) {
+  const std::size_t n = positions[0].size;
+  for (int d = 0; d < D; ++d) {
+    if (positions[d].size != n)
+      fail(ErrorCode::SizeMismatch, "positions[", d, "].size = ", positions[d].size,
+           " but positions[0].size = ", n, ": every coordinate needs one value per particle");
+    if (n > 0 && positions[d].data == nullptr)
+      fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null for ", n, " particles");
+    if (positions[d].stride == 0 && n > 1)
+      fail(ErrorCode::InvalidArgument, "positions[", d, "].stride = 0");
+  }
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    fail(ErrorCode::Unsupported, "set_points with ", n,
+         " particles: a plan holds fewer than 2^32 - 1 particles");
+  backend_->set_points(n, positions);
+  num_points_ = n;
+  has_points_ = true;
+}
+
+namespace {
+template <class P, class M>
+void check_particle_arrays(const char* what, const Span<P>& arrays, std::size_t n) {
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    if (arrays[i].size != n)
+      fail(ErrorCode::SizeMismatch, what, "[", i, "].size = ", arrays[i].size, " but the plan has ",
+           n, " particles (set_points)");
+    if (n > 0 && arrays[i].data == nullptr) fail(ErrorCode::InvalidArgument, what, "[", i, "].data is null");
+    if (arrays[i].stride == 0 && n > 1) fail(ErrorCode::InvalidArgument, what, "[", i, "].stride = 0");
+  }
+}
+template <class M>
+void check_mesh_arrays(const char* what, const Span<M>& arrays, std::int64_t size) {
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    if (static_cast<std::int64_t>(arrays[i].size) != size)
+      fail(ErrorCode::SizeMismatch, what, "[", i, "].size = ", arrays[i].size,
+           " but the mesh has ", size, " nodes (Plan::mesh_size)");
+    if (arrays[i].data == nullptr) fail(ErrorCode::InvalidArgument, what, "[", i, "].data is null");
+    if (arrays[i].stride != 1)
+      fail(ErrorCode::InvalidArgument, what, "[", i, "].stride = ", arrays[i].stride,
+           ": mesh arrays must be contiguous");
+  }
+}
+}  // namespace
+
+template <class T, int D>
+void Plan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+  if (!has_points_) fail(ErrorCode::NotReady, "spread called before set_points");
+  if (props.size() != meshes.size())
+    fail(ErrorCode::SizeMismatch, "spread got ", props.size(), " properties but ", meshes.size(),
+         " meshes: one mesh per property");
+  check_particle_arrays<View<const T>, void>("props", props, num_points_);
+  check_mesh_arrays("meshes", meshes, mesh_size());
+  if (props.empty()) return;
+  backend_->spread(props, meshes, mode);
+}
+
+template <class T, int D>
+void Plan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
+  if (!has_points_) fail(ErrorCode::NotReady, "interp called before set_points");
+  if (meshes.size() != values.size())
+    fail(ErrorCode::SizeMismatch, "interp got ", meshes.size(), " meshes but ", values.size(),
+         " output arrays: one output per mesh");
+  check_mesh_arrays("meshes", meshes, mesh_size());
+  check_particle_arrays<View<T>, void>("values", values, num_points_);
+  if (meshes.empty() || num_points_ == 0) return;
+  backend_->interp(meshes, values);
+}
+
+template <class T, int D>
+std::string Plan<T, D>::spread_method_name() const {
+  return backend_->spread_method_name();
+}
+
+template <class T, int D>
+Timings Plan<T, D>::last_timings() const {
+  return backend_->last_timings();
+}
+
+template class Plan<float, 2>;
+template class Plan<float, 3>;
+template class Plan<double, 2>;
+template class Plan<double, 3>;
+
+}  // namespace pmkit
