@@ -1,0 +1,313 @@
+// `pmkit bench`: the CPU backend against a plain OpenMP baseline on the same input.
+//
+// The baseline is what one writes first: one parallel loop over the particles in the
+// order given, each adding its S^3 weighted contributions to the mesh with
+// `#pragma omp atomic` (P2M), or summing them (M2P). Its weights come from the same
+// shared stencil as pmkit's (core/stencil.hpp), so the two differ only in how they
+// organise the work: pmkit bins the particles once (set_points) and spreads slab by
+// slab without atomics.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "core/layout.hpp"
+#include "core/stencil.hpp"
+#include "cpu/openmp.hpp"
+#include "pmkit/pmkit.hpp"
+
+namespace pmkit::cli {
+namespace {
+
+const char* const kBenchUsage =
+    "usage: pmkit bench [options]\n"
+    "\n"
+    "Times the CPU backend against a plain OpenMP baseline (one loop over the unsorted\n"
+    "particles, `omp atomic` adds for P2M, a gather for M2P, weights from the same\n"
+    "shared stencil) on uniform random particles in a periodic 3D box:\n"
+    "  P2M  mp4 and linear at 1 and 8 particles per cell: set_points and spread of\n"
+    "       pmkit, the baseline spread, their ratios, and the difference of the meshes;\n"
+    "  M2P  mp4 at 1 particle per cell: interp of pmkit and the baseline gather at\n"
+    "       1, 2, 4, ... threads up to the OpenMP maximum, with the speedups.\n"
+    "Times are medians over the repetitions, after one warm-up, on the steady clock.\n"
+    "Exits with 1 if pmkit and the baseline disagree (relative L2 >= 1e-5).\n"
+    "\n"
+    "options:\n"
+    "  --particles N        particles per case (default 2^21; 1e6 and 2^20 work too);\n"
+    "                       the mesh has round(cbrt(N / ppc)) cells per dimension\n"
+    "  --reps R             timed repetitions (default 5)\n"
+    "  --threads T          threads of the P2M cases (default: OpenMP's default); also\n"
+    "                       the largest thread count of the M2P scaling\n"
+    "  --precision P        float|double (default float)\n"
+    "  --seed S             random seed (default 1)\n"
+    "  -h, --help           this text\n";
+
+struct BenchOptions {
+  std::int64_t particles = std::int64_t(1) << 21;
+  int reps = 5;
+  int threads = 0;
+  std::string precision = "float";
+  std::uint64_t seed = 1;
+};
+
+constexpr double kAgreement = 1e-5;
+
+template <class T>
+struct Particles {
+  std::array<std::vector<T>, 3> x;
+  std::vector<T> q;
+  std::size_t size() const { return q.size(); }
+  typename Plan<T, 3>::Positions positions() const {
+    return {View<const T>(x[0]), View<const T>(x[1]), View<const T>(x[2])};
+  }
+};
+
+// Uniform in the periodic box [0, cells)^3 (spacing 1), charges uniform in [0.5, 1.5).
+template <class T>
+Particles<T> random_particles(std::size_t n, std::int64_t cells, std::uint64_t seed) {
+  Particles<T> p;
+  for (auto& xd : p.x) xd.resize(n);
+  p.q.resize(n);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> box(0.0, static_cast<double>(cells)), unit(0.5, 1.5);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto& xd : p.x) xd[i] = static_cast<T>(box(rng));
+    p.q[i] = static_cast<T>(unit(rng));
+  }
+  return p;
+}
+
+// Where particle i lands, from the shared stencil code (no binning kept).
+template <class K, class T>
+inline void locate(const detail::Layout<3>& L, const Particles<T>& p, std::int64_t i, int (&base)[3],
+                   T (&s)[3]) {
+  double u[3];
+  for (int d = 0; d < 3; ++d) L.axis[d].coordinate(static_cast<double>(p.x[d][i]), u[d]);
+  detail::locate_particle<K, 3>(u, base, s);
+}
+
+// Baseline P2M: zero the mesh, then every particle adds its contributions atomically.
+template <class K, class T>
+void baseline_spread(const detail::Layout<3>& L, const Particles<T>& p, T* mesh, int threads) {
+  const auto n = static_cast<std::int64_t>(p.size());
+  const std::int64_t size = L.size;
+  const T* q = p.q.data();
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < size; ++i) mesh[i] = T(0);
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      int base[3];
+      T s[3];
+      locate<K>(L, p, i, base, s);
+      const T qi = q[i];
+      detail::for_each_node<K, 3>(L, base, s, [&](std::int64_t idx, T w) {
+#pragma omp atomic
+        mesh[idx] += qi * w;
+      });
+    }
+  }
+}
+
+// Baseline M2P: a gather per particle, in the caller's order.
+template <class K, class T>
+void baseline_gather(const detail::Layout<3>& L, const Particles<T>& p, const T* mesh, T* out,
+                     int threads) {
+  const auto n = static_cast<std::int64_t>(p.size());
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    int base[3];
+    T s[3];
+    locate<K>(L, p, i, base, s);
+    T acc = 0;
+    detail::for_each_node<K, 3>(L, base, s, [&](std::int64_t idx, T w) { acc += w * mesh[idx]; });
+    out[i] = acc;
+  }
+}
+
+// ||a - b|| / ||b||, in double.
+template <class T>
+double relative_l2(const std::vector<T>& a, const std::vector<T>& b) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    diff += d * d;
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+// Median seconds of `reps` calls of f after one warm-up call.
+template <class F>
+double timed(int reps, F&& f) {
+  f();
+  std::vector<double> t(static_cast<std::size_t>(reps));
+  for (auto& ti : t) ti = seconds(f);
+  return median(t);
+}
+
+std::int64_t cells_for(std::int64_t particles, int ppc) {
+  const auto c = static_cast<std::int64_t>(std::llround(std::cbrt(static_cast<double>(particles) / ppc)));
+  return std::max<std::int64_t>(c, 4);
+}
+
+struct SpreadRow {
+  std::string kernel;
+  std::int64_t cells;
+  double ppc;
+  double set_points, spread, baseline, rel_l2;
+};
+
+struct InterpRow {
+  int threads;
+  double pmkit, baseline, rel_l2;
+};
+
+template <class T>
+SpreadRow spread_case(const BenchOptions& o, const Kernel& kernel, int ppc, int threads) {
+  const std::int64_t cells = cells_for(o.particles, ppc);
+  const Grid<3> grid = Grid<3>::periodic({cells, cells, cells});
+  const Particles<T> p = random_particles<T>(static_cast<std::size_t>(o.particles), cells, o.seed);
+  Options opt;
+  opt.num_threads = threads;
+  Plan<T, 3> plan(grid, kernel, opt);
+  const detail::Layout<3> L = detail::make_layout(grid, kernel.ghost_width());
+  std::vector<T> mesh(static_cast<std::size_t>(plan.mesh_size())), base_mesh(mesh.size());
+
+  SpreadRow r{kernel.name(), cells, static_cast<double>(o.particles) / static_cast<double>(cells * cells * cells),
+              0, 0, 0, 0};
+  const auto positions = p.positions();
+  r.set_points = timed(o.reps, [&] { plan.set_points(positions); });
+  r.spread = timed(o.reps, [&] { plan.spread({View<const T>(p.q)}, {View<T>(mesh)}); });
+  kernels::dispatch(kernel, [&](auto k) {
+    using K = decltype(k);
+    r.baseline = timed(o.reps, [&] { baseline_spread<K>(L, p, base_mesh.data(), threads); });
+  });
+  r.rel_l2 = relative_l2(base_mesh, mesh);
+  std::printf("  P2M %-6s %4lld^3 mesh, %5.2f ppc: set_points %8.2f ms, spread %8.2f ms (%s), "
+              "baseline %8.2f ms, rel L2 %.1e\n",
+              r.kernel.c_str(), static_cast<long long>(cells), r.ppc, 1e3 * r.set_points, 1e3 * r.spread,
+              plan.spread_method_name().c_str(), 1e3 * r.baseline, r.rel_l2);
+  std::fflush(stdout);
+  return r;
+}
+
+template <class T>
+std::vector<InterpRow> interp_scaling(const BenchOptions& o, const Kernel& kernel, int ppc,
+                                      int max_threads) {
+  const std::int64_t cells = cells_for(o.particles, ppc);
+  const Grid<3> grid = Grid<3>::periodic({cells, cells, cells});
+  const Particles<T> p = random_particles<T>(static_cast<std::size_t>(o.particles), cells, o.seed);
+  const detail::Layout<3> L = detail::make_layout(grid, kernel.ghost_width());
+  std::vector<T> mesh(static_cast<std::size_t>(L.size));
+  std::mt19937_64 rng(o.seed + 1);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (auto& v : mesh) v = static_cast<T>(unit(rng));
+
+  std::vector<int> counts;
+  for (int t = 1; t < max_threads; t *= 2) counts.push_back(t);
+  counts.push_back(max_threads);
+
+  std::vector<InterpRow> rows;
+  std::vector<T> values(p.size()), base_values(p.size());
+  for (int t : counts) {
+    Options opt;
+    opt.num_threads = t;
+    Plan<T, 3> plan(grid, kernel, opt);
+    plan.set_points(p.positions());
+    InterpRow r{t, 0, 0, 0};
+    r.pmkit = timed(o.reps, [&] { plan.interp({View<const T>(mesh)}, {View<T>(values)}); });
+    kernels::dispatch(kernel, [&](auto k) {
+      using K = decltype(k);
+      r.baseline = timed(o.reps, [&] { baseline_gather<K>(L, p, mesh.data(), base_values.data(), t); });
+    });
+    r.rel_l2 = relative_l2(base_values, values);
+    std::printf("  M2P %-6s %4lld^3 mesh, %2d threads: interp %8.2f ms, baseline gather %8.2f ms, "
+                "rel L2 %.1e\n",
+                kernel.name().c_str(), static_cast<long long>(cells), t, 1e3 * r.pmkit, 1e3 * r.baseline,
+                r.rel_l2);
+    std::fflush(stdout);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+template <class T>
+int bench(const BenchOptions& o) {
+  const int threads = o.threads > 0 ? o.threads : cpu::default_threads();
+  std::printf("pmkit bench: CPU backend against an OpenMP atomic baseline; 3D, %s, periodic, "
+              "%lld particles, %d threads (OpenMP default %d), median of %d after 1 warm-up\n",
+              o.precision.c_str(), static_cast<long long>(o.particles), threads, cpu::default_threads(),
+              o.reps);
+  std::fflush(stdout);
+
+  std::vector<SpreadRow> spread_rows;
+  for (const Kernel& k : {Kernel::mp4(), Kernel::linear()})
+    for (int ppc : {1, 8}) spread_rows.push_back(spread_case<T>(o, k, ppc, threads));
+  const Kernel m2p_kernel = Kernel::mp4();
+  const std::vector<InterpRow> interp_rows = interp_scaling<T>(o, m2p_kernel, 1, threads);
+
+  bool ok = true;
+  std::printf("\nP2M: times in ms; ratio = baseline time / pmkit time (above 1: pmkit is faster)\n");
+  std::printf("%-7s %-6s %5s | %10s %8s %9s | %12s %19s | %7s\n", "kernel", "mesh", "ppc", "set_points",
+              "spread", "baseline", "ratio spread", "ratio set+spread", "rel L2");
+  for (const SpreadRow& r : spread_rows) {
+    const std::string mesh = std::to_string(r.cells) + "^3";
+    std::printf("%-7s %-6s %5.2f | %10.2f %8.2f %9.2f | %12.2f %19.2f | %7.1e%s\n", r.kernel.c_str(),
+                mesh.c_str(), r.ppc, 1e3 * r.set_points, 1e3 * r.spread, 1e3 * r.baseline,
+                r.baseline / r.spread, r.baseline / (r.set_points + r.spread), r.rel_l2,
+                r.rel_l2 < kAgreement ? "" : "  MISMATCH");
+    ok = ok && r.rel_l2 < kAgreement;
+  }
+  const std::int64_t m2p_cells = cells_for(o.particles, 1);
+  std::printf("\nM2P %s, %lld^3 mesh: interp in ms; speedup = time at 1 thread / time; "
+              "ratio = baseline / pmkit\n",
+              m2p_kernel.name().c_str(), static_cast<long long>(m2p_cells));
+  std::printf("%7s | %8s %8s | %8s %8s | %6s | %7s\n", "threads", "pmkit", "speedup", "baseline", "speedup",
+              "ratio", "rel L2");
+  for (const InterpRow& r : interp_rows) {
+    std::printf("%7d | %8.2f %8.2f | %8.2f %8.2f | %6.2f | %7.1e%s\n", r.threads, 1e3 * r.pmkit,
+                interp_rows[0].pmkit / r.pmkit, 1e3 * r.baseline, interp_rows[0].baseline / r.baseline,
+                r.baseline / r.pmkit, r.rel_l2, r.rel_l2 < kAgreement ? "" : "  MISMATCH");
+    ok = ok && r.rel_l2 < kAgreement;
+  }
+  std::printf("\npmkit and baseline %s (relative L2 %s 1e-5 in every case)\n", ok ? "agree" : "DISAGREE",
+              ok ? "<" : "not <");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  return guarded("bench", kBenchUsage, [&]() -> int {
+    BenchOptions o;
+    ArgReader args(argc, argv);
+    while (args.next()) {
+      if (args.is("--help")) {
+        args.flag();
+        std::fputs(kBenchUsage, stdout);
+        return 0;
+      } else if (args.is("--particles")) {
+        o.particles = args.count(1, (std::int64_t(1) << 32) - 2);
+      } else if (args.is("--reps")) {
+        o.reps = static_cast<int>(args.count(1, 1000));
+      } else if (args.is("--threads")) {
+        o.threads = static_cast<int>(args.count(1, 4096));
+      } else if (args.is("--precision")) {
+        o.precision = args.choice({"float", "double"});
+      } else if (args.is("--seed")) {
+        o.seed = static_cast<std::uint64_t>(args.count(0));
+      } else {
+        args.unknown();
+      }
+    }
+    return o.precision == "float" ? bench<float>(o) : bench<double>(o);
+  });
+}
+
+}  // namespace pmkit::cli
