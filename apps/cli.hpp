@@ -119,6 +119,13 @@ class ArgReader {
   std::optional<std::string> inline_value_;
 };
 
+// The message of an exception without the "pmkit: " that pmkit::Error puts first
+// (the command line names itself already).
+inline std::string message_of(const std::exception& e) {
+  const std::string m = e.what();
+  return m.rfind("pmkit: ", 0) == 0 ? m.substr(7) : m;
+}
+
 // Runs a subcommand body with the exit-code policy of the command line. The body
 // returns 0 or 1; --help is handled by the body (usage on stdout, return 0).
 inline int guarded(const char* command, const char* usage, const std::function<int()>& body) {
@@ -128,11 +135,11 @@ inline int guarded(const char* command, const char* usage, const std::function<i
     std::cerr << "pmkit " << command << ": " << e.what() << "\n\n" << usage;
     return 2;
   } catch (const pmkit::Error& e) {
-    std::cerr << "pmkit " << command << ": " << e.what() << " [" << pmkit::to_string(e.code())
+    std::cerr << "pmkit " << command << ": " << message_of(e) << " [" << pmkit::to_string(e.code())
               << "]\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "pmkit " << command << ": " << e.what() << "\n";
+    std::cerr << "pmkit " << command << ": " << message_of(e) << "\n";
     return 1;
   }
 }

@@ -209,7 +209,7 @@ int run_demo(int argc, char** argv) {
         try {
           o.kernel = Kernel::from_name(name);
         } catch (const Error& e) {
-          throw UsageError(std::string("--kernel: ") + e.what());
+          throw UsageError("--kernel: " + message_of(e));
         }
       } else if (args.is("--precision")) {
         o.precision = args.choice({"float", "double"});
