@@ -92,7 +92,8 @@ inline void locate(const detail::Layout<3>& L, const Particles<T>& p, std::int64
 
 // Baseline P2M: zero the mesh, then every particle adds its contributions atomically.
 template <class K, class T>
-void baseline_spread(const detail::Layout<3>& L, const Particles<T>& p, T* mesh, int threads) {
+void baseline_spread(const detail::Layout<3>& L, const Particles<T>& p, T* mesh,
+                     [[maybe_unused]] int threads) {
   const auto n = static_cast<std::int64_t>(p.size());
   const std::int64_t size = L.size;
   const T* q = p.q.data();
@@ -117,7 +118,7 @@ void baseline_spread(const detail::Layout<3>& L, const Particles<T>& p, T* mesh,
 // Baseline M2P: a gather per particle, in the caller's order.
 template <class K, class T>
 void baseline_gather(const detail::Layout<3>& L, const Particles<T>& p, const T* mesh, T* out,
-                     int threads) {
+                     [[maybe_unused]] int threads) {
   const auto n = static_cast<std::int64_t>(p.size());
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
