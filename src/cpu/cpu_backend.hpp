@@ -178,7 +178,10 @@ class CpuBackend final : public detail::Backend<T, D> {
         }
       }
     }
-    B.chunk_begin = balanced_slabs(plane_start, std::max(K::support - 1, 1), 4 * nt);
+    // Chunks at least S-1 planes wide keep same-colour chunks off each other's planes;
+    // at least 2, as a folding bounded axis maps node cells+1 of the linear kernel onto
+    // cells-1, outside a one-plane chunk that holds plane cells.
+    B.chunk_begin = balanced_slabs(plane_start, std::max(K::support - 1, 2), 4 * nt);
     std::swap(current_, spare_);
   }
 
