@@ -6,6 +6,8 @@
 // shared stencil as pmkit's (core/stencil.hpp), so the two differ only in how they
 // organise the work: pmkit bins the particles once (set_points) and spreads slab by
 // slab without atomics.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

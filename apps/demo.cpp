@@ -3,11 +3,14 @@
 //  * conservation: the mesh total equals the sum of the charges;
 //  * round trip: interp is the adjoint of spread, so <spread(q), rho> = <q, interp(rho)>;
 //  * accuracy: a smooth field interpolated to the particles, against its exact value.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cli.hpp"
