@@ -44,8 +44,8 @@ void Plan<T, D>::set_points(const Positions& positions) {
            " but positions[0].size = ", n, ": every coordinate needs one value per particle");
     if (n > 0 && positions[d].data == nullptr)
       fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null for ", n, " particles");
-    if (positions[d].stride == 0 && n > 1)
-      fail(ErrorCode::InvalidArgument, "positions[", d, "].stride = 0");
+    if (positions[d].stride <= 0 && n > 1)
+      fail(ErrorCode::InvalidArgument, "positions[", d, "].stride = ", positions[d].stride, ": strides must be positive");
   }
   if (n >= std::numeric_limits<std::uint32_t>::max())
     fail(ErrorCode::Unsupported, "set_points with ", n,
@@ -63,7 +63,8 @@ void check_particle_arrays(const char* what, const Span<P>& arrays, std::size_t 
       fail(ErrorCode::SizeMismatch, what, "[", i, "].size = ", arrays[i].size, " but the plan has ",
            n, " particles (set_points)");
     if (n > 0 && arrays[i].data == nullptr) fail(ErrorCode::InvalidArgument, what, "[", i, "].data is null");
-    if (arrays[i].stride == 0 && n > 1) fail(ErrorCode::InvalidArgument, what, "[", i, "].stride = 0");
+    if (arrays[i].stride <= 0 && n > 1)
+      fail(ErrorCode::InvalidArgument, what, "[", i, "].stride = ", arrays[i].stride, ": strides must be positive");
   }
 }
 template <class M>

@@ -8,3 +8,15 @@
 #define PMKIT_HD
 #define PMKIT_FORCEINLINE inline __attribute__((always_inline))
 #endif
+
+// Full unrolling of the small stencil loops keeps the weight and index arrays in
+// registers on the GPU (a run-time index would move them to local memory).
+#if defined(__CUDA_ARCH__)
+#define PMKIT_UNROLL _Pragma("unroll")
+#elif defined(__CUDACC__)
+#define PMKIT_UNROLL  // host pass of a .cu file: host code there needs no unrolling
+#elif defined(__GNUC__) && !defined(__clang__)
+#define PMKIT_UNROLL _Pragma("GCC unroll 16")
+#else
+#define PMKIT_UNROLL
+#endif

@@ -10,6 +10,7 @@
 // k, evaluated by Horner). The tables of coefficients are computed at compile time
 // from the definition of each kernel (the Cox-de Boor recursion for B-splines), so
 // the same constexpr data serves the CPU backend and CUDA device code.
+#include <cmath>
 #include <string>
 
 #include "pmkit/config.hpp"
@@ -107,14 +108,19 @@ struct MP4 {
 using Linear = BSpline<2>;
 using TSC = BSpline<3>;
 
-// Where a particle at grid coordinate u lands: first node and local coordinate.
-template <class K, class R>
-PMKIT_HD PMKIT_FORCEINLINE void locate(R u, int& base, R& s) {
-  constexpr int S = K::support;
-  const R shifted = (S % 2 == 1) ? u + R(0.5) : u;
+// Where a particle at grid coordinate u lands for a kernel of the given support:
+// first node and local coordinate. The run-time form serves code that is not
+// specialised per kernel (binning); the template form is the same function.
+template <class R>
+PMKIT_HD PMKIT_FORCEINLINE void locate(int support, R u, int& base, R& s) {
+  const R shifted = (support % 2 == 1) ? u + R(0.5) : u;
   const R f = floor(shifted);
   s = shifted - f;
-  base = static_cast<int>(f) - (S - 1) / 2;
+  base = static_cast<int>(f) - (support - 1) / 2;
+}
+template <class K, class R>
+PMKIT_HD PMKIT_FORCEINLINE void locate(R u, int& base, R& s) {
+  locate(K::support, u, base, s);
 }
 
 // The S weights of one dimension at local coordinate s, by Horner.
@@ -122,14 +128,10 @@ template <class K, class T>
 PMKIT_HD PMKIT_FORCEINLINE void weights_1d(T s, T (&w)[K::support]) {
   constexpr int S = K::support;
   constexpr PieceTable<S> tab = K::pieces();
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
+  PMKIT_UNROLL
   for (int k = 0; k < S; ++k) {
     T acc = T(tab.c[k][S - 1]);
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
+  PMKIT_UNROLL
     for (int j = S - 2; j >= 0; --j) acc = acc * s + T(tab.c[k][j]);
     w[k] = acc;
   }

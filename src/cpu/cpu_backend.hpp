@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/checks.hpp"
 #include "core/layout.hpp"
 #include "core/stencil.hpp"
 #include "cpu/binning.hpp"
@@ -18,25 +19,6 @@
 namespace pmkit::cpu {
 
 using detail::fail;
-
-// Throws the error that describes why particle i was rejected by Axis::coordinate.
-template <class T, int D>
-[[noreturn]] void reject_particle(const detail::Layout<D>& layout,
-                                  const std::array<View<const T>, D>& positions, std::size_t i) {
-  for (int d = 0; d < D; ++d) {
-    const double x = positions[d][i];
-    const detail::Axis& a = layout.axis[d];
-    if (!std::isfinite(x))
-      fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x,
-           ": particle positions must be finite");
-    double u;
-    if (!a.coordinate(x, u))
-      fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x,
-           " lies outside the bounded grid [", a.origin, ", ", a.origin + a.cells * a.spacing,
-           "] of dimension ", d);
-  }
-  fail(ErrorCode::InvalidArgument, "particle ", i, " rejected");
-}
 
 // Properties handled together per pass over the stencil (weights computed once per group).
 constexpr int kPropGroup = 4;
@@ -139,7 +121,11 @@ class CpuBackend final : public detail::Backend<T, D> {
       }
     }
     const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
-    if (bad != std::numeric_limits<std::size_t>::max()) reject_particle<T, D>(L, positions, bad);
+    if (bad != std::numeric_limits<std::size_t>::max()) {
+      double x[D];
+      for (int d = 0; d < D; ++d) x[d] = positions[d][bad];
+      detail::reject_particle<D>(L, x, bad);
+    }
 
     // Pass 2: exclusive scan over (key, thread): stable, so the order is reproducible.
     const int planes = static_cast<int>(kg.rows ? kg.keys / kg.keys_per_plane : kg.keys);

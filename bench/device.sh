@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, GPU tests (also under compute-sanitizer memcheck
+# and racecheck), the PyTorch baseline, the side-by-side GPU benchmark and the CPU
+# benchmark on the host's cores. Logs go to $OUT (or bench/out); the table is last.
+#   bash bench/device.sh [--quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-bench/out}"
+mkdir -p "$out"
+quick="${1:-}"
+jobs=$(nproc)
+status=0
+step() { echo; echo "== $*"; }
+
+step "device"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/device.txt"
+nvcc --version | tail -1
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+local changes'), $(date -u +%F)"
+
+step "build (Release, sm_90)"
+cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&
+  cmake --build build-device -j"$jobs" >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+echo "built"
+
+step "tests (all, CUDA included)"
+ctest --test-dir build-device -j4 --output-on-failure >"$out/ctest.log" 2>&1 || status=1
+tail -4 "$out/ctest.log"
+
+step "compute-sanitizer (CUDA tests)"
+for tool in memcheck racecheck; do
+  PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+    ./build-device/tests/pmkit_tests --gtest_filter='*Cuda*:*cuda*' --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
+  rc=$?
+  echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
+  [ $rc -eq 0 ] || status=1
+done
+
+step "PyTorch baseline"
+PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py $quick >"$out/torch.csv" 2>"$out/torch.err" || { echo "torch failed"; tail -5 "$out/torch.err"; }
+cat "$out/torch.csv"
+
+step "CPU backend on $jobs host cores (pmkit bench)"
+./build-device/pmkit bench >"$out/cpu_bench.txt" 2>&1 || status=1
+tail -25 "$out/cpu_bench.txt"
+
+step "GPU benchmark"
+./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
+exit $status

@@ -1,0 +1,332 @@
+// pmkit's CUDA backend next to the naive baselines, on the cases of shared/BENCHMARKS.md.
+// Every figure comes from this run on this device: medians of CUDA-event timings after
+// warm-up, the copy bandwidth measured here, and (with --torch FILE) the PyTorch
+// formulation timed by bench/torch_baseline.py in the same device.sh call.
+//
+//   gpu_bench [--quick] [--torch torch.csv] [--case NAME]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/naive_baseline.cuh"
+#include "core/layout.hpp"
+#include "pmkit/pmkit.hpp"
+
+namespace {
+
+using namespace pmkit;
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() {
+    ck(cudaEventCreate(&a), "event");
+    ck(cudaEventCreate(&b), "event");
+  }
+  // Median of `reps` timed runs of f after `warm` untimed ones, in ms.
+  double median(const std::function<void()>& f, int reps = 10, int warm = 2) {
+    for (int i = 0; i < warm; ++i) f();
+    ck(cudaDeviceSynchronize(), "warm-up");
+    std::vector<float> t;
+    for (int r = 0; r < reps; ++r) {
+      ck(cudaEventRecord(a), "record");
+      f();
+      ck(cudaEventRecord(b), "record");
+      ck(cudaEventSynchronize(b), "sync");
+      float ms;
+      ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
+      t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+};
+
+// Device-side uniform random numbers (splitmix64), so 2^24 particles start in ms.
+template <class T>
+__global__ void fill_uniform(T* out, std::size_t n, double scale, unsigned long long seed) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  unsigned long long z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  T v = static_cast<T>((z >> 11) * (1.0 / 9007199254740992.0) * scale);
+  if (v >= static_cast<T>(scale)) v = T(0);  // float rounding up onto the seam
+  out[i] = v;
+}
+
+template <class T>
+struct DeviceArray {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit DeviceArray(std::size_t count) : n(count) { ck(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(T)), "cudaMalloc"); }
+  ~DeviceArray() { cudaFree(p); }
+  DeviceArray(const DeviceArray&) = delete;
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    ck(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "copy back");
+    return h;
+  }
+};
+
+double copy_bandwidth_gbs(Timer& timer) {
+  const std::size_t bytes = std::size_t(1) << 30;
+  DeviceArray<char> a(bytes), b(bytes);
+  ck(cudaMemset(a.p, 1, bytes), "memset");
+  const double ms = timer.median([&] { cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice); }, 10, 2);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;  // read + write
+}
+
+struct Case {
+  std::string name;
+  int dim;
+  std::string kernel;
+  bool dbl;
+  int log2n;
+  int cells;
+  int props;
+  bool deterministic;
+};
+
+struct Row {
+  std::string name;
+  double set_points, spread, interp, naive_unsorted, naive_sorted, sort, m2p_unsorted, m2p_sorted, torch_p2m,
+      torch_m2p, floor_spread, floor_interp, rel_diff;
+  std::string method;
+};
+
+double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+template <class T, int D, class K>
+Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
+  const std::size_t n = std::size_t(1) << c.log2n;
+  std::array<std::int64_t, D> cells;
+  cells.fill(c.cells);
+  const Grid<D> grid = Grid<D>::periodic(cells);
+  const Kernel kernel = Kernel::from_name(c.kernel);
+  const auto layout = detail::make_layout(grid, kernel.ghost_width());
+  const std::size_t mesh = static_cast<std::size_t>(layout.size);
+
+  // Inputs: positions in [0, K), properties in [0, 1).
+  std::vector<DeviceArray<T>*> x, q, meshes;
+  for (int d = 0; d < D; ++d) {
+    x.push_back(new DeviceArray<T>(n));
+    fill_uniform<<<(n + 255) / 256, 256>>>(x[d]->p, n, double(c.cells), 1000 + d);
+  }
+  for (int j = 0; j < c.props; ++j) {
+    q.push_back(new DeviceArray<T>(n));
+    fill_uniform<<<(n + 255) / 256, 256>>>(q[j]->p, n, 1.0, 2000 + j);
+    meshes.push_back(new DeviceArray<T>(mesh));
+  }
+  DeviceArray<T> values(n), naive_values(n);
+  ck(cudaDeviceSynchronize(), "inputs");
+
+  Row row{};
+  row.name = c.name;
+  Options opt;
+  opt.backend = Backend::Cuda;
+  opt.deterministic = c.deterministic;
+  Plan<T, D> plan(grid, kernel, opt);
+  typename Plan<T, D>::Positions pos;
+  for (int d = 0; d < D; ++d) pos[d] = View<const T>(x[d]->p, n);
+  std::vector<View<const T>> props;
+  std::vector<View<T>> mesh_views;
+  for (int j = 0; j < c.props; ++j) {
+    props.emplace_back(q[j]->p, n);
+    mesh_views.emplace_back(meshes[j]->p, mesh);
+  }
+  row.set_points = timer.median([&] { plan.set_points(pos); }, 5, 1);
+  row.method = plan.spread_method_name();
+  row.spread = timer.median([&] { plan.spread(props, mesh_views); });
+  const std::vector<T> pmkit_mesh = meshes[0]->host();
+  row.interp = timer.median([&] { plan.interp({View<const T>(meshes[0]->p, mesh)}, {View<T>(values.p, n)}); });
+
+  // Naive baselines on the same arrays.
+  bench::Particles<D, T> raw{};
+  for (int d = 0; d < D; ++d) raw.x[d] = x[d]->p;
+  for (int j = 0; j < c.props; ++j) raw.q[j] = q[j]->p;
+  raw.props = c.props;
+  DeviceArray<T*> mesh_ptrs(c.props);
+  std::vector<T*> hp;
+  for (auto* m : meshes) hp.push_back(m->p);
+  ck(cudaMemcpy(mesh_ptrs.p, hp.data(), hp.size() * sizeof(T*), cudaMemcpyHostToDevice), "ptrs");
+  const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
+  auto naive_spread = [&](const bench::Particles<D, T>& p) {
+    for (auto* m : meshes) cudaMemsetAsync(m->p, 0, mesh * sizeof(T));
+    bench::naive_p2m<K, D, T><<<blocks, 256>>>(layout, p, n, mesh_ptrs.p);
+  };
+  row.naive_unsorted = timer.median([&] { naive_spread(raw); });
+  row.m2p_unsorted = timer.median([&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, raw, n, meshes[0]->p, naive_values.p); });
+
+  // Sorted: CUB radix sort of cell keys, then a gather of every array.
+  DeviceArray<unsigned> keys(n), keys_out(n), index(n), index_out(n);
+  std::vector<DeviceArray<T>*> xs, qs;
+  for (int d = 0; d < D; ++d) xs.push_back(new DeviceArray<T>(n));
+  for (int j = 0; j < c.props; ++j) qs.push_back(new DeviceArray<T>(n));
+  std::size_t temp_bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.p, keys_out.p, index.p, index_out.p, static_cast<int>(n));
+  DeviceArray<char> temp(temp_bytes);
+  int bits = 0;
+  while ((std::size_t(1) << bits) < static_cast<std::size_t>(layout.size)) ++bits;
+  row.sort = timer.median([&] {
+    bench::cell_keys<D, T><<<blocks, 256>>>(layout, raw, n, keys.p, index.p);
+    cub::DeviceRadixSort::SortPairs(temp.p, temp_bytes, keys.p, keys_out.p, index.p, index_out.p, static_cast<int>(n), 0, bits);
+    for (int d = 0; d < D; ++d) bench::gather_by<<<blocks, 256>>>(index_out.p, n, x[d]->p, xs[d]->p);
+    for (int j = 0; j < c.props; ++j) bench::gather_by<<<blocks, 256>>>(index_out.p, n, q[j]->p, qs[j]->p);
+  }, 5, 1);
+  bench::Particles<D, T> sorted = raw;
+  for (int d = 0; d < D; ++d) sorted.x[d] = xs[d]->p;
+  for (int j = 0; j < c.props; ++j) sorted.q[j] = qs[j]->p;
+  row.naive_sorted = timer.median([&] { naive_spread(sorted); });
+  row.m2p_sorted = timer.median([&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, sorted, n, meshes[0]->p, naive_values.p); });
+  ck(cudaGetLastError(), "baselines");
+
+  // pmkit against the naive result (both float; the tests check against float64).
+  const std::vector<T> naive_mesh = meshes[0]->host();
+  row.rel_diff = rel_l2(std::vector<double>(pmkit_mesh.begin(), pmkit_mesh.end()),
+                        std::vector<double>(naive_mesh.begin(), naive_mesh.end()));
+
+  // Bandwidth floor: positions and properties read once, each mesh written once.
+  const double spread_bytes = double(n) * (D + c.props) * sizeof(T) + double(mesh) * c.props * sizeof(T);
+  const double interp_bytes = double(n) * (D + 1) * sizeof(T) + double(mesh) * sizeof(T);
+  row.floor_spread = spread_bytes / (bandwidth_gbs * 1e9) * 1e3;
+  row.floor_interp = interp_bytes / (bandwidth_gbs * 1e9) * 1e3;
+  for (auto* a : x) delete a;
+  for (auto* a : q) delete a;
+  for (auto* a : meshes) delete a;
+  for (auto* a : xs) delete a;
+  for (auto* a : qs) delete a;
+  return row;
+}
+
+// Only the kernels of the table are instantiated (keeps the CI build short).
+template <class T, int D>
+Row dispatch_kernel(const Case& c, Timer& timer, double bw) {
+  if (c.kernel == "mp4") return run_case<T, D, kernels::MP4>(c, timer, bw);
+  if (c.kernel == "linear") return run_case<T, D, kernels::Linear>(c, timer, bw);
+  if (c.kernel == "bspline4") return run_case<T, D, kernels::BSpline<4>>(c, timer, bw);
+  if (c.kernel == "bspline6") return run_case<T, D, kernels::BSpline<6>>(c, timer, bw);
+  std::fprintf(stderr, "gpu_bench: no baseline instantiated for kernel %s\n", c.kernel.c_str());
+  std::exit(2);
+}
+
+Row run(const Case& c, Timer& timer, double bw) {
+  if (c.dim == 2) return c.dbl ? dispatch_kernel<double, 2>(c, timer, bw) : dispatch_kernel<float, 2>(c, timer, bw);
+  return c.dbl ? dispatch_kernel<double, 3>(c, timer, bw) : dispatch_kernel<float, 3>(c, timer, bw);
+}
+
+std::map<std::string, double> read_torch(const std::string& file) {
+  std::map<std::string, double> t;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto comma = line.find(',');
+    if (comma == std::string::npos || line[0] == '#') continue;
+    t[line.substr(0, comma)] = std::atof(line.c_str() + comma + 1);
+  }
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string torch_file, only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--torch" && i + 1 < argc) torch_file = argv[++i];
+    else if (a == "--case" && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]\n");
+      return 2;
+    }
+  }
+  // The cases of shared/BENCHMARKS.md (uniform random, periodic, h = 1).
+  std::vector<Case> cases = {
+      {"p2m-mp4-3d-f-2^24-256", 3, "mp4", false, 24, 256, 1, false},
+      {"p2m-mp4-3d-f-2^24-128", 3, "mp4", false, 24, 128, 1, false},
+      {"p2m-mp4-3d-f-2^24-64", 3, "mp4", false, 24, 64, 1, false},
+      {"p2m-mp4-3d-f-2^22-128", 3, "mp4", false, 22, 128, 1, false},
+      {"p2m-mp4-3d-f-2^20-64", 3, "mp4", false, 20, 64, 1, false},
+      {"p2m-linear-3d-f-2^24-256", 3, "linear", false, 24, 256, 1, false},
+      {"p2m-linear-3d-f-2^24-128", 3, "linear", false, 24, 128, 1, false},
+      {"p2m-bspline4-3d-f-2^24-128", 3, "bspline4", false, 24, 128, 1, false},
+      {"p2m-bspline6-3d-f-2^24-128", 3, "bspline6", false, 24, 128, 1, false},
+      {"p2m-mp4-3d-d-2^24-256", 3, "mp4", true, 24, 256, 1, false},
+      {"p2m-mp4-3d-f-2^24-256-3props", 3, "mp4", false, 24, 256, 3, false},
+      {"p2m-mp4-3d-d-2^22-128-3props", 3, "mp4", true, 22, 128, 3, false},
+      {"p2m-mp4-2d-f-2^22-2048", 2, "mp4", false, 22, 2048, 1, false},
+      {"p2m-linear-2d-f-2^22-2048", 2, "linear", false, 22, 2048, 1, false},
+      {"p2m-mp4-2d-f-2^24-512", 2, "mp4", false, 24, 512, 1, false},
+      {"det-mp4-3d-f-2^24-256", 3, "mp4", false, 24, 256, 1, true},
+      {"det-mp4-3d-f-2^24-128", 3, "mp4", false, 24, 128, 1, true},
+      {"det-mp4-3d-f-2^24-64", 3, "mp4", false, 24, 64, 1, true},
+  };
+  if (quick)
+    for (auto& c : cases) c.log2n = std::min(c.log2n, 20);
+  const auto torch = torch_file.empty() ? std::map<std::string, double>{} : read_torch(torch_file);
+
+  Timer timer;
+  cudaDeviceProp prop{};
+  ck(cudaGetDeviceProperties(&prop, 0), "properties");
+  const double bw = copy_bandwidth_gbs(timer);
+  std::printf("device: %s, %d SMs; copy bandwidth (read+write) %.0f GB/s\n", prop.name, prop.multiProcessorCount, bw);
+
+  std::vector<Row> rows;
+  for (const auto& c : cases) {
+    if (!only.empty() && c.name != only) continue;
+    Row r = run(c, timer, bw);
+    auto t = torch.find(c.name);
+    r.torch_p2m = t == torch.end() ? NAN : t->second;
+    auto tm = torch.find("m2p" + c.name.substr(3));
+    r.torch_m2p = tm == torch.end() ? NAN : tm->second;
+    std::printf("%-30s method %-44s set_points %.3f ms, |pmkit - naive| / |naive| = %.2e\n", r.name.c_str(),
+                r.method.c_str(), r.set_points, r.rel_diff);
+    std::fflush(stdout);
+    rows.push_back(r);
+  }
+
+  std::printf("\nP2M (spread), ms; ratio = baseline / pmkit; floor = bytes that must move / copy bandwidth\n");
+  std::printf("%-30s %8s %8s %8s %8s %8s %8s %8s %8s %7s\n", "case", "pmkit", "naive-u", "naive-s", "x best", "sort",
+              "torch", "x torch", "floor", "%floor");
+  for (const auto& r : rows) {
+    const double best = std::min(r.naive_unsorted, r.naive_sorted);
+    std::printf("%-30s %8.3f %8.3f %8.3f %8.1f %8.3f %8.2f %8.1f %8.3f %6.0f%%\n", r.name.c_str(), r.spread,
+                r.naive_unsorted, r.naive_sorted, best / r.spread, r.sort, r.torch_p2m, r.torch_p2m / r.spread,
+                r.floor_spread, 100.0 * r.floor_spread / r.spread);
+  }
+  std::printf("\nset_points (binning + reorder) vs the baseline's sort; M2P (interp), ms\n");
+  std::printf("%-30s %8s %8s %8s | %8s %8s %8s %8s %8s %8s %7s\n", "case", "set_pts", "sort", "x sort", "interp",
+              "naive-u", "naive-s", "x best", "torch", "floor", "%floor");
+  for (const auto& r : rows) {
+    const double best = std::min(r.m2p_unsorted, r.m2p_sorted);
+    std::printf("%-30s %8.3f %8.3f %8.1f | %8.3f %8.3f %8.3f %8.1f %8.2f %8.3f %6.0f%%\n", r.name.c_str(),
+                r.set_points, r.sort, r.sort / r.set_points, r.interp, r.m2p_unsorted, r.m2p_sorted,
+                best / r.interp, r.torch_m2p, r.floor_interp, 100.0 * r.floor_interp / r.interp);
+  }
+  return 0;
+}

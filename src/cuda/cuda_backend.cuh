@@ -1,0 +1,452 @@
+#pragma once
+// The CUDA backend behind pmkit::Plan: memory, launches and the method choice. The
+// kernels are in kernels.cuh; this file decides what runs and owns every buffer.
+//
+// set_points: classify (validate, tile, rank) -> scan -> chunks -> scatter, all on the
+// device; only the index of a rejected particle and the chunk count come back.
+// spread: SharedTiles (fixed-point accumulation in shared memory, one flush per block)
+// or GlobalAtomics (sorted particles, global atomicAdd); interp: a gather in tile order.
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "core/backend.hpp"
+#include "core/checks.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/kernels.cuh"
+
+namespace pmkit::cuda {
+
+using detail::fail;
+
+// Words of fixed point per accumulator node: float keeps 30 bits per block (per-block
+// scale) or 41 (global scale); double needs 62 either way.
+template <class T>
+constexpr int kFastWords = sizeof(T) == 4 ? 1 : 3;
+template <class T>
+constexpr int kDeterministicWords = sizeof(T) == 4 ? 2 : 3;
+
+inline unsigned blocks_for(std::size_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+// Copies a strided array between host and device (spitch/dpitch in bytes).
+template <class T>
+void copy_strided(T* dst, std::ptrdiff_t dst_stride, const T* src, std::ptrdiff_t src_stride,
+                  std::size_t n, cudaMemcpyKind kind, const char* what) {
+  if (n == 0) return;
+  if (dst_stride == 1 && src_stride == 1)
+    check(cudaMemcpy(dst, src, n * sizeof(T), kind), what);
+  else
+    check(cudaMemcpy2D(dst, dst_stride * sizeof(T), src, src_stride * sizeof(T), sizeof(T), n, kind), what);
+}
+
+template <class T, int D>
+class CudaBackend final : public detail::Backend<T, D> {
+ public:
+  CudaBackend(const Grid<D>& grid, const Kernel& kernel, const Options& options)
+      : layout_(detail::make_layout(grid, kernel.ghost_width())), kernel_(kernel), options_(options) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      cudaGetLastError();
+      fail(ErrorCode::Unsupported, "options.backend = Cuda: no CUDA device is available");
+    }
+    if (options.device < 0 || options.device >= devices)
+      fail(ErrorCode::InvalidArgument, "options.device = ", options.device, ": there are ", devices,
+           " CUDA devices");
+    check(cudaSetDevice(options.device), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, options.device), "cudaGetDeviceProperties");
+    shared_optin_ = static_cast<int>(prop.sharedMemPerBlockOptin);
+
+    // Binning geometry.
+    std::uint64_t keys = 1, tiles = 1;
+    for (int d = 0; d < D; ++d) {
+      const detail::Axis& a = layout_.axis[d];
+      geo_.keys[d] = a.kind == detail::AxisKind::Periodic ? a.cells : a.cells + 1;
+      geo_.edge[d] = D == 3 ? tuning::kTileEdge3D : tuning::kTileEdge2D;
+      geo_.tiles[d] = (geo_.keys[d] + geo_.edge[d] - 1) / geo_.edge[d];
+      keys *= geo_.keys[d];
+      tiles *= geo_.tiles[d];
+    }
+    geo_.support = kernel.support();
+    geo_.num_tiles = static_cast<std::uint32_t>(tiles);
+    if (keys >= (std::uint64_t(1) << 32))
+      fail(ErrorCode::Unsupported, "grid of ", keys,
+           " cells: the CUDA backend indexes cells with 32 bits (at most 2^32 - 1 cells)");
+
+    std::size_t free_bytes = 0, total_bytes = 0;
+    check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    const double mesh_bytes = static_cast<double>(layout_.size) * sizeof(T);
+    if (mesh_bytes > static_cast<double>(total_bytes))
+      fail(ErrorCode::OutOfMemory, "grid of ", layout_.size, " nodes needs ", mesh_bytes,
+           " bytes per mesh, more than the ", total_bytes, " bytes of CUDA device ", options.device);
+
+    // Properties per pass of the tile kernel, as many as shared memory holds (<= 4).
+    const int words = options.deterministic ? kDeterministicWords<T> : kFastWords<T>;
+    const std::size_t per_prop = static_cast<std::size_t>(geo_.window_nodes()) * words * sizeof(int);
+    tile_props_per_pass_ = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, shared_optin_ / per_prop));
+
+    switch (options.spread_method) {
+      case SpreadMethod::Auto: break;
+      case SpreadMethod::CudaSharedTiles:
+        if (tile_props_per_pass_ == 0)
+          fail(ErrorCode::Unsupported, "options.spread_method = CudaSharedTiles: a tile needs ", per_prop,
+               " bytes of shared memory, the device offers ", shared_optin_);
+        break;
+      case SpreadMethod::CudaGlobalAtomics:
+        if (options.deterministic)
+          fail(ErrorCode::Unsupported,
+               "options.spread_method = CudaGlobalAtomics cannot be deterministic (floating-point "
+               "atomics); use Auto or CudaSharedTiles");
+        break;
+      default:
+        fail(ErrorCode::Unsupported, "options.spread_method: not a CUDA method");
+    }
+    if (options.deterministic) {
+      if (tile_props_per_pass_ == 0)
+        fail(ErrorCode::Unsupported, "options.deterministic: the kernel's tile does not fit in shared memory");
+      exact_.reserve(static_cast<std::size_t>(layout_.size) * tile_props_per_pass_, "deterministic integer meshes");
+      check(cudaMemset(exact_.get(), 0, exact_.size() * sizeof(unsigned long long)), "cudaMemset");
+      max_abs_.reserve(tuning::kPropsPerPass, "max |q| per property");
+    }
+    if (options.host_arrays)
+      staging_meshes_.reserve(static_cast<std::size_t>(layout_.size) * tuning::kPropsPerPass, "mesh staging");
+    check(cudaEventCreate(&events_[0]), "cudaEventCreate");
+    check(cudaEventCreate(&events_[1]), "cudaEventCreate");
+  }
+
+  ~CudaBackend() override {
+    cudaEventDestroy(events_[0]);
+    cudaEventDestroy(events_[1]);
+  }
+
+  void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
+    timings_ = {};
+    PositionArrays<T, D> pos{};
+    const std::size_t tiles = geo_.num_tiles;
+    // Every allocation first: nothing of the current binning changes until all succeed.
+    if (options_.host_arrays) {
+      staging_positions_.reserve(n * D, "position staging");
+      staging_particles_.reserve(n * tuning::kPropsPerPass, "particle staging");
+    }
+    tile_of_.reserve(n, "binning scratch");
+    rank_.reserve(n, "binning scratch");
+    tile_count_.reserve(tiles + 1, "binning scratch");
+    tile_start_.reserve(tiles + 1, "binning scratch");
+    chunk_count_.reserve(tiles + 1, "binning scratch");
+    chunk_start_.reserve(tiles + 1, "binning scratch");
+    bad_.reserve(1, "binning scratch");
+    spare_.particles.reserve(n, "binned particles");
+    spare_.perm.reserve(n, "binned particles");
+    spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
+    std::size_t scan_bytes = 0;
+    check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, tile_count_.get(), tile_start_.get(),
+                                        static_cast<int>(tiles + 1)),
+          "cub::DeviceScan");
+    scan_temp_.reserve(scan_bytes, "binning scratch");
+
+    start_timer();
+    for (int d = 0; d < D; ++d) {
+      if (options_.host_arrays) {
+        T* staged = staging_positions_.get() + d * n;
+        copy_strided(staged, 1, positions[d].data, positions[d].stride, n, cudaMemcpyHostToDevice,
+                     "copy positions to the device");
+        pos.data[d] = staged;
+        pos.stride[d] = 1;
+      } else {
+        require_device(positions[d].data, "positions", d);
+        pos.data[d] = positions[d].data;
+        pos.stride[d] = positions[d].stride;
+      }
+    }
+    if (options_.host_arrays) timings_.transfer_s += stop_timer();
+
+    start_timer();
+    check(cudaMemset(tile_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    check(cudaMemset(chunk_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
+    if (n > 0) {
+      classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_count_.get(), bad_.get());
+      check_launch("pmkit::cuda::set_points::classify");
+    }
+    unsigned long long bad = 0;
+    check(cudaMemcpy(&bad, bad_.get(), sizeof(bad), cudaMemcpyDeviceToHost), "set_points: classify");
+    if (bad != std::numeric_limits<unsigned long long>::max()) {
+      double x[D];
+      for (int d = 0; d < D; ++d) {
+        T value;
+        check(cudaMemcpy(&value, pos.data[d] + static_cast<std::ptrdiff_t>(bad) * pos.stride[d], sizeof(T),
+                         cudaMemcpyDeviceToHost),
+              "set_points: read rejected particle");
+        x[d] = value;
+      }
+      detail::reject_particle<D>(layout_, x, static_cast<std::size_t>(bad));
+    }
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, tile_count_.get(), tile_start_.get(),
+                                        static_cast<int>(tiles + 1)),
+          "cub::DeviceScan");
+    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), chunk_count_.get());
+    check_launch("pmkit::cuda::set_points::chunk_count");
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, chunk_count_.get(), chunk_start_.get(),
+                                        static_cast<int>(tiles + 1)),
+          "cub::DeviceScan");
+    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), tile_start_.get(),
+                                                       chunk_start_.get(), spare_.chunks.get());
+    check_launch("pmkit::cuda::set_points::chunk_fill");
+    if (n > 0) {
+      scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
+          spare_.perm.get());
+      check_launch("pmkit::cuda::set_points::scatter");
+    }
+    std::uint32_t chunks = 0;
+    check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
+          "set_points: binning");
+    timings_.compute_s += stop_timer();
+    spare_.n = n;
+    spare_.num_chunks = chunks;
+    std::swap(current_, spare_);
+    resolve_method();
+  }
+
+  void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
+    timings_ = {};
+    kernels::dispatch(kernel_, [&](auto k) { spread_all<decltype(k)>(props, meshes, mode); });
+  }
+
+  void interp(Span<View<const T>> meshes, Span<View<T>> values) override {
+    timings_ = {};
+    kernels::dispatch(kernel_, [&](auto k) { interp_all<decltype(k)>(meshes, values); });
+  }
+
+  std::string spread_method_name() const override {
+    if (method_ == SpreadMethod::CudaGlobalAtomics) return "cuda-global-atomics";
+    const int words = options_.deterministic ? kDeterministicWords<T> : kFastWords<T>;
+    return std::string(options_.deterministic ? "cuda-shared-tiles-deterministic" : "cuda-shared-tiles") +
+           " (" + std::to_string(words) + "x32-bit fixed point)";
+  }
+
+  Timings last_timings() const override { return timings_; }
+
+ private:
+  struct Binned {
+    std::size_t n = 0;
+    std::uint32_t num_chunks = 0;
+    DeviceBuffer<Packed<T>> particles;
+    DeviceBuffer<std::uint32_t> perm;
+    DeviceBuffer<Chunk> chunks;
+  };
+
+  // Auto: shared tiles unless blocks would hold too few particles to repay their flush.
+  void resolve_method() {
+    if (options_.spread_method != SpreadMethod::Auto) {
+      method_ = options_.spread_method;
+      return;
+    }
+    const double per_block = current_.num_chunks ? double(current_.n) / current_.num_chunks : 0.0;
+    const bool tiles_fit = tile_props_per_pass_ > 0;
+    method_ = (options_.deterministic || (tiles_fit && per_block >= tuning::kMinParticlesPerTile))
+                  ? SpreadMethod::CudaSharedTiles
+                  : SpreadMethod::CudaGlobalAtomics;
+  }
+
+  template <class P>
+  void require_device(const P* ptr, const char* what, std::size_t index) const {
+    if (ptr == nullptr) return;
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) cudaGetLastError();
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+      fail(ErrorCode::InvalidArgument, what, "[", index,
+           "] is not device memory: the CUDA backend takes device pointers (or set "
+           "options.host_arrays = true to pass host arrays)");
+  }
+
+  void start_timer() { check(cudaEventRecord(events_[0]), "cudaEventRecord"); }
+  double stop_timer() {
+    check(cudaEventRecord(events_[1]), "cudaEventRecord");
+    check(cudaEventSynchronize(events_[1]), "kernel execution");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, events_[0], events_[1]), "cudaEventElapsedTime");
+    return ms * 1e-3;
+  }
+
+  // Fills a pass with up to `width` properties starting at `first`: device pointers as
+  // given, or staged copies of host arrays.
+  PropPass<T> make_pass(Span<View<const T>> particle_arrays, Span<View<T>> mesh_arrays, std::size_t first,
+                        int width, bool copy_particles_in, bool copy_meshes_in) {
+    PropPass<T> pass{};
+    pass.count = static_cast<int>(std::min<std::size_t>(width, particle_arrays.size() - first));
+    const std::size_t n = current_.n;
+    for (int j = 0; j < pass.count; ++j) {
+      const View<const T>& prop = particle_arrays[first + j];
+      const View<T>& mesh = mesh_arrays[first + j];
+      if (options_.host_arrays) {
+        T* staged_prop = staging_particles_.get() + j * n;
+        T* staged_mesh = staging_meshes_.get() + j * layout_.size;
+        if (copy_particles_in)
+          copy_strided(staged_prop, 1, prop.data, prop.stride, n, cudaMemcpyHostToDevice, "copy to the device");
+        if (copy_meshes_in)
+          copy_strided(staged_mesh, 1, mesh.data, 1, layout_.size, cudaMemcpyHostToDevice, "copy to the device");
+        pass.props[j] = staged_prop;
+        pass.prop_stride[j] = 1;
+        pass.meshes[j] = staged_mesh;
+      } else {
+        require_device(prop.data, "particle arrays", first + j);
+        require_device(mesh.data, "meshes", first + j);
+        pass.props[j] = prop.data;
+        pass.prop_stride[j] = prop.stride;
+        pass.meshes[j] = mesh.data;
+      }
+      if (options_.deterministic) pass.exact[j] = exact_.get() + j * layout_.size;
+    }
+    pass.max_abs_bits = max_abs_.get();
+    return pass;
+  }
+
+  template <class K>
+  void spread_all(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+    const bool tiles = method_ == SpreadMethod::CudaSharedTiles;
+    const int width = tiles ? tile_props_per_pass_ : tuning::kPropsPerPass;
+    for (std::size_t first = 0; first < props.size(); first += width) {
+      const bool stage_meshes_in = options_.host_arrays && mode == Accumulate::Add && !options_.deterministic;
+      if (options_.host_arrays) start_timer();
+      PropPass<T> pass = make_pass(props, meshes, first, width, true,
+                                   stage_meshes_in || (options_.deterministic && mode == Accumulate::Add));
+      if (options_.host_arrays) timings_.transfer_s += stop_timer();
+      start_timer_if_host();
+      launch_spread<K>(pass, mode);
+      if (options_.host_arrays) {
+        timings_.compute_s += stop_timer();
+        start_timer();
+        for (int j = 0; j < pass.count; ++j)
+          copy_strided(meshes[first + j].data, 1, pass.meshes[j], 1, layout_.size, cudaMemcpyDeviceToHost,
+                       "copy the mesh to the host");
+        timings_.transfer_s += stop_timer();
+      }
+    }
+  }
+
+  void start_timer_if_host() {
+    if (options_.host_arrays) start_timer();
+  }
+
+  template <class K>
+  void launch_spread(const PropPass<T>& pass, Accumulate mode) {
+    const std::size_t n = current_.n;
+    const std::size_t mesh_bytes = static_cast<std::size_t>(layout_.size) * sizeof(T);
+    if (!options_.deterministic && mode == Accumulate::Overwrite)
+      for (int j = 0; j < pass.count; ++j) check(cudaMemsetAsync(pass.meshes[j], 0, mesh_bytes), "cudaMemset");
+    if (method_ == SpreadMethod::CudaGlobalAtomics) {
+      if (n == 0) return;
+      spread_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.particles.get(), current_.perm.get(), n, pass);
+      check_launch("pmkit::cuda::spread::global_atomics");
+      return;
+    }
+    if (options_.deterministic) {
+      constexpr int W = kDeterministicWords<T>;
+      check(cudaMemsetAsync(max_abs_.get(), 0, tuning::kPropsPerPass * sizeof(unsigned long long)), "cudaMemset");
+      if (n > 0) {
+        max_abs_kernel<T><<<std::min(blocks_for(n, 256), 1024u), 256>>>(pass, n, max_abs_.get());
+        check_launch("pmkit::cuda::spread::max_abs");
+        launch_tiles<K, W, true>(pass);
+      }
+      finalize_exact_kernel<T, W><<<blocks_for(layout_.size, 256), 256>>>(pass, layout_.size, n,
+                                                                         mode == Accumulate::Add);
+      check_launch("pmkit::cuda::spread::finalize_exact");
+    } else if (n > 0) {
+      launch_tiles<K, kFastWords<T>, false>(pass);
+    }
+  }
+
+  template <class K, int W, bool kDeterministic>
+  void launch_tiles(const PropPass<T>& pass) {
+    if (current_.num_chunks == 0) return;
+    const std::size_t shared = static_cast<std::size_t>(geo_.window_nodes()) * W * pass.count * sizeof(int);
+    auto kernel = spread_tiles_kernel<K, D, T, W, kDeterministic>;
+    if (shared > 48 * 1024)
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+            "cudaFuncSetAttribute");
+    kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
+                                                                    current_.particles.get(),
+                                                                    current_.perm.get(), current_.n, pass);
+    check_launch("pmkit::cuda::spread::shared_tiles");
+  }
+
+  template <class K>
+  void interp_all(Span<View<const T>> meshes, Span<View<T>> values) {
+    const std::size_t n = current_.n;
+    for (std::size_t first = 0; first < meshes.size(); first += tuning::kPropsPerPass) {
+      PropPass<T> pass{};
+      pass.count = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, meshes.size() - first));
+      if (options_.host_arrays) start_timer();
+      for (int j = 0; j < pass.count; ++j) {
+        const View<const T>& mesh = meshes[first + j];
+        const View<T>& out = values[first + j];
+        if (options_.host_arrays) {
+          T* staged_mesh = staging_meshes_.get() + j * layout_.size;
+          copy_strided(staged_mesh, 1, mesh.data, 1, layout_.size, cudaMemcpyHostToDevice, "copy to the device");
+          pass.meshes[j] = staged_mesh;
+          pass.values[j] = staging_particles_.get() + j * n;
+          pass.value_stride[j] = 1;
+        } else {
+          require_device(mesh.data, "meshes", first + j);
+          require_device(out.data, "values", first + j);
+          pass.meshes[j] = const_cast<T*>(mesh.data);  // read only in interp
+          pass.values[j] = out.data;
+          pass.value_stride[j] = out.stride;
+        }
+      }
+      if (options_.host_arrays) {
+        timings_.transfer_s += stop_timer();
+        start_timer();
+      }
+      interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.particles.get(), current_.perm.get(), n, pass);
+      check_launch("pmkit::cuda::interp::gather");
+      if (options_.host_arrays) {
+        timings_.compute_s += stop_timer();
+        start_timer();
+        for (int j = 0; j < pass.count; ++j)
+          copy_strided(values[first + j].data, values[first + j].stride, pass.values[j], 1, n,
+                       cudaMemcpyDeviceToHost, "copy values to the host");
+        timings_.transfer_s += stop_timer();
+      }
+    }
+  }
+
+  detail::Layout<D> layout_;
+  Kernel kernel_;
+  Options options_;
+  BinGeometry<D> geo_{};
+  int shared_optin_ = 0;
+  int tile_props_per_pass_ = 0;
+  SpreadMethod method_ = SpreadMethod::CudaGlobalAtomics;
+  Timings timings_;
+  cudaEvent_t events_[2] = {};
+
+  Binned current_, spare_;
+  // set_points scratch
+  DeviceBuffer<std::uint32_t> tile_of_, rank_, tile_count_, tile_start_, chunk_count_, chunk_start_;
+  DeviceBuffer<unsigned long long> bad_;
+  DeviceBuffer<unsigned char> scan_temp_;
+  // deterministic mode
+  DeviceBuffer<unsigned long long> exact_, max_abs_;
+  // host_arrays mode
+  DeviceBuffer<T> staging_positions_, staging_particles_, staging_meshes_;
+};
+
+}  // namespace pmkit::cuda
+
+#define PMKIT_INSTANTIATE_CUDA_BACKEND(T, D)                                                          \
+  namespace pmkit::detail {                                                                           \
+  template <>                                                                                         \
+  std::unique_ptr<Backend<T, D>> make_cuda_backend<T, D>(const Grid<D>& g, const Kernel& k,           \
+                                                         const Options& o) {                          \
+    return std::make_unique<cuda::CudaBackend<T, D>>(g, k, o);                                        \
+  }                                                                                                   \
+  }

@@ -1,0 +1,63 @@
+#pragma once
+// CUDA runtime errors become pmkit::Error; every call and launch goes through these.
+#include <cuda_runtime.h>
+
+#include "pmkit/error.hpp"
+
+namespace pmkit::cuda {
+
+inline void check(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear a sticky-free error so later calls are not poisoned
+  detail::fail(status == cudaErrorMemoryAllocation ? ErrorCode::OutOfMemory : ErrorCode::Device,
+               what, ": ", cudaGetErrorString(status));
+}
+
+// After a launch: reports launch-configuration errors at once (execution errors surface
+// at the next synchronising call).
+inline void check_launch(const char* kernel_label) { check(cudaGetLastError(), kernel_label); }
+
+// Owning device allocation. Failure names the size asked for.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr; o.size_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+
+  // Makes room for at least `count` elements; keeps the old allocation if it is large enough.
+  void reserve(std::size_t count, const char* what) {
+    if (count <= size_) return;
+    release();
+    if (count == 0) return;
+    const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T));
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      ptr_ = nullptr;
+      detail::fail(ErrorCode::OutOfMemory, what, ": cudaMalloc of ", count * sizeof(T),
+                   " bytes (", count * sizeof(T) / 1048576.0, " MiB) failed: ",
+                   cudaGetErrorString(status));
+    }
+    size_ = count;
+  }
+  T* get() const { return ptr_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void release() {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+  T* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace pmkit::cuda

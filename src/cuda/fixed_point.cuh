@@ -1,0 +1,57 @@
+#pragma once
+// Exact integer accumulation in shared memory.
+//
+// On Hopper only the 32-bit integer add is a native shared-memory atomic (float and
+// 64-bit adds are compare-and-swap loops; shared/BENCHMARKS.md). So contributions are
+// scaled by a power of two, rounded to an integer v, and added as W 32-bit words of
+// kBits bits each (the top word signed): v = sum_w word_w * 2^(kBits*w).
+//
+// Headroom: a block takes at most 1024 particles (tuning::kChunkParticles), so any word
+// receives at most 1024 additions. A low word adds < 2^21 each (sum < 2^31); the top
+// word adds |v| / 2^(kBits*(W-1)) < 2^20 each, so its sum stays below 2^30 as long as
+// every |v| < 2^(kBits*(W-1)+20). The scales below guarantee that.
+//
+// Integer sums do not depend on the order of the additions, which is what makes the
+// deterministic mode bit-for-bit reproducible.
+#include <cstdint>
+
+namespace pmkit::cuda {
+
+constexpr int kBits = 21;
+
+template <int W>
+struct FixedPoint {
+  static_assert(W >= 1 && W <= 3, "1 to 3 words");
+  // Largest |v| of a single contribution.
+  static constexpr int kContributionBits = W == 1 ? 30 : kBits * (W - 1) + 20;
+
+  __device__ __forceinline__ static void add(int* word0, int word_stride, long long v) {
+    if constexpr (W == 1) {
+      atomicAdd(word0, static_cast<int>(v));
+    } else {
+#pragma unroll
+      for (int w = 0; w < W - 1; ++w)
+        atomicAdd(word0 + w * word_stride, static_cast<int>((v >> (kBits * w)) & ((1 << kBits) - 1)));
+      atomicAdd(word0 + (W - 1) * word_stride, static_cast<int>(v >> (kBits * (W - 1))));
+    }
+  }
+
+  __device__ __forceinline__ static long long combine(const int* word0, int word_stride) {
+    long long v = word0[(W - 1) * word_stride];
+#pragma unroll
+    for (int w = W - 2; w >= 0; --w) v = v * (1ll << kBits) + word0[w * word_stride];
+    return v;
+  }
+};
+
+// 2^e with e the largest integer such that bound * 2^e <= 2^target_bits (1 for bound 0;
+// NaN for a non-finite bound, so that non-finite inputs come out as NaN, not garbage).
+__device__ __forceinline__ double pow2_scale(double bound, int target_bits) {
+  if (!isfinite(bound)) return __longlong_as_double(0x7ff8000000000000ll);
+  if (!(bound > 0)) return 1.0;
+  int exponent;
+  frexp(bound, &exponent);  // bound <= 2^exponent
+  return ldexp(1.0, target_bits - exponent);
+}
+
+}  // namespace pmkit::cuda

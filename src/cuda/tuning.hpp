@@ -1,0 +1,28 @@
+#pragma once
+// Tuning constants of the CUDA backend, as plain data. Each value says where it came
+// from; change them only with a benchmark run (bench/device.sh) that shows why.
+namespace pmkit::cuda::tuning {
+
+// Cells per tile edge. A block accumulates one tile plus the kernel's halo in shared
+// memory: 8^3 cells in 3D gives an 11^3 accumulator for M'4 (5.3 KB per property and
+// word), the configuration measured in shared/BENCHMARKS.md; 32^2 in 2D is the same
+// ~1,000-cell tile.
+constexpr int kTileEdge3D = 8;
+constexpr int kTileEdge2D = 32;
+
+// Particles one block takes from a tile at most. Bounds the contributions any shared
+// accumulator word receives to 1024, which the fixed-point headroom relies on
+// (fixed_point.cuh): never raise it above 1024.
+constexpr int kChunkParticles = 1024;
+constexpr int kSpreadThreads = 256;
+constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
+
+// Properties accumulated together per pass of the tile kernel.
+constexpr int kPropsPerPass = 4;
+
+// Auto method: below this mean number of particles per tile, the flush of a mostly
+// empty accumulator costs more than it saves, and sorted global atomics win.
+// Model-based (a tile flush touches ~1,300 nodes; a particle 64); revisit with data.
+constexpr double kMinParticlesPerTile = 32.0;
+
+}  // namespace pmkit::cuda::tuning
