@@ -1,0 +1,233 @@
+// P2M and M2P of every backend against the float64 reference (pmkit::reference), on
+// fresh random inputs: every kernel, float and double, 2D and 3D, every boundary kind,
+// odd mesh sizes, densities from 0.01 to 100 particles per cell, clustered particles,
+// particles on cell faces and on the periodic seam, five properties at once (an AoS
+// vector of three components plus two scalars), AoS positions, Overwrite and Add.
+#include <sstream>
+
+#include "test_support.hpp"
+
+namespace pmkit::test {
+namespace {
+
+template <int D>
+struct Scenario {
+  std::array<std::int64_t, D> cells;
+  BoundaryKind boundary;
+  Distribution distribution;
+  double density;  // particles per cell
+};
+
+// Odd sizes, a small mesh where the widest kernels wrap onto themselves (and where a
+// bounded axis has just the cells a folding B-spline of order 8 needs), a mid one.
+template <int D>
+std::vector<Scenario<D>> scenarios();
+
+template <>
+std::vector<Scenario<2>> scenarios<2>() {
+  using B = BoundaryKind;
+  using Dist = Distribution;
+  const std::array<std::int64_t, 2> odd{45, 31}, small{4, 7}, mid{16, 13};
+  return {
+      {odd, B::Periodic, Dist::Uniform, 0.01}, {odd, B::Periodic, Dist::Uniform, 1.0},
+      {odd, B::Fold, Dist::Uniform, 0.3},      {odd, B::Keep, Dist::Clustered, 2.0},
+      {odd, B::MixedFold, Dist::Seam, 1.0},    {odd, B::MixedKeep, Dist::Faces, 1.0},
+      {odd, B::Periodic, Dist::Seam, 0.5},     {odd, B::Fold, Dist::Faces, 0.5},
+      {small, B::Periodic, Dist::Uniform, 100}, {small, B::Fold, Dist::Uniform, 100},
+      {small, B::Keep, Dist::Seam, 20},        {small, B::MixedFold, Dist::Clustered, 30},
+      {mid, B::Periodic, Dist::Clustered, 10}, {mid, B::Keep, Dist::Uniform, 0.05},
+      {mid, B::MixedKeep, Dist::Seam, 3},      {mid, B::Fold, Dist::Seam, 3},
+  };
+}
+
+template <>
+std::vector<Scenario<3>> scenarios<3>() {
+  using B = BoundaryKind;
+  using Dist = Distribution;
+  const std::array<std::int64_t, 3> odd{37, 50, 29}, small{5, 4, 6}, mid{9, 12, 7};
+  return {
+      {odd, B::Periodic, Dist::Uniform, 0.01}, {odd, B::Periodic, Dist::Uniform, 0.1},
+      {odd, B::Fold, Dist::Uniform, 0.02},     {odd, B::Keep, Dist::Clustered, 0.05},
+      {odd, B::MixedFold, Dist::Seam, 0.02},   {odd, B::MixedKeep, Dist::Faces, 0.02},
+      {odd, B::Periodic, Dist::Seam, 0.02},    {odd, B::Fold, Dist::Faces, 0.01},
+      {small, B::Periodic, Dist::Uniform, 100}, {small, B::Fold, Dist::Uniform, 20},
+      {small, B::Keep, Dist::Seam, 10},        {small, B::MixedFold, Dist::Clustered, 10},
+      {mid, B::Periodic, Dist::Clustered, 3},  {mid, B::Keep, Dist::Uniform, 0.1},
+      {mid, B::MixedKeep, Dist::Seam, 1},      {mid, B::Fold, Dist::Faces, 1},
+  };
+}
+
+template <int D>
+std::string describe(const Scenario<D>& s, std::size_t n, bool aos_positions) {
+  std::ostringstream os;
+  os << D << "D cells";
+  for (auto c : s.cells) os << " " << c;
+  os << ", " << name(s.boundary) << ", " << name(s.distribution) << ", " << n << " particles, positions " << (aos_positions ? "AoS" : "SoA");
+  return os.str();
+}
+
+constexpr int kProps = 5;  // three AoS components (stride 3) and two contiguous scalars
+
+template <class T, int D>
+void check_scenario(const BackendCase& bc, const Kernel& kernel, const Scenario<D>& sc, bool aos_positions,
+                    std::mt19937_64& rng) {
+  const Grid<D> grid = make_grid<D>(sc.cells, sc.boundary);
+  std::int64_t ncells = 1;
+  for (auto c : sc.cells) ncells *= c;
+  // A float spread sums density * S^D terms per node in float, and its error grows
+  // about linearly with that count (bspline8 in 3D: 3e-6 at 10 per cell, 3e-5 at 100):
+  // above 4000 terms the float cases take fewer particles, so that the 1e-5 bound
+  // measures the kernels and not the length of the sums.
+  double density = sc.density;
+  const double terms = density * std::pow(kernel.support(), D);
+  if (std::is_same<T, float>::value && terms > 4000) density *= 4000 / terms;
+  const std::size_t n = std::max<std::size_t>(1, static_cast<std::size_t>(density * ncells));
+  SCOPED_TRACE(describe(sc, n, aos_positions));
+
+  Plan<T, D> plan(grid, kernel, options_for(bc));
+  const std::size_t size = static_cast<std::size_t>(plan.mesh_size());
+
+  // Positions, SoA or interleaved (x0 y0 [z0] x1 ...).
+  const Positions<T, D> soa = make_positions<T, D>(grid, sc.distribution, n, rng);
+  std::vector<T> aos(D * n);
+  typename Plan<T, D>::Positions pos = views_of<T, D>(soa);
+  if (aos_positions) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (int d = 0; d < D; ++d) aos[D * i + d] = soa[d][i];
+    for (int d = 0; d < D; ++d) pos[d] = View<const T>(aos.data() + d, n, D);
+  }
+  plan.set_points(pos);
+  ASSERT_EQ(plan.num_points(), n);
+  const auto xd = positions_as_double<T, D>(pos);
+
+  // Properties: a vector (AoS, stride 3) and two scalars.
+  const std::vector<T> vec = random_values<T>(3 * n, rng);
+  const std::vector<T> s0 = random_values<T>(n, rng, 0.5, 1.5), s1 = random_values<T>(n, rng);
+  std::vector<View<const T>> props = {View<const T>(vec.data(), n, 3), View<const T>(vec.data() + 1, n, 3),
+                                      View<const T>(vec.data() + 2, n, 3), View<const T>(s0),
+                                      View<const T>(s1)};
+
+  // The reference, on the same (rounded) inputs in double.
+  std::vector<std::vector<double>> prop_d(kProps), ref_mesh(kProps, std::vector<double>(size));
+  std::vector<const double*> prop_p(kProps);
+  std::vector<double*> ref_p(kProps);
+  for (int j = 0; j < kProps; ++j) {
+    prop_d[j] = to_double<T>(props[j]);
+    prop_p[j] = prop_d[j].data();
+    ref_p[j] = ref_mesh[j].data();
+  }
+  reference::spread<D>(grid, kernel, n, pointers<D>(xd), kProps, prop_p.data(), ref_p.data());
+
+  // P2M, Overwrite, all five at once, onto meshes full of NaN.
+  {
+    std::vector<std::vector<T>> meshes(kProps, std::vector<T>(size, std::numeric_limits<T>::quiet_NaN()));
+    std::vector<View<T>> mv;
+    for (auto& m : meshes) mv.emplace_back(m);
+    plan.spread(props, mv, Accumulate::Overwrite);
+    for (int j = 0; j < kProps; ++j)
+      EXPECT_LE(rel_l2<T>(View<const T>(meshes[j]), ref_mesh[j]), tolerance<T>())
+          << "spread (Overwrite) of property " << j;
+  }
+  // P2M, Add, one property onto a mesh that already holds values.
+  {
+    std::vector<T> mesh = random_values<T>(size, rng);
+    std::vector<double> want = to_double<T>(View<const T>(mesh));
+    for (std::size_t i = 0; i < size; ++i) want[i] += ref_mesh[4][i];
+    plan.spread({props[4]}, {View<T>(mesh)}, Accumulate::Add);
+    EXPECT_LE(rel_l2<T>(View<const T>(mesh), want), tolerance<T>()) << "spread (Add)";
+  }
+
+  // M2P: five random meshes, the first three read into one AoS output (stride 3).
+  std::vector<std::vector<T>> fields(kProps);
+  std::vector<std::vector<double>> field_d(kProps), ref_val(kProps, std::vector<double>(n));
+  std::vector<const double*> field_p(kProps);
+  std::vector<View<const T>> fv;
+  for (int j = 0; j < kProps; ++j) {
+    fields[j] = random_values<T>(size, rng);
+    field_d[j] = to_double<T>(View<const T>(fields[j]));
+    field_p[j] = field_d[j].data();
+    ref_p[j] = ref_val[j].data();
+    fv.emplace_back(fields[j]);
+  }
+  reference::interp<D>(grid, kernel, n, pointers<D>(xd), kProps, field_p.data(), ref_p.data());
+  {
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> out_vec(3 * n, nan), out0(n, nan), out1(n, nan);
+    std::vector<View<T>> out = {View<T>(out_vec.data(), n, 3), View<T>(out_vec.data() + 1, n, 3),
+                                View<T>(out_vec.data() + 2, n, 3), View<T>(out0), View<T>(out1)};
+    plan.interp(fv, out);
+    for (int j = 0; j < kProps; ++j)
+      EXPECT_LE(rel_l2<T>(View<const T>(out[j]), ref_val[j]), tolerance<T>()) << "interp of mesh " << j;
+  }
+  // M2P, a single mesh.
+  {
+    std::vector<T> out(n, std::numeric_limits<T>::quiet_NaN());
+    plan.interp({fv[3]}, {View<T>(out)});
+    EXPECT_LE(rel_l2<T>(View<const T>(out), ref_val[3]), tolerance<T>()) << "interp of one mesh";
+  }
+}
+
+using Param = std::tuple<BackendCase, Kernel, Precision>;
+
+class ReferenceTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(ReferenceTest, SpreadAndInterpMatchReference) {
+  const BackendCase bc = std::get<0>(GetParam());
+  const Kernel kernel = std::get<1>(GetParam());
+  const Precision precision = std::get<2>(GetParam());
+  PMKIT_REQUIRE_BACKEND(bc);
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  with_precision(precision, [&](auto tag) {
+    using T = decltype(tag);
+    int index = 0;
+    for (const auto& sc : scenarios<2>()) check_scenario<T, 2>(bc, kernel, sc, (index++ % 2) == 1, rng);
+    for (const auto& sc : scenarios<3>()) check_scenario<T, 3>(bc, kernel, sc, (index++ % 2) == 1, rng);
+  });
+}
+
+// Rebinding: a second set_points replaces the first completely.
+TEST_P(ReferenceTest, SecondSetPointsReplacesTheFirst) {
+  const BackendCase bc = std::get<0>(GetParam());
+  const Kernel kernel = std::get<1>(GetParam());
+  const Precision precision = std::get<2>(GetParam());
+  PMKIT_REQUIRE_BACKEND(bc);
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  with_precision(precision, [&](auto tag) {
+    using T = decltype(tag);
+    const Grid<3> grid = make_grid<3>({11, 8, 9}, BoundaryKind::Periodic);
+    Plan<T, 3> plan(grid, kernel, options_for(bc));
+    const auto first = make_positions<T, 3>(grid, Distribution::Clustered, 3000, rng);
+    const auto second = make_positions<T, 3>(grid, Distribution::Uniform, 1700, rng);
+    plan.set_points(views_of<T, 3>(first));
+    plan.set_points(views_of<T, 3>(second));
+    ASSERT_EQ(plan.num_points(), second[0].size());
+    const std::vector<T> q = random_values<T>(second[0].size(), rng);
+    std::vector<T> mesh(static_cast<std::size_t>(plan.mesh_size()));
+    plan.spread({View<const T>(q)}, {View<T>(mesh)});
+
+    const auto xd = positions_as_double<T, 3>(views_of<T, 3>(second));
+    const std::vector<double> qd = to_double<T>(View<const T>(q));
+    std::vector<double> ref(mesh.size());
+    const double* qp = qd.data();
+    double* rp = ref.data();
+    reference::spread<3>(grid, kernel, qd.size(), pointers<3>(xd), 1, &qp, &rp);
+    EXPECT_LE(rel_l2<T>(View<const T>(mesh), ref), tolerance<T>());
+  });
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(std::get<0>(info.param).label) + "_" + std::get<1>(info.param).name() + "_" +
+         name(std::get<2>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKernels, ReferenceTest,
+                         ::testing::Combine(::testing::ValuesIn(backends()), ::testing::ValuesIn(all_kernels()),
+                                            ::testing::Values(Precision::Float, Precision::Double)),
+                         param_name);
+
+}  // namespace
+}  // namespace pmkit::test

@@ -1,0 +1,285 @@
+#pragma once
+// Shared helpers of the test suite: the backends to run every test on, fresh random
+// seeds, grids of every boundary kind, particle distributions, error norms.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pmkit/pmkit.hpp"
+#include "pmkit/reference.hpp"
+#include "pmkit/version.hpp"
+
+namespace pmkit {
+// Readable test parameters in gtest's messages.
+inline void PrintTo(const Kernel& k, std::ostream* os) { *os << k.name(); }
+}  // namespace pmkit
+
+namespace pmkit::test {
+
+// ---------------------------------------------------------------------------------
+// Backends. Every backend-dependent test is instantiated once per entry of
+// backends(); a backend that cannot run here makes its tests skip with the reason.
+struct BackendCase {
+  Backend backend;
+  int threads;  // CPU: OpenMP threads
+  const char* label;
+};
+
+inline void PrintTo(const BackendCase& b, std::ostream* os) { *os << b.label; }
+
+inline std::vector<BackendCase> backends() {
+  return {
+      {Backend::Cpu, 1, "Cpu1"},
+      {Backend::Cpu, 2, "Cpu2"},
+      // {Backend::Cuda, 0, "Cuda"},  // once src/cuda/ is complete; skips without a GPU
+  };
+}
+
+// The tests keep their arrays on the host; the CUDA backend then copies them.
+inline Options options_for(const BackendCase& b) {
+  Options o;
+  o.backend = b.backend;
+  o.num_threads = b.threads;
+  o.host_arrays = b.backend == Backend::Cuda;
+  return o;
+}
+
+// Why the backend cannot run here, or "" when it can. Probed once per backend.
+inline std::string unavailable_reason(const BackendCase& b) {
+  if (b.backend == Backend::Cpu) return "";
+  static std::map<int, std::string> cache;
+  const int key = static_cast<int>(b.backend);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::string why;
+  if (!built_with_cuda()) {
+    why = "this build of pmkit has no CUDA backend";
+  } else {
+    try {
+      Plan<float, 2> probe(Grid<2>::periodic({8, 8}), Kernel::linear(), options_for(b));
+    } catch (const Error& e) {
+      why = std::string("no usable GPU: ") + e.what();
+    }
+  }
+  cache[key] = why;
+  return why;
+}
+
+#define PMKIT_REQUIRE_BACKEND(bc)                                               \
+  do {                                                                          \
+    const std::string pmkit_why_ = ::pmkit::test::unavailable_reason(bc);       \
+    if (!pmkit_why_.empty()) GTEST_SKIP() << (bc).label << ": " << pmkit_why_; \
+  } while (0)
+
+// ---------------------------------------------------------------------------------
+// Precision as a test parameter.
+enum class Precision { Float, Double };
+inline void PrintTo(Precision p, std::ostream* os) { *os << (p == Precision::Float ? "float" : "double"); }
+inline const char* name(Precision p) { return p == Precision::Float ? "float" : "double"; }
+
+// Calls f(T{}) with T = float or double.
+template <class F>
+void with_precision(Precision p, F&& f) {
+  if (p == Precision::Float)
+    f(float{});
+  else
+    f(double{});
+}
+
+// Relative L2 tolerance against the float64 reference.
+template <class T>
+constexpr double tolerance() {
+  return std::is_same<T, float>::value ? 1e-5 : 1e-12;
+}
+
+inline std::vector<Kernel> all_kernels() {
+  std::vector<Kernel> k = {Kernel::linear(), Kernel::tsc(), Kernel::mp4()};
+  for (int order = 4; order <= 8; ++order) k.push_back(Kernel::bspline(order));
+  return k;
+}
+
+// ---------------------------------------------------------------------------------
+// Seeds: fresh per test from std::random_device, or PMKIT_TEST_SEED to replay one.
+inline std::uint64_t fresh_seed() {
+  if (const char* s = std::getenv("PMKIT_TEST_SEED")) return std::strtoull(s, nullptr, 0);
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+inline std::string seed_note(std::uint64_t seed) {
+  return "seed = " + std::to_string(seed) + " (replay: PMKIT_TEST_SEED=" + std::to_string(seed) + ")";
+}
+
+// ---------------------------------------------------------------------------------
+// Grids. Origins and spacings are dyadic, so that positions on nodes, faces and the
+// ends of bounded axes are exact in float and double alike.
+enum class BoundaryKind { Periodic, Fold, Keep, MixedFold, MixedKeep };
+
+inline const char* name(BoundaryKind b) {
+  switch (b) {
+    case BoundaryKind::Periodic: return "periodic";
+    case BoundaryKind::Fold: return "bounded-fold";
+    case BoundaryKind::Keep: return "bounded-keep";
+    case BoundaryKind::MixedFold: return "mixed-fold";
+    default: return "mixed-keep";
+  }
+}
+inline std::vector<BoundaryKind> all_boundaries() {
+  return {BoundaryKind::Periodic, BoundaryKind::Fold, BoundaryKind::Keep, BoundaryKind::MixedFold,
+          BoundaryKind::MixedKeep};
+}
+
+// Mixed kinds: MixedFold is periodic in x only, MixedKeep periodic in y only.
+template <int D>
+Grid<D> make_grid(const std::array<std::int64_t, D>& cells, BoundaryKind kind) {
+  constexpr double origin[3] = {-2.0, 1.5, 0.25};
+  constexpr double spacing[3] = {0.5, 0.25, 0.75};
+  Grid<D> g;
+  g.cells = cells;
+  for (int d = 0; d < D; ++d) {
+    g.origin[d] = origin[d];
+    g.spacing[d] = spacing[d];
+    switch (kind) {
+      case BoundaryKind::Periodic: g.boundary[d] = Boundary::Periodic; break;
+      case BoundaryKind::MixedFold: g.boundary[d] = d == 0 ? Boundary::Periodic : Boundary::Bounded; break;
+      case BoundaryKind::MixedKeep: g.boundary[d] = d == 1 ? Boundary::Periodic : Boundary::Bounded; break;
+      default: g.boundary[d] = Boundary::Bounded;
+    }
+  }
+  g.ghosts = (kind == BoundaryKind::Keep || kind == BoundaryKind::MixedKeep) ? Ghosts::Keep : Ghosts::Fold;
+  return g;
+}
+
+template <int D>
+double box_length(const Grid<D>& g, int d) {
+  return static_cast<double>(g.cells[d]) * g.spacing[d];
+}
+
+// ---------------------------------------------------------------------------------
+// Particle distributions, as positions of type T.
+enum class Distribution {
+  Uniform,    // uniform over the domain
+  Clustered,  // 90% in three cells, the rest uniform
+  Faces,      // every coordinate an integer multiple of the spacing, ends included
+  Seam,       // on the domain ends, just below the periodic seam, wrapped from far away
+};
+inline const char* name(Distribution d) {
+  switch (d) {
+    case Distribution::Uniform: return "uniform";
+    case Distribution::Clustered: return "clustered";
+    case Distribution::Faces: return "faces";
+    default: return "seam";
+  }
+}
+
+template <class T, int D>
+using Positions = std::array<std::vector<T>, D>;
+
+template <class T, int D>
+Positions<T, D> make_positions(const Grid<D>& g, Distribution dist, std::size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  Positions<T, D> pos;
+  for (auto& p : pos) p.resize(n);
+  // Cluster centres: three random cells.
+  std::array<std::array<std::int64_t, D>, 3> centre{};
+  for (auto& c : centre)
+    for (int d = 0; d < D; ++d) c[d] = static_cast<std::int64_t>(unit(rng) * static_cast<double>(g.cells[d]));
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool in_cluster = dist == Distribution::Clustered && unit(rng) < 0.9;
+    const int which = static_cast<int>(unit(rng) * 3) % 3;
+    for (int d = 0; d < D; ++d) {
+      const double h = g.spacing[d], lo = g.origin[d], len = box_length(g, d);
+      const bool periodic = g.boundary[d] == Boundary::Periodic;
+      T x;
+      if (in_cluster) {
+        x = static_cast<T>(lo + (static_cast<double>(centre[which][d]) + unit(rng)) * h);
+      } else if (dist == Distribution::Faces) {
+        const auto k = static_cast<std::int64_t>(unit(rng) * static_cast<double>(g.cells[d] + 1));
+        x = static_cast<T>(lo + static_cast<double>(k) * h);
+      } else if (dist == Distribution::Seam) {
+        const int pick = static_cast<int>(unit(rng) * (periodic ? 7 : 3));
+        switch (pick) {
+          case 0: x = static_cast<T>(lo); break;
+          case 1: x = static_cast<T>(lo + len); break;
+          case 2: x = static_cast<T>(lo + unit(rng) * len); break;
+          case 3: x = std::nextafter(static_cast<T>(lo), -std::numeric_limits<T>::infinity()); break;
+          case 4: x = std::nextafter(static_cast<T>(lo + len), -std::numeric_limits<T>::infinity()); break;
+          case 5: x = static_cast<T>(lo + unit(rng) * len + 3 * len); break;  // wraps from far away
+          default: x = static_cast<T>(lo + unit(rng) * len - 2 * len); break;
+        }
+      } else {
+        x = static_cast<T>(lo + unit(rng) * len);
+      }
+      // Rounding to T may not leave a bounded axis (its ends are exact in T).
+      pos[d][i] = x;
+    }
+  }
+  return pos;
+}
+
+// ---------------------------------------------------------------------------------
+// Arrays and norms.
+template <class T>
+std::vector<T> random_values(std::size_t n, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(u(rng));
+  return v;
+}
+
+template <class T>
+std::vector<double> to_double(const View<const T>& v) {
+  std::vector<double> out(v.size);
+  for (std::size_t i = 0; i < v.size; ++i) out[i] = static_cast<double>(v[i]);
+  return out;
+}
+
+// ||got - want||_2 / ||want||_2; NaN when got has a NaN.
+template <class T>
+double rel_l2(const View<const T>& got, const std::vector<double>& want) {
+  double e2 = 0, w2 = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double e = static_cast<double>(got[i]) - want[i];
+    e2 += e * e;
+    w2 += want[i] * want[i];
+  }
+  return w2 > 0 ? std::sqrt(e2 / w2) : std::sqrt(e2);
+}
+
+template <class T, int D>
+typename Plan<T, D>::Positions views_of(const Positions<T, D>& pos) {
+  typename Plan<T, D>::Positions v;
+  for (int d = 0; d < D; ++d) v[d] = View<const T>(pos[d]);
+  return v;
+}
+
+// Positions as double for the reference.
+template <class T, int D>
+std::array<std::vector<double>, D> positions_as_double(const typename Plan<T, D>::Positions& v) {
+  std::array<std::vector<double>, D> out;
+  for (int d = 0; d < D; ++d) out[d] = to_double<T>(v[d]);
+  return out;
+}
+template <int D>
+std::array<const double*, D> pointers(const std::array<std::vector<double>, D>& v) {
+  std::array<const double*, D> p{};
+  for (int d = 0; d < D; ++d) p[d] = v[d].data();
+  return p;
+}
+
+// Byte-for-byte equality, for bitwise determinism and "left unchanged" checks.
+template <class T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+}  // namespace pmkit::test
