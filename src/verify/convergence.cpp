@@ -230,7 +230,7 @@ std::string format_table(const std::vector<ConvergenceResult>& results) {
       cells = these;
       os << "\n" << left("kernel", 10) << left("op", 5) << left("dim", 5) << left("error", 6);
       for (auto n : cells) os << left("n=" + std::to_string(n), 10);
-      os << left("order", 7) << left("need", 6) << "\n";
+      os << left("order", 7) << "need\n";
     }
     const double need = required_order(r.kernel);
     for (int line = 0; line < 2; ++line) {
