@@ -41,7 +41,7 @@ inline std::vector<BackendCase> backends() {
   return {
       {Backend::Cpu, 1, "Cpu1"},
       {Backend::Cpu, 2, "Cpu2"},
-      // {Backend::Cuda, 0, "Cuda"},  // once src/cuda/ is complete; skips without a GPU
+      {Backend::Cuda, 0, "Cuda"},  // host arrays; skips without a GPU (test_cuda.cpp: device pointers)
   };
 }
 

@@ -205,23 +205,33 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   const int nprops = pass.count;
   for (int k = threadIdx.x; k < nodes * W * nprops; k += blockDim.x) accumulator[k] = 0;
 
+  // Each thread owns particles threadIdx.x + r * blockDim.x of the chunk. Their
+  // properties are gathered (the caller's order: one random read each) once, into
+  // registers, and serve both the scale and the accumulation.
+  constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
+  static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
+  T q[kSlots][tuning::kPropsPerPass];
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + i] : 0;
+#pragma unroll
+    for (int j = 0; j < tuning::kPropsPerPass; ++j)
+      q[r][j] = (i < chunk.count && j < nprops) ? load_prop(pass, j, p) : T(0);
+  }
+
   if constexpr (kDeterministic) {
     if (threadIdx.x < nprops)
       scale[threadIdx.x] = deterministic_scale<W>(__longlong_as_double(pass.max_abs_bits[threadIdx.x]), n);
   } else {
     if (threadIdx.x < nprops) block_abs[threadIdx.x] = 0;
     __syncthreads();
-    double local[tuning::kPropsPerPass] = {};
-    for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
-      const std::uint32_t p = perm[chunk.begin + i];
-#pragma unroll
-      for (int j = 0; j < tuning::kPropsPerPass; ++j)
-        if (j < nprops) local[j] += fabs(static_cast<double>(load_prop(pass, j, p)));
-    }
 #pragma unroll
     for (int j = 0; j < tuning::kPropsPerPass; ++j) {
       if (j >= nprops) break;
-      double v = local[j];
+      double v = 0;
+#pragma unroll
+      for (int r = 0; r < kSlots; ++r) v += fabs(static_cast<double>(q[r][j]));
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
     }
@@ -243,22 +253,29 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
 
-  for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
+#pragma unroll 1  // the stencil is unrolled already; four copies of it only bloat the code
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    // Select slot r with constant indices, so q stays in registers.
+    T qr[tuning::kPropsPerPass];
+#pragma unroll
+    for (int j = 0; j < tuning::kPropsPerPass; ++j) {
+      qr[j] = q[0][j];
+#pragma unroll
+      for (int k = 1; k < kSlots; ++k) qr[j] = r == k ? q[k][j] : qr[j];
+    }
     const Packed<T> particle = particles[chunk.begin + i];
-    const std::uint32_t p = perm[chunk.begin + i];
     int base[D];
     T s[D];
     unpack<K, D>(particle, geo, base, s);
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) base[d] += (K::support - 1) / 2 - tile[d] * geo.edge[d];
-    T q[tuning::kPropsPerPass];
-#pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j) q[j] = j < nprops ? load_prop(pass, j, p) : T(0);
     detail::for_each_node<K, D>(window, base, s, [&](std::int64_t node, T w) {
 #pragma unroll
       for (int j = 0; j < tuning::kPropsPerPass; ++j) {
         if (j >= nprops) break;
-        const double scaled = static_cast<double>(q[j] * w) * scale[j];
+        const double scaled = static_cast<double>(qr[j] * w) * scale[j];
         const long long v = W == 1 ? static_cast<long long>(__double2int_rn(scaled)) : __double2ll_rn(scaled);
         FixedPoint<W>::add(accumulator + (j * W) * nodes + node, nodes, v);
       }

@@ -1,0 +1,326 @@
+// CUDA-only behaviour: device pointers in and out, every spread method against the
+// float64 reference, the deterministic mode's bitwise reproducibility (repeated runs,
+// permuted input, properties in one pass or apart), errors raised from device data.
+// The backend-generic tests (test_reference, test_invariants, test_errors) also run on
+// CUDA through host arrays. Everything skips cleanly where no GPU is found.
+#include "test_support.hpp"
+
+#if defined(PMKIT_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace pmkit::test {
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+#define PMKIT_REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+// Sizes shrink under compute-sanitizer (PMKIT_TEST_SMALL), which is ~100x slower.
+std::size_t scaled(std::size_t n) { return std::getenv("PMKIT_TEST_SMALL") ? std::max<std::size_t>(n / 16, 1) : n; }
+
+template <class T>
+struct DeviceVector {
+  T* ptr = nullptr;
+  std::size_t size = 0;
+  explicit DeviceVector(std::size_t n) : size(n) {
+    EXPECT_EQ(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T)), cudaSuccess);
+  }
+  DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) { upload(host); }
+  ~DeviceVector() { cudaFree(ptr); }
+  DeviceVector(const DeviceVector&) = delete;
+  void upload(const std::vector<T>& host) {
+    EXPECT_EQ(cudaMemcpy(ptr, host.data(), size * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(size);
+    EXPECT_EQ(cudaMemcpy(host.data(), ptr, size * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return host;
+  }
+  View<T> view() { return View<T>(ptr, size); }
+  View<const T> cview() const { return View<const T>(ptr, size); }
+};
+
+template <class T>
+double rel_l2(const std::vector<T>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double e = static_cast<double>(got[i]) - want[i];
+    num += e * e;
+    den += want[i] * want[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// One case: fresh random particles (uniform or clustered) spread and interpolated with
+// device pointers by the given method, against the float64 reference.
+template <class T, int D>
+void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> cells, BoundaryKind boundary,
+                             double per_cell, Distribution dist, SpreadMethod method, bool deterministic,
+                             int nprops) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<D> grid = make_grid<D>(cells, boundary);
+  double volume_cells = 1;
+  for (int d = 0; d < D; ++d) volume_cells *= static_cast<double>(cells[d]);
+  const std::size_t n = scaled(static_cast<std::size_t>(per_cell * volume_cells) + 1);
+  const auto pos = make_positions<T, D>(grid, dist, n, rng);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+
+  Options opt;
+  opt.backend = Backend::Cuda;
+  opt.spread_method = method;
+  opt.deterministic = deterministic;
+  Plan<T, D> plan(grid, kernel, opt);
+  std::vector<std::unique_ptr<DeviceVector<T>>> dpos, dprops, dmeshes;
+  typename Plan<T, D>::Positions views;
+  for (int d = 0; d < D; ++d) {
+    dpos.emplace_back(new DeviceVector<T>(pos[d]));
+    views[d] = dpos.back()->cview();
+  }
+  plan.set_points(views);
+
+  std::vector<std::vector<double>> props_d(nprops, std::vector<double>(n));
+  std::vector<View<const T>> prop_views;
+  std::vector<View<T>> mesh_views;
+  for (int j = 0; j < nprops; ++j) {
+    std::vector<T> q(n);
+    for (std::size_t i = 0; i < n; ++i) props_d[j][i] = q[i] = static_cast<T>(unit(rng));
+    dprops.emplace_back(new DeviceVector<T>(q));
+    dmeshes.emplace_back(new DeviceVector<T>(static_cast<std::size_t>(plan.mesh_size())));
+    prop_views.push_back(dprops.back()->cview());
+    mesh_views.push_back(dmeshes.back()->view());
+  }
+  plan.spread(prop_views, mesh_views);
+
+  std::array<std::vector<double>, D> posd;
+  std::array<const double*, D> posp;
+  for (int d = 0; d < D; ++d) {
+    posd[d].assign(pos[d].begin(), pos[d].end());
+    posp[d] = posd[d].data();
+  }
+  const std::size_t size = static_cast<std::size_t>(plan.mesh_size());
+  std::vector<std::vector<double>> ref(nprops, std::vector<double>(size));
+  std::vector<const double*> qp;
+  std::vector<double*> mp;
+  for (int j = 0; j < nprops; ++j) {
+    qp.push_back(props_d[j].data());
+    mp.push_back(ref[j].data());
+  }
+  reference::spread<D>(grid, kernel, n, posp, nprops, qp.data(), mp.data());
+  for (int j = 0; j < nprops; ++j)
+    EXPECT_LE(rel_l2(dmeshes[j]->download(), ref[j]), tolerance<T>())
+        << "spread, property " << j << ", " << plan.spread_method_name() << ", " << kernel.name() << ", "
+        << name(boundary) << ", " << name(dist) << ", n = " << n;
+
+  // Interp of the reference mesh (as T) back to the particles.
+  std::vector<T> field(size);
+  for (std::size_t i = 0; i < size; ++i) field[i] = static_cast<T>(ref[0][i]);
+  DeviceVector<T> dfield(field), dvalues(n);
+  plan.interp({dfield.cview()}, {dvalues.view()});
+  std::vector<double> fieldd(field.begin(), field.end()), want(n);
+  const double* fp[] = {fieldd.data()};
+  double* wp[] = {want.data()};
+  reference::interp<D>(grid, kernel, n, posp, 1, fp, wp);
+  EXPECT_LE(rel_l2(dvalues.download(), want), tolerance<T>()) << "interp, " << kernel.name();
+}
+
+TEST(Cuda, EveryKernelAgainstReference3D) {
+  PMKIT_REQUIRE_GPU();
+  for (const Kernel& k : all_kernels())
+    for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics}) {
+      check_against_reference<float, 3>(k, {37, 50, 29}, BoundaryKind::Periodic, 2.0, Distribution::Uniform, method,
+                                        false, 1);
+      check_against_reference<double, 3>(k, {19, 12, 23}, BoundaryKind::Fold, 4.0, Distribution::Uniform, method,
+                                         false, 1);
+    }
+}
+
+TEST(Cuda, EveryKernelAgainstReference2D) {
+  PMKIT_REQUIRE_GPU();
+  for (const Kernel& k : all_kernels())
+    for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics}) {
+      check_against_reference<float, 2>(k, {45, 31}, BoundaryKind::Keep, 8.0, Distribution::Uniform, method,
+                                        false, 1);
+      check_against_reference<double, 2>(k, {70, 33}, BoundaryKind::MixedFold, 3.0, Distribution::Faces, method,
+                                         false, 1);
+    }
+}
+
+TEST(Cuda, DensitiesDistributionsAndBoundaries) {
+  PMKIT_REQUIRE_GPU();
+  for (double per_cell : {0.01, 1.0, 20.0, 120.0})
+    for (auto dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Seam})
+      for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::MixedKeep}) {
+        check_against_reference<float, 3>(Kernel::mp4(), {16, 9, 13}, boundary, per_cell, dist,
+                                          SpreadMethod::Auto, false, 1);
+        check_against_reference<float, 2>(Kernel::linear(), {40, 37}, boundary, per_cell, dist,
+                                          SpreadMethod::Auto, false, 1);
+      }
+}
+
+TEST(Cuda, SeveralPropertiesInOnePass) {
+  PMKIT_REQUIRE_GPU();
+  for (int nprops : {3, 5})
+    for (bool det : {false, true}) {
+      check_against_reference<float, 3>(Kernel::mp4(), {24, 24, 24}, BoundaryKind::Periodic, 8.0,
+                                        Distribution::Uniform, SpreadMethod::Auto, det, nprops);
+      check_against_reference<double, 3>(Kernel::tsc(), {12, 20, 16}, BoundaryKind::Fold, 30.0,
+                                         Distribution::Clustered, SpreadMethod::Auto, det, nprops);
+    }
+}
+
+TEST(Cuda, DeterministicAccuracy) {
+  PMKIT_REQUIRE_GPU();
+  for (const Kernel& k : all_kernels()) {
+    check_against_reference<float, 3>(k, {20, 17, 23}, BoundaryKind::Periodic, 10.0, Distribution::Clustered,
+                                      SpreadMethod::Auto, true, 1);
+    check_against_reference<double, 2>(k, {33, 40}, BoundaryKind::Keep, 10.0, Distribution::Uniform,
+                                       SpreadMethod::Auto, true, 1);
+  }
+}
+
+// Deterministic spread: identical bits across repeated runs, a permuted particle order
+// (a different binning order and chunking) and one pass of 3 properties against three
+// single-property calls (a different launch: other shared memory, other pass widths).
+template <class T, int D>
+void check_bitwise(std::array<std::int64_t, D> cells, double per_cell, Distribution dist) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<D> grid = make_grid<D>(cells, BoundaryKind::Periodic);
+  double volume = 1;
+  for (auto c : cells) volume *= static_cast<double>(c);
+  const std::size_t n = scaled(static_cast<std::size_t>(per_cell * volume));
+  const auto pos = make_positions<T, D>(grid, dist, n, rng);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::array<std::vector<T>, 3> q;
+  for (auto& v : q) {
+    v.resize(n);
+    for (auto& x : v) x = static_cast<T>(unit(rng));
+  }
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+
+  Options opt;
+  opt.backend = Backend::Cuda;
+  opt.deterministic = true;
+  opt.host_arrays = true;
+  auto run = [&](bool permuted, bool one_pass) {
+    Plan<T, D> plan(grid, Kernel::mp4(), opt);
+    std::array<std::vector<T>, D> p = pos;
+    std::array<std::vector<T>, 3> qq = q;
+    if (permuted) {
+      for (int d = 0; d < D; ++d)
+        for (std::size_t i = 0; i < n; ++i) p[d][i] = pos[d][order[i]];
+      for (int j = 0; j < 3; ++j)
+        for (std::size_t i = 0; i < n; ++i) qq[j][i] = q[j][order[i]];
+    }
+    typename Plan<T, D>::Positions views;
+    for (int d = 0; d < D; ++d) views[d] = p[d];
+    plan.set_points(views);
+    std::array<std::vector<T>, 3> meshes;
+    for (auto& m : meshes) m.assign(static_cast<std::size_t>(plan.mesh_size()), T(7));
+    if (one_pass) {
+      plan.spread({qq[0], qq[1], qq[2]}, {meshes[0], meshes[1], meshes[2]});
+    } else {
+      for (int j = 0; j < 3; ++j) plan.spread({qq[j]}, {meshes[j]});
+    }
+    return meshes;
+  };
+  const auto first = run(false, true);
+  for (const auto& variant : {run(false, true), run(true, true), run(false, false), run(true, false)})
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(0, std::memcmp(first[j].data(), variant[j].data(), first[j].size() * sizeof(T)))
+          << "property " << j << ": deterministic spread differs between runs";
+}
+
+TEST(Cuda, DeterministicIsBitwiseReproducible) {
+  PMKIT_REQUIRE_GPU();
+  check_bitwise<float, 3>({32, 32, 32}, 8.0, Distribution::Uniform);
+  check_bitwise<float, 3>({16, 16, 16}, 100.0, Distribution::Clustered);
+  check_bitwise<double, 3>({20, 20, 20}, 4.0, Distribution::Uniform);
+  check_bitwise<float, 2>({128, 96}, 16.0, Distribution::Clustered);
+}
+
+TEST(Cuda, ErrorsFromDeviceData) {
+  PMKIT_REQUIRE_GPU();
+  const Grid<3> grid = Grid<3>::bounded({8, 8, 8});
+  Options opt;
+  opt.backend = Backend::Cuda;
+  Plan<float, 3> plan(grid, Kernel::mp4(), opt);
+  std::vector<float> x(100, 1.5f), y(100, 2.0f), z(100, 3.0f);
+  DeviceVector<float> dx(x), dy(y), dz(z);
+  plan.set_points({dx.cview(), dy.cview(), dz.cview()});  // valid points first
+  for (auto bad : {std::nanf(""), INFINITY, -0.5f, 8.25f}) {
+    std::vector<float> xb = x;
+    xb[57] = bad;
+    DeviceVector<float> dxb(xb);
+    try {
+      plan.set_points({dxb.cview(), dy.cview(), dz.cview()});
+      ADD_FAILURE() << "no error for x = " << bad;
+    } catch (const Error& e) {
+      const bool finite = std::isfinite(bad);
+      EXPECT_EQ(e.code(), finite ? ErrorCode::OutOfBounds : ErrorCode::NonFinitePosition) << e.what();
+      EXPECT_NE(std::string(e.what()).find("positions[0][57]"), std::string::npos) << e.what();
+    }
+  }
+  // The plan still holds the valid points: spreading q = 1 conserves mass 100.
+  std::vector<float> ones(100, 1.0f);
+  DeviceVector<float> dq(ones), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.spread({dq.cview()}, {dmesh.view()});
+  const auto mesh = dmesh.download();
+  EXPECT_NEAR(std::accumulate(mesh.begin(), mesh.end(), 0.0), 100.0, 1e-3);
+
+  // Host memory where device memory is expected: a clear error, nothing written.
+  std::vector<float> host_mesh(static_cast<std::size_t>(plan.mesh_size()), 3.0f);
+  EXPECT_THROW(plan.spread({dq.cview()}, {View<float>(host_mesh)}), Error);
+  EXPECT_TRUE(std::all_of(host_mesh.begin(), host_mesh.end(), [](float v) { return v == 3.0f; }));
+
+  // A mesh larger than the device: refused at plan creation, naming the size.
+  try {
+    Plan<double, 3> huge(Grid<3>::periodic({4000, 4000, 4000}), Kernel::linear(), opt);
+    ADD_FAILURE() << "no error for a 4000^3 double mesh";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.code() == ErrorCode::OutOfMemory || e.code() == ErrorCode::Unsupported) << e.what();
+  }
+}
+
+TEST(Cuda, ZeroParticlesAndEmptyMesh) {
+  PMKIT_REQUIRE_GPU();
+  Options opt;
+  opt.backend = Backend::Cuda;
+  for (bool det : {false, true}) {
+    opt.deterministic = det;
+    Plan<float, 2> plan(Grid<2>::periodic({33, 17}), Kernel::tsc(), opt);
+    DeviceVector<float> none(0);
+    plan.set_points({none.cview(), none.cview()});
+    std::vector<float> filled(static_cast<std::size_t>(plan.mesh_size()), 5.0f);
+    DeviceVector<float> mesh(filled);
+    plan.spread({none.cview()}, {mesh.view()}, Accumulate::Add);
+    EXPECT_EQ(mesh.download(), filled);
+    plan.spread({none.cview()}, {mesh.view()});
+    const auto zeroed = mesh.download();
+    EXPECT_TRUE(std::all_of(zeroed.begin(), zeroed.end(), [](float v) { return v == 0.0f; }));
+  }
+}
+
+}  // namespace
+}  // namespace pmkit::test
+
+#else
+TEST(Cuda, NotBuilt) { GTEST_SKIP() << "this build of pmkit has no CUDA backend"; }
+#endif
