@@ -15,7 +15,8 @@ step() { echo; echo "== $*"; }
 step "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/device.txt"
 nvcc --version | tail -1
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+local changes'), $(date -u +%F)"
+# The device copy has no .git: the caller passes PMKIT_COMMIT (see bench/results/README.md).
+echo "commit ${PMKIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%F)"
 
 step "build (Release, sm_90)"
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&

@@ -111,14 +111,14 @@ __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
 }
 
 // Chunks per tile (ceil(count / chunk)).
-__global__ void chunk_count_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_count,
+static __global__ void chunk_count_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_count,
                                    std::uint32_t* chunk_count) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < num_tiles)
     chunk_count[t] = (tile_count[t] + tuning::kChunkParticles - 1) / tuning::kChunkParticles;
 }
 
-__global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_count,
+static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_count,
                                   const std::uint32_t* tile_start, const std::uint32_t* chunk_start,
                                   Chunk* chunks) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
