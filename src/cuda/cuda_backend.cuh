@@ -76,14 +76,10 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
     geo_.support = kernel.support();
     geo_.num_tiles = static_cast<std::uint32_t>(tiles);
-    geo_.cells_per_tile = 1;
-    for (int d = 0; d < D; ++d) geo_.cells_per_tile *= geo_.edge[d];
-    geo_.peak_weight = std::pow(reference::weight(kernel, 0.0), D);
-    num_keys_ = tiles * geo_.cells_per_tile;
-    if (num_keys_ >= (std::uint64_t(1) << 32) || keys >= (std::uint64_t(1) << 32))
+    geo_.peak_weight = std::pow(reference::weight(kernel, 0.0), D);  // symmetric kernels peak at 0
+    if (keys >= (std::uint64_t(1) << 32))
       fail(ErrorCode::Unsupported, "grid of ", keys,
-           " cells: the CUDA backend indexes cells (rounded up to whole tiles: ", num_keys_,
-           ") with 32 bits, at most 2^32 - 1");
+           " cells: the CUDA backend indexes cells with 32 bits (at most 2^32 - 1 cells)");
 
     std::size_t free_bytes = 0, total_bytes = 0;
     check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
@@ -135,16 +131,15 @@ class CudaBackend final : public detail::Backend<T, D> {
     timings_ = {};
     PositionArrays<T, D> pos{};
     const std::size_t tiles = geo_.num_tiles;
-    const std::size_t keys = num_keys_;
     // Every allocation first: nothing of the current binning changes until all succeed.
     if (options_.host_arrays) {
       staging_positions_.reserve(n * D, "position staging");
       staging_particles_.reserve(n * tuning::kPropsPerPass, "particle staging");
     }
-    key_of_.reserve(n, "binning scratch");
+    tile_of_.reserve(n, "binning scratch");
     rank_.reserve(n, "binning scratch");
-    cell_count_.reserve(keys + 1, "binning scratch");
-    cell_start_.reserve(keys + 1, "binning scratch");
+    tile_count_.reserve(tiles + 1, "binning scratch");
+    tile_start_.reserve(tiles + 1, "binning scratch");
     chunk_count_.reserve(tiles + 1, "binning scratch");
     chunk_start_.reserve(tiles + 1, "binning scratch");
     bad_.reserve(1, "binning scratch");
@@ -152,8 +147,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.perm.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, cell_count_.get(), cell_start_.get(),
-                                        static_cast<std::int64_t>(keys + 1)),
+    check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, tile_count_.get(), tile_start_.get(),
+                                        static_cast<int>(tiles + 1)),
           "cub::DeviceScan");
     scan_temp_.reserve(scan_bytes, "binning scratch");
 
@@ -174,12 +169,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     if (options_.host_arrays) timings_.transfer_s += stop_timer();
 
     start_timer();
-    check(cudaMemset(cell_count_.get(), 0, (keys + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    check(cudaMemset(tile_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(chunk_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
     if (n > 0) {
       classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, key_of_.get(), rank_.get(), cell_count_.get(), bad_.get());
+          layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_count_.get(), bad_.get());
       check_launch("pmkit::cuda::set_points::classify");
     }
     unsigned long long bad = 0;
@@ -195,22 +190,20 @@ class CudaBackend final : public detail::Backend<T, D> {
       }
       detail::reject_particle<D>(layout_, x, static_cast<std::size_t>(bad));
     }
-    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, cell_count_.get(), cell_start_.get(),
-                                        static_cast<std::int64_t>(keys + 1)),
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, tile_count_.get(), tile_start_.get(),
+                                        static_cast<int>(tiles + 1)),
           "cub::DeviceScan");
-    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, geo_.cells_per_tile, cell_start_.get(),
-                                                        chunk_count_.get());
+    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), chunk_count_.get());
     check_launch("pmkit::cuda::set_points::chunk_count");
-    std::size_t chunk_scan_bytes = scan_bytes;
-    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), chunk_scan_bytes, chunk_count_.get(), chunk_start_.get(),
-                                        static_cast<std::int64_t>(tiles + 1)),
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, chunk_count_.get(), chunk_start_.get(),
+                                        static_cast<int>(tiles + 1)),
           "cub::DeviceScan");
-    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, geo_.cells_per_tile, cell_start_.get(),
+    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), tile_start_.get(),
                                                        chunk_start_.get(), spare_.chunks.get());
     check_launch("pmkit::cuda::set_points::chunk_fill");
     if (n > 0) {
       scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, key_of_.get(), rank_.get(), cell_start_.get(), spare_.particles.get(),
+          layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
           spare_.perm.get());
       check_launch("pmkit::cuda::set_points::scatter");
     }
@@ -254,10 +247,6 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   // Auto: shared tiles unless blocks would hold too few particles to repay their flush.
   void resolve_method() {
-    // Dense tiles (more than ~2 particles per cell where there are particles): a warp
-    // in cell order would sit in one or two cells; visit chunks in a strided order.
-    const double per_cell = current_.num_chunks ? double(current_.n) / (double(current_.num_chunks) * geo_.cells_per_tile) : 0.0;
-    geo_.scramble = per_cell > tuning::kScrambleParticlesPerCell;
     if (options_.spread_method != SpreadMethod::Auto) {
       method_ = options_.spread_method;
       return;
@@ -446,8 +435,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   Binned current_, spare_;
   // set_points scratch
-  std::size_t num_keys_ = 0;  // cells rounded up to whole tiles
-  DeviceBuffer<std::uint32_t> key_of_, rank_, cell_count_, cell_start_, chunk_count_, chunk_start_;
+  DeviceBuffer<std::uint32_t> tile_of_, rank_, tile_count_, tile_start_, chunk_count_, chunk_start_;
   DeviceBuffer<unsigned long long> bad_;
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode

@@ -11,6 +11,9 @@
 // word adds |v| / 2^(kBits*(W-1)) < 2^20 each, so its sum stays below 2^30 as long as
 // every |v| < 2^(kBits*(W-1)+20). The scales below guarantee that.
 //
+// The bounds use |q| * peak weight (the kernel's largest node weight to the power D),
+// not |q|: for wide kernels (B-spline 8 in 3D: 0.48^3 = 0.11) that is 3 more bits.
+//
 // Integer sums do not depend on the order of the additions, which is what makes the
 // deterministic mode bit-for-bit reproducible.
 #include <cstdint>

@@ -28,20 +28,7 @@ struct BinGeometry {
   int tiles[D];  // ceil(keys / edge)
   int support;
   std::uint32_t num_tiles;
-  std::uint32_t cells_per_tile;  // prod(edge): keys are tile * cells_per_tile + cell in tile
-  double peak_weight;            // largest weight of one node (kernel peak ^ D): sharpens the scale
-  bool scramble;                 // dense tiles: spread visits a chunk in a strided order
-
-  // Sort key of a home node: tile-major, then x-fastest inside the tile, so the
-  // particles of a cell are contiguous and the cells of a tile too.
-  __host__ __device__ std::uint32_t key(const int (&home)[D]) const {
-    std::uint32_t tile = 0, local = 0;
-    for (int d = D - 1; d >= 0; --d) {
-      tile = tile * tiles[d] + home[d] / edge[d];
-      local = local * edge[d] + home[d] % edge[d];
-    }
-    return tile * cells_per_tile + local;
-  }
+  double peak_weight;  // largest weight one node gets from one particle (kernel peak ^ D)
 
   __host__ __device__ void decode(std::uint32_t cell, int (&home)[D]) const {
     PMKIT_UNROLL
@@ -97,82 +84,76 @@ struct PropPass {
 // ---------------------------------------------------------------------------------
 // Binning
 
-// Home node and local coordinates of position i; false if the position is rejected.
-template <class T, int D>
-__device__ __forceinline__ bool home_node(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
-                                          const PositionArrays<T, D>& pos, std::size_t i, int (&home)[D],
-                                          double (&s)[D]) {
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    double u;
-    if (!layout.axis[d].coordinate(pos.get(d, i), u)) return false;
-    int base;
-    kernels::locate(geo.support, u, base, s[d]);
-    home[d] = base + (geo.support - 1) / 2;
-    if (home[d] >= geo.keys[d]) home[d] -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
-  }
-  return true;
-}
-
-// Validates every position; counts the particles of each cell (a counting sort by
-// cell: contention is per cell, not per tile) and notes each particle's rank in it.
+// Validates every position, assigns its tile and its rank within the tile.
 template <class T, int D>
 __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
-                                PositionArrays<T, D> pos, std::size_t n, std::uint32_t* key_of,
-                                std::uint32_t* rank, std::uint32_t* cell_count,
+                                PositionArrays<T, D> pos, std::size_t n, std::uint32_t* tile_of,
+                                std::uint32_t* rank, std::uint32_t* tile_count,
                                 unsigned long long* first_bad) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  int home[D];
-  double s[D];
-  if (!home_node(layout, geo, pos, i, home, s)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(i));
-    return;
+  std::uint32_t tile = 0;
+  PMKIT_UNROLL
+  for (int d = D - 1; d >= 0; --d) {
+    double u;
+    if (!layout.axis[d].coordinate(pos.get(d, i), u)) {
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+      return;
+    }
+    int base;
+    double s;
+    kernels::locate(geo.support, u, base, s);
+    int home = base + (geo.support - 1) / 2;
+    if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
+    tile = tile * geo.tiles[d] + home / geo.edge[d];
   }
-  const std::uint32_t key = geo.key(home);
-  key_of[i] = key;
-  rank[i] = atomicAdd(&cell_count[key], 1u);
+  tile_of[i] = tile;
+  rank[i] = atomicAdd(&tile_count[tile], 1u);
 }
 
-// Chunks per tile (ceil(count / chunk)); cell_start is the scan of the cell counts.
-static __global__ void chunk_count_kernel(std::uint32_t num_tiles, std::uint32_t cells_per_tile,
-                                          const std::uint32_t* cell_start, std::uint32_t* chunk_count) {
+// Chunks per tile (ceil(count / chunk)).
+static __global__ void chunk_count_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_count,
+                                   std::uint32_t* chunk_count) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= num_tiles) return;
-  const std::uint32_t count = cell_start[(t + 1) * cells_per_tile] - cell_start[t * cells_per_tile];
-  chunk_count[t] = (count + tuning::kChunkParticles - 1) / tuning::kChunkParticles;
+  if (t < num_tiles)
+    chunk_count[t] = (tile_count[t] + tuning::kChunkParticles - 1) / tuning::kChunkParticles;
 }
 
-static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, std::uint32_t cells_per_tile,
-                                         const std::uint32_t* cell_start, const std::uint32_t* chunk_start,
-                                         Chunk* chunks) {
+static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_count,
+                                  const std::uint32_t* tile_start, const std::uint32_t* chunk_start,
+                                  Chunk* chunks) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
-  const std::uint32_t begin = cell_start[t * cells_per_tile];
-  const std::uint32_t count = cell_start[(t + 1) * cells_per_tile] - begin;
+  const std::uint32_t count = tile_count[t];
   std::uint32_t c = chunk_start[t];
   for (std::uint32_t done = 0; done < count; done += tuning::kChunkParticles, ++c)
-    chunks[c] = Chunk{t, begin + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
+    chunks[c] = Chunk{t, tile_start[t] + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
 }
 
-// Writes each particle, packed, to its slot in cell order.
+// Writes each particle, packed, to its slot in tile order.
 template <class T, int D>
 __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                               std::size_t n, const std::uint32_t* key_of, const std::uint32_t* rank,
-                               const std::uint32_t* cell_start, Packed<T>* particles, std::uint32_t* perm) {
+                               std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* rank,
+                               const std::uint32_t* tile_start, Packed<T>* particles,
+                               std::uint32_t* perm) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  int home[D];
-  double s[D];
-  home_node(layout, geo, pos, i, home, s);
+  const std::uint32_t dst = tile_start[tile_of[i]] + rank[i];
   Packed<T> p{};
   std::uint32_t cell = 0;
   PMKIT_UNROLL
-  for (int d = D - 1; d >= 0; --d) cell = cell * geo.keys[d] + home[d];
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) p.s[d] = static_cast<T>(s[d]);
+  for (int d = D - 1; d >= 0; --d) {
+    double u;
+    layout.axis[d].coordinate(pos.get(d, i), u);
+    int base;
+    double s;
+    kernels::locate(geo.support, u, base, s);
+    int home = base + (geo.support - 1) / 2;
+    if (home >= geo.keys[d]) home -= geo.keys[d];
+    cell = cell * geo.keys[d] + home;
+    p.s[d] = static_cast<T>(s);
+  }
   p.cell = cell;
-  const std::uint32_t dst = cell_start[key_of[i]] + rank[i];
   particles[dst] = p;
   perm[dst] = static_cast<std::uint32_t>(i);
 }
@@ -230,18 +211,11 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   // registers, and serve both the scale and the accumulation.
   constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
   static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
-  // Slot i takes particle i of the chunk (cell order: neighbouring lanes hit
-  // neighbouring nodes, few bank conflicts) or, in dense tiles where a warp would sit in
-  // one cell and collide on the same words, particle i * 1031 mod count (1031 is a prime
-  // above any chunk size, so this is a permutation that spreads a warp over the tile).
-  const auto particle_of = [&](std::uint32_t i) {
-    return geo.scramble ? static_cast<std::uint32_t>((i * 1031ull) % chunk.count) : i;
-  };
   T q[kSlots][tuning::kPropsPerPass];
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + particle_of(i)] : 0;
+    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + i] : 0;
 #pragma unroll
     for (int j = 0; j < tuning::kPropsPerPass; ++j)
       q[r][j] = (i < chunk.count && j < nprops) ? load_prop(pass, j, p) : T(0);
@@ -293,7 +267,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 #pragma unroll
       for (int k = 1; k < kSlots; ++k) qr[j] = r == k ? q[k][j] : qr[j];
     }
-    const Packed<T> particle = particles[chunk.begin + particle_of(i)];
+    const Packed<T> particle = particles[chunk.begin + i];
     int base[D];
     T s[D];
     unpack<K, D>(particle, geo, base, s);

@@ -25,9 +25,4 @@ constexpr int kPropsPerPass = 4;
 // Model-based (a tile flush touches ~1,300 nodes; a particle 64); revisit with data.
 constexpr double kMinParticlesPerTile = 32.0;
 
-// Spread visits a chunk in a strided order above this many particles per cell of its
-// tile (cell order puts a warp into one cell, whose 32 lanes then add to the same shared
-// words); below it, cell order keeps a warp on neighbouring nodes. Model-based.
-constexpr double kScrambleParticlesPerCell = 2.0;
-
 }  // namespace pmkit::cuda::tuning
