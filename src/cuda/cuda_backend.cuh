@@ -381,6 +381,30 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::spread::shared_tiles");
   }
 
+  // Tiles (the window in shared memory) where blocks hold enough particles to repay
+  // loading it, as for spread; else one thread per particle gathering from the mesh.
+  template <class K>
+  void launch_interp(const PropPass<T>& pass) {
+    const std::size_t n = current_.n;
+    if (n == 0) return;
+    const std::size_t shared = static_cast<std::size_t>(geo_.window_nodes()) * pass.count * sizeof(T);
+    const double per_block = current_.num_chunks ? double(n) / current_.num_chunks : 0.0;
+    if (per_block >= tuning::kMinParticlesPerTile && shared <= static_cast<std::size_t>(shared_optin_)) {
+      auto kernel = interp_tiles_kernel<K, D, T>;
+      if (shared > 48 * 1024)
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+              "cudaFuncSetAttribute");
+      kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
+                                                                      current_.particles.get(), current_.perm.get(),
+                                                                      pass);
+      check_launch("pmkit::cuda::interp::shared_tiles");
+    } else {
+      interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.particles.get(), current_.perm.get(), n, pass);
+      check_launch("pmkit::cuda::interp::gather");
+    }
+  }
+
   template <class K>
   void interp_all(Span<View<const T>> meshes, Span<View<T>> values) {
     const std::size_t n = current_.n;
@@ -409,9 +433,7 @@ class CudaBackend final : public detail::Backend<T, D> {
         timings_.transfer_s += stop_timer();
         start_timer();
       }
-      interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, current_.particles.get(), current_.perm.get(), n, pass);
-      check_launch("pmkit::cuda::interp::gather");
+      launch_interp<K>(pass);
       if (options_.host_arrays) {
         timings_.compute_s += stop_timer();
         start_timer();

@@ -193,6 +193,25 @@ __device__ __forceinline__ double deterministic_scale(double max_abs, std::size_
   return pow2_scale(max_abs, target);
 }
 
+// Mesh index of node k of a tile's window; false where the window reaches past any
+// node a particle of the tile can touch (the last tiles of bounded axes).
+template <class K, int D>
+__device__ __forceinline__ bool window_node_index(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                                  const int (&tile)[D], int k, std::int64_t& index) {
+  index = 0;
+  bool inside = true;
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) {
+    const int local = k % geo.window(d);
+    k /= geo.window(d);
+    const int logical = tile[d] * geo.edge[d] - (K::support - 1) / 2 + local;
+    const int node = layout.axis[d].node(logical);
+    inside = inside && node >= 0 && node < layout.axis[d].nodes;
+    index += static_cast<std::int64_t>(node) * layout.stride[d];
+  }
+  return inside;
+}
+
 template <class K, int D, class T, int W, bool kDeterministic>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
@@ -293,17 +312,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
       if (j >= nprops) break;
       const long long v = FixedPoint<W>::combine(accumulator + (j * W) * nodes + k, nodes);
       if (v == 0) continue;
-      if (index < 0) {
-        index = 0;
-        int rest = k;
-        PMKIT_UNROLL
-        for (int d = 0; d < D; ++d) {
-          const int local = rest % geo.window(d);
-          rest /= geo.window(d);
-          const int logical = tile[d] * geo.edge[d] - (K::support - 1) / 2 + local;
-          index += layout.axis[d].node(logical) * layout.stride[d];
-        }
-      }
+      if (index < 0) window_node_index<K>(layout, geo, tile, k, index);
       if constexpr (kDeterministic)
         atomicAdd(pass.exact[j] + index, static_cast<unsigned long long>(v));
       else
@@ -396,6 +405,55 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 #pragma unroll
   for (int j = 0; j < tuning::kPropsPerPass; ++j)
     if (j < pass.count) pass.values[j][static_cast<std::ptrdiff_t>(p) * pass.value_stride[j]] = acc[j];
+}
+
+// M2P through shared memory: a block loads its tile's window of each mesh once (with
+// the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
+// from shared memory; results go to the caller's order.
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                        const Packed<T>* particles, const std::uint32_t* perm, PropPass<T> pass) {
+  extern __shared__ unsigned char interp_shared[];
+  T* window_values = reinterpret_cast<T*>(interp_shared);
+  const Chunk chunk = chunks[blockIdx.x];
+  const int nodes = geo.window_nodes();
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  for (int k = threadIdx.x; k < nodes; k += blockDim.x) {
+    std::int64_t index;
+    const bool inside = window_node_index<K>(layout, geo, tile, k, index);
+#pragma unroll
+    for (int j = 0; j < tuning::kPropsPerPass; ++j)
+      if (j < pass.count) window_values[j * nodes + k] = inside ? __ldg(pass.meshes[j] + index) : T(0);
+  }
+  __syncthreads();
+
+  detail::Layout<D> window{};
+  std::int64_t stride = 1;
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) {
+    window.axis[d] = detail::Axis{detail::AxisKind::Keep, 0, geo.window(d), 0, 0.0, 1.0};
+    window.stride[d] = stride;
+    stride *= geo.window(d);
+  }
+  for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
+    int base[D];
+    T s[D];
+    unpack<K, D>(particles[chunk.begin + i], geo, base, s);
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) base[d] += (K::support - 1) / 2 - tile[d] * geo.edge[d];
+    T acc[tuning::kPropsPerPass] = {};
+    detail::for_each_node<K, D>(window, base, s, [&](std::int64_t node, T w) {
+#pragma unroll
+      for (int j = 0; j < tuning::kPropsPerPass; ++j)
+        if (j < pass.count) acc[j] += w * window_values[j * nodes + node];
+    });
+    const std::uint32_t p = perm[chunk.begin + i];
+#pragma unroll
+    for (int j = 0; j < tuning::kPropsPerPass; ++j)
+      if (j < pass.count) pass.values[j][static_cast<std::ptrdiff_t>(p) * pass.value_stride[j]] = acc[j];
+  }
 }
 
 }  // namespace pmkit::cuda
