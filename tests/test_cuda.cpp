@@ -52,17 +52,6 @@ struct DeviceVector {
   View<const T> cview() const { return View<const T>(ptr, size); }
 };
 
-template <class T>
-double rel_l2(const std::vector<T>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double e = static_cast<double>(got[i]) - want[i];
-    num += e * e;
-    den += want[i] * want[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 // One case: fresh random particles (uniform or clustered) spread and interpolated with
 // device pointers by the given method, against the float64 reference.
 template <class T, int D>
@@ -121,7 +110,7 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   }
   reference::spread<D>(grid, kernel, n, posp, nprops, qp.data(), mp.data());
   for (int j = 0; j < nprops; ++j)
-    EXPECT_LE(rel_l2(dmeshes[j]->download(), ref[j]), tolerance<T>())
+    EXPECT_LE(rel_l2<T>(View<const T>(dmeshes[j]->download()), ref[j]), tolerance<T>())
         << "spread, property " << j << ", " << plan.spread_method_name() << ", " << kernel.name() << ", "
         << name(boundary) << ", " << name(dist) << ", n = " << n;
 
@@ -134,7 +123,7 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   const double* fp[] = {fieldd.data()};
   double* wp[] = {want.data()};
   reference::interp<D>(grid, kernel, n, posp, 1, fp, wp);
-  EXPECT_LE(rel_l2(dvalues.download(), want), tolerance<T>()) << "interp, " << kernel.name();
+  EXPECT_LE(rel_l2<T>(View<const T>(dvalues.download()), want), tolerance<T>()) << "interp, " << kernel.name();
 }
 
 TEST(Cuda, EveryKernelAgainstReference3D) {

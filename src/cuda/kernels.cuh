@@ -46,6 +46,19 @@ struct BinGeometry {
   }
   // Nodes per dimension of a tile's accumulator: the tile plus the kernel's reach.
   __host__ __device__ int window(int d) const { return edge[d] + support - 1; }
+  // The accumulator as a mesh of its own: logical local node m stored at m (no wrap
+  // inside a tile), so the shared stencil indexes it like the global mesh.
+  __host__ __device__ detail::Layout<D> window_layout() const {
+    detail::Layout<D> window{};
+    std::int64_t stride = 1;
+    for (int d = 0; d < D; ++d) {
+      window.axis[d] = detail::Axis{detail::AxisKind::Keep, 0, this->window(d), 0, 0.0, 1.0};
+      window.stride[d] = stride;
+      stride *= this->window(d);
+    }
+    window.size = stride;
+    return window;
+  }
   __host__ __device__ int window_nodes() const {
     int w = 1;
     PMKIT_UNROLL
@@ -262,15 +275,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   }
   __syncthreads();
 
-  // Window layout: logical local node m is stored at m (no wrap inside a tile).
-  detail::Layout<D> window{};
-  std::int64_t stride = 1;
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    window.axis[d] = detail::Axis{detail::AxisKind::Keep, 0, geo.window(d), 0, 0.0, 1.0};
-    window.stride[d] = stride;
-    stride *= geo.window(d);
-  }
+  const detail::Layout<D> window = geo.window_layout();
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
 
@@ -429,14 +434,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   }
   __syncthreads();
 
-  detail::Layout<D> window{};
-  std::int64_t stride = 1;
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    window.axis[d] = detail::Axis{detail::AxisKind::Keep, 0, geo.window(d), 0, 0.0, 1.0};
-    window.stride[d] = stride;
-    stride *= geo.window(d);
-  }
+  const detail::Layout<D> window = geo.window_layout();
   for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
     int base[D];
     T s[D];
