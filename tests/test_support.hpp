@@ -33,6 +33,7 @@ struct BackendCase {
   Backend backend;
   int threads;  // CPU: OpenMP threads
   const char* label;
+  SpreadMethod method = SpreadMethod::Auto;
 };
 
 inline void PrintTo(const BackendCase& b, std::ostream* os) { *os << b.label; }
@@ -41,6 +42,7 @@ inline std::vector<BackendCase> backends() {
   return {
       {Backend::Cpu, 1, "Cpu1"},
       {Backend::Cpu, 2, "Cpu2"},
+      {Backend::Cpu, 3, "Cpu3PrivateMeshes", SpreadMethod::CpuPrivateMeshes},
       {Backend::Cuda, 0, "Cuda"},  // host arrays; skips without a GPU (test_cuda.cpp: device pointers)
   };
 }
@@ -50,6 +52,7 @@ inline Options options_for(const BackendCase& b) {
   Options o;
   o.backend = b.backend;
   o.num_threads = b.threads;
+  o.spread_method = b.method;
   o.host_arrays = b.backend == Backend::Cuda;
   return o;
 }

@@ -36,6 +36,9 @@ enum class SpreadMethod {
   // with 32-bit fixed-point accumulation.
   CudaGlobalAtomics,
   CudaSharedTiles,
+  // CPU: every thread spreads its share of the sorted particles into a private copy of
+  // the mesh, then the copies are summed node by node (threads x mesh of memory).
+  CpuPrivateMeshes,
 };
 
 struct Options {

@@ -29,9 +29,22 @@ class CpuBackend final : public detail::Backend<T, D> {
   CpuBackend(const Grid<D>& grid, const Kernel& kernel, const Options& options)
       : layout_(detail::make_layout(grid, kernel.ghost_width())),
         kernel_(kernel),
-        threads_(options.num_threads > 0 ? options.num_threads : default_threads()) {
-    if (options.spread_method != SpreadMethod::Auto && options.spread_method != SpreadMethod::CpuSlabs)
-      fail(ErrorCode::Unsupported, "options.spread_method: the CPU backend has only CpuSlabs");
+        threads_(options.num_threads > 0 ? options.num_threads : default_threads()),
+        private_meshes_(options.spread_method == SpreadMethod::CpuPrivateMeshes) {
+    // Auto is CpuSlabs: it needs no memory beyond the binning and measured faster
+    // (pmkit bench prints both methods side by side).
+    if (options.spread_method != SpreadMethod::Auto && options.spread_method != SpreadMethod::CpuSlabs &&
+        !private_meshes_)
+      fail(ErrorCode::Unsupported, "options.spread_method: the CPU backend has CpuSlabs and CpuPrivateMeshes");
+    if (private_meshes_) {
+      const std::size_t count = static_cast<std::size_t>(threads_) * static_cast<std::size_t>(layout_.size);
+      try {
+        private_.resize(count);
+      } catch (const std::bad_alloc&) {
+        fail(ErrorCode::OutOfMemory, "CpuPrivateMeshes: ", threads_, " private meshes need ", count * sizeof(T),
+             " bytes");
+      }
+    }
   }
 
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
@@ -44,14 +57,19 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
-    kernels::dispatch(kernel_, [&](auto k) { spread_slabs<decltype(k)>(props, meshes, mode); });
+    kernels::dispatch(kernel_, [&](auto k) {
+      if (private_meshes_)
+        spread_private<decltype(k)>(props, meshes, mode);
+      else
+        spread_slabs<decltype(k)>(props, meshes, mode);
+    });
   }
 
   void interp(Span<View<const T>> meshes, Span<View<T>> values) override {
     kernels::dispatch(kernel_, [&](auto k) { gather<decltype(k)>(meshes, values); });
   }
 
-  std::string spread_method_name() const override { return "cpu-slabs"; }
+  std::string spread_method_name() const override { return private_meshes_ ? "cpu-private-meshes" : "cpu-slabs"; }
 
  private:
   // Row key of a particle: its home node (floor(u + shift), wrapped) in every
@@ -196,6 +214,35 @@ class CpuBackend final : public detail::Backend<T, D> {
     }
   }
 
+  // One property at a time: each thread deposits a static share of the sorted particles
+  // into its own mesh, then every node sums the copies in thread order (deterministic).
+  template <class K>
+  void spread_private(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+    const Binning<T, D>& B = current_;
+    const detail::Layout<D> L = layout_;
+    const std::int64_t size = L.size;
+    const int nt = threads_;
+    for (std::size_t j = 0; j < props.size(); ++j) {
+#pragma omp parallel num_threads(nt)
+      {
+        const int t = thread_id();
+        View<T> mine(private_.data() + static_cast<std::size_t>(t) * size, static_cast<std::size_t>(size));
+        std::fill(mine.data, mine.data + size, T(0));
+        const Span<View<const T>> prop(&props[j], 1);
+        const Span<View<T>> target(&mine, 1);
+        for (std::size_t i = B.n * t / nt; i < B.n * (t + 1) / nt; ++i) deposit<K>(L, B, i, prop, target, 1);
+#pragma omp barrier
+        T* out = meshes[j].data;
+#pragma omp for schedule(static)
+        for (std::int64_t i = 0; i < size; ++i) {
+          T sum = mode == Accumulate::Overwrite ? T(0) : out[i];
+          for (int u = 0; u < nt; ++u) sum += private_[static_cast<std::size_t>(u) * size + i];
+          out[i] = sum;
+        }
+      }
+    }
+  }
+
   template <class K>
   static void deposit(const detail::Layout<D>& L, const Binning<T, D>& B, std::size_t i,
                       const Span<View<const T>>& props, const Span<View<T>>& meshes, int nprops) {
@@ -260,6 +307,8 @@ class CpuBackend final : public detail::Backend<T, D> {
   Binning<T, D> current_, spare_;
   std::vector<std::uint32_t> keys_;    // scratch of set_points
   std::vector<std::uint32_t> counts_;  // per-thread key histograms
+  bool private_meshes_;                // spread method: CpuPrivateMeshes instead of CpuSlabs
+  std::vector<T> private_;             // CpuPrivateMeshes: one mesh per thread
 };
 
 }  // namespace pmkit::cpu
