@@ -30,30 +30,27 @@ class CpuBackend final : public detail::Backend<T, D> {
       : layout_(detail::make_layout(grid, kernel.ghost_width())),
         kernel_(kernel),
         threads_(options.num_threads > 0 ? options.num_threads : default_threads()),
-        private_meshes_(options.spread_method == SpreadMethod::CpuPrivateMeshes) {
-    // Auto is CpuSlabs: it needs no memory beyond the binning and measured faster
-    // (pmkit bench prints both methods side by side).
-    if (options.spread_method != SpreadMethod::Auto && options.spread_method != SpreadMethod::CpuSlabs &&
-        !private_meshes_)
+        method_(options.spread_method) {
+    if (method_ != SpreadMethod::Auto && method_ != SpreadMethod::CpuSlabs && method_ != SpreadMethod::CpuPrivateMeshes)
       fail(ErrorCode::Unsupported, "options.spread_method: the CPU backend has CpuSlabs and CpuPrivateMeshes");
-    if (private_meshes_) {
-      const std::size_t count = static_cast<std::size_t>(threads_) * static_cast<std::size_t>(layout_.size);
-      try {
-        private_.resize(count);
-      } catch (const std::bad_alloc&) {
-        fail(ErrorCode::OutOfMemory, "CpuPrivateMeshes: ", threads_, " private meshes need ", count * sizeof(T),
-             " bytes");
-      }
-    }
   }
 
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
+    // The spread method for these points, with its memory, is decided first and
+    // committed only with the binning, so a failed call changes nothing.
+    std::vector<T> private_meshes;
+    const bool use_private = choose_private_meshes(n, private_meshes);
     try {
       kernels::dispatch(kernel_, [&](auto k) { bin<decltype(k)>(n, positions); });
     } catch (const std::bad_alloc&) {
       fail(ErrorCode::OutOfMemory, "set_points: could not allocate the binning of ", n,
            " particles (about ", n * (4 + D * (4 + sizeof(T))) * 2 / 1048576.0, " MiB)");
     }
+    private_meshes_ = use_private;
+    if (!use_private)
+      std::vector<T>().swap(private_);
+    else if (!private_meshes.empty())
+      private_.swap(private_meshes);
   }
 
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
@@ -214,6 +211,31 @@ class CpuBackend final : public detail::Backend<T, D> {
     }
   }
 
+  // Auto: private meshes when zeroing and summing one mesh per thread costs little next
+  // to the deposits (threads x mesh nodes <= 4 x particles) and fits in 2 GiB; slabs
+  // otherwise. From pmkit bench on 16 cores (bench/results/2026-11-22-h100-3e20446.txt):
+  // private 2.0x faster at 8 particles per cell (threads x mesh = 2n), slabs 1.3-1.6x
+  // faster at 1 per cell (16n). Allocated in set_points, never in spread.
+  // Returns whether to use private meshes; allocates them into `meshes` unless the
+  // current ones have the right size.
+  bool choose_private_meshes(std::size_t n, std::vector<T>& meshes) const {
+    const double copies = static_cast<double>(threads_) * static_cast<double>(layout_.size);
+    const bool fits = copies * sizeof(T) <= 2.0 * (1 << 30);
+    bool wanted = method_ == SpreadMethod::CpuPrivateMeshes ||
+                  (method_ == SpreadMethod::Auto && threads_ > 1 && fits && copies <= 4.0 * n);
+    if (!wanted) return false;
+    if (private_.size() == static_cast<std::size_t>(copies)) return true;  // reuse the current ones
+    try {
+      meshes.resize(static_cast<std::size_t>(copies));
+    } catch (const std::bad_alloc&) {
+      if (method_ == SpreadMethod::CpuPrivateMeshes)
+        fail(ErrorCode::OutOfMemory, "CpuPrivateMeshes: ", threads_, " private meshes need ", copies * sizeof(T),
+             " bytes");
+      return false;  // Auto falls back to slabs
+    }
+    return true;
+  }
+
   // One property at a time: each thread deposits a static share of the sorted particles
   // into its own mesh, then every node sums the copies in thread order (deterministic).
   template <class K>
@@ -307,7 +329,8 @@ class CpuBackend final : public detail::Backend<T, D> {
   Binning<T, D> current_, spare_;
   std::vector<std::uint32_t> keys_;    // scratch of set_points
   std::vector<std::uint32_t> counts_;  // per-thread key histograms
-  bool private_meshes_;                // spread method: CpuPrivateMeshes instead of CpuSlabs
+  SpreadMethod method_;                // as asked: Auto, CpuSlabs or CpuPrivateMeshes
+  bool private_meshes_ = false;        // resolved at set_points: private meshes or slabs
   std::vector<T> private_;             // CpuPrivateMeshes: one mesh per thread
 };
 
