@@ -267,7 +267,7 @@ int bench(const BenchOptions& o) {
 
   bool ok = true;
   std::printf("\nP2M: times in ms; ratio = baseline time / pmkit time (above 1: pmkit is faster); "
-              "private = pmkit with CpuPrivateMeshes instead of the default CpuSlabs\n");
+              "spread = pmkit with Auto (its choice is named in the lines above); private = CpuPrivateMeshes forced\n");
   std::printf("%-7s %-6s %5s | %10s %8s %9s | %12s %19s | %7s | %8s %7s\n", "kernel", "mesh", "ppc", "set_points",
               "spread", "baseline", "ratio spread", "ratio set+spread", "rel L2", "private", "ratio");
   for (const SpreadRow& r : spread_rows) {
