@@ -278,6 +278,9 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   const detail::Layout<D> window = geo.window_layout();
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
+  float scale_f[tuning::kPropsPerPass];
+#pragma unroll
+  for (int j = 0; j < tuning::kPropsPerPass; ++j) scale_f[j] = j < nprops ? static_cast<float>(scale[j]) : 0.f;
 
 #pragma unroll 1  // the stencil is unrolled already; four copies of it only bloat the code
   for (int r = 0; r < kSlots; ++r) {
@@ -301,23 +304,33 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 #pragma unroll
       for (int j = 0; j < tuning::kPropsPerPass; ++j) {
         if (j >= nprops) break;
-        const double scaled = static_cast<double>(qr[j] * w) * scale[j];
-        const long long v = W == 1 ? static_cast<long long>(__double2int_rn(scaled)) : __double2ll_rn(scaled);
+        long long v;
+        if constexpr (W == 1) {
+          // Float: scaling by a power of two is exact in float as in double, so the
+          // integer is the same, without FP64 conversions in the innermost loop
+          // (ncu: the double path made this kernel compute-bound).
+          v = __float2int_rn(static_cast<float>(qr[j] * w) * scale_f[j]);
+        } else {
+          v = __double2ll_rn(static_cast<double>(qr[j] * w) * scale[j]);
+        }
         FixedPoint<W>::add(accumulator + (j * W) * nodes + node, nodes, v);
       }
     });
   }
   __syncthreads();
 
-  // Flush: one global atomic per non-zero node and property.
+  // Flush: one global atomic per non-zero node and property. A NaN scale (non-finite
+  // properties in this block) writes NaN to the whole window, as float arithmetic would.
   for (int k = threadIdx.x; k < nodes; k += blockDim.x) {
     std::int64_t index = -1;
+    bool inside = true;
 #pragma unroll
     for (int j = 0; j < tuning::kPropsPerPass; ++j) {
       if (j >= nprops) break;
       const long long v = FixedPoint<W>::combine(accumulator + (j * W) * nodes + k, nodes);
-      if (v == 0) continue;
-      if (index < 0) window_node_index<K>(layout, geo, tile, k, index);
+      if (v == 0 && !(isnan(scale[j]) && !kDeterministic)) continue;
+      if (index < 0) inside = window_node_index<K>(layout, geo, tile, k, index);
+      if (!inside) continue;
       if constexpr (kDeterministic)
         atomicAdd(pass.exact[j] + index, static_cast<unsigned long long>(v));
       else
