@@ -5,7 +5,8 @@
 // set_points: classify (validate, tile, rank) -> scan -> chunks -> scatter, all on the
 // device; only the index of a rejected particle and the chunk count come back.
 // spread: SharedTiles (fixed-point accumulation in shared memory, one flush per block)
-// or GlobalAtomics (sorted particles, global atomicAdd); interp: a gather in tile order.
+// or GlobalAtomics (sorted particles, global atomicAdd); interp: the tile's window of
+// the mesh staged in shared memory, or a per-particle gather where tiles are sparse.
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
