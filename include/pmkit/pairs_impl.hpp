@@ -1,0 +1,286 @@
+#pragma once
+// Implementation of PairPlan (included by pairs.hpp): the cell list and the traversal,
+// in a header because the pair kernel is the caller's type.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <string>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace pmkit {
+namespace detail {
+
+// Particles sorted by cell (a counting sort), their wrapped positions in that order, and
+// the distinct neighbour cells of every cell (3^D offsets, wrapped or clipped, deduplicated
+// for periodic axes of fewer than three cells).
+template <class T, int D>
+struct CellList {
+  std::array<int, D> ncell{};
+  std::array<double, D> width{};
+  std::size_t n = 0;
+  std::vector<std::uint32_t> start;  // first sorted slot of each cell, plus the end
+  std::vector<std::uint32_t> perm;   // sorted slot -> the caller's index
+  std::vector<T> pos;                // sorted positions, pos[d * n + slot]
+  std::vector<std::vector<int>> neighbours;
+  std::vector<T> thread_outputs;     // half shell: one block of outputs per thread
+
+  int cells() const {
+    int c = 1;
+    for (int d = 0; d < D; ++d) c *= ncell[d];
+    return c;
+  }
+};
+
+inline int pair_threads(int asked) {
+#if defined(_OPENMP)
+  return asked > 0 ? asked : omp_get_max_threads();
+#else
+  (void)asked;
+  return 1;
+#endif
+}
+inline int pair_thread_id() {
+#if defined(_OPENMP)
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace detail
+
+template <class T, int D>
+PairPlan<T, D>::PairPlan(const Box<D>& box, double cutoff, PairOptions options)
+    : box_(box), cutoff_(cutoff), options_(options) {
+  using detail::fail;
+  if (!(cutoff > 0) || !std::isfinite(cutoff))
+    fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": the cutoff radius must be positive and finite");
+  if (options.num_threads < 0)
+    fail(ErrorCode::InvalidArgument, "options.num_threads = ", options.num_threads);
+  cells_ = std::make_unique<detail::CellList<T, D>>();
+  std::int64_t total = 1;
+  for (int d = 0; d < D; ++d) {
+    if (!(box.length[d] > 0) || !std::isfinite(box.length[d]) || !std::isfinite(box.origin[d]))
+      fail(ErrorCode::InvalidArgument, "box.length[", d, "] = ", box.length[d], ", box.origin[", d,
+           "] = ", box.origin[d], ": the box needs a positive, finite size and a finite origin");
+    if (box.boundary[d] == Boundary::Periodic && cutoff > 0.5 * box.length[d])
+      fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, " is larger than half the periodic box length ",
+           box.length[d], " of dimension ", d, " (the minimum image would be ambiguous)");
+    const double cells = std::floor(box.length[d] / cutoff);
+    if (cells > 1 << 20) fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": more than 2^20 cells per dimension");
+    cells_->ncell[d] = std::max(1, static_cast<int>(cells));
+    cells_->width[d] = box.length[d] / cells_->ncell[d];
+    total *= cells_->ncell[d];
+  }
+  if (total > (std::int64_t(1) << 31)) fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": too many cells");
+  // Neighbour cells of every cell, once each.
+  auto& nb = cells_->neighbours;
+  nb.resize(static_cast<std::size_t>(total));
+  for (int c = 0; c < total; ++c) {
+    int coord[D];
+    for (int d = 0, rest = c; d < D; ++d) {
+      coord[d] = rest % cells_->ncell[d];
+      rest /= cells_->ncell[d];
+    }
+    int offsets = 1;
+    for (int d = 0; d < D; ++d) offsets *= 3;
+    for (int o = 0; o < offsets; ++o) {
+      int other = 0, stride = 1;
+      bool valid = true;
+      for (int d = 0, rest = o; d < D; ++d, rest /= 3) {
+        int k = coord[d] + rest % 3 - 1;
+        const int m = cells_->ncell[d];
+        if (k < 0 || k >= m) {
+          if (box.boundary[d] == Boundary::Bounded) valid = false;
+          k = (k + m) % m;
+        }
+        other += k * stride;
+        stride *= m;
+      }
+      if (valid && std::find(nb[c].begin(), nb[c].end(), other) == nb[c].end()) nb[c].push_back(other);
+    }
+  }
+}
+
+template <class T, int D>
+PairPlan<T, D>::~PairPlan() = default;
+template <class T, int D>
+PairPlan<T, D>::PairPlan(PairPlan&&) noexcept = default;
+template <class T, int D>
+PairPlan<T, D>& PairPlan<T, D>::operator=(PairPlan&&) noexcept = default;
+
+template <class T, int D>
+std::size_t PairPlan<T, D>::num_points() const {
+  return cells_->n;
+}
+template <class T, int D>
+bool PairPlan<T, D>::has_points() const {
+  return !cells_->start.empty();
+}
+template <class T, int D>
+std::array<int, D> PairPlan<T, D>::cells() const {
+  return cells_->ncell;
+}
+
+template <class T, int D>
+void PairPlan<T, D>::set_points(const Positions& positions) {
+  using detail::fail;
+  const std::size_t n = positions[0].size;
+  for (int d = 0; d < D; ++d) {
+    if (positions[d].size != n)
+      fail(ErrorCode::SizeMismatch, "positions[", d, "].size = ", positions[d].size, " but positions[0].size = ", n);
+    if (n > 0 && positions[d].data == nullptr) fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null");
+  }
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
+  detail::CellList<T, D>& cl = *cells_;
+  // Wrap and validate into a new sorted list; the plan changes only when all is well.
+  std::vector<T> wrapped(D * n);
+  std::vector<std::uint32_t> cell_of(n);
+  const int ncells = cl.cells();
+  std::vector<std::uint32_t> start(static_cast<std::size_t>(ncells) + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    int cell = 0;
+    for (int d = D - 1; d >= 0; --d) {
+      const double x = positions[d][i];
+      if (!std::isfinite(x))
+        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x, ": particle positions must be finite");
+      double u = x - box_.origin[d];
+      if (box_.boundary[d] == Boundary::Periodic) {
+        u -= box_.length[d] * std::floor(u / box_.length[d]);
+        if (u >= box_.length[d]) u = 0;
+      } else if (u < 0 || u > box_.length[d]) {
+        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x, " lies outside the bounded box [",
+             box_.origin[d], ", ", box_.origin[d] + box_.length[d], "] of dimension ", d);
+      }
+      wrapped[d * n + i] = static_cast<T>(u);
+      const int k = std::min(cl.ncell[d] - 1, static_cast<int>(u / cl.width[d]));
+      cell = cell * cl.ncell[d] + k;
+    }
+    cell_of[i] = static_cast<std::uint32_t>(cell);
+    ++start[cell + 1];
+  }
+  std::partial_sum(start.begin(), start.end(), start.begin());
+  std::vector<std::uint32_t> perm(n), cursor(start.begin(), start.end() - 1);
+  std::vector<T> pos(D * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t slot = cursor[cell_of[i]]++;
+    perm[slot] = static_cast<std::uint32_t>(i);
+    for (int d = 0; d < D; ++d) pos[d * n + slot] = wrapped[d * n + i];
+  }
+  cl.n = n;
+  cl.start.swap(start);
+  cl.perm.swap(perm);
+  cl.pos.swap(pos);
+}
+
+template <class T, int D>
+void PairPlan<T, D>::check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in,
+                                   Span<View<T>> out) const {
+  using detail::fail;
+  if (!has_points()) fail(ErrorCode::NotReady, "compute called before set_points");
+  if (in.size() != inputs)
+    fail(ErrorCode::SizeMismatch, "the pair kernel reads ", inputs, " inputs but ", in.size(), " were given");
+  if (out.size() != outputs)
+    fail(ErrorCode::SizeMismatch, "the pair kernel writes ", outputs, " outputs but ", out.size(), " were given");
+  const std::size_t n = num_points();
+  for (std::size_t k = 0; k < in.size(); ++k)
+    if (in[k].size != n || (n > 0 && in[k].data == nullptr))
+      fail(ErrorCode::SizeMismatch, "inputs[", k, "].size = ", in[k].size, " but the plan has ", n, " particles");
+  for (std::size_t k = 0; k < out.size(); ++k)
+    if (out[k].size != n || (n > 0 && out[k].data == nullptr))
+      fail(ErrorCode::SizeMismatch, "outputs[", k, "].size = ", out[k].size, " but the plan has ", n, " particles");
+}
+
+template <class T, int D>
+template <class Kernel>
+void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, Span<View<T>> outputs) {
+  constexpr int kIn = Kernel::inputs > 0 ? Kernel::inputs : 1;
+  constexpr int kOut = Kernel::outputs;
+  check_compute(Kernel::inputs, kOut, inputs, outputs);
+  detail::CellList<T, D>& cl = *cells_;
+  const std::size_t n = cl.n;
+  const int ncells = cl.cells();
+  const int threads = detail::pair_threads(options_.num_threads);
+  const T rc2 = static_cast<T>(cutoff_ * cutoff_);
+  std::array<T, D> length;
+  std::array<bool, D> periodic;
+  for (int d = 0; d < D; ++d) {
+    length[d] = static_cast<T>(box_.length[d]);
+    periodic[d] = box_.boundary[d] == Boundary::Periodic;
+  }
+  // Separation of sorted slots a and b (minimum image); false at or beyond the cutoff.
+  auto separation = [&](std::size_t a, std::size_t b, T (&r)[D], T& r2) {
+    r2 = 0;
+    for (int d = 0; d < D; ++d) {
+      T v = cl.pos[d * n + a] - cl.pos[d * n + b];
+      if (periodic[d]) v -= length[d] * std::round(v / length[d]);
+      r[d] = v;
+      r2 += v * v;
+    }
+    return r2 < rc2;
+  };
+  auto load_inputs = [&](std::size_t slot, T (&in)[kIn]) {
+    for (int k = 0; k < Kernel::inputs; ++k) in[k] = inputs[k][cl.perm[slot]];
+  };
+
+  if (options_.half_shell) {
+    const std::size_t block = n * kOut;
+    cl.thread_outputs.assign(block * threads, T(0));
+#pragma omp parallel num_threads(threads)
+    {
+      T* mine = cl.thread_outputs.data() + block * detail::pair_thread_id();
+#pragma omp for schedule(dynamic, 16)
+      for (int c = 0; c < ncells; ++c) {
+        for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
+          T in_a[kIn] = {}, out_a[kOut] = {};
+          load_inputs(a, in_a);
+          for (int other : cl.neighbours[c]) {
+            if (other < c) continue;  // each unordered pair of cells once
+            const std::uint32_t first = other == c ? a + 1 : cl.start[other];
+            for (std::uint32_t b = first; b < cl.start[other + 1]; ++b) {
+              T r[D], r2;
+              if (!separation(a, b, r, r2)) continue;
+              T in_b[kIn] = {}, out_b[kOut] = {};
+              load_inputs(b, in_b);
+              kernel(r, r2, in_a, in_b, out_a, out_b);
+              for (int k = 0; k < kOut; ++k) mine[k * n + b] += out_b[k];
+            }
+          }
+          for (int k = 0; k < kOut; ++k) mine[k * n + a] += out_a[k];
+        }
+      }
+      // Sum the threads' blocks in thread order (reproducible for a thread count).
+#pragma omp for schedule(static)
+      for (std::int64_t s = 0; s < static_cast<std::int64_t>(n); ++s)
+        for (int k = 0; k < kOut; ++k) {
+          T sum = 0;
+          for (int t = 0; t < threads; ++t) sum += cl.thread_outputs[block * t + k * n + s];
+          outputs[k][cl.perm[s]] = sum;
+        }
+    }
+    return;
+  }
+  // Full shell: every particle gathers its own outputs; race-free without buffers.
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
+  for (int c = 0; c < ncells; ++c) {
+    for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
+      T in_a[kIn] = {}, out_a[kOut] = {};
+      load_inputs(a, in_a);
+      for (int other : cl.neighbours[c])
+        for (std::uint32_t b = cl.start[other]; b < cl.start[other + 1]; ++b) {
+          T r[D], r2;
+          if (b == a || !separation(a, b, r, r2)) continue;
+          T in_b[kIn] = {}, discard[kOut] = {};
+          load_inputs(b, in_b);
+          kernel(r, r2, in_a, in_b, out_a, discard);
+        }
+      for (int k = 0; k < kOut; ++k) outputs[k][cl.perm[a]] = out_a[k];
+    }
+  }
+}
+
+}  // namespace pmkit
