@@ -6,9 +6,8 @@
 #include <limits>
 #include <numeric>
 #include <string>
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+
+#include "pmkit/detail/openmp.hpp"
 
 namespace pmkit {
 namespace detail {
@@ -33,22 +32,6 @@ struct CellList {
     return c;
   }
 };
-
-inline int pair_threads(int asked) {
-#if defined(_OPENMP)
-  return asked > 0 ? asked : omp_get_max_threads();
-#else
-  (void)asked;
-  return 1;
-#endif
-}
-inline int pair_thread_id() {
-#if defined(_OPENMP)
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
 
 }  // namespace detail
 
@@ -204,7 +187,7 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
   detail::CellList<T, D>& cl = *cells_;
   const std::size_t n = cl.n;
   const int ncells = cl.cells();
-  const int threads = detail::pair_threads(options_.num_threads);
+  const int threads = detail::openmp_threads(options_.num_threads);
   const T rc2 = static_cast<T>(cutoff_ * cutoff_);
   std::array<T, D> length;
   std::array<bool, D> periodic;
@@ -232,7 +215,7 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
     cl.thread_outputs.assign(block * threads, T(0));
 #pragma omp parallel num_threads(threads)
     {
-      T* mine = cl.thread_outputs.data() + block * detail::pair_thread_id();
+      T* mine = cl.thread_outputs.data() + block * detail::openmp_thread_id();
 #pragma omp for schedule(dynamic, 16)
       for (int c = 0; c < ncells; ++c) {
         for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {

@@ -1,24 +1,7 @@
 #pragma once
-// OpenMP helpers that also compile (serially) in a build without OpenMP.
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include "pmkit/detail/openmp.hpp"
 
 namespace pmkit::cpu {
-
-inline int default_threads() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-inline int thread_id() {
-#if defined(_OPENMP)
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
+inline int default_threads() { return detail::openmp_threads(); }
+inline int thread_id() { return detail::openmp_thread_id(); }
 }  // namespace pmkit::cpu

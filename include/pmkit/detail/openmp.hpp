@@ -1,0 +1,27 @@
+#pragma once
+// OpenMP helpers that also compile (serially) without OpenMP. Shared by the CPU backend
+// and the header-only pair traversal.
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace pmkit::detail {
+
+// Threads to use: `asked` if positive, else OpenMP's default (1 without OpenMP).
+inline int openmp_threads(int asked = 0) {
+#if defined(_OPENMP)
+  return asked > 0 ? asked : omp_get_max_threads();
+#else
+  (void)asked;
+  return 1;
+#endif
+}
+inline int openmp_thread_id() {
+#if defined(_OPENMP)
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace pmkit::detail
