@@ -46,6 +46,9 @@ const char* const kBenchUsage =
     "                       the largest thread count of the M2P scaling\n"
     "  --precision P        float|double (default float)\n"
     "  --seed S             random seed (default 1)\n"
+    "  --pairs D            also time the cutoff pair interactions (Lennard-Jones, float):\n"
+    "                       D^3 cells of width = cutoff, 1, 10 and 100 particles per cell,\n"
+    "                       half and full shell (0 = skip, the default)\n"
     "  -h, --help           this text\n";
 
 struct BenchOptions {
@@ -54,6 +57,7 @@ struct BenchOptions {
   int threads = 0;
   std::string precision = "float";
   std::uint64_t seed = 1;
+  int pair_cells = 0;  // --pairs D: D^3 cells
 };
 
 constexpr double kAgreement = 1e-5;
@@ -296,6 +300,37 @@ int bench(const BenchOptions& o) {
   return ok ? 0 : 1;
 }
 
+// Cutoff pairs: one compute of Lennard-Jones on D^3 periodic cells of width = cutoff,
+// uniform particles, half and full shell, with pair checks per second (every particle
+// against the particles of its 27 cells, the count the cell list scans).
+void pair_bench(const BenchOptions& o) {
+  const int d = o.pair_cells;
+  const int threads = o.threads > 0 ? o.threads : cpu::default_threads();
+  std::printf("\nCutoff pairs, Lennard-Jones, float, %d^3 periodic cells of width = cutoff, %d threads; "
+              "compute in ms (median of %d)\n", d, threads, o.reps);
+  std::printf("%5s %9s | %10s %10s | %10s %12s\n", "ppc", "particles", "set_points", "half", "full", "checks/s");
+  for (int ppc : {1, 10, 100}) {
+    const std::size_t n = static_cast<std::size_t>(ppc) * d * d * d;
+    const Particles<float> p = random_particles<float>(n, d, o.seed);
+    pair_kernels::LennardJones<3> lj{1.0, 0.3, 1.0, 0.0};
+    std::vector<std::vector<float>> out(4, std::vector<float>(n));
+    double t_set = 0, t_half = 0, t_full = 0;
+    for (bool half : {true, false}) {
+      PairOptions po;
+      po.half_shell = half;
+      po.num_threads = threads;
+      PairPlan<float, 3> plan(Box<3>::periodic({double(d), double(d), double(d)}), 1.0, po);
+      t_set = timed(o.reps, [&] { plan.set_points(p.positions()); });
+      const double t = timed(o.reps, [&] { plan.compute(lj, {}, {out[0], out[1], out[2], out[3]}); });
+      (half ? t_half : t_full) = t;
+    }
+    const double checks = static_cast<double>(n) * 27.0 * ppc;
+    std::printf("%5d %9zu | %10.3f %10.3f | %10.3f %12.3g\n", ppc, n, 1e3 * t_set, 1e3 * t_half, 1e3 * t_full,
+                checks / std::min(t_half, t_full));
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int run_bench(int argc, char** argv) {
@@ -317,11 +352,15 @@ int run_bench(int argc, char** argv) {
         o.precision = args.choice({"float", "double"});
       } else if (args.is("--seed")) {
         o.seed = static_cast<std::uint64_t>(args.count(0));
+      } else if (args.is("--pairs")) {
+        o.pair_cells = static_cast<int>(args.count(0, 64));
       } else {
         args.unknown();
       }
     }
-    return o.precision == "float" ? bench<float>(o) : bench<double>(o);
+    const int status = o.precision == "float" ? bench<float>(o) : bench<double>(o);
+    if (o.pair_cells > 0) pair_bench(o);
+    return status;
   });
 }
 

@@ -42,8 +42,8 @@ PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py $quick >"$out/torch.csv" 2>"$
 cat "$out/torch.csv"
 
 step "CPU backend on $jobs host cores (pmkit bench)"
-./build-device/pmkit bench >"$out/cpu_bench.txt" 2>&1 || status=1
-tail -25 "$out/cpu_bench.txt"
+./build-device/pmkit bench --pairs 32 >"$out/cpu_bench.txt" 2>&1 || status=1
+tail -32 "$out/cpu_bench.txt"
 
 step "GPU benchmark"
 ./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
