@@ -56,7 +56,7 @@ void Plan<T, D>::set_points(const Positions& positions) {
 }
 
 namespace {
-template <class P, class M>
+template <class P>
 void check_particle_arrays(const char* what, const Span<P>& arrays, std::size_t n) {
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     if (arrays[i].size != n)
@@ -87,7 +87,7 @@ void Plan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumul
   if (props.size() != meshes.size())
     fail(ErrorCode::SizeMismatch, "spread got ", props.size(), " properties but ", meshes.size(),
          " meshes: one mesh per property");
-  check_particle_arrays<View<const T>, void>("props", props, num_points_);
+  check_particle_arrays("props", props, num_points_);
   check_mesh_arrays("meshes", meshes, mesh_size());
   if (props.empty()) return;
   backend_->spread(props, meshes, mode);
@@ -100,7 +100,7 @@ void Plan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
     fail(ErrorCode::SizeMismatch, "interp got ", meshes.size(), " meshes but ", values.size(),
          " output arrays: one output per mesh");
   check_mesh_arrays("meshes", meshes, mesh_size());
-  check_particle_arrays<View<T>, void>("values", values, num_points_);
+  check_particle_arrays("values", values, num_points_);
   if (meshes.empty() || num_points_ == 0) return;
   backend_->interp(meshes, values);
 }

@@ -20,6 +20,14 @@ struct Binning {
   // touches, so even chunks run in parallel, then odd ones.
   std::vector<std::size_t> chunk_begin;
 
+  // The stencil position of sorted particle i.
+  void load(std::size_t i, int (&b)[D], T (&s)[D]) const {
+    for (int d = 0; d < D; ++d) {
+      b[d] = base[d][i];
+      s[d] = frac[d][i];
+    }
+  }
+
   std::size_t num_chunks() const { return chunk_begin.empty() ? 0 : chunk_begin.size() - 1; }
   void resize(std::size_t count) {
     n = count;

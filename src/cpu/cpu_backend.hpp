@@ -270,10 +270,7 @@ class CpuBackend final : public detail::Backend<T, D> {
                       const Span<View<const T>>& props, const Span<View<T>>& meshes, int nprops) {
     int base[D];
     T s[D];
-    for (int d = 0; d < D; ++d) {
-      base[d] = B.base[d][i];
-      s[d] = B.frac[d][i];
-    }
+    B.load(i, base, s);
     const std::size_t p = B.perm[i];
     if (nprops == 1) {
       const T q = props[0][p];
@@ -305,10 +302,7 @@ class CpuBackend final : public detail::Backend<T, D> {
     for (std::int64_t i = 0; i < n; ++i) {
       int base[D];
       T s[D];
-      for (int d = 0; d < D; ++d) {
-        base[d] = B.base[d][i];
-        s[d] = B.frac[d][i];
-      }
+      B.load(static_cast<std::size_t>(i), base, s);
       const std::size_t p = B.perm[i];
       for (int g = 0; g < nprops; g += kPropGroup) {
         const int count = std::min(kPropGroup, nprops - g);

@@ -322,7 +322,7 @@ class CudaBackend final : public detail::Backend<T, D> {
       PropPass<T> pass = make_pass(props, meshes, first, width, true,
                                    stage_meshes_in || (options_.deterministic && mode == Accumulate::Add));
       if (options_.host_arrays) timings_.transfer_s += stop_timer();
-      start_timer_if_host();
+      if (options_.host_arrays) start_timer();
       launch_spread<K>(pass, mode);
       if (options_.host_arrays) {
         timings_.compute_s += stop_timer();
@@ -333,10 +333,6 @@ class CudaBackend final : public detail::Backend<T, D> {
         timings_.transfer_s += stop_timer();
       }
     }
-  }
-
-  void start_timer_if_host() {
-    if (options_.host_arrays) start_timer();
   }
 
   template <class K>
