@@ -3,6 +3,8 @@
 # and racecheck), the PyTorch baseline, the side-by-side GPU benchmark and the CPU
 # benchmark on the host's cores. Logs go to $OUT (or bench/out); the table is last.
 #   bash bench/device.sh [--quick]
+# PMKIT_DEVICE_STEPS="tests pairs" (a development run) limits the steps after the build
+# to those named: tests, sanitizer, torch, cpu, pairs, mesh. Results files come from full runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
@@ -11,6 +13,8 @@ quick="${1:-}"
 jobs=$(nproc)
 status=0
 step() { echo; echo "== $*"; }
+steps="${PMKIT_DEVICE_STEPS:-tests sanitizer torch cpu pairs mesh}"
+want() { [[ " $steps " == *" $1 "* ]]; }
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/device.txt"
@@ -23,28 +27,48 @@ cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CU
   cmake --build build-device -j"$jobs" >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "built"
 
+if want tests; then
 step "tests (all, CUDA included)"
 ctest --test-dir build-device -j4 --output-on-failure >"$out/ctest.log" 2>&1 || status=1
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$out/ctest.log"
 echo "skipped: $(grep -c '(Skipped)' "$out/ctest.log") (CPU-only determinism checks instantiated for Cuda)"
 
+fi
+
+if want sanitizer; then
 step "compute-sanitizer (CUDA tests)"
 for tool in memcheck racecheck; do
   PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-    ./build-device/tests/pmkit_tests --gtest_filter='Cuda.*' --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
+    ./build-device/tests/pmkit_tests --gtest_filter='Cuda*' --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
   rc=$?
   echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
   [ $rc -eq 0 ] || status=1
 done
 
+fi
+
+if want torch; then
 step "PyTorch baseline"
 PYTHONUNBUFFERED=1 python3 bench/torch_baseline.py $quick >"$out/torch.csv" 2>"$out/torch.err" || { echo "torch failed"; tail -5 "$out/torch.err"; }
 cat "$out/torch.csv"
 
+fi
+
+if want cpu; then
 step "CPU backend on $jobs host cores (pmkit bench)"
-./build-device/pmkit bench --pairs 32 >"$out/cpu_bench.txt" 2>&1 || status=1
+./build-device/pmkit bench >"$out/cpu_bench.txt" 2>&1 || status=1
 tail -32 "$out/cpu_bench.txt"
 
+fi
+
+if want pairs; then
+step "Cutoff pairs on the GPU and on $jobs host cores"
+./build-device/bench/pair_bench $quick 2>"$out/pair_bench.err" | tee "$out/pair_bench.txt" || status=1
+
+fi
+
+if want mesh; then
 step "GPU benchmark"
 ./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
+fi
 exit $status

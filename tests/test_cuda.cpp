@@ -6,7 +6,7 @@
 #include "test_support.hpp"
 
 #if defined(PMKIT_WITH_CUDA)
-#include <cuda_runtime.h>
+#include "cuda_support.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -14,43 +14,6 @@
 
 namespace pmkit::test {
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-
-#define PMKIT_REQUIRE_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
-
-// Sizes shrink under compute-sanitizer (PMKIT_TEST_SMALL), which is ~100x slower.
-std::size_t scaled(std::size_t n) { return std::getenv("PMKIT_TEST_SMALL") ? std::max<std::size_t>(n / 16, 1) : n; }
-
-template <class T>
-struct DeviceVector {
-  T* ptr = nullptr;
-  std::size_t size = 0;
-  explicit DeviceVector(std::size_t n) : size(n) {
-    EXPECT_EQ(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T)), cudaSuccess);
-  }
-  DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) { upload(host); }
-  ~DeviceVector() { cudaFree(ptr); }
-  DeviceVector(const DeviceVector&) = delete;
-  void upload(const std::vector<T>& host) {
-    EXPECT_EQ(cudaMemcpy(ptr, host.data(), size * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(size);
-    EXPECT_EQ(cudaMemcpy(host.data(), ptr, size * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-  }
-  View<T> view() { return View<T>(ptr, size); }
-  View<const T> cview() const { return View<const T>(ptr, size); }
-};
 
 // One case: fresh random particles (uniform or clustered) spread and interpolated with
 // device pointers by the given method, against the float64 reference.

@@ -1,6 +1,6 @@
 #pragma once
 // Particle-particle interactions within a cutoff radius, on cell lists (cells at least
-// as wide as the cutoff). CPU backend; the CUDA variants are a later step.
+// as wide as the cutoff), on the CPU (OpenMP) or a CUDA device.
 //
 //   pmkit::PairPlan<double, 3> pairs(pmkit::Box<3>::periodic({L, L, L}), cutoff);
 //   pairs.set_points({x, y, z});
@@ -16,6 +16,12 @@
 // image on periodic axes, r2 = |r|^2); it adds the pair's share to out_i and out_j.
 // Both shells call it the same way: the half shell visits each pair once (Newton's third
 // law), the full shell twice, discarding out_j; results agree to rounding.
+//
+// CUDA backend (options.backend = Backend::Cuda): positions, inputs and outputs are device
+// pointers; the traversal is always the full shell (each particle gathers its own outputs,
+// no atomics). compute() with a kernel type runs device code compiled for that type: the
+// built-in kernels come compiled in the library; a file that calls compute() with its own
+// kernel on the CUDA backend is compiled by nvcc and includes "pmkit/cuda/pairs.cuh".
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -25,6 +31,7 @@
 #include "pmkit/config.hpp"
 #include "pmkit/error.hpp"
 #include "pmkit/grid.hpp"
+#include "pmkit/plan.hpp"  // Backend
 #include "pmkit/view.hpp"
 
 namespace pmkit {
@@ -49,10 +56,39 @@ struct Box {
   }
 };
 
-struct PairOptions {
-  int num_threads = 0;     // 0 = OpenMP's default
-  bool half_shell = true;  // Newton's third law: each pair once (per-thread output buffers)
+// How the CUDA backend walks the cell lists (the CPU backend ignores it).
+enum class PairMethod {
+  // Times each method below once, on the first compute of a kernel type after
+  // set_points (and again when the particles per cell change by 2x), then keeps the
+  // fastest. The timed calls produce correct outputs too.
+  Auto,
+  // One thread per particle; sources read from global memory (through L1), the three
+  // cells of each neighbouring x-row as one contiguous range.
+  CudaThreadPerParticle,
+  // One block per cell; the sources of each neighbouring x-row staged in shared memory.
+  CudaBlockPerCell,
+  // One block per x-pencil of cells (as many as fill the block with targets); each of
+  // the 3^(D-1) neighbouring pencils staged once in shared memory for all of them.
+  CudaXPencil,
 };
+
+struct PairOptions {
+  Backend backend = Backend::Cpu;
+  int num_threads = 0;     // CPU: OpenMP threads, 0 = OpenMP's default
+  bool half_shell = true;  // CPU: Newton's third law, each pair once (per-thread output buffers)
+  PairMethod method = PairMethod::Auto;  // CUDA
+  int device = 0;                        // CUDA: device ordinal
+};
+
+inline const char* to_string(PairMethod method) {
+  switch (method) {
+    case PairMethod::Auto: return "auto";
+    case PairMethod::CudaThreadPerParticle: return "thread-per-particle";
+    case PairMethod::CudaBlockPerCell: return "block-per-cell";
+    case PairMethod::CudaXPencil: return "x-pencil";
+  }
+  return "?";
+}
 
 namespace pair_kernels {
 
@@ -77,16 +113,18 @@ struct LennardJones {
   }
   template <class T>
   PMKIT_HD void operator()(const T* r, T r2, const T*, const T*, T* out_i, T* out_j) const {
-    const T soft2 = r2 + T(softening * softening);
-    const T s2 = T(sigma * sigma) / soft2;
+    // One division per pair: it dominates the cost of the pair on a GPU.
+    const T inv = T(1) / (r2 + T(softening * softening));
+    const T s2 = T(sigma * sigma) * inv;
     const T s6 = s2 * s2 * s2;
     // F_i = -dU/dr r_hat = 24 eps (2 s^12 - s^6) / (r^2 + soft^2) * r
-    const T f = T(24 * epsilon) * (T(2) * s6 * s6 - s6) / soft2;
+    const T f = T(24 * epsilon) * s6 * (T(2) * s6 - T(1)) * inv;
     for (int d = 0; d < D; ++d) {
       out_i[d] += f * r[d];
       out_j[d] -= f * r[d];
     }
-    const T u = T(0.5) * (energy(r2) - energy(T(cutoff * cutoff)));
+    // Half of the pair's shifted energy to each particle.
+    const T u = T(2 * epsilon) * s6 * (s6 - T(1)) - T(0.5) * energy(T(cutoff * cutoff));
     out_i[D] += u;
     out_j[D] += u;
   }
@@ -126,7 +164,7 @@ struct ExpensiveSynthetic {
 namespace detail {
 template <class T, int D>
 struct CellList;
-}
+}  // namespace detail
 
 template <class T, int D>
 class PairPlan {
@@ -152,6 +190,9 @@ class PairPlan {
   std::array<int, D> cells() const;
   double cutoff() const { return cutoff_; }
   const Box<D>& box() const { return box_; }
+  const PairOptions& options() const { return options_; }
+  // CUDA: the method that ran the last compute (Auto resolved); CPU: Auto.
+  PairMethod last_method() const;
 
  private:
   void check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in, Span<View<T>> out) const;

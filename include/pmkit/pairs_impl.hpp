@@ -8,6 +8,9 @@
 #include <string>
 
 #include "pmkit/detail/openmp.hpp"
+#ifdef PMKIT_WITH_CUDA
+#include "pmkit/cuda/pair_cells.hpp"
+#endif
 
 namespace pmkit {
 namespace detail {
@@ -25,6 +28,10 @@ struct CellList {
   std::vector<T> pos;                // sorted positions, pos[d * n + slot]
   std::vector<std::vector<int>> neighbours;
   std::vector<T> thread_outputs;     // half shell: one block of outputs per thread
+  bool ready = false;                // set_points has succeeded at least once
+#ifdef PMKIT_WITH_CUDA
+  std::unique_ptr<DevicePairCells<T, D>> device;  // the CUDA backend's cells
+#endif
 
   int cells() const {
     int c = 1;
@@ -43,6 +50,9 @@ PairPlan<T, D>::PairPlan(const Box<D>& box, double cutoff, PairOptions options)
     fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": the cutoff radius must be positive and finite");
   if (options.num_threads < 0)
     fail(ErrorCode::InvalidArgument, "options.num_threads = ", options.num_threads);
+  if (options.backend == Backend::Cpu && options.method != PairMethod::Auto)
+    fail(ErrorCode::InvalidArgument, "options.method = ", to_string(options.method),
+         " is a CUDA method; the CPU backend takes PairMethod::Auto");
   cells_ = std::make_unique<detail::CellList<T, D>>();
   std::int64_t total = 1;
   for (int d = 0; d < D; ++d) {
@@ -59,6 +69,26 @@ PairPlan<T, D>::PairPlan(const Box<D>& box, double cutoff, PairOptions options)
     total *= cells_->ncell[d];
   }
   if (total > (std::int64_t(1) << 31)) fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": too many cells");
+  if (options.backend == Backend::Cuda) {
+#ifdef PMKIT_WITH_CUDA
+    auto dev = std::make_unique<detail::DevicePairCells<T, D>>();
+    dev->device = options.device;
+    dev->cells = static_cast<std::size_t>(total);
+    auto& g = dev->geometry;
+    for (int d = 0; d < D; ++d) {
+      g.ncell[d] = cells_->ncell[d];
+      g.length[d] = static_cast<T>(box.length[d]);
+      g.origin[d] = static_cast<T>(box.origin[d]);
+      g.inv_width[d] = static_cast<T>(cells_->ncell[d] / box.length[d]);
+      g.periodic[d] = box.boundary[d] == Boundary::Periodic;
+    }
+    g.cutoff2 = static_cast<T>(cutoff * cutoff);
+    cells_->device = std::move(dev);
+    return;  // the device traversal derives neighbours from cell coordinates
+#else
+    fail(ErrorCode::Unsupported, "PairOptions::backend = Cuda, but this build of pmkit has no CUDA backend");
+#endif
+  }
   // Neighbour cells of every cell, once each.
   auto& nb = cells_->neighbours;
   nb.resize(static_cast<std::size_t>(total));
@@ -101,7 +131,14 @@ std::size_t PairPlan<T, D>::num_points() const {
 }
 template <class T, int D>
 bool PairPlan<T, D>::has_points() const {
-  return !cells_->start.empty();
+  return cells_->ready;
+}
+template <class T, int D>
+PairMethod PairPlan<T, D>::last_method() const {
+#ifdef PMKIT_WITH_CUDA
+  if (cells_->device) return cells_->device->last_method;
+#endif
+  return PairMethod::Auto;
 }
 template <class T, int D>
 std::array<int, D> PairPlan<T, D>::cells() const {
@@ -120,6 +157,14 @@ void PairPlan<T, D>::set_points(const Positions& positions) {
   if (n >= std::numeric_limits<std::uint32_t>::max())
     fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
   detail::CellList<T, D>& cl = *cells_;
+#ifdef PMKIT_WITH_CUDA
+  if (cl.device) {
+    detail::device_pair_bin<T, D>(*cl.device, positions);
+    cl.n = n;
+    cl.ready = true;
+    return;
+  }
+#endif
   // Wrap and validate into a new sorted list; the plan changes only when all is well.
   std::vector<T> wrapped(D * n);
   std::vector<std::uint32_t> cell_of(n);
@@ -158,6 +203,7 @@ void PairPlan<T, D>::set_points(const Positions& positions) {
   cl.start.swap(start);
   cl.perm.swap(perm);
   cl.pos.swap(pos);
+  cl.ready = true;
 }
 
 template <class T, int D>
@@ -185,6 +231,9 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
   constexpr int kOut = Kernel::outputs;
   check_compute(Kernel::inputs, kOut, inputs, outputs);
   detail::CellList<T, D>& cl = *cells_;
+#ifdef PMKIT_WITH_CUDA
+  if (cl.device) return detail::device_pair_compute<T, D, Kernel>(*cl.device, kernel, options_.method, inputs, outputs);
+#endif
   const std::size_t n = cl.n;
   const int ncells = cl.cells();
   const int threads = detail::openmp_threads(options_.num_threads);

@@ -18,7 +18,7 @@
 #include "core/backend.hpp"
 #include "pmkit/reference.hpp"
 #include "core/checks.hpp"
-#include "cuda/cuda_check.hpp"
+#include "pmkit/cuda/runtime.hpp"
 #include "cuda/kernels.cuh"
 
 namespace pmkit::cuda {
@@ -261,13 +261,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   template <class P>
   void require_device(const P* ptr, const char* what, std::size_t index) const {
-    if (ptr == nullptr) return;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) cudaGetLastError();
-    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-      fail(ErrorCode::InvalidArgument, what, "[", index,
-           "] is not device memory: the CUDA backend takes device pointers (or set "
-           "options.host_arrays = true to pass host arrays)");
+    cuda::require_device(ptr, what, index, " (or set options.host_arrays = true to pass host arrays)");
   }
 
   void start_timer() { check(cudaEventRecord(events_[0]), "cudaEventRecord"); }

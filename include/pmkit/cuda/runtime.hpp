@@ -1,6 +1,11 @@
 #pragma once
 // CUDA runtime errors become pmkit::Error; every call and launch goes through these.
+// Shared by the library's CUDA backend and the header templates that callers compile
+// with nvcc (pmkit/cuda/pairs.cuh); host code only, so g++ may include it too.
 #include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
 
 #include "pmkit/error.hpp"
 
@@ -16,6 +21,17 @@ inline void check(cudaError_t status, const char* what) {
 // After a launch: reports launch-configuration errors at once (execution errors surface
 // at the next synchronising call).
 inline void check_launch(const char* kernel_label) { check(cudaGetLastError(), kernel_label); }
+
+// The CUDA backends take device (or managed) memory; a host pointer is a clear error
+// rather than an illegal-address fault inside a kernel.
+inline void require_device(const void* ptr, const char* what, std::size_t index, const char* alternative = "") {
+  if (ptr == nullptr) return;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) cudaGetLastError();
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+    detail::fail(ErrorCode::InvalidArgument, what, "[", index,
+                 "] is not device memory: the CUDA backend takes device pointers", alternative);
+}
 
 // Owning device allocation. Failure names the size asked for.
 template <class T>

@@ -1,0 +1,241 @@
+// Cutoff pair interactions on the GPU: every CUDA method of PairPlan side by side, the
+// automatic choice, and the CPU backend on this machine's host cores, on the cases of
+// shared/BENCHMARKS.md: d^3 periodic cells of width = cutoff (d = 8, 16, 32), 1, 10 and
+// 100 particles per cell on average, uniform random, float; Lennard-Jones and the cheap
+// and expensive synthetic kernels. Thread per particle is the published one-thread-per-
+// particle method (PPNL), so it is the baseline of the table.
+//
+// Times are medians of CUDA-event timings around the whole call (host checks, launch and
+// synchronisation included), after warm-up calls (the first Auto call times the methods).
+// Checks are N * 27 * ppc (the candidate pairs, as BENCHMARKS.md counts them); pairs are
+// the ordered pairs within the cutoff, counted on the device by a counting kernel.
+//
+//   pair_bench [--quick] [--cpu-threads T]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pmkit/cuda/pairs.cuh"
+
+namespace {
+
+using namespace pmkit;
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+// Median of timed runs (ms) after `warm` untimed ones; at least 3 runs, more while the
+// total stays under about half a second.
+double median_ms(const std::function<void()>& f, int warm = 2) {
+  for (int i = 0; i < warm; ++i) f();
+  ck(cudaDeviceSynchronize(), "warm-up");
+  std::vector<double> t;
+  double total = 0;
+  while (t.size() < 3 || (t.size() < 15 && total < 500)) {
+    const auto a = std::chrono::steady_clock::now();
+    f();
+    ck(cudaDeviceSynchronize(), "sync");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+    t.push_back(ms);
+    total += ms;
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <class T>
+struct DeviceArray {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
+    ck(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+    ck(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  explicit DeviceArray(std::size_t count) : n(count) { ck(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc"); }
+  ~DeviceArray() { cudaFree(p); }
+  DeviceArray(const DeviceArray&) = delete;
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    ck(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+};
+
+// Counts each particle's neighbours within the cutoff (the pairs of the table).
+struct PairCount {
+  static constexpr int inputs = 0;
+  static constexpr int outputs = 1;
+  template <class T>
+  PMKIT_HD void operator()(const T*, T, const T*, const T*, T* out_i, T* out_j) const {
+    out_i[0] += T(1);
+    out_j[0] += T(1);
+  }
+};
+
+struct Row {
+  int d = 0, ppc = 0;
+  const char* kernel = "";
+  std::size_t n = 0;
+  double binning = 0, method[3] = {0, 0, 0}, automatic = 0, cpu = -1;
+  PairMethod chosen = PairMethod::Auto;
+  double pairs = 0;
+};
+
+constexpr PairMethod kMethods[3] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell,
+                                    PairMethod::CudaXPencil};
+
+template <class Kernel>
+void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::vector<const float*>& x,
+                 std::size_t n, const float* weights, std::vector<DeviceArray<float>*>& outputs, int cpu_threads,
+                 const std::vector<std::vector<float>>& host_x, bool time_cpu) {
+  typename PairPlan<float, 3>::Positions pos;
+  for (int d = 0; d < 3; ++d) pos[d] = View<const float>(x[d], n);
+  std::vector<View<const float>> in;
+  if (Kernel::inputs > 0) in.push_back(View<const float>(weights, n));
+  std::vector<View<float>> out;
+  for (int k = 0; k < Kernel::outputs; ++k) out.push_back(View<float>(outputs[k]->p, n));
+  for (int m = 0; m <= 3; ++m) {
+    PairOptions opt;
+    opt.backend = Backend::Cuda;
+    opt.method = m < 3 ? kMethods[m] : PairMethod::Auto;
+    PairPlan<float, 3> plan(box, 1.0, opt);
+    plan.set_points(pos);
+    if (m == 0) row.binning = median_ms([&] { plan.set_points(pos); });
+    const double ms = median_ms([&] { plan.compute(kernel, in, out); });
+    if (m < 3) {
+      row.method[m] = ms;
+    } else {
+      row.automatic = ms;
+      row.chosen = plan.last_method();
+    }
+  }
+  if (time_cpu) {
+    PairOptions opt;
+    opt.num_threads = cpu_threads;
+    PairPlan<float, 3> plan(box, 1.0, opt);
+    typename PairPlan<float, 3>::Positions hpos;
+    for (int d = 0; d < 3; ++d) hpos[d] = host_x[d];
+    plan.set_points(hpos);
+    std::vector<std::vector<float>> hout(Kernel::outputs, std::vector<float>(n));
+    std::vector<View<float>> hv(hout.begin(), hout.end());
+    std::vector<float> w(n, 1.0f);
+    std::vector<View<const float>> hin;
+    if (Kernel::inputs > 0) hin.push_back(w);
+    const int reps = n > 1000000 ? 1 : 3;
+    std::vector<double> t;
+    for (int r = 0; r <= reps; ++r) {
+      const auto a = std::chrono::steady_clock::now();
+      plan.compute(kernel, hin, hv);
+      if (r > 0) t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+    }
+    std::sort(t.begin(), t.end());
+    row.cpu = t[t.size() / 2];
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int cpu_threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--cpu-threads") && i + 1 < argc) cpu_threads = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: pair_bench [--quick] [--cpu-threads T]\n");
+      return 2;
+    }
+  }
+  cudaDeviceProp prop{};
+  ck(cudaGetDeviceProperties(&prop, 0), "device");
+  std::printf("Cutoff pair interactions, float, 3D periodic, cell width = cutoff = 1; %s\n", prop.name);
+
+  std::vector<Row> rows;
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const std::vector<int> sizes = quick ? std::vector<int>{8, 16} : std::vector<int>{8, 16, 32};
+  for (int d : sizes)
+    for (int ppc : {1, 10, 100}) {
+      const std::size_t n = static_cast<std::size_t>(d) * d * d * ppc;
+      std::vector<std::vector<float>> hx(3, std::vector<float>(n));
+      std::vector<float> hw(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        for (int k = 0; k < 3; ++k) hx[k][i] = static_cast<float>(unit(rng) * d);
+        hw[i] = static_cast<float>(unit(rng));
+      }
+      DeviceArray<float> x(hx[0]), y(hx[1]), z(hx[2]), w(hw);
+      std::vector<DeviceArray<float>*> outs;
+      std::vector<std::unique_ptr<DeviceArray<float>>> owned;
+      for (int k = 0; k < 4; ++k) {
+        owned.push_back(std::make_unique<DeviceArray<float>>(n));
+        outs.push_back(owned.back().get());
+      }
+      const Box<3> box = Box<3>::periodic({double(d), double(d), double(d)});
+      const std::vector<const float*> xs = {x.p, y.p, z.p};
+
+      // Ordered pairs within the cutoff.
+      double pairs = 0;
+      {
+        PairOptions opt;
+        opt.backend = Backend::Cuda;
+        opt.method = PairMethod::CudaThreadPerParticle;
+        PairPlan<float, 3> plan(box, 1.0, opt);
+        plan.set_points({View<const float>(x.p, n), View<const float>(y.p, n), View<const float>(z.p, n)});
+        plan.compute(PairCount{}, {}, {View<float>(outs[0]->p, n)});
+        for (float c : outs[0]->download()) pairs += c;
+      }
+      const bool cpu = !quick;  // Lennard-Jones only: the CPU backend, half shell
+      Row lj{d, ppc, "lennard-jones", n}, cheap{d, ppc, "cheap", n}, expensive{d, ppc, "expensive", n};
+      time_kernel(lj, pair_kernels::LennardJones<3>{1.0, 0.8, 1.0, 0.0}, box, xs, n, w.p, outs, cpu_threads, hx, cpu);
+      time_kernel(cheap, pair_kernels::CheapSynthetic{1.0}, box, xs, n, w.p, outs, cpu_threads, hx, false);
+      time_kernel(expensive, pair_kernels::ExpensiveSynthetic{1.0}, box, xs, n, w.p, outs, cpu_threads, hx, false);
+      for (Row* r : {&lj, &cheap, &expensive}) {
+        r->pairs = pairs;
+        rows.push_back(*r);
+      }
+      std::fprintf(stderr, "done d=%d ppc=%d\n", d, ppc);
+    }
+
+  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s | %9s %-19s %6s | %8s %8s | %9s %7s\n", "d", "ppc", "kernel",
+              "N", "bin ms", "thread ms", "cell ms", "pencil ms", "auto ms", "auto chose", "/best", "Gcheck/s",
+              "Gpair/s", "CPU ms", "GPU/CPU");
+  bool auto_ok = true;
+  for (const Row& r : rows) {
+    const double best = std::min({r.method[0], r.method[1], r.method[2]});
+    const double checks = double(r.n) * 27.0 * r.ppc;
+    auto_ok = auto_ok && r.automatic <= 1.10 * best;
+    char cpu[32] = "-", speed[32] = "-";
+    if (r.cpu >= 0) {
+      std::snprintf(cpu, sizeof cpu, "%.3f", r.cpu);
+      std::snprintf(speed, sizeof speed, "%.1fx", r.cpu / r.automatic);
+    }
+    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f | %9.4f %-19s %6.2f | %8.1f %8.1f | %9s %7s\n", r.d,
+                r.ppc, r.kernel, r.n, r.binning, r.method[0], r.method[1], r.method[2], r.automatic,
+                to_string(r.chosen), r.automatic / best, checks / r.automatic * 1e-6, r.pairs / r.automatic * 1e-6,
+                cpu, speed);
+  }
+  std::printf("\nauto within 10%% of the best method in every row: %s\n", auto_ok ? "yes" : "NO");
+  // Issue targets (H100, float, Lennard-Jones, 32^3 cells, interaction step alone).
+  const double target[3] = {0.03, 0.15, 5.0};
+  int k = 0;
+  for (const Row& r : rows)
+    if (r.d == 32 && !std::strcmp(r.kernel, "lennard-jones")) {
+      const double t = target[k++];
+      std::printf("target 32^3 %3d ppc LJ: auto %.4f ms vs at most %.3f ms: %s (%.2fx the target)\n", r.ppc, r.automatic,
+                  t, r.automatic <= t ? "met" : "MISSED", r.automatic / t);
+    }
+  return 0;
+}

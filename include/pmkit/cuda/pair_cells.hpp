@@ -1,0 +1,106 @@
+#pragma once
+// The CUDA pair backend's cell list: particles sorted by cell on the device, and the
+// entry points between PairPlan (pairs_impl.hpp), the library (src/cuda/pair_cells.cu:
+// binning) and the traversal templates compiled for the caller's kernel
+// (pmkit/cuda/pairs.cuh). Host code only: g++ and nvcc both include it.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <typeindex>
+#include <type_traits>
+
+#include "pmkit/config.hpp"
+#include "pmkit/cuda/runtime.hpp"
+#include "pmkit/view.hpp"
+
+namespace pmkit {
+enum class PairMethod;  // pairs.hpp, which includes this file at its end
+}
+
+namespace pmkit::detail {
+
+// Sorted positions, packed for one aligned vector load (w is padding).
+template <class T, int D>
+struct PackedPosition;
+template <class T>
+struct alignas(4 * sizeof(T)) PackedPosition<T, 3> {
+  T x, y, z, w;
+};
+template <class T>
+struct alignas(2 * sizeof(T)) PackedPosition<T, 2> {
+  T x, y;
+};
+template <class T, int D>
+PMKIT_HD inline T& component(PackedPosition<T, D>& p, int d) {
+  if constexpr (D == 3) return d == 0 ? p.x : d == 1 ? p.y : p.z;
+  else return d == 0 ? p.x : p.y;
+}
+template <class T, int D>
+PMKIT_HD inline T component(const PackedPosition<T, D>& p, int d) {
+  if constexpr (D == 3) return d == 0 ? p.x : d == 1 ? p.y : p.z;
+  else return d == 0 ? p.x : p.y;
+}
+
+// What a kernel launch needs to know of the cells (passed by value to the kernels).
+template <class T, int D>
+struct PairGeometry {
+  int ncell[D];
+  T length[D];      // box lengths (periodic shifts)
+  T origin[D];
+  T inv_width[D];   // cells per unit length
+  bool periodic[D];
+  T cutoff2;
+};
+
+// Which cell a wrapped coordinate u (0 <= u <= length) lies in; the binning and the
+// traversal call this same function so that they agree bit for bit.
+template <class T, int D>
+PMKIT_HD inline int pair_cell_coordinate(const PairGeometry<T, D>& g, int d, T u) {
+  const int k = static_cast<int>(u * g.inv_width[d]);
+  return k < g.ncell[d] - 1 ? k : g.ncell[d] - 1;
+}
+
+template <class T, int D>
+struct DevicePairCells {
+  PairGeometry<T, D> geometry{};
+  int device = 0;
+  std::size_t n = 0;
+  std::size_t cells = 0;
+  std::uint32_t max_per_cell = 0;
+  bool ready = false;
+  cuda::DeviceBuffer<PackedPosition<T, D>> pos;  // sorted, wrapped into the box
+  cuda::DeviceBuffer<std::uint32_t> perm;         // sorted slot -> the caller's index
+  cuda::DeviceBuffer<std::uint32_t> start;        // first slot of each cell, plus the end
+  // set_points builds into these, then swaps (a failed call keeps the previous points).
+  cuda::DeviceBuffer<PackedPosition<T, D>> next_pos;
+  cuda::DeviceBuffer<std::uint32_t> next_perm, next_start;
+  // Scratch: keys and unsorted positions for the sort, CUB's temporary storage, the
+  // error flag, the inputs gathered into sorted order.
+  cuda::DeviceBuffer<std::uint32_t> keys, keys_sorted, index;
+  cuda::DeviceBuffer<PackedPosition<T, D>> unsorted;
+  cuda::DeviceBuffer<unsigned char> temp;
+  cuda::DeviceBuffer<unsigned long long> status;
+  cuda::DeviceBuffer<T> sorted_inputs;
+  // PairMethod::Auto: the method timed fastest for a kernel type, and the mean
+  // particles per cell it was timed at.
+  struct Choice {
+    PairMethod method;
+    double per_cell;
+  };
+  std::map<std::type_index, Choice> chosen;
+  PairMethod last_method{};  // PairMethod::Auto until a compute has run
+
+  double mean_per_cell() const { return cells ? double(n) / double(cells) : 0.0; }
+};
+
+// Library (src/cuda/pair_cells.cu): validates and bins device positions.
+template <class T, int D>
+void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions);
+
+// The traversal for one kernel type, defined in pmkit/cuda/pairs.cuh (nvcc only); the
+// library instantiates it for the built-in kernels.
+template <class T, int D, class Kernel>
+void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method,
+                         Span<View<const T>> inputs, Span<View<T>> outputs);
+
+}  // namespace pmkit::detail

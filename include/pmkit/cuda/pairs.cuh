@@ -1,0 +1,366 @@
+#pragma once
+// CUDA traversal of the pair cell lists for a caller's pair kernel. Include this from a
+// file compiled by nvcc to use PairPlan::compute with your own kernel on the CUDA backend
+// (the built-in kernels are compiled into the library already).
+//
+// All three methods are full shell: every particle (a "target") sums its own outputs over
+// the "sources" of the 3^D cells around its cell, so no two threads write the same output
+// and no atomics are needed. The particles are sorted by cell with x fastest, so the three
+// cells of one neighbouring x-row are one contiguous range of sorted slots: a row is one
+// range (two or three on a periodic seam, each with its periodic image shift).
+//
+// - thread per particle: each thread reads its sources from global memory (the threads of
+//   a warp share cells, so the reads hit L1);
+// - x-pencil: a block takes L consecutive cells of an x-row; for each of the 3^(D-1)
+//   neighbouring rows it stages cells x0-1 .. x0+L into shared memory once, and every
+//   target reads its three cells from there;
+// - block per cell: the x-pencil with L = 1.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <typeindex>
+
+#include "pmkit/pairs.hpp"
+
+namespace pmkit::detail {
+namespace pair_traversal {
+
+template <class T, int D, int kIn, int kOut>
+struct Args {
+  PairGeometry<T, D> g;
+  const PackedPosition<T, D>* __restrict__ pos;
+  const std::uint32_t* __restrict__ start;
+  const std::uint32_t* __restrict__ perm;
+  const T* __restrict__ inputs;  // gathered into sorted order: inputs[k * n + slot]
+  View<T> out[kOut];
+  std::uint32_t n;
+};
+
+// The sources of x-cells [x_lo, x_hi] of one row (x_lo may be -1 and x_hi may be nx: the
+// cells past the ends, which exist only as periodic images): up to three contiguous slot
+// ranges, in increasing x, each seen shifted by `shift` along x.
+template <class T>
+struct RowPieces {
+  std::uint32_t begin[3], end[3];
+  T shift[3];
+  std::uint32_t local[4];  // where each piece starts when the pieces are laid end to end
+  int count;
+  int middle;  // the piece of the in-range cells
+};
+
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ RowPieces<T> row_pieces(const Args<T, D, kIn, kOut>& a, int row, int x_lo, int x_hi) {
+  const int nx = a.g.ncell[0];
+  RowPieces<T> r;
+  r.count = 0;
+  r.local[0] = 0;
+  auto add = [&](int first, int last, T shift) {
+    r.begin[r.count] = a.start[row + first];
+    r.end[r.count] = a.start[row + last + 1];
+    r.shift[r.count] = shift;
+    r.local[r.count + 1] = r.local[r.count] + (r.end[r.count] - r.begin[r.count]);
+    ++r.count;
+  };
+  if (x_lo < 0 && a.g.periodic[0]) add(nx - 1, nx - 1, -a.g.length[0]);
+  r.middle = r.count;
+  add(max(x_lo, 0), min(x_hi, nx - 1), T(0));
+  if (x_hi >= nx && a.g.periodic[0]) add(0, 0, a.g.length[0]);
+  return r;
+}
+
+// Calls f(first cell of the row, shift of the row along y and z, whether it is the
+// target's own row unshifted) for each neighbouring x-row of the cell (cy, cz): rows past
+// a bounded face are skipped, rows past a periodic face wrap with an image shift.
+template <class T, int D, class F>
+__device__ __forceinline__ void for_each_row(const PairGeometry<T, D>& g, int cy, int cz, F&& f) {
+  constexpr int kZ = D == 3 ? 1 : 0;
+  for (int dz = -kZ; dz <= kZ; ++dz) {
+    int z = cz + dz;
+    T shift_z = 0;
+    if (D == 3) {
+      const int nz = g.ncell[D - 1];
+      if (z < 0 || z >= nz) {
+        if (!g.periodic[D - 1]) continue;
+        shift_z = z < 0 ? -g.length[D - 1] : g.length[D - 1];
+        z = z < 0 ? z + nz : z - nz;
+      }
+    }
+    for (int dy = -1; dy <= 1; ++dy) {
+      int y = cy + dy;
+      T shift_y = 0;
+      const int ny = g.ncell[1];
+      if (y < 0 || y >= ny) {
+        if (!g.periodic[1]) continue;
+        shift_y = y < 0 ? -g.length[1] : g.length[1];
+        y = y < 0 ? y + ny : y - ny;
+      }
+      f((z * ny + y) * g.ncell[0], shift_y, shift_z, dy == 0 && dz == 0);
+    }
+  }
+}
+
+// The kernel's `count` inputs of a sorted slot (the arrays have at least one element).
+template <int count, class T, int kIn>
+__device__ __forceinline__ void load_inputs(const T* __restrict__ inputs, std::uint32_t n, std::uint32_t slot,
+                                            T (&in)[kIn]) {
+#pragma unroll
+  for (int k = 0; k < count; ++k) in[k] = inputs[std::size_t(k) * n + slot];
+}
+
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ void write_outputs(const Args<T, D, kIn, kOut>& a, std::uint32_t slot,
+                                              const T (&acc)[kOut]) {
+  const std::uint32_t dst = a.perm[slot];
+#pragma unroll
+  for (int k = 0; k < kOut; ++k) a.out[k][dst] = acc[k];
+}
+
+template <class Kernel>
+constexpr int inputs_of() {
+  return Kernel::inputs > 0 ? Kernel::inputs : 1;
+}
+
+template <class T, int D, class Kernel>
+__global__ void __launch_bounds__(128)
+    thread_per_particle_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel) {
+  constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= a.n) return;
+  const PackedPosition<T, D> pi = a.pos[i];
+  T xi[D];
+  int cell[3] = {0, 0, 0};
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    xi[d] = component(pi, d);
+    cell[d] = pair_cell_coordinate(a.g, d, xi[d]);
+  }
+  T in_i[kIn], in_j[kIn], acc[kOut] = {};
+  load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
+  for_each_row(a.g, cell[1], cell[2], [&](int row, T shift_y, T shift_z, bool) {
+    const RowPieces<T> rp = row_pieces(a, row, cell[0] - 1, cell[0] + 1);
+    for (int q = 0; q < rp.count; ++q) {
+      // The target seen from the sources' image: r = x_i - (x_j + shift).
+      T t[D];
+      t[0] = xi[0] - rp.shift[q];
+      t[1] = xi[1] - shift_y;
+      if (D == 3) t[D - 1] = xi[D - 1] - shift_z;
+      for (std::uint32_t j = rp.begin[q]; j < rp.end[q]; ++j) {
+        const PackedPosition<T, D> pj = a.pos[j];
+        T r[D], r2 = 0;
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+          r[d] = t[d] - component(pj, d);
+          r2 += r[d] * r[d];
+        }
+        if (r2 < a.g.cutoff2 && j != i) {
+          T discard[kOut];
+          load_inputs<Kernel::inputs>(a.inputs, a.n, j, in_j);
+          kernel(r, r2, in_i, in_j, acc, discard);
+        }
+      }
+    }
+  });
+  write_outputs(a, i, acc);
+}
+
+// Launch shape of the pencil kernel: cells per pencil, threads, shared sources per stage.
+struct PencilShape {
+  int length = 1;
+  int threads = 64;
+  int capacity = 64;
+};
+
+template <class T, int D, class Kernel>
+__global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
+                              const PencilShape shape) {
+  constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
+  T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
+
+  const int nx = a.g.ncell[0];
+  const int pencils_per_row = (nx + shape.length - 1) / shape.length;
+  const int row_index = blockIdx.x / pencils_per_row;
+  const int x0 = (blockIdx.x % pencils_per_row) * shape.length;
+  const int x1 = min(x0 + shape.length, nx);  // target cells x0 .. x1-1
+  const int own_row = row_index * nx;
+  const int cy = row_index % a.g.ncell[1];
+  const int cz = D == 3 ? row_index / a.g.ncell[1] : 0;
+  const std::uint32_t targets_end = a.start[own_row + x1];
+
+  for (std::uint32_t first = a.start[own_row + x0]; first < targets_end; first += blockDim.x) {
+    const std::uint32_t i = first + threadIdx.x;
+    const bool active = i < targets_end;
+    T xi[D] = {}, in_i[kIn] = {}, in_j[kIn], acc[kOut] = {};
+    int cx = x0;
+    if (active) {
+      const PackedPosition<T, D> pi = a.pos[i];
+#pragma unroll
+      for (int d = 0; d < D; ++d) xi[d] = component(pi, d);
+      cx = pair_cell_coordinate(a.g, 0, xi[0]);
+      load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
+    }
+    for_each_row(a.g, cy, cz, [&](int row, T shift_y, T shift_z, bool own) {
+      const RowPieces<T> rp = row_pieces(a, row, x0 - 1, x1);
+      const std::uint32_t staged = rp.local[rp.count];
+      // This target's three cells cx-1 .. cx+1, as positions in the staged row.
+      const std::uint32_t mid = rp.begin[rp.middle], mid_local = rp.local[rp.middle];
+      const std::uint32_t lo = cx - 1 < 0 ? 0 : mid_local + (a.start[row + cx - 1] - mid);
+      const std::uint32_t hi = cx + 1 >= nx ? staged : mid_local + (a.start[row + cx + 2] - mid);
+      const std::uint32_t self = own ? mid_local + (i - mid) : 0xffffffffu;
+      for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
+        const std::uint32_t stop = min(staged, base + shape.capacity);
+        __syncthreads();  // the previous stage has been read
+        for (std::uint32_t l = base + threadIdx.x; l < stop; l += blockDim.x) {
+          const int q = l < rp.local[1] ? 0 : (rp.count > 2 && l >= rp.local[2]) ? 2 : 1;
+          const std::uint32_t slot = rp.begin[q] + (l - rp.local[q]);
+          PackedPosition<T, D> p = a.pos[slot];
+          p.x += rp.shift[q];
+          p.y += shift_y;
+          if constexpr (D == 3) p.z += shift_z;
+          src_pos[l - base] = p;
+#pragma unroll
+          for (int k = 0; k < Kernel::inputs; ++k)
+            src_in[k * shape.capacity + (l - base)] = a.inputs[std::size_t(k) * a.n + slot];
+        }
+        __syncthreads();
+        if (!active) continue;
+        const std::uint32_t from = max(lo, base), to = min(hi, stop);
+        for (std::uint32_t l = from; l < to; ++l) {
+          const PackedPosition<T, D> pj = src_pos[l - base];
+          T r[D], r2 = 0;
+#pragma unroll
+          for (int d = 0; d < D; ++d) {
+            r[d] = xi[d] - component(pj, d);
+            r2 += r[d] * r[d];
+          }
+          if (r2 < a.g.cutoff2 && l != self) {
+            T discard[kOut];
+#pragma unroll
+            for (int k = 0; k < Kernel::inputs; ++k) in_j[k] = src_in[k * shape.capacity + (l - base)];
+            kernel(r, r2, in_i, in_j, acc, discard);
+          }
+        }
+      }
+    });
+    if (active) write_outputs(a, i, acc);
+  }
+}
+
+template <class T, int D, int kIn>
+__global__ void gather_inputs_kernel(const View<const T> in0, const View<const T> in1, const View<const T> in2,
+                                     const View<const T> in3, int count, const std::uint32_t* __restrict__ perm,
+                                     std::uint32_t n, T* __restrict__ sorted) {
+  const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= n) return;
+  const std::uint32_t src = perm[s];
+  const View<const T> views[4] = {in0, in1, in2, in3};
+  for (int k = 0; k < count; ++k) sorted[std::size_t(k) * n + s] = views[k][src];
+}
+
+template <class T, int D>
+PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, std::size_t bytes_per_source) {
+  const double per_cell = std::max(cells.mean_per_cell(), 0.5);
+  const int nx = cells.geometry.ncell[0];
+  PencilShape s;
+  if (length <= 0) {  // x-pencil: enough cells for about 256 targets, balanced along the row
+    const int want = std::clamp(static_cast<int>(256.0 / per_cell + 0.5), 2, nx);
+    const int pencils = (nx + want - 1) / want;
+    length = (nx + pencils - 1) / pencils;
+  }
+  s.length = std::max(1, std::min(length, nx));
+  const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
+  s.threads = std::clamp(targets, 64, 512);
+  const int staged = static_cast<int>((s.length + 2) * per_cell * 1.5 + 31) / 32 * 32;
+  const int max_capacity = static_cast<int>(32768 / bytes_per_source);
+  s.capacity = std::clamp(staged, s.threads, std::max(s.threads, max_capacity));
+  return s;
+}
+
+template <class T, int D, class Kernel>
+void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method,
+            const Args<T, D, inputs_of<Kernel>(), Kernel::outputs>& args) {
+  if (cells.n == 0) return;
+  if (method == PairMethod::CudaThreadPerParticle) {
+    const unsigned blocks = static_cast<unsigned>((cells.n + 127) / 128);
+    thread_per_particle_kernel<T, D, Kernel><<<blocks, 128>>>(args, kernel);
+    cuda::check_launch("pmkit PairPlan: thread-per-particle kernel");
+    return;
+  }
+  const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + inputs_of<Kernel>() * sizeof(T);
+  const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, bytes_per_source);
+  const int nx = cells.geometry.ncell[0];
+  const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
+  const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
+  const std::size_t shared = shape.capacity * bytes_per_source;
+  pencil_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+  cuda::check_launch("pmkit PairPlan: pencil kernel");
+}
+
+}  // namespace pair_traversal
+
+template <class T, int D, class Kernel>
+void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method,
+                         Span<View<const T>> inputs, Span<View<T>> outputs) {
+  namespace pt = pair_traversal;
+  constexpr int kIn = pt::inputs_of<Kernel>(), kOut = Kernel::outputs;
+  static_assert(Kernel::inputs <= 4, "the CUDA pair traversal takes at most 4 inputs per particle");
+  cuda::check(cudaSetDevice(cells.device), "cudaSetDevice");
+  for (std::size_t k = 0; k < inputs.size(); ++k) cuda::require_device(inputs[k].data, "inputs", k);
+  for (std::size_t k = 0; k < outputs.size(); ++k) cuda::require_device(outputs[k].data, "outputs", k);
+
+  pt::Args<T, D, kIn, kOut> args;
+  args.g = cells.geometry;
+  args.pos = cells.pos.get();
+  args.start = cells.start.get();
+  args.perm = cells.perm.get();
+  args.n = static_cast<std::uint32_t>(cells.n);
+  args.inputs = nullptr;
+  for (int k = 0; k < kOut; ++k) args.out[k] = outputs[k];
+  if (Kernel::inputs > 0 && cells.n > 0) {
+    cells.sorted_inputs.reserve(Kernel::inputs * cells.n, "PairPlan::compute: sorted inputs");
+    const View<const T> none;
+    auto in = [&](int k) { return k < Kernel::inputs ? inputs[k] : none; };
+    pt::gather_inputs_kernel<T, D, kIn><<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(
+        in(0), in(1), in(2), in(3), Kernel::inputs, cells.perm.get(), args.n, cells.sorted_inputs.get());
+    cuda::check_launch("pmkit PairPlan: gather inputs");
+    args.inputs = cells.sorted_inputs.get();
+  }
+
+  if (method == PairMethod::Auto) {
+    const double per_cell = cells.mean_per_cell();
+    auto found = cells.chosen.find(std::type_index(typeid(Kernel)));
+    if (found != cells.chosen.end() && per_cell <= 2 * found->second.per_cell &&
+        2 * per_cell >= found->second.per_cell) {
+      method = found->second.method;
+    } else {
+      // One-time timing: each method twice (the first run loads the kernel), the second timed.
+      cudaEvent_t events[2];
+      cuda::check(cudaEventCreate(&events[0]), "cudaEventCreate");
+      cuda::check(cudaEventCreate(&events[1]), "cudaEventCreate");
+      float best = 0;
+      for (PairMethod m : {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil}) {
+        pt::launch(cells, kernel, m, args);
+        cuda::check(cudaEventRecord(events[0]), "cudaEventRecord");
+        pt::launch(cells, kernel, m, args);
+        cuda::check(cudaEventRecord(events[1]), "cudaEventRecord");
+        cuda::check(cudaEventSynchronize(events[1]), "PairPlan::compute");
+        float ms = 0;
+        cuda::check(cudaEventElapsedTime(&ms, events[0], events[1]), "cudaEventElapsedTime");
+        if (method == PairMethod::Auto || ms < best) {
+          method = m;
+          best = ms;
+        }
+      }
+      cudaEventDestroy(events[0]);
+      cudaEventDestroy(events[1]);
+      cells.chosen[std::type_index(typeid(Kernel))] = {method, per_cell};
+    }
+  }
+  pt::launch(cells, kernel, method, args);
+  cuda::check(cudaStreamSynchronize(0), "PairPlan::compute");
+  cells.last_method = method;
+}
+
+}  // namespace pmkit::detail

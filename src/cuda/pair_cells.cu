@@ -1,0 +1,165 @@
+// Binning of the CUDA pair backend: validate and wrap the positions, sort them by cell
+// (CUB radix sort of the cell index, stable, on just the bits the cell count needs),
+// gather the packed positions into that order and find where each cell starts.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <limits>
+
+#include "pmkit/cuda/pair_cells.hpp"
+
+namespace pmkit::detail {
+namespace {
+
+template <class T, int D>
+struct DevicePositions {
+  const T* data[D];
+  std::ptrdiff_t stride[D];
+};
+
+// One thread per particle: the wrapped position and the cell; a rejected particle (not
+// finite, or outside a bounded axis) records its index in *bad (the smallest one wins).
+template <class T, int D>
+__global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositions<T, D> x, std::uint32_t n,
+                                 std::uint32_t* keys, std::uint32_t* index, PackedPosition<T, D>* wrapped,
+                                 unsigned long long* bad) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  PackedPosition<T, D> p{};
+  std::uint32_t cell = 0;
+  for (int d = D - 1; d >= 0; --d) {
+    const T value = x.data[d][static_cast<std::ptrdiff_t>(i) * x.stride[d]];
+    T u = value - g.origin[d];
+    if (!isfinite(value)) {
+      atomicMin(bad, i);
+      return;
+    }
+    if (g.periodic[d]) {
+      u -= g.length[d] * floor(u / g.length[d]);
+      if (!(u < g.length[d]) || u < 0) u = 0;  // rounding at the seam
+    } else if (u < 0 || u > g.length[d]) {
+      atomicMin(bad, i);
+      return;
+    }
+    component(p, d) = u;
+    cell = cell * g.ncell[d] + pair_cell_coordinate(g, d, u);
+  }
+  keys[i] = cell;
+  index[i] = i;
+  wrapped[i] = p;
+}
+
+template <class P>
+__global__ void gather_kernel(const P* __restrict__ wrapped, const std::uint32_t* __restrict__ perm, std::uint32_t n,
+                              P* __restrict__ sorted) {
+  const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s < n) sorted[s] = wrapped[perm[s]];
+}
+
+// start[c] = first slot of cell c: each slot where the sorted key changes fills the
+// starts of the cells from the previous key (exclusive) to its own (inclusive).
+__global__ void cell_starts_kernel(const std::uint32_t* __restrict__ keys, std::uint32_t n, std::uint32_t cells,
+                                   std::uint32_t* __restrict__ start) {
+  const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= n) return;
+  const std::uint32_t key = keys[s];
+  const std::uint32_t from = s == 0 ? 0 : keys[s - 1] + 1;
+  for (std::uint32_t c = from; c <= key; ++c) start[c] = s;
+  if (s == n - 1)
+    for (std::uint32_t c = key + 1; c <= cells; ++c) start[c] = n;
+}
+
+__global__ void max_per_cell_kernel(const std::uint32_t* __restrict__ start, std::uint32_t cells,
+                                    unsigned long long* max_count) {
+  const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned long long count = c < cells ? start[c + 1] - start[c] : 0;
+  for (int offset = 16; offset > 0; offset /= 2) count = max(count, __shfl_down_sync(0xffffffffu, count, offset));
+  if (threadIdx.x % 32 == 0 && count > 0) atomicMax(max_count, count);
+}
+
+unsigned blocks_for(std::size_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+}  // namespace
+
+template <class T, int D>
+void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions) {
+  using cuda::check;
+  const std::size_t n = positions[0].size;
+  check(cudaSetDevice(cells.device), "cudaSetDevice");
+  DevicePositions<T, D> x;
+  for (int d = 0; d < D; ++d) {
+    cuda::require_device(positions[d].data, "positions", d);
+    x.data[d] = positions[d].data;
+    x.stride[d] = positions[d].stride;
+  }
+  const std::size_t ncells = cells.cells;
+  cells.next_pos.reserve(n, "PairPlan::set_points: sorted positions");
+  cells.next_perm.reserve(n, "PairPlan::set_points: permutation");
+  cells.next_start.reserve(ncells + 1, "PairPlan::set_points: cell starts");
+  cells.keys.reserve(n, "PairPlan::set_points: cell keys");
+  cells.keys_sorted.reserve(n, "PairPlan::set_points: cell keys");
+  cells.index.reserve(n, "PairPlan::set_points: indices");
+  cells.unsorted.reserve(n, "PairPlan::set_points: wrapped positions");
+  cells.status.reserve(2, "PairPlan::set_points: status");
+  const unsigned long long none[2] = {std::numeric_limits<unsigned long long>::max(), 0};
+  check(cudaMemcpy(cells.status.get(), none, sizeof(none), cudaMemcpyHostToDevice), "PairPlan::set_points");
+
+  int bits = 1;
+  while ((std::size_t(1) << bits) < ncells) ++bits;
+  if (n > 0) {
+    const auto n32 = static_cast<std::uint32_t>(n);
+    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256>>>(cells.geometry, x, n32, cells.keys.get(), cells.index.get(),
+                                                        cells.unsorted.get(), cells.status.get());
+    cuda::check_launch("pmkit PairPlan::set_points: cell keys");
+    std::size_t temp_bytes = 0;
+    check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
+                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits),
+          "cub::DeviceRadixSort");
+    cells.temp.reserve(temp_bytes, "PairPlan::set_points: sort storage");
+    check(cub::DeviceRadixSort::SortPairs(cells.temp.get(), temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
+                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits),
+          "cub::DeviceRadixSort");
+    gather_kernel<<<blocks_for(n, 256), 256>>>(cells.unsorted.get(), cells.next_perm.get(), n32,
+                                               cells.next_pos.get());
+    cuda::check_launch("pmkit PairPlan::set_points: gather");
+    cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), n32,
+                                                    static_cast<std::uint32_t>(ncells), cells.next_start.get());
+    cuda::check_launch("pmkit PairPlan::set_points: cell starts");
+    max_per_cell_kernel<<<blocks_for(ncells, 256), 256>>>(cells.next_start.get(), static_cast<std::uint32_t>(ncells),
+                                                          cells.status.get() + 1);
+    cuda::check_launch("pmkit PairPlan::set_points: largest cell");
+  } else {
+    check(cudaMemset(cells.next_start.get(), 0, (ncells + 1) * sizeof(std::uint32_t)), "cudaMemset");
+  }
+  unsigned long long status[2];
+  check(cudaMemcpy(status, cells.status.get(), sizeof(status), cudaMemcpyDeviceToHost), "PairPlan::set_points");
+  if (status[0] != none[0]) {
+    const std::size_t i = static_cast<std::size_t>(status[0]);
+    for (int d = 0; d < D; ++d) {
+      T value;
+      check(cudaMemcpy(&value, positions[d].data + static_cast<std::ptrdiff_t>(i) * positions[d].stride, sizeof(T),
+                       cudaMemcpyDeviceToHost),
+            "PairPlan::set_points: read the rejected particle");
+      const double v = value, u = v - cells.geometry.origin[d];
+      if (!std::isfinite(v))
+        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", v, ": particle positions must be finite");
+      if (!cells.geometry.periodic[d] && (u < 0 || u > cells.geometry.length[d]))
+        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", v, " lies outside the bounded box [",
+             cells.geometry.origin[d], ", ", cells.geometry.origin[d] + cells.geometry.length[d], "] of dimension ",
+             d);
+    }
+    fail(ErrorCode::Device, "PairPlan::set_points: particle ", i, " was rejected on the device");
+  }
+  std::swap(cells.pos, cells.next_pos);
+  std::swap(cells.perm, cells.next_perm);
+  std::swap(cells.start, cells.next_start);
+  cells.n = n;
+  cells.max_per_cell = static_cast<std::uint32_t>(status[1]);
+  cells.ready = true;
+}
+
+template void device_pair_bin<float, 2>(DevicePairCells<float, 2>&, const std::array<View<const float>, 2>&);
+template void device_pair_bin<float, 3>(DevicePairCells<float, 3>&, const std::array<View<const float>, 3>&);
+template void device_pair_bin<double, 2>(DevicePairCells<double, 2>&, const std::array<View<const double>, 2>&);
+template void device_pair_bin<double, 3>(DevicePairCells<double, 3>&, const std::array<View<const double>, 3>&);
+
+}  // namespace pmkit::detail

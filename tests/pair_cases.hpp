@@ -1,0 +1,148 @@
+#pragma once
+// Cutoff pair test cases shared by the CPU and CUDA pair tests: an O(N^2) float64 brute
+// force, fresh random inputs, and a runner for either backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pmkit/pairs.hpp"
+#include "test_support.hpp"
+#if defined(PMKIT_WITH_CUDA)
+#include "cuda_support.hpp"
+#endif
+
+namespace pmkit::test {
+
+// Brute force in double over every unordered pair, minimum image on periodic axes.
+template <int D, class Kernel>
+std::vector<std::vector<double>> brute_force(const Box<D>& box, double cutoff, const Kernel& kernel,
+                                             const std::array<std::vector<double>, D>& x,
+                                             const std::vector<std::vector<double>>& in) {
+  const std::size_t n = x[0].size();
+  std::vector<std::vector<double>> out(Kernel::outputs, std::vector<double>(n, 0.0));
+  double in_i[Kernel::inputs + 1] = {}, in_j[Kernel::inputs + 1] = {};
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j) {
+      double r[D], r2 = 0;
+      for (int d = 0; d < D; ++d) {
+        double v = x[d][i] - x[d][j];
+        if (box.boundary[d] == Boundary::Periodic) v -= box.length[d] * std::round(v / box.length[d]);
+        r[d] = v;
+        r2 += v * v;
+      }
+      if (r2 >= cutoff * cutoff) continue;
+      for (int k = 0; k < Kernel::inputs; ++k) {
+        in_i[k] = in[k][i];
+        in_j[k] = in[k][j];
+      }
+      double oi[Kernel::outputs] = {}, oj[Kernel::outputs] = {};
+      kernel(r, r2, in_i, in_j, oi, oj);
+      for (int k = 0; k < Kernel::outputs; ++k) {
+        out[k][i] += oi[k];
+        out[k][j] += oj[k];
+      }
+    }
+  return out;
+}
+
+template <class T>
+inline double rel_err(const std::vector<T>& got, const std::vector<double>& want) {
+  double e = 0, w = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    e += (got[i] - want[i]) * (got[i] - want[i]);
+    w += want[i] * want[i];
+  }
+  return w > 0 ? std::sqrt(e / w) : std::sqrt(e);
+}
+
+enum class Layout { Uniform, Clustered, Lattice };
+
+// A plan's outputs for positions x and inputs in, from host arrays (CPU) or through
+// device copies (CUDA).
+template <class T, int D, class Kernel, class Positions>
+std::vector<std::vector<T>> run_pairs(PairPlan<T, D>& plan, const Kernel& kernel, const Positions& x,
+                                      const std::vector<std::vector<T>>& in = {}) {
+  const std::size_t n = x[0].size();
+  std::vector<std::vector<T>> out(Kernel::outputs, std::vector<T>(n, T(-7)));
+  if (plan.options().backend == Backend::Cpu) {
+    typename PairPlan<T, D>::Positions views;
+    for (int d = 0; d < D; ++d) views[d] = x[d];
+    plan.set_points(views);
+    std::vector<View<const T>> in_views(in.begin(), in.end());
+    std::vector<View<T>> out_views(out.begin(), out.end());
+    plan.compute(kernel, in_views, out_views);
+    return out;
+  }
+#if defined(PMKIT_WITH_CUDA)
+  std::vector<std::unique_ptr<DeviceVector<T>>> dx, din, dout;
+  typename PairPlan<T, D>::Positions views;
+  for (int d = 0; d < D; ++d) {
+    dx.push_back(std::make_unique<DeviceVector<T>>(x[d]));
+    views[d] = dx.back()->cview();
+  }
+  std::vector<View<const T>> in_views;
+  std::vector<View<T>> out_views;
+  for (const auto& v : in) {
+    din.push_back(std::make_unique<DeviceVector<T>>(v));
+    in_views.push_back(din.back()->cview());
+  }
+  for (const auto& v : out) {
+    dout.push_back(std::make_unique<DeviceVector<T>>(v));
+    out_views.push_back(dout.back()->view());
+  }
+  plan.set_points(views);
+  plan.compute(kernel, in_views, out_views);
+  for (std::size_t k = 0; k < out.size(); ++k) out[k] = dout[k]->download();
+#endif
+  return out;
+}
+
+// One case: fresh random particles (uniform, clustered or on a lattice whose spacing is
+// the cutoff) against the brute force.
+template <class T, int D, class Kernel>
+void check_case(const Box<D>& box, double cutoff, const Kernel& kernel, std::size_t n, Layout layout,
+                const PairOptions& opt) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed) + ", n = " + std::to_string(n) + ", " +
+               (opt.backend == Backend::Cuda ? std::string("CUDA ") + to_string(opt.method)
+                                             : opt.half_shell ? std::string("half shell") : std::string("full shell")));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::array<std::vector<T>, D> x;
+  std::array<std::vector<double>, D> xd;
+  for (int d = 0; d < D; ++d) {
+    x[d].resize(n);
+    xd[d].resize(n);
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (int d = 0; d < D; ++d) {
+      double u = unit(rng);
+      if (layout == Layout::Clustered && i % 10 != 0) u = 0.3 + 0.05 * u;  // 90% in a small region
+      if (layout == Layout::Lattice) u = std::floor(u * 8) / 8;            // pairs exactly at the cutoff
+      x[d][i] = static_cast<T>(box.origin[d] + u * box.length[d]);
+      xd[d][i] = x[d][i];
+    }
+  std::vector<std::vector<double>> in(Kernel::inputs, std::vector<double>(n));
+  std::vector<std::vector<T>> in_t(Kernel::inputs, std::vector<T>(n));
+  for (int k = 0; k < Kernel::inputs; ++k)
+    for (std::size_t i = 0; i < n; ++i) in[k][i] = in_t[k][i] = static_cast<T>(unit(rng));
+
+  PairPlan<T, D> plan(box, cutoff, opt);
+  const auto out = run_pairs(plan, kernel, x, in_t);
+  const auto want = brute_force<D>(box, cutoff, kernel, xd, in);
+  const double tol = std::is_same<T, float>::value ? 1e-4 : 1e-12;
+  for (int k = 0; k < Kernel::outputs; ++k) EXPECT_LE(rel_err(out[k], want[k]), tol) << "output " << k;
+}
+
+inline PairOptions cpu_options(bool half_shell, int threads) {
+  PairOptions opt;
+  opt.half_shell = half_shell;
+  opt.num_threads = threads;
+  return opt;
+}
+
+}  // namespace pmkit::test
