@@ -84,10 +84,10 @@ template <class T, int D>
 void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions) {
   using cuda::check;
   const std::size_t n = positions[0].size;
-  check(cudaSetDevice(cells.device), "cudaSetDevice");
+  cells.use_device();
   DevicePositions<T, D> x;
   for (int d = 0; d < D; ++d) {
-    cuda::require_device(positions[d].data, "positions", d);
+    cells.require_device(positions[d].data, "positions", d);
     x.data[d] = positions[d].data;
     x.stride[d] = positions[d].stride;
   }

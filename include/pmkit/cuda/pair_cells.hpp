@@ -3,7 +3,9 @@
 // entry points between PairPlan (pairs_impl.hpp), the library (src/cuda/pair_cells.cu:
 // binning) and the traversal templates compiled for the caller's kernel
 // (pmkit/cuda/pairs.cuh). Host code only: g++ and nvcc both include it.
+#include <algorithm>
 #include <array>
+#include <vector>
 #include <cstdint>
 #include <map>
 #include <typeindex>
@@ -89,6 +91,21 @@ struct DevicePairCells {
   };
   std::map<std::type_index, Choice> chosen;
   PairMethod last_method{};  // PairMethod::Auto until a compute has run
+  // Pointers already found to be device memory (the check costs microseconds per array,
+  // as much as a whole small compute).
+  std::vector<const void*> device_pointers;
+
+  void require_device(const void* ptr, const char* what, std::size_t index) {
+    if (ptr == nullptr || std::find(device_pointers.begin(), device_pointers.end(), ptr) != device_pointers.end())
+      return;
+    cuda::require_device(ptr, what, index);
+    if (device_pointers.size() >= 64) device_pointers.erase(device_pointers.begin());
+    device_pointers.push_back(ptr);
+  }
+  void use_device() const {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device) cuda::check(cudaSetDevice(device), "cudaSetDevice");
+  }
 
   double mean_per_cell() const { return cells ? double(n) / double(cells) : 0.0; }
 };
