@@ -5,8 +5,9 @@
 // and expensive synthetic kernels. Thread per particle is the published one-thread-per-
 // particle method (PPNL), so it is the baseline of the table.
 //
-// Times are medians of CUDA-event timings around the whole call (host checks, launch and
-// synchronisation included), after warm-up calls (the first Auto call times the methods).
+// Times are medians of the wall time of the whole call (host checks, launch and
+// synchronisation included), after warm-up calls (the first Auto call times the methods);
+// "kernel" is the device time of the traversal alone (CUDA events inside the call).
 // Checks are N * 27 * ppc (the candidate pairs, as BENCHMARKS.md counts them); pairs are
 // the ordered pairs within the cutoff, counted on the device by a counting kernel.
 //
@@ -89,7 +90,7 @@ struct Row {
   int d = 0, ppc = 0;
   const char* kernel = "";
   std::size_t n = 0;
-  double binning = 0, method[3] = {0, 0, 0}, automatic = 0, cpu = -1;
+  double binning = 0, method[3] = {0, 0, 0}, automatic = 0, automatic_kernel = 0, cpu = -1;
   PairMethod chosen = PairMethod::Auto;
   double pairs = 0;
 };
@@ -114,11 +115,17 @@ void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::v
     PairPlan<float, 3> plan(box, 1.0, opt);
     plan.set_points(pos);
     if (m == 0) row.binning = median_ms([&] { plan.set_points(pos); });
-    const double ms = median_ms([&] { plan.compute(kernel, in, out); });
+    std::vector<double> kernel_ms;
+    const double ms = median_ms([&] {
+      plan.compute(kernel, in, out);
+      kernel_ms.push_back(plan.last_timings().compute_s * 1e3);
+    });
     if (m < 3) {
       row.method[m] = ms;
     } else {
       row.automatic = ms;
+      std::sort(kernel_ms.begin(), kernel_ms.end());
+      row.automatic_kernel = kernel_ms[kernel_ms.size() / 2];
       row.chosen = plan.last_method();
     }
   }
@@ -209,9 +216,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "done d=%d ppc=%d\n", d, ppc);
     }
 
-  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s | %9s %-19s %6s | %8s %8s | %9s %7s\n", "d", "ppc", "kernel",
-              "N", "bin ms", "thread ms", "cell ms", "pencil ms", "auto ms", "auto chose", "/best", "Gcheck/s",
-              "Gpair/s", "CPU ms", "GPU/CPU");
+  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s | %9s %9s %-19s %6s | %8s %8s | %9s %7s\n", "d", "ppc",
+              "kernel", "N", "bin ms", "thread ms", "cell ms", "pencil ms", "auto ms", "kernel ms", "auto chose",
+              "/best", "Gcheck/s", "Gpair/s", "CPU ms", "GPU/CPU");
   bool auto_ok = true;
   for (const Row& r : rows) {
     const double best = std::min({r.method[0], r.method[1], r.method[2]});
@@ -222,9 +229,9 @@ int main(int argc, char** argv) {
       std::snprintf(cpu, sizeof cpu, "%.3f", r.cpu);
       std::snprintf(speed, sizeof speed, "%.1fx", r.cpu / r.automatic);
     }
-    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f | %9.4f %-19s %6.2f | %8.1f %8.1f | %9s %7s\n", r.d,
-                r.ppc, r.kernel, r.n, r.binning, r.method[0], r.method[1], r.method[2], r.automatic,
-                to_string(r.chosen), r.automatic / best, checks / r.automatic * 1e-6, r.pairs / r.automatic * 1e-6,
+    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f | %9.4f %9.4f %-19s %6.2f | %8.1f %8.1f | %9s %7s\n",
+                r.d, r.ppc, r.kernel, r.n, r.binning, r.method[0], r.method[1], r.method[2], r.automatic,
+                r.automatic_kernel, to_string(r.chosen), r.automatic / best, checks / r.automatic * 1e-6, r.pairs / r.automatic * 1e-6,
                 cpu, speed);
   }
   std::printf("\nauto within 10%% of the best method in every row: %s\n", auto_ok ? "yes" : "NO");
@@ -234,8 +241,9 @@ int main(int argc, char** argv) {
   for (const Row& r : rows)
     if (r.d == 32 && !std::strcmp(r.kernel, "lennard-jones")) {
       const double t = target[k++];
-      std::printf("target 32^3 %3d ppc LJ: auto %.4f ms vs at most %.3f ms: %s (%.2fx the target)\n", r.ppc, r.automatic,
-                  t, r.automatic <= t ? "met" : "MISSED", r.automatic / t);
+      std::printf("target 32^3 %3d ppc LJ, at most %.3f ms: whole call %.4f ms (%s, %.2fx), kernel alone %.4f ms (%s, %.2fx)\n",
+                  r.ppc, t, r.automatic, r.automatic <= t ? "met" : "MISSED", r.automatic / t, r.automatic_kernel,
+                  r.automatic_kernel <= t ? "met" : "MISSED", r.automatic_kernel / t);
     }
   return 0;
 }

@@ -193,12 +193,16 @@ class PairPlan {
   const PairOptions& options() const { return options_; }
   // CUDA: the method that ran the last compute (Auto resolved); CPU: Auto.
   PairMethod last_method() const;
+  // Seconds of the last compute's traversal: CUDA, the device time of its kernels (CUDA
+  // events; the one-time Auto timing excluded); CPU, the wall time of the traversal.
+  Timings last_timings() const { return timings_; }
 
  private:
   void check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in, Span<View<T>> out) const;
   Box<D> box_;
   double cutoff_;
   PairOptions options_;
+  Timings timings_;
   std::unique_ptr<detail::CellList<T, D>> cells_;
 };
 

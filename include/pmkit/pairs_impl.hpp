@@ -2,6 +2,7 @@
 // Implementation of PairPlan (included by pairs.hpp): the cell list and the traversal,
 // in a header because the pair kernel is the caller's type.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -232,8 +233,18 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
   check_compute(Kernel::inputs, kOut, inputs, outputs);
   detail::CellList<T, D>& cl = *cells_;
 #ifdef PMKIT_WITH_CUDA
-  if (cl.device) return detail::device_pair_compute<T, D, Kernel>(*cl.device, kernel, options_.method, inputs, outputs);
+  if (cl.device) {
+    detail::device_pair_compute<T, D, Kernel>(*cl.device, kernel, options_.method, inputs, outputs);
+    timings_.compute_s = cl.device->last_kernel_s;
+    return;
+  }
 #endif
+  // Wall time of the CPU traversal, taken on every way out of this function.
+  struct Stopwatch {
+    double& seconds;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Stopwatch() { seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  } stopwatch{timings_.compute_s};
   const std::size_t n = cl.n;
   const int ncells = cl.cells();
   const int threads = detail::openmp_threads(options_.num_threads);

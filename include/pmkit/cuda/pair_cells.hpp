@@ -91,6 +91,8 @@ struct DevicePairCells {
   };
   std::map<std::type_index, Choice> chosen;
   PairMethod last_method{};  // PairMethod::Auto until a compute has run
+  double last_kernel_s = 0;  // device time of the last traversal (CUDA events)
+  cudaEvent_t events[2] = {nullptr, nullptr};
   // Pointers already found to be device memory (the check costs microseconds per array,
   // as much as a whole small compute).
   std::vector<const void*> device_pointers;
@@ -105,6 +107,19 @@ struct DevicePairCells {
   void use_device() const {
     int current = -1;
     if (cudaGetDevice(&current) != cudaSuccess || current != device) cuda::check(cudaSetDevice(device), "cudaSetDevice");
+  }
+
+  DevicePairCells() = default;
+  DevicePairCells(const DevicePairCells&) = delete;
+  DevicePairCells& operator=(const DevicePairCells&) = delete;
+  ~DevicePairCells() {
+    for (cudaEvent_t e : events)
+      if (e) cudaEventDestroy(e);
+  }
+  // Events for timing, made on first use.
+  void make_events() {
+    for (cudaEvent_t& e : events)
+      if (!e) cuda::check(cudaEventCreate(&e), "cudaEventCreate");
   }
 
   double mean_per_cell() const { return cells ? double(n) / double(cells) : 0.0; }

@@ -121,76 +121,6 @@ constexpr int inputs_of() {
   return Kernel::inputs > 0 ? Kernel::inputs : 1;
 }
 
-template <class T, int D>
-__device__ __forceinline__ T separation(const T (&x)[D], const PackedPosition<T, D>& p, T (&r)[D]) {
-  T r2 = 0;
-#pragma unroll
-  for (int d = 0; d < D; ++d) {
-    r[d] = x[d] - component(p, d);
-    r2 += r[d] * r[d];
-  }
-  return r2;
-}
-
-// The kernel between one target (position x, inputs in_i, accumulators acc) and the
-// sources [from, to) except `self`, read through source.position(l) and source.inputs(l).
-// In batches of 32 sources: first a bit mask of those within the cutoff, then the kernel
-// on the set bits only. Evaluating the kernel straight inside the distance loop would run
-// it for the whole warp whenever any lane has a neighbour (about 15% of the candidates
-// each, so nearly always); the mask runs it as often as the busiest lane needs.
-template <class T, int D, class Kernel, class Source>
-__device__ __forceinline__ void interact(const Kernel& kernel, T cutoff2, const T (&x)[D],
-                                         const T (&in_i)[inputs_of<Kernel>()], T (&acc)[Kernel::outputs],
-                                         std::uint32_t from, std::uint32_t to, std::uint32_t self,
-                                         const Source& source) {
-  for (std::uint32_t base = from; base < to; base += 32) {
-    const std::uint32_t count = min(32u, to - base);
-    std::uint32_t hits = 0;
-#pragma unroll 4
-    for (std::uint32_t k = 0; k < count; ++k) {
-      T r[D];
-      const T r2 = separation(x, source.position(base + k), r);
-      if (r2 < cutoff2 && base + k != self) hits |= 1u << k;
-    }
-    while (hits) {
-      const std::uint32_t l = base + (__ffs(hits) - 1);
-      hits &= hits - 1;
-      T r[D], in_j[inputs_of<Kernel>()], discard[Kernel::outputs];
-      const T r2 = separation(x, source.position(l), r);
-      source.inputs(l, in_j);
-      kernel(r, r2, in_i, in_j, acc, discard);
-    }
-  }
-}
-
-// Sources read from the sorted arrays in global memory (thread per particle).
-template <class T, int D, int kInputs>
-struct GlobalSources {
-  const PackedPosition<T, D>* __restrict__ pos;
-  const T* __restrict__ input_data;
-  std::uint32_t n;
-  __device__ __forceinline__ PackedPosition<T, D> position(std::uint32_t slot) const { return pos[slot]; }
-  template <int kIn>
-  __device__ __forceinline__ void inputs(std::uint32_t slot, T (&in)[kIn]) const {
-#pragma unroll
-    for (int k = 0; k < kInputs; ++k) in[k] = input_data[std::size_t(k) * n + slot];
-  }
-};
-
-// Sources staged in shared memory (the pencil kernels); l is the position in the stage.
-template <class T, int D, int kInputs>
-struct SharedSources {
-  const PackedPosition<T, D>* pos;
-  const T* input_data;  // input_data[k * capacity + l]
-  int capacity;
-  __device__ __forceinline__ PackedPosition<T, D> position(std::uint32_t l) const { return pos[l]; }
-  template <int kIn>
-  __device__ __forceinline__ void inputs(std::uint32_t l, T (&in)[kIn]) const {
-#pragma unroll
-    for (int k = 0; k < kInputs; ++k) in[k] = input_data[k * capacity + l];
-  }
-};
-
 template <class T, int D, class Kernel>
 __global__ void __launch_bounds__(128)
     thread_per_particle_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel) {
@@ -205,9 +135,8 @@ __global__ void __launch_bounds__(128)
     xi[d] = component(pi, d);
     cell[d] = pair_cell_coordinate(a.g, d, xi[d]);
   }
-  T in_i[kIn], acc[kOut] = {};
+  T in_i[kIn], in_j[kIn], acc[kOut] = {};
   load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
-  const GlobalSources<T, D, Kernel::inputs> sources{a.pos, a.inputs, a.n};
   for_each_row(a.g, cell[1], cell[2], [&](int row, T shift_y, T shift_z, bool) {
     const RowPieces<T> rp = row_pieces(a, row, cell[0] - 1, cell[0] + 1);
     for (int q = 0; q < rp.count; ++q) {
@@ -216,7 +145,22 @@ __global__ void __launch_bounds__(128)
       t[0] = xi[0] - rp.shift[q];
       t[1] = xi[1] - shift_y;
       if (D == 3) t[D - 1] = xi[D - 1] - shift_z;
-      interact(kernel, a.g.cutoff2, t, in_i, acc, rp.begin[q], rp.end[q], i, sources);
+      // Unrolled so that several source loads are in flight (they hit L1, but in order).
+#pragma unroll 4
+      for (std::uint32_t j = rp.begin[q]; j < rp.end[q]; ++j) {
+        const PackedPosition<T, D> pj = a.pos[j];
+        T r[D], r2 = 0;
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+          r[d] = t[d] - component(pj, d);
+          r2 += r[d] * r[d];
+        }
+        if (r2 < a.g.cutoff2 && j != i) {
+          T discard[kOut];
+          load_inputs<Kernel::inputs>(a.inputs, a.n, j, in_j);
+          kernel(r, r2, in_i, in_j, acc, discard);
+        }
+      }
     }
   });
   write_outputs(a, i, acc);
@@ -246,12 +190,11 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
   const int cy = row_index % a.g.ncell[1];
   const int cz = D == 3 ? row_index / a.g.ncell[1] : 0;
   const std::uint32_t targets_end = a.start[own_row + x1];
-  const SharedSources<T, D, Kernel::inputs> stage{src_pos, src_in, shape.capacity};
 
   for (std::uint32_t first = a.start[own_row + x0]; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
     const bool active = i < targets_end;
-    T xi[D] = {}, in_i[kIn] = {}, acc[kOut] = {};
+    T xi[D] = {}, in_i[kIn] = {}, in_j[kIn], acc[kOut] = {};
     int cx = x0;
     if (active) {
       const PackedPosition<T, D> pi = a.pos[i];
@@ -285,9 +228,23 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         }
         __syncthreads();
         if (!active) continue;
-        // Positions in this stage: l - base.
-        const std::uint32_t from = max(lo, base) - base, to = min(hi, stop) - base;
-        if (from < to) interact(kernel, a.g.cutoff2, xi, in_i, acc, from, to, self - base, stage);
+        const std::uint32_t from = max(lo, base), to = min(hi, stop);
+#pragma unroll 4
+        for (std::uint32_t l = from; l < to; ++l) {
+          const PackedPosition<T, D> pj = src_pos[l - base];
+          T r[D], r2 = 0;
+#pragma unroll
+          for (int d = 0; d < D; ++d) {
+            r[d] = xi[d] - component(pj, d);
+            r2 += r[d] * r[d];
+          }
+          if (r2 < a.g.cutoff2 && l != self) {
+            T discard[kOut];
+#pragma unroll
+            for (int k = 0; k < Kernel::inputs; ++k) in_j[k] = src_in[k * shape.capacity + (l - base)];
+            kernel(r, r2, in_i, in_j, acc, discard);
+          }
+        }
       }
     });
     if (active) write_outputs(a, i, acc);
@@ -383,9 +340,8 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
     } else {
       // One-time timing: each method once untimed (it loads the kernel), then the best of
       // three timed runs.
-      cudaEvent_t events[2];
-      cuda::check(cudaEventCreate(&events[0]), "cudaEventCreate");
-      cuda::check(cudaEventCreate(&events[1]), "cudaEventCreate");
+      cells.make_events();
+      cudaEvent_t* events = cells.events;
       float best = 0;
       for (PairMethod m : {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil}) {
         pt::launch(cells, kernel, m, args);
@@ -404,13 +360,17 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
           best = ms;
         }
       }
-      cudaEventDestroy(events[0]);
-      cudaEventDestroy(events[1]);
       cells.chosen[std::type_index(typeid(Kernel))] = {method, per_cell};
     }
   }
+  cells.make_events();
+  cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
   pt::launch(cells, kernel, method, args);
-  cuda::check(cudaStreamSynchronize(0), "PairPlan::compute");
+  cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
+  cuda::check(cudaEventSynchronize(cells.events[1]), "PairPlan::compute");
+  float ms = 0;
+  cuda::check(cudaEventElapsedTime(&ms, cells.events[0], cells.events[1]), "cudaEventElapsedTime");
+  cells.last_kernel_s = 1e-3 * ms;
   cells.last_method = method;
 }
 
