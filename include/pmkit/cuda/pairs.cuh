@@ -139,7 +139,9 @@ __global__ void __launch_bounds__(128)
   load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
   for_each_row(a.g, cell[1], cell[2], [&](int row, T shift_y, T shift_z, bool) {
     const RowPieces<T> rp = row_pieces(a, row, cell[0] - 1, cell[0] + 1);
-    for (int q = 0; q < rp.count; ++q) {
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {  // unrolled: rp stays in registers
+      if (q >= rp.count) break;
       // The target seen from the sources' image: r = x_i - (x_j + shift).
       T t[D];
       t[0] = xi[0] - rp.shift[q];
@@ -207,7 +209,8 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
       const RowPieces<T> rp = row_pieces(a, row, x0 - 1, x1);
       const std::uint32_t staged = rp.local[rp.count];
       // This target's three cells cx-1 .. cx+1, as positions in the staged row.
-      const std::uint32_t mid = rp.begin[rp.middle], mid_local = rp.local[rp.middle];
+      const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
+      const std::uint32_t mid_local = rp.middle ? rp.local[1] : rp.local[0];
       const std::uint32_t lo = cx - 1 < 0 ? 0 : mid_local + (a.start[row + cx - 1] - mid);
       const std::uint32_t hi = cx + 1 >= nx ? staged : mid_local + (a.start[row + cx + 2] - mid);
       const std::uint32_t self = own ? mid_local + (i - mid) : 0xffffffffu;
@@ -215,10 +218,13 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         const std::uint32_t stop = min(staged, base + shape.capacity);
         __syncthreads();  // the previous stage has been read
         for (std::uint32_t l = base + threadIdx.x; l < stop; l += blockDim.x) {
-          const int q = l < rp.local[1] ? 0 : (rp.count > 2 && l >= rp.local[2]) ? 2 : 1;
-          const std::uint32_t slot = rp.begin[q] + (l - rp.local[q]);
+          // Which piece l falls in, by selects (an indexed RowPieces would live in local memory).
+          const bool first = l < rp.local[1], third = rp.count > 2 && l >= rp.local[2];
+          const std::uint32_t slot = first ? rp.begin[0] + l
+                                   : third ? rp.begin[2] + (l - rp.local[2])
+                                           : rp.begin[1] + (l - rp.local[1]);
           PackedPosition<T, D> p = a.pos[slot];
-          p.x += rp.shift[q];
+          p.x += first ? rp.shift[0] : third ? rp.shift[2] : rp.shift[1];
           p.y += shift_y;
           if constexpr (D == 3) p.z += shift_z;
           src_pos[l - base] = p;
