@@ -6,6 +6,8 @@
 //   gpu_bench [--quick] [--torch torch.csv] [--case NAME]
 #include <cuda_runtime.h>
 
+#include "bench/cuda_check.cuh"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,12 +27,7 @@ namespace {
 
 using namespace pmkit;
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using pmkit::bench::ck;
 
 struct Timer {
   cudaEvent_t a, b;

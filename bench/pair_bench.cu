@@ -14,6 +14,8 @@
 //   pair_bench [--quick] [--cpu-threads T]
 #include <cuda_runtime.h>
 
+#include "bench/cuda_check.cuh"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,12 +33,7 @@ namespace {
 
 using namespace pmkit;
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using pmkit::bench::ck;
 
 // Median of timed runs (ms) after `warm` untimed ones; at least 3 runs, more while the
 // total stays under about half a second.

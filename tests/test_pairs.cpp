@@ -82,15 +82,17 @@ void verlet_energy_drift(const PairOptions& options) {
 
 TEST(Pairs, LennardJonesVerletConservesEnergy) { verlet_energy_drift(PairOptions{}); }
 
+template <class F>
+void expect_code(ErrorCode code, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+  }
+}
+
 TEST(Pairs, BadInput) {
-  auto expect_code = [](ErrorCode code, auto&& f) {
-    try {
-      f();
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), code) << e.what();
-    }
-  };
   const Box<3> box = Box<3>::periodic({2.0, 2.0, 2.0});
   expect_code(ErrorCode::InvalidArgument, [&] { PairPlan<double, 3>(box, 0.0); });
   expect_code(ErrorCode::InvalidArgument, [&] { PairPlan<double, 3>(box, -1.0); });
@@ -174,14 +176,6 @@ TEST(CudaPairs, BadInput) {
   std::vector<double> good = {0.1, 0.2, 1.9}, bad = {0.1, std::nan(""), 0.3}, far = {0.1, 2.5, 0.3};
   DeviceVector<double> x(good), nan_x(bad), out(std::vector<double>(3, 5.0));
   pair_kernels::CheapSynthetic cheap{0.5};
-  auto expect_code = [](ErrorCode code, auto&& f) {
-    try {
-      f();
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), code) << e.what();
-    }
-  };
   expect_code(ErrorCode::NotReady, [&] { plan.compute(cheap, {}, {out.view()}); });
   expect_code(ErrorCode::InvalidArgument, [&] { plan.set_points({good, good, good}); });  // host pointers
   expect_code(ErrorCode::NonFinitePosition, [&] { plan.set_points({x.cview(), nan_x.cview(), x.cview()}); });

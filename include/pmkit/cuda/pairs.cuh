@@ -116,6 +116,18 @@ __device__ __forceinline__ void write_outputs(const Args<T, D, kIn, kOut>& a, st
   for (int k = 0; k < kOut; ++k) a.out[k][dst] = acc[k];
 }
 
+// r = x - p and its square.
+template <class T, int D>
+__device__ __forceinline__ T separation(const T (&x)[D], const PackedPosition<T, D>& p, T (&r)[D]) {
+  T r2 = 0;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    r[d] = x[d] - component(p, d);
+    r2 += r[d] * r[d];
+  }
+  return r2;
+}
+
 template <class Kernel>
 constexpr int inputs_of() {
   return Kernel::inputs > 0 ? Kernel::inputs : 1;
@@ -150,13 +162,8 @@ __global__ void __launch_bounds__(128)
       // Unrolled so that several source loads are in flight (they hit L1, but in order).
 #pragma unroll 4
       for (std::uint32_t j = rp.begin[q]; j < rp.end[q]; ++j) {
-        const PackedPosition<T, D> pj = a.pos[j];
-        T r[D], r2 = 0;
-#pragma unroll
-        for (int d = 0; d < D; ++d) {
-          r[d] = t[d] - component(pj, d);
-          r2 += r[d] * r[d];
-        }
+        T r[D];
+        const T r2 = separation(t, a.pos[j], r);
         if (r2 < a.g.cutoff2 && j != i) {
           T discard[kOut];
           load_inputs<Kernel::inputs>(a.inputs, a.n, j, in_j);
@@ -237,13 +244,8 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         const std::uint32_t from = max(lo, base), to = min(hi, stop);
 #pragma unroll 4
         for (std::uint32_t l = from; l < to; ++l) {
-          const PackedPosition<T, D> pj = src_pos[l - base];
-          T r[D], r2 = 0;
-#pragma unroll
-          for (int d = 0; d < D; ++d) {
-            r[d] = xi[d] - component(pj, d);
-            r2 += r[d] * r[d];
-          }
+          T r[D];
+          const T r2 = separation(xi, src_pos[l - base], r);
           if (r2 < a.g.cutoff2 && l != self) {
             T discard[kOut];
 #pragma unroll
