@@ -11,9 +11,9 @@
 //
 // - thread per particle: each thread reads its sources from global memory (the threads of
 //   a warp share cells, so the reads hit L1);
-// - x-pencil: a block takes L consecutive cells of an x-row; for each of the 3^(D-1)
-//   neighbouring rows it stages cells x0-1 .. x0+L into shared memory once, and every
-//   target reads its three cells from there;
+// - x-pencil: a block takes L consecutive cells of an x-row; it stages cells x0-1 .. x0+L
+//   of all 3^(D-1) neighbouring rows into shared memory at once (in stages if they do not
+//   fit), and every target reads its three cells of each row from there;
 // - block per cell: the x-pencil with L = 1.
 #include <cuda_runtime.h>
 
@@ -69,35 +69,44 @@ __device__ __forceinline__ RowPieces<T> row_pieces(const Args<T, D, kIn, kOut>& 
   return r;
 }
 
+// The neighbouring x-row (dy, dz) of the cell (cy, cz): its first cell and its shift
+// along y and z; false past a bounded face (a row past a periodic face wraps, shifted).
+template <class T, int D>
+__device__ __forceinline__ bool row_of(const PairGeometry<T, D>& g, int cy, int cz, int dy, int dz, int& first_cell,
+                                       T& shift_y, T& shift_z) {
+  int z = D == 3 ? cz + dz : 0;
+  shift_z = 0;
+  if (D == 3) {
+    const int nz = g.ncell[D - 1];
+    if (z < 0 || z >= nz) {
+      if (!g.periodic[D - 1]) return false;
+      shift_z = z < 0 ? -g.length[D - 1] : g.length[D - 1];
+      z = z < 0 ? z + nz : z - nz;
+    }
+  }
+  int y = cy + dy;
+  shift_y = 0;
+  const int ny = g.ncell[1];
+  if (y < 0 || y >= ny) {
+    if (!g.periodic[1]) return false;
+    shift_y = y < 0 ? -g.length[1] : g.length[1];
+    y = y < 0 ? y + ny : y - ny;
+  }
+  first_cell = (z * ny + y) * g.ncell[0];
+  return true;
+}
+
 // Calls f(first cell of the row, shift of the row along y and z, whether it is the
-// target's own row unshifted) for each neighbouring x-row of the cell (cy, cz): rows past
-// a bounded face are skipped, rows past a periodic face wrap with an image shift.
+// target's own row unshifted) for each neighbouring x-row of the cell (cy, cz).
 template <class T, int D, class F>
 __device__ __forceinline__ void for_each_row(const PairGeometry<T, D>& g, int cy, int cz, F&& f) {
   constexpr int kZ = D == 3 ? 1 : 0;
-  for (int dz = -kZ; dz <= kZ; ++dz) {
-    int z = cz + dz;
-    T shift_z = 0;
-    if (D == 3) {
-      const int nz = g.ncell[D - 1];
-      if (z < 0 || z >= nz) {
-        if (!g.periodic[D - 1]) continue;
-        shift_z = z < 0 ? -g.length[D - 1] : g.length[D - 1];
-        z = z < 0 ? z + nz : z - nz;
-      }
-    }
+  for (int dz = -kZ; dz <= kZ; ++dz)
     for (int dy = -1; dy <= 1; ++dy) {
-      int y = cy + dy;
-      T shift_y = 0;
-      const int ny = g.ncell[1];
-      if (y < 0 || y >= ny) {
-        if (!g.periodic[1]) continue;
-        shift_y = y < 0 ? -g.length[1] : g.length[1];
-        y = y < 0 ? y + ny : y - ny;
-      }
-      f((z * ny + y) * g.ncell[0], shift_y, shift_z, dy == 0 && dz == 0);
+      int first_cell;
+      T shift_y, shift_z;
+      if (row_of(g, cy, cz, dy, dz, first_cell, shift_y, shift_z)) f(first_cell, shift_y, shift_z, dy == 0 && dz == 0);
     }
-  }
 }
 
 // The kernel's `count` inputs of a sorted slot (the arrays have at least one element).
@@ -182,13 +191,27 @@ struct PencilShape {
   int capacity = 64;
 };
 
+// One neighbouring row of a pencil as staged in shared memory: its pieces and shifts,
+// and where it starts in the stage (the rows are laid end to end).
+template <class T>
+struct StagedRow {
+  RowPieces<T> pieces;
+  T shift_y, shift_z;
+  std::uint32_t base;
+  int first_cell;
+  bool own;
+};
+
 template <class T, int D, class Kernel>
-__global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
-                              const PencilShape shape) {
+__global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a,
+                                                     const Kernel kernel, const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
+  constexpr int kRows = D == 3 ? 9 : 3;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
   T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
+  __shared__ StagedRow<T> rows[kRows];
+  __shared__ std::uint32_t staged;
 
   const int nx = a.g.ncell[0];
   const int pencils_per_row = (nx + shape.length - 1) / shape.length;
@@ -199,6 +222,32 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
   const int cy = row_index % a.g.ncell[1];
   const int cz = D == 3 ? row_index / a.g.ncell[1] : 0;
   const std::uint32_t targets_end = a.start[own_row + x1];
+
+  // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
+  // stages of `capacity` sources if they do not fit), so that their loads overlap.
+  if (threadIdx.x < kRows) {
+    StagedRow<T> row;
+    const int dy = threadIdx.x % 3 - 1, dz = D == 3 ? static_cast<int>(threadIdx.x) / 3 - 1 : 0;
+    row.own = dy == 0 && dz == 0;
+    if (row_of(a.g, cy, cz, dy, dz, row.first_cell, row.shift_y, row.shift_z)) {
+      row.pieces = row_pieces(a, row.first_cell, x0 - 1, x1);
+    } else {
+      row.pieces.count = 0;
+      row.pieces.middle = 0;
+      row.pieces.local[0] = 0;
+    }
+    rows[threadIdx.x] = row;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::uint32_t base = 0;
+    for (int r = 0; r < kRows; ++r) {
+      rows[r].base = base;
+      base += rows[r].pieces.local[rows[r].pieces.count];
+    }
+    staged = base;
+  }
+  __syncthreads();
 
   for (std::uint32_t first = a.start[own_row + x0]; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
@@ -212,49 +261,57 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
       cx = pair_cell_coordinate(a.g, 0, xi[0]);
       load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
     }
-    for_each_row(a.g, cy, cz, [&](int row, T shift_y, T shift_z, bool own) {
-      const RowPieces<T> rp = row_pieces(a, row, x0 - 1, x1);
-      const std::uint32_t staged = rp.local[rp.count];
-      // This target's three cells cx-1 .. cx+1, as positions in the staged row.
-      const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
-      const std::uint32_t mid_local = rp.middle ? rp.local[1] : rp.local[0];
-      const std::uint32_t lo = cx - 1 < 0 ? 0 : mid_local + (a.start[row + cx - 1] - mid);
-      const std::uint32_t hi = cx + 1 >= nx ? staged : mid_local + (a.start[row + cx + 2] - mid);
-      const std::uint32_t self = own ? mid_local + (i - mid) : 0xffffffffu;
-      for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
-        const std::uint32_t stop = min(staged, base + shape.capacity);
-        __syncthreads();  // the previous stage has been read
-        for (std::uint32_t l = base + threadIdx.x; l < stop; l += blockDim.x) {
-          // Which piece l falls in, by selects (an indexed RowPieces would live in local memory).
-          const bool first = l < rp.local[1], third = rp.count > 2 && l >= rp.local[2];
-          const std::uint32_t slot = first ? rp.begin[0] + l
-                                   : third ? rp.begin[2] + (l - rp.local[2])
-                                           : rp.begin[1] + (l - rp.local[1]);
+    for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
+      const std::uint32_t stop = min(staged, base + shape.capacity);
+      __syncthreads();  // the previous stage has been read
+      for (int r = 0; r < kRows; ++r) {
+        const RowPieces<T>& rp = rows[r].pieces;
+        const std::uint32_t row_base = rows[r].base;
+        const std::uint32_t from = max(row_base, base), to = min(row_base + rp.local[rp.count], stop);
+        for (std::uint32_t l = from + threadIdx.x; l < to; l += blockDim.x) {
+          const std::uint32_t m = l - row_base;  // position in the row
+          // Which piece m falls in, by selects (an indexed RowPieces would live in local memory).
+          const bool first_piece = m < rp.local[1], third = rp.count > 2 && m >= rp.local[2];
+          const std::uint32_t slot = first_piece ? rp.begin[0] + m
+                                     : third     ? rp.begin[2] + (m - rp.local[2])
+                                                 : rp.begin[1] + (m - rp.local[1]);
           PackedPosition<T, D> p = a.pos[slot];
-          p.x += first ? rp.shift[0] : third ? rp.shift[2] : rp.shift[1];
-          p.y += shift_y;
-          if constexpr (D == 3) p.z += shift_z;
+          p.x += first_piece ? rp.shift[0] : third ? rp.shift[2] : rp.shift[1];
+          p.y += rows[r].shift_y;
+          if constexpr (D == 3) p.z += rows[r].shift_z;
           src_pos[l - base] = p;
 #pragma unroll
           for (int k = 0; k < Kernel::inputs; ++k)
             src_in[k * shape.capacity + (l - base)] = a.inputs[std::size_t(k) * a.n + slot];
         }
-        __syncthreads();
-        if (!active) continue;
+      }
+      __syncthreads();
+      if (!active) continue;
+      for (int r = 0; r < kRows; ++r) {
+        const RowPieces<T>& rp = rows[r].pieces;
+        if (rp.count == 0) continue;
+        const std::uint32_t row_base = rows[r].base, row = rows[r].first_cell;
+        // This target's three cells cx-1 .. cx+1, as positions in the stage.
+        const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
+        const std::uint32_t mid_local = row_base + (rp.middle ? rp.local[1] : rp.local[0]);
+        const std::uint32_t lo = cx - 1 < 0 ? row_base : mid_local + (a.start[row + cx - 1] - mid);
+        const std::uint32_t hi =
+            cx + 1 >= nx ? row_base + rp.local[rp.count] : mid_local + (a.start[row + cx + 2] - mid);
+        const std::uint32_t self = rows[r].own ? mid_local + (i - mid) : 0xffffffffu;
         const std::uint32_t from = max(lo, base), to = min(hi, stop);
 #pragma unroll 4
         for (std::uint32_t l = from; l < to; ++l) {
-          T r[D];
-          const T r2 = separation(xi, src_pos[l - base], r);
+          T r_ij[D];
+          const T r2 = separation(xi, src_pos[l - base], r_ij);
           if (r2 < a.g.cutoff2 && l != self) {
             T discard[kOut];
 #pragma unroll
             for (int k = 0; k < Kernel::inputs; ++k) in_j[k] = src_in[k * shape.capacity + (l - base)];
-            kernel(r, r2, in_i, in_j, acc, discard);
+            kernel(r_ij, r2, in_i, in_j, acc, discard);
           }
         }
       }
-    });
+    }
     if (active) write_outputs(a, i, acc);
   }
 }
@@ -283,8 +340,9 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, std::si
   s.length = std::max(1, std::min(length, nx));
   const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
   s.threads = std::clamp(targets, 64, 512);
-  const int staged = static_cast<int>((s.length + 2) * per_cell * 1.5 + 31) / 32 * 32;
-  const int max_capacity = static_cast<int>(32768 / bytes_per_source);
+  constexpr int kRows = D == 3 ? 9 : 3;
+  const int staged = static_cast<int>(kRows * (s.length + 2) * per_cell * 1.3 + 31) / 32 * 32;
+  const int max_capacity = static_cast<int>(44 * 1024 / bytes_per_source);  // with the row table: < 48 KB, no opt-in
   s.capacity = std::clamp(staged, s.threads, std::max(s.threads, max_capacity));
   return s;
 }
