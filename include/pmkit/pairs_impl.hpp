@@ -83,6 +83,7 @@ PairPlan<T, D>::PairPlan(const Box<D>& box, double cutoff, PairOptions options)
       g.inv_width[d] = static_cast<T>(cells_->ncell[d] / box.length[d]);
       g.periodic[d] = box.boundary[d] == Boundary::Periodic;
     }
+    g.cutoff = static_cast<T>(cutoff);
     g.cutoff2 = static_cast<T>(cutoff * cutoff);
     cells_->device = std::move(dev);
     return;  // the device traversal derives neighbours from cell coordinates

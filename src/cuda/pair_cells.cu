@@ -1,5 +1,6 @@
 // Binning of the CUDA pair backend: validate and wrap the positions, sort them by cell
-// (CUB radix sort of the cell index, stable, on just the bits the cell count needs),
+// (CUB radix sort of the cell index, stable, on just the bits the cell count needs, plus
+// the particle's quantised x inside its cell when cells are dense),
 // gather the packed positions into that order and find where each cell starts.
 #include <cub/device/device_radix_sort.cuh>
 
@@ -25,7 +26,7 @@ __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositio
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   PackedPosition<T, D> p{};
-  std::uint32_t cell = 0;
+  std::uint32_t cell = 0, x_step = 0;
   for (int d = D - 1; d >= 0; --d) {
     const T value = x.data[d][static_cast<std::ptrdiff_t>(i) * x.stride[d]];
     T u = value - g.origin[d];
@@ -41,9 +42,11 @@ __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositio
       return;
     }
     component(p, d) = u;
-    cell = cell * g.ncell[d] + pair_cell_coordinate(g, d, u);
+    const int k = pair_cell_coordinate(g, d, u);
+    cell = cell * g.ncell[d] + k;
+    if (d == 0 && g.x_bits > 0) x_step = pair_x_step(g, u, k);
   }
-  keys[i] = cell;
+  keys[i] = (cell << g.x_bits) | x_step;
   index[i] = i;
   wrapped[i] = p;
 }
@@ -57,12 +60,12 @@ __global__ void gather_kernel(const P* __restrict__ wrapped, const std::uint32_t
 
 // start[c] = first slot of cell c: each slot where the sorted key changes fills the
 // starts of the cells from the previous key (exclusive) to its own (inclusive).
-__global__ void cell_starts_kernel(const std::uint32_t* __restrict__ keys, std::uint32_t n, std::uint32_t cells,
-                                   std::uint32_t* __restrict__ start) {
+__global__ void cell_starts_kernel(const std::uint32_t* __restrict__ keys, int x_bits, std::uint32_t n,
+                                   std::uint32_t cells, std::uint32_t* __restrict__ start) {
   const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= n) return;
-  const std::uint32_t key = keys[s];
-  const std::uint32_t from = s == 0 ? 0 : keys[s - 1] + 1;
+  const std::uint32_t key = keys[s] >> x_bits;
+  const std::uint32_t from = s == 0 ? 0 : (keys[s - 1] >> x_bits) + 1;
   for (std::uint32_t c = from; c <= key; ++c) start[c] = s;
   if (s == n - 1)
     for (std::uint32_t c = key + 1; c <= cells; ++c) start[c] = n;
@@ -105,9 +108,21 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
 
   int bits = 1;
   while ((std::size_t(1) << bits) < ncells) ++bits;
+  // From about 4 particles a cell, sort each cell by x too (about 4 steps per particle,
+  // at most 2^10): the pencil traversal then narrows each row to the x-window of a warp.
+  const double per_cell = ncells ? double(n) / double(ncells) : 0.0;
+  int x_bits = 0;
+  if (per_cell >= 4) {
+    while (x_bits < 10 && double(1 << x_bits) < 4 * per_cell) ++x_bits;
+    x_bits = std::min(x_bits, 32 - bits);
+  }
+  PairGeometry<T, D> g = cells.geometry;  // the plan's copy changes only on success
+  g.x_bits = x_bits;
+  g.x_slack = T(2.0 / (double(g.inv_width[0]) * double(1 << x_bits)));
+  bits += x_bits;
   if (n > 0) {
     const auto n32 = static_cast<std::uint32_t>(n);
-    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256>>>(cells.geometry, x, n32, cells.keys.get(), cells.index.get(),
+    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256>>>(g, x, n32, cells.keys.get(), cells.index.get(),
                                                         cells.unsorted.get(), cells.status.get());
     cuda::check_launch("pmkit PairPlan::set_points: cell keys");
     std::size_t temp_bytes = 0;
@@ -121,7 +136,7 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     gather_kernel<<<blocks_for(n, 256), 256>>>(cells.unsorted.get(), cells.next_perm.get(), n32,
                                                cells.next_pos.get());
     cuda::check_launch("pmkit PairPlan::set_points: gather");
-    cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), n32,
+    cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), x_bits, n32,
                                                     static_cast<std::uint32_t>(ncells), cells.next_start.get());
     cuda::check_launch("pmkit PairPlan::set_points: cell starts");
     max_per_cell_kernel<<<blocks_for(ncells, 256), 256>>>(cells.next_start.get(), static_cast<std::uint32_t>(ncells),
@@ -149,6 +164,7 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     }
     fail(ErrorCode::Device, "PairPlan::set_points: particle ", i, " was rejected on the device");
   }
+  cells.geometry = g;
   std::swap(cells.pos, cells.next_pos);
   std::swap(cells.perm, cells.next_perm);
   std::swap(cells.start, cells.next_start);

@@ -51,8 +51,22 @@ struct PairGeometry {
   T origin[D];
   T inv_width[D];   // cells per unit length
   bool periodic[D];
-  T cutoff2;
+  T cutoff, cutoff2;
+  // Inside a cell, particles are sorted by x quantised to 2^x_bits steps (0: not sorted),
+  // so that a row of cells is sorted by x up to one step; x_slack covers that disorder
+  // and the rounding of the quantisation.
+  int x_bits;
+  T x_slack;
 };
+
+// The quantised x of a particle inside its cell k (0 <= step < 2^x_bits).
+template <class T, int D>
+PMKIT_HD inline std::uint32_t pair_x_step(const PairGeometry<T, D>& g, T u, int k) {
+  const T fraction = u * g.inv_width[0] - T(k);
+  const T steps = T(std::uint32_t(1) << g.x_bits);
+  const T s = fraction * steps;
+  return s <= T(0) ? 0u : s >= steps - T(1) ? (std::uint32_t(1) << g.x_bits) - 1 : static_cast<std::uint32_t>(s);
+}
 
 // Which cell a wrapped coordinate u (0 <= u <= length) lies in; the binning and the
 // traversal call this same function so that they agree bit for bit.
