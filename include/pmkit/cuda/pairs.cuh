@@ -287,14 +287,19 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
       load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
     }
     // The x-range of the warp's targets: with x-sorted cells, each staged row narrows to
-    // the sources within a cutoff of it (2.3 instead of 3 cell widths at 100 a cell).
+    // the sources within a cutoff of it (2.3 instead of 3 cell widths at 100 a cell), found
+    // by one binary search the whole warp shares.
     T warp_lo = active ? xi[0] : T(INFINITY), warp_hi = active ? xi[0] : -T(INFINITY);
     for (int offset = 16; offset > 0; offset /= 2) {
       warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
       warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
     }
-    warp_lo -= a.g.cutoff + a.g.x_slack;
-    warp_hi += a.g.cutoff + a.g.x_slack;
+    // A warp spread over more than a cell (few particles a cell) searches per lane instead:
+    // each target then visits 2 rather than 3 cell widths of every row.
+    const bool lane_windows = warp_hi - warp_lo > a.g.cutoff;
+    const T reach = a.g.cutoff + a.g.x_slack;
+    const T window_lo = (lane_windows ? xi[0] : warp_lo) - reach;
+    const T window_hi = (lane_windows ? xi[0] : warp_hi) + reach;
     for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
       const std::uint32_t stop = min(staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
@@ -334,10 +339,10 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         const std::uint32_t self = rows[r].own ? mid_local + (i - mid) : 0xffffffffu;
         std::uint32_t from = max(lo, base), to = min(hi, stop);
         if (a.g.x_bits > 0 && from < to) {
-          // Warp-uniform searches over the part of the row in this stage (broadcast reads).
+          // Searches over the part of the row in this stage (warp-uniform: broadcast reads).
           const std::uint32_t row_from = max(row_base, base), row_to = min(row_base + rp.local[rp.count], stop);
-          from = max(from, first_at_least(src_pos, base, row_from, row_to, warp_lo));
-          to = min(to, first_above(src_pos, base, row_from, row_to, warp_hi));
+          from = max(from, first_at_least(src_pos, base, row_from, row_to, window_lo));
+          to = min(to, first_above(src_pos, base, row_from, row_to, window_hi));
         }
 #pragma unroll 4
         for (std::uint32_t l = from; l < to; ++l) {
