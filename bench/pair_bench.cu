@@ -35,14 +35,14 @@ using namespace pmkit;
 
 using pmkit::bench::ck;
 
-// Median of timed runs (ms) after `warm` untimed ones; at least 3 runs, more while the
-// total stays under about half a second.
+// Median of timed runs (ms) after `warm` untimed ones: at least 5 runs, and up to 201
+// while the total stays under 0.3 s (small cases vary by a few microseconds a call).
 double median_ms(const std::function<void()>& f, int warm = 2) {
   for (int i = 0; i < warm; ++i) f();
   ck(cudaDeviceSynchronize(), "warm-up");
   std::vector<double> t;
   double total = 0;
-  while (t.size() < 3 || (t.size() < 15 && total < 500)) {
+  while (t.size() < 5 || (t.size() < 201 && total < 300)) {
     const auto a = std::chrono::steady_clock::now();
     f();
     ck(cudaDeviceSynchronize(), "sync");

@@ -68,8 +68,9 @@ enum class PairMethod {
   CudaThreadPerParticle,
   // One block per cell; the sources of each neighbouring x-row staged in shared memory.
   CudaBlockPerCell,
-  // One block per x-pencil of cells (as many as fill the block with targets); each of
-  // the 3^(D-1) neighbouring pencils staged once in shared memory for all of them.
+  // One block per x-pencil of cells (as many as fill the block with targets); the
+  // 3^(D-1) neighbouring pencils staged once in shared memory for all of them, each cut
+  // to the targets' x-window when cells are sorted by x (4 or more particles a cell).
   CudaXPencil,
 };
 
