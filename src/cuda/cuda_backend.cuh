@@ -211,11 +211,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
           "set_points: binning");
-    if (n > 0 && chunks > 0) {
-      sort_chunk_kernel<T, D><<<chunks, tuning::kSpreadThreads>>>(geo_, spare_.chunks.get(), spare_.particles.get(),
-                                                                   spare_.perm.get());
-      check_launch("pmkit::cuda::set_points::sort_chunks");
-    }
     timings_.compute_s += stop_timer();
     spare_.n = n;
     spare_.num_chunks = chunks;

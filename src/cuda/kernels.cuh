@@ -3,8 +3,6 @@
 // accumulation; sorted global atomics), M2P, and the deterministic-mode helpers. Each
 // kernel is small; the per-particle stencil is the one shared with the CPU backend
 // (core/stencil.hpp). Launches and memory live in cuda_backend.cuh.
-#include <cub/block/block_radix_sort.cuh>
-
 #include <cstdint>
 
 #include "core/layout.hpp"
@@ -171,71 +169,6 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   p.cell = cell;
   particles[dst] = p;
   perm[dst] = static_cast<std::uint32_t>(i);
-}
-
-// Orders the particles of each chunk by cell (x fastest). Scatter leaves them in the
-// order of the tile counter's atomics (random), so the threads of a warp would touch
-// scattered nodes of the tile window: bank conflicts on the shared accumulator (spread)
-// and on the staged window (interp). In cell order, neighbouring threads touch
-// neighbouring nodes. One block per chunk: a block radix sort on the cell's index inside
-// its tile, then the chunk's particles and permutation rewritten in that order.
-template <class T, int D>
-__global__ void __launch_bounds__(tuning::kSpreadThreads)
-    sort_chunk_kernel(BinGeometry<D> geo, const Chunk* chunks, Packed<T>* particles, std::uint32_t* perm) {
-  constexpr int kThreads = tuning::kSpreadThreads;
-  constexpr int kItems = tuning::kChunkParticles / kThreads;
-  using Sort = cub::BlockRadixSort<std::uint32_t, kThreads, kItems, std::uint32_t>;
-  struct Stage {
-    Packed<T> particle[tuning::kChunkParticles];
-    std::uint32_t perm[tuning::kChunkParticles];
-  };
-  __shared__ union {
-    typename Sort::TempStorage sort;
-    Stage stage;
-  } shared;
-  const Chunk chunk = chunks[blockIdx.x];
-  int tile_cells = 1, bits = 0;
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) tile_cells *= geo.edge[d];
-  while ((1 << bits) < tile_cells) ++bits;
-
-  Packed<T> particle[kItems];
-  std::uint32_t source[kItems], key[kItems], index[kItems];
-  PMKIT_UNROLL
-  for (int k = 0; k < kItems; ++k) {
-    const std::uint32_t j = threadIdx.x * kItems + k;  // blocked arrangement
-    index[k] = j;
-    key[k] = 0xffffffffu;  // past the chunk: sorted to the end
-    if (j < chunk.count) {
-      particle[k] = particles[chunk.begin + j];
-      source[k] = perm[chunk.begin + j];
-      int home[D];
-      geo.decode(particle[k].cell, home);
-      std::uint32_t local = 0;
-      PMKIT_UNROLL
-      for (int d = D - 1; d >= 0; --d) local = local * geo.edge[d] + home[d] % geo.edge[d];
-      key[k] = local;
-    }
-  }
-  Sort(shared.sort).Sort(key, index, 0, bits + 1);  // the extra bit keeps padding last
-  __syncthreads();  // the sort's storage becomes the stage
-  PMKIT_UNROLL
-  for (int k = 0; k < kItems; ++k) {
-    const std::uint32_t j = threadIdx.x * kItems + k;
-    if (j < chunk.count) {
-      shared.stage.particle[j] = particle[k];
-      shared.stage.perm[j] = source[k];
-    }
-  }
-  __syncthreads();
-  PMKIT_UNROLL
-  for (int k = 0; k < kItems; ++k) {
-    const std::uint32_t j = threadIdx.x * kItems + k;
-    if (j < chunk.count) {
-      particles[chunk.begin + j] = shared.stage.particle[index[k]];
-      perm[chunk.begin + j] = shared.stage.perm[index[k]];
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------
