@@ -59,9 +59,10 @@ struct Box {
 
 // How the CUDA backend walks the cell lists (the CPU backend ignores it).
 enum class PairMethod {
-  // Times each method below once, on the first compute of a kernel type after
-  // set_points (and again when the particles per cell change by 2x), then keeps the
-  // fastest. The timed calls produce correct outputs too.
+  // Times each method below once (the x-pencil with 256 and with 128 targets a block),
+  // on the first compute of a kernel type after set_points (and again when the
+  // particles per cell change by 2x), then keeps the fastest. The timed calls produce
+  // correct outputs too.
   Auto,
   // One thread per particle; sources read from global memory (through L1), the three
   // cells of each neighbouring x-row as one contiguous range.

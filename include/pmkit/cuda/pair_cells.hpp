@@ -97,10 +97,11 @@ struct DevicePairCells {
   cuda::DeviceBuffer<unsigned char> temp;
   cuda::DeviceBuffer<unsigned long long> status;
   cuda::DeviceBuffer<T> sorted_inputs;
-  // PairMethod::Auto: the method timed fastest for a kernel type, and the mean
-  // particles per cell it was timed at.
+  // PairMethod::Auto: the method timed fastest for a kernel type, the x-pencil's
+  // targets per block with it, and the mean particles per cell it was timed at.
   struct Choice {
     PairMethod method;
+    int pencil_targets;
     double per_cell;
   };
   std::map<std::type_index, Choice> chosen;

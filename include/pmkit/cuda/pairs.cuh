@@ -372,13 +372,17 @@ __global__ void gather_inputs_kernel(const View<const T> in0, const View<const T
   for (int k = 0; k < count; ++k) sorted[std::size_t(k) * n + s] = views[k][src];
 }
 
+// The x-pencil's targets per block: Auto times these two.
+constexpr int kPencilTargets[2] = {256, 128};
+
 template <class T, int D>
-PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, std::size_t bytes_per_source) {
+PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int targets_per_block,
+                         std::size_t bytes_per_source) {
   const double per_cell = std::max(cells.mean_per_cell(), 0.5);
   const int nx = cells.geometry.ncell[0];
   PencilShape s;
-  if (length <= 0) {  // x-pencil: enough cells for about 256 targets, balanced along the row
-    const int want = std::clamp(static_cast<int>(256.0 / per_cell + 0.5), 2, nx);
+  if (length <= 0) {  // x-pencil: enough cells for the targets wanted, balanced along the row
+    const int want = std::clamp(static_cast<int>(targets_per_block / per_cell + 0.5), 2, nx);
     const int pencils = (nx + want - 1) / want;
     length = (nx + pencils - 1) / pencils;
   }
@@ -393,7 +397,7 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, std::si
 }
 
 template <class T, int D, class Kernel>
-void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method,
+void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method, int pencil_targets,
             const Args<T, D, inputs_of<Kernel>(), Kernel::outputs>& args) {
   if (cells.n == 0) return;
   if (method == PairMethod::CudaThreadPerParticle) {
@@ -403,7 +407,8 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
     return;
   }
   const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + inputs_of<Kernel>() * sizeof(T);
-  const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, bytes_per_source);
+  const PencilShape shape =
+      pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, pencil_targets, bytes_per_source);
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
@@ -442,24 +447,34 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
     args.inputs = cells.sorted_inputs.get();
   }
 
+  int pencil_targets = pt::kPencilTargets[0];
+  auto found = cells.chosen.find(std::type_index(typeid(Kernel)));
+  if (found != cells.chosen.end()) pencil_targets = found->second.pencil_targets;
   if (method == PairMethod::Auto) {
     const double per_cell = cells.mean_per_cell();
-    auto found = cells.chosen.find(std::type_index(typeid(Kernel)));
     if (found != cells.chosen.end() && per_cell <= 2 * found->second.per_cell &&
         2 * per_cell >= found->second.per_cell) {
       method = found->second.method;
     } else {
-      // One-time timing: each method once untimed (it loads the kernel), then the best of
-      // three timed runs.
+      // One-time timing of each candidate (the x-pencil with two block sizes): once
+      // untimed (it loads the kernel), then the best of three timed runs.
+      struct Candidate {
+        PairMethod method;
+        int pencil_targets;
+      };
+      const Candidate candidates[] = {{PairMethod::CudaThreadPerParticle, pt::kPencilTargets[0]},
+                                      {PairMethod::CudaBlockPerCell, pt::kPencilTargets[0]},
+                                      {PairMethod::CudaXPencil, pt::kPencilTargets[0]},
+                                      {PairMethod::CudaXPencil, pt::kPencilTargets[1]}};
       cells.make_events();
       cudaEvent_t* events = cells.events;
       float best = 0;
-      for (PairMethod m : {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil}) {
-        pt::launch(cells, kernel, m, args);
+      for (const Candidate& c : candidates) {
+        pt::launch(cells, kernel, c.method, c.pencil_targets, args);
         float ms = 0;
         for (int run = 0; run < 3; ++run) {
           cuda::check(cudaEventRecord(events[0]), "cudaEventRecord");
-          pt::launch(cells, kernel, m, args);
+          pt::launch(cells, kernel, c.method, c.pencil_targets, args);
           cuda::check(cudaEventRecord(events[1]), "cudaEventRecord");
           cuda::check(cudaEventSynchronize(events[1]), "PairPlan::compute");
           float run_ms = 0;
@@ -467,16 +482,17 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
           ms = run == 0 ? run_ms : std::min(ms, run_ms);
         }
         if (method == PairMethod::Auto || ms < best) {
-          method = m;
+          method = c.method;
+          pencil_targets = c.pencil_targets;
           best = ms;
         }
       }
-      cells.chosen[std::type_index(typeid(Kernel))] = {method, per_cell};
+      cells.chosen[std::type_index(typeid(Kernel))] = {method, pencil_targets, per_cell};
     }
   }
   cells.make_events();
   cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
-  pt::launch(cells, kernel, method, args);
+  pt::launch(cells, kernel, method, pencil_targets, args);
   cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
   cuda::check(cudaEventSynchronize(cells.events[1]), "PairPlan::compute");
   float ms = 0;
