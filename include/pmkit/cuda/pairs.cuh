@@ -339,10 +339,15 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         const std::uint32_t self = rows[r].own ? mid_local + (i - mid) : 0xffffffffu;
         std::uint32_t from = max(lo, base), to = min(hi, stop);
         if (a.g.x_bits > 0 && from < to) {
-          // Searches over the part of the row in this stage (warp-uniform: broadcast reads).
-          const std::uint32_t row_from = max(row_base, base), row_to = min(row_base + rp.local[rp.count], stop);
-          from = max(from, first_at_least(src_pos, base, row_from, row_to, window_lo));
-          to = min(to, first_above(src_pos, base, row_from, row_to, window_hi));
+          // Searches over the part of the row in this stage (warp windows: the same search in
+          // every lane, broadcast reads) or over the lane's own three cells (lane windows:
+          // fewer steps; a search inside a sub-range is as conservative).
+          const std::uint32_t search_from = lane_windows ? from : max(row_base, base);
+          const std::uint32_t search_to = lane_windows ? to : min(row_base + rp.local[rp.count], stop);
+          const std::uint32_t window_from = first_at_least(src_pos, base, search_from, search_to, window_lo);
+          const std::uint32_t window_to = first_above(src_pos, base, search_from, search_to, window_hi);
+          from = max(from, window_from);
+          to = min(to, window_to);
         }
 #pragma unroll 4
         for (std::uint32_t l = from; l < to; ++l) {
