@@ -13,7 +13,10 @@
 //   a warp share cells, so the reads hit L1);
 // - x-pencil: a block takes L consecutive cells of an x-row; it stages cells x0-1 .. x0+L
 //   of all 3^(D-1) neighbouring rows into shared memory at once (in stages if they do not
-//   fit), and every target reads its three cells of each row from there;
+//   fit), and every target reads its three cells of each row from there. Where cells
+//   hold 4 or more particles the binning also sorts each cell by x, and each staged row
+//   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
+//   each lane's target, when a warp spans more than a cell);
 // - block per cell: the x-pencil with L = 1.
 #include <cuda_runtime.h>
 
