@@ -256,12 +256,29 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
     length[d] = static_cast<T>(box_.length[d]);
     periodic[d] = box_.boundary[d] == Boundary::Periodic;
   }
-  // Separation of sorted slots a and b (minimum image); false at or beyond the cutoff.
-  auto separation = [&](std::size_t a, std::size_t b, T (&r)[D], T& r2) {
+  // With three or more cells on every periodic axis, each neighbour cell is one periodic
+  // image, whose shift is known per pair of cells: no division and rounding per pair.
+  // Fewer cells (a neighbour may be two images at once): the minimum image per pair.
+  bool cell_shifts = true;
+  for (int d = 0; d < D; ++d) cell_shifts = cell_shifts && (!periodic[d] || cl.ncell[d] >= 3);
+  constexpr int kMaxNeighbours = D == 3 ? 27 : 9;
+  // shift[d] such that particle b of cell `other` is seen at x_b + shift from cell c.
+  auto image_shift = [&](int c, int other, T (&shift)[D]) {
+    for (int d = 0; d < D; ++d) {
+      const int kc = c % cl.ncell[d], ko = other % cl.ncell[d];
+      c /= cl.ncell[d];
+      other /= cl.ncell[d];
+      shift[d] = 0;
+      if (cell_shifts && periodic[d]) shift[d] = ko - kc > 1 ? -length[d] : kc - ko > 1 ? length[d] : T(0);
+    }
+  };
+  // Separation of sorted slots a and b (b seen at its image x_b + shift); false at or
+  // beyond the cutoff.
+  auto separation = [&](std::size_t a, std::size_t b, const T (&shift)[D], T (&r)[D], T& r2) {
     r2 = 0;
     for (int d = 0; d < D; ++d) {
-      T v = cl.pos[d * n + a] - cl.pos[d * n + b];
-      if (periodic[d]) v -= length[d] * std::round(v / length[d]);
+      T v = cl.pos[d * n + a] - cl.pos[d * n + b] - shift[d];
+      if (!cell_shifts && periodic[d]) v -= length[d] * std::round(v / length[d]);
       r[d] = v;
       r2 += v * v;
     }
@@ -279,15 +296,19 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
       T* mine = cl.thread_outputs.data() + block * detail::openmp_thread_id();
 #pragma omp for schedule(dynamic, 16)
       for (int c = 0; c < ncells; ++c) {
+        const std::vector<int>& around = cl.neighbours[c];
+        T shifts[kMaxNeighbours][D];
+        for (std::size_t o = 0; o < around.size(); ++o) image_shift(c, around[o], shifts[o]);
         for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
           T in_a[kIn] = {}, out_a[kOut] = {};
           load_inputs(a, in_a);
-          for (int other : cl.neighbours[c]) {
+          for (std::size_t o = 0; o < around.size(); ++o) {
+            const int other = around[o];
             if (other < c) continue;  // each unordered pair of cells once
             const std::uint32_t first = other == c ? a + 1 : cl.start[other];
             for (std::uint32_t b = first; b < cl.start[other + 1]; ++b) {
               T r[D], r2;
-              if (!separation(a, b, r, r2)) continue;
+              if (!separation(a, b, shifts[o], r, r2)) continue;
               T in_b[kIn] = {}, out_b[kOut] = {};
               load_inputs(b, in_b);
               kernel(r, r2, in_a, in_b, out_a, out_b);
@@ -311,13 +332,16 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
   // Full shell: every particle gathers its own outputs; race-free without buffers.
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
   for (int c = 0; c < ncells; ++c) {
+    const std::vector<int>& around = cl.neighbours[c];
+    T shifts[kMaxNeighbours][D];
+    for (std::size_t o = 0; o < around.size(); ++o) image_shift(c, around[o], shifts[o]);
     for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
       T in_a[kIn] = {}, out_a[kOut] = {};
       load_inputs(a, in_a);
-      for (int other : cl.neighbours[c])
-        for (std::uint32_t b = cl.start[other]; b < cl.start[other + 1]; ++b) {
+      for (std::size_t o = 0; o < around.size(); ++o)
+        for (std::uint32_t b = cl.start[around[o]]; b < cl.start[around[o] + 1]; ++b) {
           T r[D], r2;
-          if (b == a || !separation(a, b, r, r2)) continue;
+          if (b == a || !separation(a, b, shifts[o], r, r2)) continue;
           T in_b[kIn] = {}, discard[kOut] = {};
           load_inputs(b, in_b);
           kernel(r, r2, in_a, in_b, out_a, discard);
