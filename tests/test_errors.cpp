@@ -6,21 +6,6 @@
 namespace pmkit::test {
 namespace {
 
-// Runs `statement`, which must throw pmkit::Error with `code` and a message holding `needle`.
-#define EXPECT_PMKIT_ERROR(statement, expected_code, needle)                                        \
-  do {                                                                                              \
-    try {                                                                                           \
-      statement;                                                                                    \
-      ADD_FAILURE() << #statement << " threw nothing; expected " << to_string(expected_code);       \
-    } catch (const ::pmkit::Error& e_) {                                                            \
-      EXPECT_EQ(e_.code(), expected_code) << #statement << ": " << e_.what();                       \
-      EXPECT_NE(std::string(e_.what()).find(needle), std::string::npos)                             \
-          << #statement << ": the message '" << e_.what() << "' should name '" << (needle) << "'"; \
-    } catch (const std::exception& e_) {                                                            \
-      ADD_FAILURE() << #statement << " threw a non-pmkit exception: " << e_.what();                 \
-    }                                                                                               \
-  } while (0)
-
 constexpr double kSentinel = -12345.678;
 
 class ErrorTest : public ::testing::TestWithParam<BackendCase> {

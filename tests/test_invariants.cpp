@@ -8,26 +8,10 @@
 namespace pmkit::test {
 namespace {
 
-using Param = std::tuple<BackendCase, Kernel, Precision>;
-
-class InvariantTest : public ::testing::TestWithParam<Param> {
+class InvariantTest : public KernelCaseTest {
  protected:
-  void SetUp() override {
-    bc_ = std::get<0>(GetParam());
-    kernel_ = std::get<1>(GetParam());
-    precision_ = std::get<2>(GetParam());
-    PMKIT_REQUIRE_BACKEND(bc_);
-    seed_ = fresh_seed();
-    rng_.seed(seed_);
-  }
   // Rounding allowance of a sum relative to its scale.
   double tol() const { return precision_ == Precision::Float ? 1e-5 : 1e-12; }
-
-  BackendCase bc_{};
-  Kernel kernel_ = Kernel::linear();
-  Precision precision_{};
-  std::uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
 };
 
 // cells2 in 2D, cells3 in 3D.
@@ -385,15 +369,7 @@ TEST_P(ThreadedSpreadTest, FoldedTopPlaneHasNoRace) {
 INSTANTIATE_TEST_SUITE_P(Backends, ThreadedSpreadTest, ::testing::ValuesIn(backends()),
                          [](const ::testing::TestParamInfo<BackendCase>& info) { return info.param.label; });
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(std::get<0>(info.param).label) + "_" + std::get<1>(info.param).name() + "_" +
-         name(std::get<2>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(AllKernels, InvariantTest,
-                         ::testing::Combine(::testing::ValuesIn(backends()), ::testing::ValuesIn(all_kernels()),
-                                            ::testing::Values(Precision::Float, Precision::Double)),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(AllKernels, InvariantTest, all_kernel_cases(), kernel_case_name);
 
 }  // namespace
 }  // namespace pmkit::test

@@ -82,33 +82,23 @@ void verlet_energy_drift(const PairOptions& options) {
 
 TEST(Pairs, LennardJonesVerletConservesEnergy) { verlet_energy_drift(PairOptions{}); }
 
-template <class F>
-void expect_code(ErrorCode code, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-  }
-}
-
 TEST(Pairs, BadInput) {
   const Box<3> box = Box<3>::periodic({2.0, 2.0, 2.0});
-  expect_code(ErrorCode::InvalidArgument, [&] { PairPlan<double, 3>(box, 0.0); });
-  expect_code(ErrorCode::InvalidArgument, [&] { PairPlan<double, 3>(box, -1.0); });
-  expect_code(ErrorCode::InvalidArgument, [&] { PairPlan<double, 3>(box, 1.01); });  // > half the box
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { PairPlan<double, 3>(box, 0.0); });
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { PairPlan<double, 3>(box, -1.0); });
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { PairPlan<double, 3>(box, 1.01); });  // > half the box
   PairPlan<double, 3> plan(box, 0.5);
   std::vector<double> x = {0.1, 0.2}, y = {0.3, 0.4}, z = {0.5, std::nan("")}, out(2, 5.0), short_x = {0.1};
   pair_kernels::CheapSynthetic cheap{0.5};
-  expect_code(ErrorCode::NotReady, [&] { plan.compute(cheap, {}, {out}); });
-  expect_code(ErrorCode::NonFinitePosition, [&] { plan.set_points({x, y, z}); });
-  expect_code(ErrorCode::SizeMismatch, [&] { plan.set_points({short_x, y, y}); });
+  expect_pmkit_error(ErrorCode::NotReady, "", [&] { plan.compute(cheap, {}, {out}); });
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({x, y, z}); });
+  expect_pmkit_error(ErrorCode::SizeMismatch, "", [&] { plan.set_points({short_x, y, y}); });
   plan.set_points({x, y, y});
   std::vector<double> wrong(3, 5.0);
-  expect_code(ErrorCode::SizeMismatch, [&] { plan.compute(cheap, {}, {wrong}); });
-  expect_code(ErrorCode::SizeMismatch, [&] { plan.compute(cheap, {}, {out, out}); });
+  expect_pmkit_error(ErrorCode::SizeMismatch, "", [&] { plan.compute(cheap, {}, {wrong}); });
+  expect_pmkit_error(ErrorCode::SizeMismatch, "", [&] { plan.compute(cheap, {}, {out, out}); });
   EXPECT_EQ(out, std::vector<double>(2, 5.0));  // nothing written on error
-  expect_code(ErrorCode::OutOfBounds, [&] {
+  expect_pmkit_error(ErrorCode::OutOfBounds, "", [&] {
     PairPlan<double, 3> bounded(Box<3>::bounded({2.0, 2.0, 2.0}), 0.5);
     std::vector<double> far = {0.1, 2.5};
     bounded.set_points({x, y, far});
@@ -176,13 +166,13 @@ TEST(CudaPairs, BadInput) {
   std::vector<double> good = {0.1, 0.2, 1.9}, bad = {0.1, std::nan(""), 0.3}, far = {0.1, 2.5, 0.3};
   DeviceVector<double> x(good), nan_x(bad), out(std::vector<double>(3, 5.0));
   pair_kernels::CheapSynthetic cheap{0.5};
-  expect_code(ErrorCode::NotReady, [&] { plan.compute(cheap, {}, {out.view()}); });
-  expect_code(ErrorCode::InvalidArgument, [&] { plan.set_points({good, good, good}); });  // host pointers
-  expect_code(ErrorCode::NonFinitePosition, [&] { plan.set_points({x.cview(), nan_x.cview(), x.cview()}); });
+  expect_pmkit_error(ErrorCode::NotReady, "", [&] { plan.compute(cheap, {}, {out.view()}); });
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.set_points({good, good, good}); });  // host pointers
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({x.cview(), nan_x.cview(), x.cview()}); });
   EXPECT_FALSE(plan.has_points());
   plan.set_points({x.cview(), x.cview(), x.cview()});
-  expect_code(ErrorCode::NonFinitePosition, [&] { plan.set_points({x.cview(), x.cview(), nan_x.cview()}); });
-  expect_code(ErrorCode::InvalidArgument, [&] { plan.compute(cheap, {}, {View<double>(good.data(), 3)}); });
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({x.cview(), x.cview(), nan_x.cview()}); });
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.compute(cheap, {}, {View<double>(good.data(), 3)}); });
   EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
   plan.compute(cheap, {}, {out.view()});  // the points of before the failed call
   // x = y = z = (0.1, 0.2, 1.9): r^2 = 0.03 for 0-1, 0.12 for 0-2 across the seam, 0.27
@@ -191,12 +181,12 @@ TEST(CudaPairs, BadInput) {
   EXPECT_NEAR(got[0], 0.22 + 0.13, 1e-12);
   EXPECT_NEAR(got[1], 0.22, 1e-12);
   EXPECT_NEAR(got[2], 0.13, 1e-12);
-  expect_code(ErrorCode::OutOfBounds, [&] {
+  expect_pmkit_error(ErrorCode::OutOfBounds, "", [&] {
     PairPlan<double, 3> bounded(Box<3>::bounded({2.0, 2.0, 2.0}), 0.5, opt);
     DeviceVector<double> outside(far);
     bounded.set_points({x.cview(), x.cview(), outside.cview()});
   });
-  expect_code(ErrorCode::InvalidArgument, [&] {
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] {
     PairOptions wrong;
     wrong.method = PairMethod::CudaXPencil;  // a CUDA method on the CPU backend
     PairPlan<double, 3>(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, wrong);

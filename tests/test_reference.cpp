@@ -167,45 +167,31 @@ void check_scenario(const BackendCase& bc, const Kernel& kernel, const Scenario<
   }
 }
 
-using Param = std::tuple<BackendCase, Kernel, Precision>;
-
-class ReferenceTest : public ::testing::TestWithParam<Param> {};
+class ReferenceTest : public KernelCaseTest {};
 
 TEST_P(ReferenceTest, SpreadAndInterpMatchReference) {
-  const BackendCase bc = std::get<0>(GetParam());
-  const Kernel kernel = std::get<1>(GetParam());
-  const Precision precision = std::get<2>(GetParam());
-  PMKIT_REQUIRE_BACKEND(bc);
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  with_precision(precision, [&](auto tag) {
+  SCOPED_TRACE(seed_note(seed_));
+  with_precision(precision_, [&](auto tag) {
     using T = decltype(tag);
     int index = 0;
-    for (const auto& sc : scenarios<2>()) check_scenario<T, 2>(bc, kernel, sc, (index++ % 2) == 1, rng);
-    for (const auto& sc : scenarios<3>()) check_scenario<T, 3>(bc, kernel, sc, (index++ % 2) == 1, rng);
+    for (const auto& sc : scenarios<2>()) check_scenario<T, 2>(bc_, kernel_, sc, (index++ % 2) == 1, rng_);
+    for (const auto& sc : scenarios<3>()) check_scenario<T, 3>(bc_, kernel_, sc, (index++ % 2) == 1, rng_);
   });
 }
 
 // Rebinding: a second set_points replaces the first completely.
 TEST_P(ReferenceTest, SecondSetPointsReplacesTheFirst) {
-  const BackendCase bc = std::get<0>(GetParam());
-  const Kernel kernel = std::get<1>(GetParam());
-  const Precision precision = std::get<2>(GetParam());
-  PMKIT_REQUIRE_BACKEND(bc);
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  with_precision(precision, [&](auto tag) {
+  SCOPED_TRACE(seed_note(seed_));
+  with_precision(precision_, [&](auto tag) {
     using T = decltype(tag);
     const Grid<3> grid = make_grid<3>({11, 8, 9}, BoundaryKind::Periodic);
-    Plan<T, 3> plan(grid, kernel, options_for(bc));
-    const auto first = make_positions<T, 3>(grid, Distribution::Clustered, 3000, rng);
-    const auto second = make_positions<T, 3>(grid, Distribution::Uniform, 1700, rng);
+    Plan<T, 3> plan(grid, kernel_, options_for(bc_));
+    const auto first = make_positions<T, 3>(grid, Distribution::Clustered, 3000, rng_);
+    const auto second = make_positions<T, 3>(grid, Distribution::Uniform, 1700, rng_);
     plan.set_points(views_of<T, 3>(first));
     plan.set_points(views_of<T, 3>(second));
     ASSERT_EQ(plan.num_points(), second[0].size());
-    const std::vector<T> q = random_values<T>(second[0].size(), rng);
+    const std::vector<T> q = random_values<T>(second[0].size(), rng_);
     std::vector<T> mesh(static_cast<std::size_t>(plan.mesh_size()));
     plan.spread({View<const T>(q)}, {View<T>(mesh)});
 
@@ -214,20 +200,12 @@ TEST_P(ReferenceTest, SecondSetPointsReplacesTheFirst) {
     std::vector<double> ref(mesh.size());
     const double* qp = qd.data();
     double* rp = ref.data();
-    reference::spread<3>(grid, kernel, qd.size(), pointers<3>(xd), 1, &qp, &rp);
+    reference::spread<3>(grid, kernel_, qd.size(), pointers<3>(xd), 1, &qp, &rp);
     EXPECT_LE(rel_l2<T>(View<const T>(mesh), ref), tolerance<T>());
   });
 }
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(std::get<0>(info.param).label) + "_" + std::get<1>(info.param).name() + "_" +
-         name(std::get<2>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(AllKernels, ReferenceTest,
-                         ::testing::Combine(::testing::ValuesIn(backends()), ::testing::ValuesIn(all_kernels()),
-                                            ::testing::Values(Precision::Float, Precision::Double)),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(AllKernels, ReferenceTest, all_kernel_cases(), kernel_case_name);
 
 }  // namespace
 }  // namespace pmkit::test

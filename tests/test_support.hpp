@@ -13,6 +13,8 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <exception>
+#include <tuple>
 #include <vector>
 
 #include "pmkit/pmkit.hpp"
@@ -120,6 +122,60 @@ inline std::uint64_t fresh_seed() {
 }
 inline std::string seed_note(std::uint64_t seed) {
   return "seed = " + std::to_string(seed) + " (replay: PMKIT_TEST_SEED=" + std::to_string(seed) + ")";
+}
+
+// ---------------------------------------------------------------------------------
+// Errors: f() must throw pmkit::Error with `code` and a message holding `needle`.
+template <class F>
+void expect_pmkit_error(ErrorCode code, const std::string& needle, F&& f, const std::string& what = "the call") {
+  try {
+    f();
+    ADD_FAILURE() << what << " threw nothing; expected " << to_string(code);
+  } catch (const ::pmkit::Error& e) {
+    EXPECT_EQ(e.code(), code) << what << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << what << ": the message '" << e.what() << "' should name '" << needle << "'";
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << " threw a non-pmkit exception: " << e.what();
+  }
+}
+// The same for one statement, reported at the line of the macro.
+#define EXPECT_PMKIT_ERROR(statement, expected_code, needle)                                         \
+  do {                                                                                               \
+    SCOPED_TRACE(#statement);                                                                        \
+    ::pmkit::test::expect_pmkit_error(expected_code, needle, [&] { statement; }, #statement);         \
+  } while (0)
+
+// ---------------------------------------------------------------------------------
+// Tests over every (backend, kernel, precision): the parameters unpacked, the backend
+// skipped where it cannot run, and a fresh seed (the body adds SCOPED_TRACE(seed_note(seed_))).
+using KernelCase = std::tuple<BackendCase, Kernel, Precision>;
+
+class KernelCaseTest : public ::testing::TestWithParam<KernelCase> {
+ protected:
+  void SetUp() override {
+    bc_ = std::get<0>(GetParam());
+    kernel_ = std::get<1>(GetParam());
+    precision_ = std::get<2>(GetParam());
+    PMKIT_REQUIRE_BACKEND(bc_);
+    seed_ = fresh_seed();
+    rng_.seed(seed_);
+  }
+
+  BackendCase bc_{};
+  Kernel kernel_ = Kernel::linear();
+  Precision precision_{};
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+inline auto all_kernel_cases() {
+  return ::testing::Combine(::testing::ValuesIn(backends()), ::testing::ValuesIn(all_kernels()),
+                            ::testing::Values(Precision::Float, Precision::Double));
+}
+inline std::string kernel_case_name(const ::testing::TestParamInfo<KernelCase>& info) {
+  return std::string(std::get<0>(info.param).label) + "_" + std::get<1>(info.param).name() + "_" +
+         name(std::get<2>(info.param));
 }
 
 // ---------------------------------------------------------------------------------
