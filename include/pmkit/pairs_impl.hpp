@@ -261,16 +261,19 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
   // Fewer cells (a neighbour may be two images at once): the minimum image per pair.
   bool cell_shifts = true;
   for (int d = 0; d < D; ++d) cell_shifts = cell_shifts && (!periodic[d] || cl.ncell[d] >= 3);
-  constexpr int kMaxNeighbours = D == 3 ? 27 : 9;
-  // shift[d] such that particle b of cell `other` is seen at x_b + shift from cell c.
-  auto image_shift = [&](int c, int other, T (&shift)[D]) {
-    for (int d = 0; d < D; ++d) {
-      const int kc = c % cl.ncell[d], ko = other % cl.ncell[d];
-      c /= cl.ncell[d];
-      other /= cl.ncell[d];
-      shift[d] = 0;
-      if (cell_shifts && periodic[d]) shift[d] = ko - kc > 1 ? -length[d] : kc - ko > 1 ? length[d] : T(0);
-    }
+  // shift[o][d] such that a particle b of the o-th neighbour of cell c is seen at
+  // x_b + shift[o] from cell c.
+  using NeighbourShifts = T[D == 3 ? 27 : 9][D];
+  auto image_shifts = [&](int c, NeighbourShifts& shift) {
+    const std::vector<int>& around = cl.neighbours[c];
+    for (std::size_t o = 0; o < around.size(); ++o)
+      for (int d = 0, rest_c = c, rest_o = around[o]; d < D; ++d) {
+        const int kc = rest_c % cl.ncell[d], ko = rest_o % cl.ncell[d];
+        rest_c /= cl.ncell[d];
+        rest_o /= cl.ncell[d];
+        shift[o][d] = 0;
+        if (cell_shifts && periodic[d]) shift[o][d] = ko - kc > 1 ? -length[d] : kc - ko > 1 ? length[d] : T(0);
+      }
   };
   // Separation of sorted slots a and b (b seen at its image x_b + shift); false at or
   // beyond the cutoff.
@@ -297,8 +300,8 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
 #pragma omp for schedule(dynamic, 16)
       for (int c = 0; c < ncells; ++c) {
         const std::vector<int>& around = cl.neighbours[c];
-        T shifts[kMaxNeighbours][D];
-        for (std::size_t o = 0; o < around.size(); ++o) image_shift(c, around[o], shifts[o]);
+        NeighbourShifts shifts;
+        image_shifts(c, shifts);
         for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
           T in_a[kIn] = {}, out_a[kOut] = {};
           load_inputs(a, in_a);
@@ -333,8 +336,8 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
   for (int c = 0; c < ncells; ++c) {
     const std::vector<int>& around = cl.neighbours[c];
-    T shifts[kMaxNeighbours][D];
-    for (std::size_t o = 0; o < around.size(); ++o) image_shift(c, around[o], shifts[o]);
+    NeighbourShifts shifts;
+    image_shifts(c, shifts);
     for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
       T in_a[kIn] = {}, out_a[kOut] = {};
       load_inputs(a, in_a);

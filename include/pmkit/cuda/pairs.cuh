@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
   }
 }
 
-template <class T, int D, int kIn>
+template <class T>
 __global__ void gather_inputs_kernel(const View<const T> in0, const View<const T> in1, const View<const T> in2,
                                      const View<const T> in3, int count, const std::uint32_t* __restrict__ perm,
                                      std::uint32_t n, T* __restrict__ sorted) {
@@ -449,11 +449,23 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
     cells.sorted_inputs.reserve(Kernel::inputs * cells.n, "PairPlan::compute: sorted inputs");
     const View<const T> none;
     auto in = [&](int k) { return k < Kernel::inputs ? inputs[k] : none; };
-    pt::gather_inputs_kernel<T, D, kIn><<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(
+    pt::gather_inputs_kernel<T><<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(
         in(0), in(1), in(2), in(3), Kernel::inputs, cells.perm.get(), args.n, cells.sorted_inputs.get());
     cuda::check_launch("pmkit PairPlan: gather inputs");
     args.inputs = cells.sorted_inputs.get();
   }
+
+  // One launch between the plan's two events: its device time in ms (synchronises).
+  cells.make_events();
+  auto timed_launch = [&](PairMethod m, int pencil_targets) {
+    cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
+    pt::launch(cells, kernel, m, pencil_targets, args);
+    cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
+    cuda::check(cudaEventSynchronize(cells.events[1]), "PairPlan::compute");
+    float ms = 0;
+    cuda::check(cudaEventElapsedTime(&ms, cells.events[0], cells.events[1]), "cudaEventElapsedTime");
+    return ms;
+  };
 
   int pencil_targets = pt::kPencilTargets[0];
   auto found = cells.chosen.find(std::type_index(typeid(Kernel)));
@@ -474,21 +486,11 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
                                       {PairMethod::CudaBlockPerCell, pt::kPencilTargets[0]},
                                       {PairMethod::CudaXPencil, pt::kPencilTargets[0]},
                                       {PairMethod::CudaXPencil, pt::kPencilTargets[1]}};
-      cells.make_events();
-      cudaEvent_t* events = cells.events;
       float best = 0;
       for (const Candidate& c : candidates) {
         pt::launch(cells, kernel, c.method, c.pencil_targets, args);
-        float ms = 0;
-        for (int run = 0; run < 3; ++run) {
-          cuda::check(cudaEventRecord(events[0]), "cudaEventRecord");
-          pt::launch(cells, kernel, c.method, c.pencil_targets, args);
-          cuda::check(cudaEventRecord(events[1]), "cudaEventRecord");
-          cuda::check(cudaEventSynchronize(events[1]), "PairPlan::compute");
-          float run_ms = 0;
-          cuda::check(cudaEventElapsedTime(&run_ms, events[0], events[1]), "cudaEventElapsedTime");
-          ms = run == 0 ? run_ms : std::min(ms, run_ms);
-        }
+        const float ms = std::min({timed_launch(c.method, c.pencil_targets), timed_launch(c.method, c.pencil_targets),
+                                   timed_launch(c.method, c.pencil_targets)});
         if (method == PairMethod::Auto || ms < best) {
           method = c.method;
           pencil_targets = c.pencil_targets;
@@ -498,13 +500,7 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
       cells.chosen[std::type_index(typeid(Kernel))] = {method, pencil_targets, per_cell};
     }
   }
-  cells.make_events();
-  cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
-  pt::launch(cells, kernel, method, pencil_targets, args);
-  cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
-  cuda::check(cudaEventSynchronize(cells.events[1]), "PairPlan::compute");
-  float ms = 0;
-  cuda::check(cudaEventElapsedTime(&ms, cells.events[0], cells.events[1]), "cudaEventElapsedTime");
+  const float ms = timed_launch(method, pencil_targets);
   cells.last_kernel_s = 1e-3 * ms;
   cells.last_method = method;
 }
