@@ -4,7 +4,9 @@
 # benchmark on the host's cores. Logs go to $OUT (or bench/out); the table is last.
 #   bash bench/device.sh [--quick]
 # PMKIT_DEVICE_STEPS="tests pairs" (a development run) limits the steps after the build
-# to those named: tests, sanitizer, torch, cpu, pairs, mesh. Results files come from full runs.
+# to those named: tests, sanitizer, torch, cpu, pairs, mesh, profile. Results files come from
+# full runs. "profile" (never in the default) runs Nsight Compute on the tile kernels of
+# PMKIT_PROFILE_CASE (a gpu_bench case) and prints their details and hottest SASS lines.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
@@ -70,5 +72,17 @@ fi
 if want mesh; then
 step "GPU benchmark"
 ./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
+fi
+if want profile; then
+step "ncu profile of ${PMKIT_PROFILE_CASE:=p2m-mp4-3d-f-2^24-256}"
+for k in ${PMKIT_PROFILE_KERNELS:-spread_tiles interp_tiles scatter classify}; do
+  ncu --clock-control none --kernel-name "regex:${k}" --launch-skip 2 --launch-count 1 --set full \
+    -f -o "$out/prof-$k" ./build-device/bench/gpu_bench --case "$PMKIT_PROFILE_CASE" >"$out/prof-$k.log" 2>&1 ||
+    { echo "ncu $k failed"; tail -5 "$out/prof-$k.log"; continue; }
+  ncu -i "$out/prof-$k.ncu-rep" --page details >"$out/prof-$k-details.txt" 2>&1
+  ncu -i "$out/prof-$k.ncu-rep" --page source --csv --print-source sass >"$out/prof-$k-sass.csv" 2>&1
+  echo "-- $k"
+  grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|L1/TEX Hit|L2 Hit|Theoretical Occ|Block Limit" "$out/prof-$k-details.txt" | head -20
+done
 fi
 exit $status
