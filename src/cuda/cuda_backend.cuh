@@ -203,7 +203,7 @@ class CudaBackend final : public detail::Backend<T, D> {
                                                        chunk_start_.get(), spare_.chunks.get());
     check_launch("pmkit::cuda::set_points::chunk_fill");
     if (n > 0) {
-      scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+      scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads * tuning::kScatterItems), tuning::kPointThreads>>>(
           layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
           spare_.perm.get());
       check_launch("pmkit::cuda::set_points::scatter");
@@ -361,15 +361,18 @@ class CudaBackend final : public detail::Backend<T, D> {
   template <class K, int W, bool kDeterministic>
   void launch_tiles(const PropPass<T>& pass) {
     if (current_.num_chunks == 0) return;
-    const std::size_t shared = static_cast<std::size_t>(geo_.window_nodes()) * W * pass.count * sizeof(int);
-    auto kernel = spread_tiles_kernel<K, D, T, W, kDeterministic>;
-    if (shared > 48 * 1024)
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-            "cudaFuncSetAttribute");
-    kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
-                                                                    current_.particles.get(),
-                                                                    current_.perm.get(), current_.n, pass);
-    check_launch("pmkit::cuda::spread::shared_tiles");
+    with_prop_count(pass.count, [&](auto np) {
+      constexpr int NP = decltype(np)::value;
+      const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
+      auto kernel = spread_tiles_kernel<K, D, T, W, NP, kDeterministic>;
+      if (shared > 48 * 1024)
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+              "cudaFuncSetAttribute");
+      kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
+                                                                      current_.particles.get(),
+                                                                      current_.perm.get(), current_.n, pass);
+      check_launch("pmkit::cuda::spread::shared_tiles");
+    });
   }
 
   // Tiles (the window in shared memory) where blocks hold enough particles to repay
@@ -378,17 +381,18 @@ class CudaBackend final : public detail::Backend<T, D> {
   void launch_interp(const PropPass<T>& pass) {
     const std::size_t n = current_.n;
     if (n == 0) return;
-    const std::size_t shared = static_cast<std::size_t>(geo_.window_nodes()) * pass.count * sizeof(T);
+    const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
     const double per_block = current_.num_chunks ? double(n) / current_.num_chunks : 0.0;
     if (per_block >= tuning::kMinParticlesPerTile && shared <= static_cast<std::size_t>(shared_optin_)) {
-      auto kernel = interp_tiles_kernel<K, D, T>;
-      if (shared > 48 * 1024)
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-              "cudaFuncSetAttribute");
-      kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
-                                                                      current_.particles.get(), current_.perm.get(),
-                                                                      pass);
-      check_launch("pmkit::cuda::interp::shared_tiles");
+      with_prop_count(pass.count, [&](auto np) {
+        auto kernel = interp_tiles_kernel<K, D, T, decltype(np)::value>;
+        if (shared > 48 * 1024)
+          check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+                "cudaFuncSetAttribute");
+        kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(
+            layout_, geo_, current_.chunks.get(), current_.particles.get(), current_.perm.get(), pass);
+        check_launch("pmkit::cuda::interp::shared_tiles");
+      });
     } else {
       interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
           layout_, geo_, current_.particles.get(), current_.perm.get(), n, pass);

@@ -4,6 +4,7 @@
 // kernel is small; the per-particle stencil is the one shared with the CPU backend
 // (core/stencil.hpp). Launches and memory live in cuda_backend.cuh.
 #include <cstdint>
+#include <type_traits>
 
 #include "core/layout.hpp"
 #include "core/stencil.hpp"
@@ -46,19 +47,6 @@ struct BinGeometry {
   }
   // Nodes per dimension of a tile's accumulator: the tile plus the kernel's reach.
   __host__ __device__ int window(int d) const { return edge[d] + support - 1; }
-  // The accumulator as a mesh of its own: logical local node m stored at m (no wrap
-  // inside a tile), so the shared stencil indexes it like the global mesh.
-  __host__ __device__ detail::Layout<D> window_layout() const {
-    detail::Layout<D> window{};
-    std::int64_t stride = 1;
-    for (int d = 0; d < D; ++d) {
-      window.axis[d] = detail::Axis{detail::AxisKind::Keep, 0, this->window(d), 0, 0.0, 1.0};
-      window.stride[d] = stride;
-      stride *= this->window(d);
-    }
-    window.size = stride;
-    return window;
-  }
   __host__ __device__ int window_nodes() const {
     int w = 1;
     PMKIT_UNROLL
@@ -143,32 +131,56 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uin
     chunks[c] = Chunk{t, tile_start[t] + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
 }
 
-// Writes each particle, packed, to its slot in tile order.
+// Writes each particle, packed, to its slot in tile order. Each thread takes
+// tuning::kScatterItems particles and issues all their loads before any store: the
+// kernel is latency-bound (ncu: 0.4 instructions a cycle, stalled on the dependent
+// tile_start read and the random stores), so more requests in flight is what pays.
 template <class T, int D>
 __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
                                std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* rank,
                                const std::uint32_t* tile_start, Packed<T>* particles,
                                std::uint32_t* perm) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const std::uint32_t dst = tile_start[tile_of[i]] + rank[i];
-  Packed<T> p{};
-  std::uint32_t cell = 0;
-  PMKIT_UNROLL
-  for (int d = D - 1; d >= 0; --d) {
-    double u;
-    layout.axis[d].coordinate(pos.get(d, i), u);
-    int base;
-    double s;
-    kernels::locate(geo.support, u, base, s);
-    int home = base + (geo.support - 1) / 2;
-    if (home >= geo.keys[d]) home -= geo.keys[d];
-    cell = cell * geo.keys[d] + home;
-    p.s[d] = static_cast<T>(s);
+  constexpr int kItems = tuning::kScatterItems;
+  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) * kItems + threadIdx.x;
+  std::uint32_t dst[kItems], tile[kItems];
+  double x[kItems][D];
+#pragma unroll
+  for (int r = 0; r < kItems; ++r) {
+    const std::size_t i = first + static_cast<std::size_t>(r) * blockDim.x;
+    if (i < n) {
+      dst[r] = rank[i];
+      tile[r] = tile_of[i];
+      PMKIT_UNROLL
+      for (int d = 0; d < D; ++d) x[r][d] = pos.get(d, i);
+    }
   }
-  p.cell = cell;
-  particles[dst] = p;
-  perm[dst] = static_cast<std::uint32_t>(i);
+#pragma unroll
+  for (int r = 0; r < kItems; ++r) {
+    const std::size_t i = first + static_cast<std::size_t>(r) * blockDim.x;
+    if (i < n) dst[r] += tile_start[tile[r]];
+  }
+#pragma unroll
+  for (int r = 0; r < kItems; ++r) {
+    const std::size_t i = first + static_cast<std::size_t>(r) * blockDim.x;
+    if (i >= n) break;
+    Packed<T> p{};
+    std::uint32_t cell = 0;
+    PMKIT_UNROLL
+    for (int d = D - 1; d >= 0; --d) {
+      double u;
+      layout.axis[d].coordinate(x[r][d], u);
+      int base;
+      double s;
+      kernels::locate(geo.support, u, base, s);
+      int home = base + (geo.support - 1) / 2;
+      if (home >= geo.keys[d]) home -= geo.keys[d];
+      cell = cell * geo.keys[d] + home;
+      p.s[d] = static_cast<T>(s);
+    }
+    p.cell = cell;
+    particles[dst[r]] = p;
+    perm[dst[r]] = static_cast<std::uint32_t>(i);
+  }
 }
 
 // ---------------------------------------------------------------------------------
@@ -206,114 +218,176 @@ __device__ __forceinline__ double deterministic_scale(double max_abs, std::size_
   return pow2_scale(max_abs, target);
 }
 
-// Mesh index of node k of a tile's window; false where the window reaches past any
-// node a particle of the tile can touch (the last tiles of bounded axes).
+// A tile's window: the tile's nodes plus the kernel's reach, as a small mesh of its own
+// (node m of the window is logical node tile * edge - (S-1)/2 + m, no wrap inside).
+// Its sizes are compile-time constants, so every stencil offset inside it is an
+// immediate operand of the shared-memory instruction (ncu on the run-time version: ~14
+// instructions per node, of which one was the shared atomic).
 template <class K, int D>
-__device__ __forceinline__ bool window_node_index(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
-                                                  const int (&tile)[D], int k, std::int64_t& index) {
-  index = 0;
-  bool inside = true;
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    const int local = k % geo.window(d);
-    k /= geo.window(d);
-    const int logical = tile[d] * geo.edge[d] - (K::support - 1) / 2 + local;
-    const int node = layout.axis[d].node(logical);
-    inside = inside && node >= 0 && node < layout.axis[d].nodes;
-    index += static_cast<std::int64_t>(node) * layout.stride[d];
+struct TileWindow {
+  static constexpr int kEdge = D == 3 ? tuning::kTileEdge3D : tuning::kTileEdge2D;
+  static constexpr int kWidth = kEdge + K::support - 1;
+  static constexpr int kNodes = D == 3 ? kWidth * kWidth * kWidth : kWidth * kWidth;
+
+  // Window offset of a particle's first stencil node: its home node's place in the tile.
+  __device__ __forceinline__ static int origin(const BinGeometry<D>& geo, std::uint32_t cell, const int (&tile)[D]) {
+    int home[D];
+    geo.decode(cell, home);
+    int offset = 0;
+    PMKIT_UNROLL
+    for (int d = D - 1; d >= 0; --d) offset = offset * kWidth + home[d] - tile[d] * kEdge;
+    return offset;
   }
-  return inside;
+
+  // Mesh index of window node k; false where the window reaches past every node a
+  // particle of the tile can touch (the last tiles of bounded axes).
+  __device__ __forceinline__ static bool mesh_index(const detail::Layout<D>& layout, const int (&tile)[D], int k,
+                                                    std::int64_t& index) {
+    index = 0;
+    bool inside = true;
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      const int local = k % kWidth;
+      k /= kWidth;
+      const int node = layout.axis[d].node(tile[d] * kEdge - (K::support - 1) / 2 + local);
+      inside = inside && node >= 0 && node < layout.axis[d].nodes;
+      index += static_cast<std::int64_t>(node) * layout.stride[d];
+    }
+    return inside;
+  }
+};
+
+// The particle's stencil inside a window, one x-row at a time: f(offset of the row's
+// first node, the row's weight w_y (w_z), the S x-weights). Callers fold per-row factors
+// (the charge, the scale) into the row weight once instead of once per node.
+template <class K, int D, class T, class F>
+__device__ __forceinline__ void for_each_window_row(int origin, const T (&s)[D], F&& f) {
+  constexpr int S = K::support;
+  constexpr int kWidth = TileWindow<K, D>::kWidth;
+  T w[D][S];
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) kernels::weights_1d<K>(s[d], w[d]);
+  if constexpr (D == 2) {
+    PMKIT_UNROLL
+    for (int b = 0; b < S; ++b) f(origin + b * kWidth, w[1][b], w[0]);
+  } else {
+    PMKIT_UNROLL
+    for (int c = 0; c < S; ++c)
+      PMKIT_UNROLL
+      for (int b = 0; b < S; ++b) f(origin + (c * kWidth + b) * kWidth, w[2][c] * w[1][b], w[0]);
+  }
 }
 
-template <class K, int D, class T, int W, bool kDeterministic>
+// a[r] for a run-time r: selects with constant indices, so that `a` stays in registers
+// (a dynamically indexed register array goes to local memory).
+template <int N, class V>
+__device__ __forceinline__ V pick(const V (&a)[N], int r) {
+  V v = a[0];
+  PMKIT_UNROLL
+  for (int k = 1; k < N; ++k) v = r == k ? a[k] : v;
+  return v;
+}
+
+template <class T, int N>
+struct Values {
+  T v[N];
+};
+
+// Calls f(std::integral_constant<int, NP>{}) for a pass of `count` properties: the tile
+// kernels are compiled per property count, so their loops over properties have no
+// run-time bound (ncu: the run-time bound cost a branch and a load per node).
+template <class F>
+void with_prop_count(int count, F&& f) {
+  static_assert(tuning::kPropsPerPass == 3, "one case per count");
+  switch (count) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    default: f(std::integral_constant<int, 3>{}); break;
+  }
+}
+
+// A scaled contribution as the fixed-point integer: one word in float fast mode
+// (fits 32 bits by the per-block scale), 64 bits otherwise.
+template <int W, class T>
+__device__ __forceinline__ long long to_fixed(T x) {
+  if constexpr (W == 1 && sizeof(T) == 4) return __float2int_rn(x);
+  else if constexpr (sizeof(T) == 4) return __float2ll_rn(x);
+  else return __double2ll_rn(x);
+}
+
+// Particles a thread of a tile kernel handles: threadIdx.x + r * blockDim.x, r < kSlots.
+constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
+static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
+
+template <class K, int D, class T, int W, int NP, bool kDeterministic>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                         const Packed<T>* particles, const std::uint32_t* perm, std::size_t n,
                         PropPass<T> pass) {
-  extern __shared__ int accumulator[];
-  __shared__ double scale[tuning::kPropsPerPass];
-  __shared__ double block_abs[tuning::kPropsPerPass];
+  using Window = TileWindow<K, D>;
+  constexpr int S = K::support;
+  extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
+  __shared__ double scale[NP];
+  __shared__ double block_abs[NP];
   const Chunk chunk = chunks[blockIdx.x];
-  const int nodes = geo.window_nodes();
-  const int nprops = pass.count;
-  for (int k = threadIdx.x; k < nodes * W * nprops; k += blockDim.x) accumulator[k] = 0;
+  for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
 
-  // Each thread owns particles threadIdx.x + r * blockDim.x of the chunk. Their
-  // properties are gathered (the caller's order: one random read each) once, into
-  // registers, and serve both the scale and the accumulation.
-  constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
-  static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
-  T q[kSlots][tuning::kPropsPerPass];
+  // Each thread's properties are gathered (the caller's order: one random read each)
+  // once, into registers, and serve both the scale and the accumulation.
+  Values<T, NP> q[kSlots];
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     const std::uint32_t p = i < chunk.count ? perm[chunk.begin + i] : 0;
 #pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j)
-      q[r][j] = (i < chunk.count && j < nprops) ? load_prop(pass, j, p) : T(0);
+    for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
 
   if constexpr (kDeterministic) {
-    if (threadIdx.x < nprops)
+    if (threadIdx.x < NP)
       scale[threadIdx.x] =
           deterministic_scale<W>(__longlong_as_double(pass.max_abs_bits[threadIdx.x]) * geo.peak_weight, n);
   } else {
-    if (threadIdx.x < nprops) block_abs[threadIdx.x] = 0;
+    if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;
     __syncthreads();
 #pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j) {
-      if (j >= nprops) break;
+    for (int j = 0; j < NP; ++j) {
       double v = 0;
 #pragma unroll
-      for (int r = 0; r < kSlots; ++r) v += fabs(static_cast<double>(q[r][j]));
+      for (int r = 0; r < kSlots; ++r) v += fabs(static_cast<double>(q[r].v[j]));
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
     }
     __syncthreads();
-    if (threadIdx.x < nprops)
+    if (threadIdx.x < NP)
       scale[threadIdx.x] = pow2_scale(block_abs[threadIdx.x] * geo.peak_weight, FixedPoint<W>::kContributionBits);
   }
   __syncthreads();
 
-  const detail::Layout<D> window = geo.window_layout();
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
-  float scale_f[tuning::kPropsPerPass];
-#pragma unroll
-  for (int j = 0; j < tuning::kPropsPerPass; ++j) scale_f[j] = j < nprops ? static_cast<float>(scale[j]) : 0.f;
-
-#pragma unroll 1  // the stencil is unrolled already; four copies of it only bloat the code
+#pragma unroll 1  // the stencil is unrolled already; kSlots copies of it only bloat the code
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i >= chunk.count) break;
-    // Select slot r with constant indices, so q stays in registers.
-    T qr[tuning::kPropsPerPass];
-#pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j) {
-      qr[j] = q[0][j];
-#pragma unroll
-      for (int k = 1; k < kSlots; ++k) qr[j] = r == k ? q[k][j] : qr[j];
-    }
+    const Values<T, NP> qr = pick(q, r);
     const Packed<T> particle = particles[chunk.begin + i];
-    int base[D];
+    const int origin = Window::origin(geo, particle.cell, tile);
     T s[D];
-    unpack<K, D>(particle, geo, base, s);
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) base[d] += (K::support - 1) / 2 - tile[d] * geo.edge[d];
-    detail::for_each_node<K, D>(window, base, s, [&](std::int64_t node, T w) {
+    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    // q times the power-of-two scale, in double (the deterministic scale can pass
+    // float's range; the product cannot): contributions are then row weight x q x w_x.
+    T qs[NP];
 #pragma unroll
-      for (int j = 0; j < tuning::kPropsPerPass; ++j) {
-        if (j >= nprops) break;
-        long long v;
-        if constexpr (W == 1) {
-          // Float: scaling by a power of two is exact in float as in double, so the
-          // integer is the same, without FP64 conversions in the innermost loop
-          // (ncu: the double path made this kernel compute-bound).
-          v = __float2int_rn(static_cast<float>(qr[j] * w) * scale_f[j]);
-        } else {
-          v = __double2ll_rn(static_cast<double>(qr[j] * w) * scale[j]);
-        }
-        FixedPoint<W>::add(accumulator + (j * W) * nodes + node, nodes, v);
+    for (int j = 0; j < NP; ++j) qs[j] = static_cast<T>(static_cast<double>(qr.v[j]) * scale[j]);
+    for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
+#pragma unroll
+      for (int j = 0; j < NP; ++j) {
+        const T wq = row_weight * qs[j];
+        int* words = accumulator + j * W * Window::kNodes + row;
+#pragma unroll
+        for (int a = 0; a < S; ++a) FixedPoint<W>::add(words + a, Window::kNodes, to_fixed<W>(wq * wx[a]));
       }
     });
   }
@@ -321,15 +395,14 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 
   // Flush: one global atomic per non-zero node and property. A NaN scale (non-finite
   // properties in this block) writes NaN to the whole window, as float arithmetic would.
-  for (int k = threadIdx.x; k < nodes; k += blockDim.x) {
+  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
     std::int64_t index = -1;
     bool inside = true;
 #pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j) {
-      if (j >= nprops) break;
-      const long long v = FixedPoint<W>::combine(accumulator + (j * W) * nodes + k, nodes);
+    for (int j = 0; j < NP; ++j) {
+      const long long v = FixedPoint<W>::combine(accumulator + j * W * Window::kNodes + k, Window::kNodes);
       if (v == 0 && !(isnan(scale[j]) && !kDeterministic)) continue;
-      if (index < 0) inside = window_node_index<K>(layout, geo, tile, k, index);
+      if (index < 0) inside = Window::mesh_index(layout, tile, k, index);
       if (!inside) continue;
       if constexpr (kDeterministic)
         atomicAdd(pass.exact[j] + index, static_cast<unsigned long long>(v));
@@ -427,43 +500,61 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
-// from shared memory; results go to the caller's order.
-template <class K, int D, class T>
-__global__ void __launch_bounds__(tuning::kSpreadThreads)
+// from shared memory; results go to the caller's order. The thread's particles are
+// loaded before the window, so that the two loads' latencies overlap (ncu: the kernel
+// was latency-bound, stalled on the window load and then on the particle load).
+template <class K, int D, class T, int NP>
+__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T)))
     interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                         const Packed<T>* particles, const std::uint32_t* perm, PropPass<T> pass) {
+  using Window = TileWindow<K, D>;
+  constexpr int S = K::support;
   extern __shared__ unsigned char interp_shared[];
-  T* window_values = reinterpret_cast<T*>(interp_shared);
+  T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
   const Chunk chunk = chunks[blockIdx.x];
-  const int nodes = geo.window_nodes();
+  Packed<T> mine[kSlots] = {};
+  std::uint32_t destination[kSlots] = {};
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i < chunk.count) {
+      mine[r] = particles[chunk.begin + i];
+      destination[r] = perm[chunk.begin + i];
+    }
+  }
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
-  for (int k = threadIdx.x; k < nodes; k += blockDim.x) {
+  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
     std::int64_t index;
-    const bool inside = window_node_index<K>(layout, geo, tile, k, index);
+    const bool inside = Window::mesh_index(layout, tile, k, index);
 #pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j)
-      if (j < pass.count) window_values[j * nodes + k] = inside ? __ldg(pass.meshes[j] + index) : T(0);
+    for (int j = 0; j < NP; ++j) window_values[j * Window::kNodes + k] = inside ? __ldg(pass.meshes[j] + index) : T(0);
   }
   __syncthreads();
 
-  const detail::Layout<D> window = geo.window_layout();
-  for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
-    int base[D];
+#pragma unroll 1
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    const Packed<T> particle = pick(mine, r);
+    const int origin = Window::origin(geo, particle.cell, tile);
     T s[D];
-    unpack<K, D>(particles[chunk.begin + i], geo, base, s);
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) base[d] += (K::support - 1) / 2 - tile[d] * geo.edge[d];
-    T acc[tuning::kPropsPerPass] = {};
-    detail::for_each_node<K, D>(window, base, s, [&](std::int64_t node, T w) {
+    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    T acc[NP] = {};
+    for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
 #pragma unroll
-      for (int j = 0; j < tuning::kPropsPerPass; ++j)
-        if (j < pass.count) acc[j] += w * window_values[j * nodes + node];
+      for (int j = 0; j < NP; ++j) {
+        const T* values = window_values + j * Window::kNodes + row;
+        T sum = 0;
+#pragma unroll
+        for (int a = 0; a < S; ++a) sum += wx[a] * values[a];
+        acc[j] += row_weight * sum;
+      }
     });
-    const std::uint32_t p = perm[chunk.begin + i];
+    const std::uint32_t p = pick(destination, r);
 #pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j)
-      if (j < pass.count) pass.values[j][static_cast<std::ptrdiff_t>(p) * pass.value_stride[j]] = acc[j];
+    for (int j = 0; j < NP; ++j) pass.values[j][static_cast<std::ptrdiff_t>(p) * pass.value_stride[j]] = acc[j];
   }
 }
 

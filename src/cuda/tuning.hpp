@@ -1,6 +1,8 @@
 #pragma once
 // Tuning constants of the CUDA backend, as plain data. Each value says where it came
 // from; change them only with a benchmark run (bench/device.sh) that shows why.
+#include <cstddef>
+
 namespace pmkit::cuda::tuning {
 
 // Cells per tile edge. A block accumulates one tile plus the kernel's halo in shared
@@ -17,8 +19,19 @@ constexpr int kChunkParticles = 1024;
 constexpr int kSpreadThreads = 256;
 constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
 
-// Properties accumulated together per pass of the tile kernel.
-constexpr int kPropsPerPass = 4;
+// Particles per thread of the binning's scatter, all loaded before any is stored
+// (more memory requests in flight; ncu showed the one-per-thread version latency-bound).
+constexpr int kScatterItems = 4;
+
+// Properties accumulated together per pass of the tile kernels, which are compiled per
+// count (1, 2 or 3): a 3-vector in one pass; more properties take more passes.
+constexpr int kPropsPerPass = 3;
+
+// Resident blocks per SM the interp tile kernel is compiled for. Its particles are
+// loaded into registers ahead of the window (58 registers in float, 50% occupancy);
+// capping float at 48 registers gives 5 blocks (62.5%) without spills. Double needs
+// its registers (it spills at 48).
+constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes) { return value_bytes == 4 ? 5 : 2; }
 
 // Auto method: below this mean number of particles per tile, the flush of a mostly
 // empty accumulator costs more than it saves, and sorted global atomics win.
