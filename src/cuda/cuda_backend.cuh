@@ -146,6 +146,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     bad_.reserve(1, "binning scratch");
     spare_.particles.reserve(n, "binned particles");
     spare_.perm.reserve(n, "binned particles");
+    spare_.slot.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, tile_count_.get(), tile_start_.get(),
@@ -203,9 +204,9 @@ class CudaBackend final : public detail::Backend<T, D> {
                                                        chunk_start_.get(), spare_.chunks.get());
     check_launch("pmkit::cuda::set_points::chunk_fill");
     if (n > 0) {
-      scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads * tuning::kScatterItems), tuning::kPointThreads>>>(
+      scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
           layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
-          spare_.perm.get());
+          spare_.perm.get(), spare_.slot.get());
       check_launch("pmkit::cuda::set_points::scatter");
     }
     std::uint32_t chunks = 0;
@@ -242,7 +243,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     std::size_t n = 0;
     std::uint32_t num_chunks = 0;
     DeviceBuffer<Packed<T>> particles;
-    DeviceBuffer<std::uint32_t> perm;
+    DeviceBuffer<std::uint32_t> perm;  // binned slot -> caller's index
+    DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
     DeviceBuffer<Chunk> chunks;
   };
 
@@ -303,6 +305,11 @@ class CudaBackend final : public detail::Backend<T, D> {
       if (options_.deterministic) pass.exact[j] = exact_.get() + j * layout_.size;
     }
     pass.max_abs_bits = max_abs_.get();
+    // float4 atomics along x (TileWindow quads): periodic x of 4k nodes, aligned meshes.
+    const detail::Axis& x = layout_.axis[0];
+    pass.quad_flush = sizeof(T) == 4 && x.kind == detail::AxisKind::Periodic && x.nodes % 4 == 0;
+    for (int j = 0; j < pass.count; ++j)
+      pass.quad_flush = pass.quad_flush && reinterpret_cast<std::uintptr_t>(pass.meshes[j]) % 16 == 0;
     return pass;
   }
 
@@ -377,10 +384,12 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   // Tiles (the window in shared memory) where blocks hold enough particles to repay
   // loading it, as for spread; else one thread per particle gathering from the mesh.
+  // Both write binned order into binned_values_; unbin_kernel then fills the outputs.
   template <class K>
   void launch_interp(const PropPass<T>& pass) {
     const std::size_t n = current_.n;
     if (n == 0) return;
+    T* binned = binned_values_.get();
     const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
     const double per_block = current_.num_chunks ? double(n) / current_.num_chunks : 0.0;
     if (per_block >= tuning::kMinParticlesPerTile && shared <= static_cast<std::size_t>(shared_optin_)) {
@@ -390,19 +399,23 @@ class CudaBackend final : public detail::Backend<T, D> {
           check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
                 "cudaFuncSetAttribute");
         kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(
-            layout_, geo_, current_.chunks.get(), current_.particles.get(), current_.perm.get(), pass);
+            layout_, geo_, current_.chunks.get(), current_.particles.get(), n, pass, binned);
         check_launch("pmkit::cuda::interp::shared_tiles");
       });
     } else {
       interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, current_.particles.get(), current_.perm.get(), n, pass);
+          layout_, geo_, current_.particles.get(), n, pass, binned);
       check_launch("pmkit::cuda::interp::gather");
     }
+    unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(pass, binned, n,
+                                                                                    current_.slot.get());
+    check_launch("pmkit::cuda::interp::unbin");
   }
 
   template <class K>
   void interp_all(Span<View<const T>> meshes, Span<View<T>> values) {
     const std::size_t n = current_.n;
+    binned_values_.reserve(n * tuning::kPropsPerPass, "interp scratch");
     for (std::size_t first = 0; first < meshes.size(); first += tuning::kPropsPerPass) {
       PropPass<T> pass{};
       pass.count = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, meshes.size() - first));
@@ -457,6 +470,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode
   DeviceBuffer<unsigned long long> exact_, max_abs_;
+  // interp: values in binned order, before unbin_kernel
+  DeviceBuffer<T> binned_values_;
   // host_arrays mode
   DeviceBuffer<T> staging_positions_, staging_particles_, staging_meshes_;
 };

@@ -80,6 +80,7 @@ struct PropPass {
   unsigned long long* exact[tuning::kPropsPerPass];        // deterministic: integer meshes
   const unsigned long long* max_abs_bits;                  // deterministic: max |q| per prop
   int count;
+  bool quad_flush;  // float meshes take float4 atomics along x (see TileWindow::quad_index)
 };
 
 // ---------------------------------------------------------------------------------
@@ -131,56 +132,34 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uin
     chunks[c] = Chunk{t, tile_start[t] + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
 }
 
-// Writes each particle, packed, to its slot in tile order. Each thread takes
-// tuning::kScatterItems particles and issues all their loads before any store: the
-// kernel is latency-bound (ncu: 0.4 instructions a cycle, stalled on the dependent
-// tile_start read and the random stores), so more requests in flight is what pays.
+// Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
+// and slot (caller's index -> slot) record the permutation both ways.
 template <class T, int D>
 __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
                                std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* rank,
                                const std::uint32_t* tile_start, Packed<T>* particles,
-                               std::uint32_t* perm) {
-  constexpr int kItems = tuning::kScatterItems;
-  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) * kItems + threadIdx.x;
-  std::uint32_t dst[kItems], tile[kItems];
-  double x[kItems][D];
-#pragma unroll
-  for (int r = 0; r < kItems; ++r) {
-    const std::size_t i = first + static_cast<std::size_t>(r) * blockDim.x;
-    if (i < n) {
-      dst[r] = rank[i];
-      tile[r] = tile_of[i];
-      PMKIT_UNROLL
-      for (int d = 0; d < D; ++d) x[r][d] = pos.get(d, i);
-    }
+                               std::uint32_t* perm, std::uint32_t* slot) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::uint32_t dst = tile_start[tile_of[i]] + rank[i];
+  Packed<T> p{};
+  std::uint32_t cell = 0;
+  PMKIT_UNROLL
+  for (int d = D - 1; d >= 0; --d) {
+    double u;
+    layout.axis[d].coordinate(pos.get(d, i), u);
+    int base;
+    double s;
+    kernels::locate(geo.support, u, base, s);
+    int home = base + (geo.support - 1) / 2;
+    if (home >= geo.keys[d]) home -= geo.keys[d];
+    cell = cell * geo.keys[d] + home;
+    p.s[d] = static_cast<T>(s);
   }
-#pragma unroll
-  for (int r = 0; r < kItems; ++r) {
-    const std::size_t i = first + static_cast<std::size_t>(r) * blockDim.x;
-    if (i < n) dst[r] += tile_start[tile[r]];
-  }
-#pragma unroll
-  for (int r = 0; r < kItems; ++r) {
-    const std::size_t i = first + static_cast<std::size_t>(r) * blockDim.x;
-    if (i >= n) break;
-    Packed<T> p{};
-    std::uint32_t cell = 0;
-    PMKIT_UNROLL
-    for (int d = D - 1; d >= 0; --d) {
-      double u;
-      layout.axis[d].coordinate(x[r][d], u);
-      int base;
-      double s;
-      kernels::locate(geo.support, u, base, s);
-      int home = base + (geo.support - 1) / 2;
-      if (home >= geo.keys[d]) home -= geo.keys[d];
-      cell = cell * geo.keys[d] + home;
-      p.s[d] = static_cast<T>(s);
-    }
-    p.cell = cell;
-    particles[dst[r]] = p;
-    perm[dst[r]] = static_cast<std::uint32_t>(i);
-  }
+  p.cell = cell;
+  particles[dst] = p;
+  perm[dst] = static_cast<std::uint32_t>(i);
+  slot[i] = dst;
 }
 
 // ---------------------------------------------------------------------------------
@@ -228,6 +207,7 @@ struct TileWindow {
   static constexpr int kEdge = D == 3 ? tuning::kTileEdge3D : tuning::kTileEdge2D;
   static constexpr int kWidth = kEdge + K::support - 1;
   static constexpr int kNodes = D == 3 ? kWidth * kWidth * kWidth : kWidth * kWidth;
+  static constexpr int kLead = (K::support - 1) / 2;  // nodes the stencil starts before home
 
   // Window offset of a particle's first stencil node: its home node's place in the tile.
   __device__ __forceinline__ static int origin(const BinGeometry<D>& geo, std::uint32_t cell, const int (&tile)[D]) {
@@ -239,25 +219,44 @@ struct TileWindow {
     return offset;
   }
 
-  // Mesh index of window node k; false where the window reaches past every node a
-  // particle of the tile can touch (the last tiles of bounded axes).
-  __device__ __forceinline__ static bool mesh_index(const detail::Layout<D>& layout, const int (&tile)[D], int k,
-                                                    std::int64_t& index) {
+  // Mesh index of the y (and z) part of window row `row`; false where the window
+  // reaches past every node a particle of the tile can touch (the last tiles of
+  // bounded axes).
+  __device__ __forceinline__ static bool row_index(const detail::Layout<D>& layout, const int (&tile)[D], int row,
+                                                   std::int64_t& index) {
     index = 0;
     bool inside = true;
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) {
-      const int local = k % kWidth;
-      k /= kWidth;
-      const int node = layout.axis[d].node(tile[d] * kEdge - (K::support - 1) / 2 + local);
+    for (int d = 1; d < D; ++d) {
+      const int local = row % kWidth;
+      row /= kWidth;
+      const int node = layout.axis[d].node(tile[d] * kEdge - kLead + local);
       inside = inside && node >= 0 && node < layout.axis[d].nodes;
       index += static_cast<std::int64_t>(node) * layout.stride[d];
     }
     return inside;
   }
+
+  // Mesh index of window node k (the same rule, with x).
+  __device__ __forceinline__ static bool mesh_index(const detail::Layout<D>& layout, const int (&tile)[D], int k,
+                                                    std::int64_t& index) {
+    const bool inside = row_index(layout, tile, k / kWidth, index);
+    const int node = layout.axis[0].node(tile[0] * kEdge - kLead + k % kWidth);
+    index += node;
+    return inside && node >= 0 && node < layout.axis[0].nodes;
+  }
+
+  // Quads: the window's x-rows cut at multiples of 4 of the logical x, so that a flush
+  // can add 4 nodes with one float4 atomic. Valid where x is periodic with a multiple
+  // of 4 nodes (a quad then never straddles the seam) and the mesh is 16-byte aligned.
+  static constexpr int kQuads = (kWidth + 3) / 4 + 1;  // covers the row at any alignment
+  __device__ __forceinline__ static int first_quad_x(const int (&tile)[D]) {
+    const int x0 = tile[0] * kEdge - kLead;
+    return x0 >= 0 ? x0 / 4 * 4 : -((3 - x0) / 4 * 4);  // floor to a multiple of 4
+  }
 };
 
-// The particle's stencil inside a window, one x-row at a time: f(offset of the row's
+// The particle's stencil inside a window// The particle's stencil inside a window, one x-row at a time: f(offset of the row's
 // first node, the row's weight w_y (w_z), the S x-weights). Callers fold per-row factors
 // (the charge, the scale) into the row weight once instead of once per node.
 template <class K, int D, class T, class F>
@@ -318,6 +317,45 @@ __device__ __forceinline__ long long to_fixed(T x) {
 // Particles a thread of a tile kernel handles: threadIdx.x + r * blockDim.x, r < kSlots.
 constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
 static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
+
+// The fast float flush by quads (TileWindow::first_quad_x): one float4 atomic adds four
+// x-neighbours (global float atomics are done in L2, which takes a float4 as one
+// operation: ~2.75x fewer of them for an 11-node row).
+template <class K, int D, int NP>
+__device__ __forceinline__ void flush_quads(const detail::Layout<D>& layout, const int (&tile)[D],
+                                            const int* accumulator, const double* scale, const PropPass<float>& pass) {
+  using Window = TileWindow<K, D>;
+  const int x0 = tile[0] * Window::kEdge - Window::kLead;
+  const int qx0 = Window::first_quad_x(tile);
+  constexpr int kRows = Window::kNodes / Window::kWidth;
+  for (int k = threadIdx.x; k < kRows * Window::kQuads; k += blockDim.x) {
+    const int row = k / Window::kQuads;
+    const int qx = qx0 + 4 * (k % Window::kQuads);  // logical x of the quad's first node
+    if (qx >= x0 + Window::kWidth) continue;
+    std::int64_t index;
+    if (!Window::row_index(layout, tile, row, index)) continue;
+    index += layout.axis[0].node(qx);
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int local = qx + e - x0;
+        v[e] = local >= 0 && local < Window::kWidth
+                   ? static_cast<float>(accumulator[j * Window::kNodes + row * Window::kWidth + local] / scale[j])
+                   : 0.f;
+      }
+      if (v[0] == 0.f && v[1] == 0.f && v[2] == 0.f && v[3] == 0.f) continue;  // NaN is never skipped
+#if __CUDA_ARCH__ >= 900
+      atomicAdd(reinterpret_cast<float4*>(pass.meshes[j] + index), make_float4(v[0], v[1], v[2], v[3]));
+#else  // no vector atomics before Hopper
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (v[e] != 0.f) atomicAdd(pass.meshes[j] + index + e, v[e]);
+#endif
+    }
+  }
+}
 
 template <class K, int D, class T, int W, int NP, bool kDeterministic>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
@@ -393,8 +431,15 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   }
   __syncthreads();
 
-  // Flush: one global atomic per non-zero node and property. A NaN scale (non-finite
-  // properties in this block) writes NaN to the whole window, as float arithmetic would.
+  // Flush: one global atomic per non-zero node and property (four nodes per float4
+  // atomic where the mesh allows). A NaN scale (non-finite properties in this block)
+  // writes NaN to the whole window, as float arithmetic would.
+  if constexpr (W == 1 && !kDeterministic && sizeof(T) == 4) {
+    if (pass.quad_flush) {
+      flush_quads<K, D, NP>(layout, tile, accumulator, scale, pass);
+      return;
+    }
+  }
   for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
     std::int64_t index = -1;
     bool inside = true;
@@ -476,11 +521,12 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 
 // ---------------------------------------------------------------------------------
 // M2P: one thread per particle in tile order (neighbours read neighbouring nodes, so
-// the gathers hit in cache), results written to the caller's order.
+// the gathers hit in cache), results in binned order (unbin_kernel puts them in the
+// caller's).
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
-    interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                  const std::uint32_t* perm, std::size_t n, PropPass<T> pass) {
+    interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles, std::size_t n,
+                  PropPass<T> pass, T* binned_values) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   int base[D];
@@ -492,35 +538,31 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
     for (int j = 0; j < tuning::kPropsPerPass; ++j)
       if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
   });
-  const std::uint32_t p = perm[i];
 #pragma unroll
   for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < pass.count) pass.values[j][static_cast<std::ptrdiff_t>(p) * pass.value_stride[j]] = acc[j];
+    if (j < pass.count) binned_values[j * n + i] = acc[j];
 }
 
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
-// from shared memory; results go to the caller's order. The thread's particles are
-// loaded before the window, so that the two loads' latencies overlap (ncu: the kernel
-// was latency-bound, stalled on the window load and then on the particle load).
+// from shared memory. Results go out in binned order, coalesced (unbin_kernel puts
+// them in the caller's). The thread's particles are loaded before the window, so that
+// the two loads' latencies overlap (ncu: stalled on the window load, then on the
+// particle load).
 template <class K, int D, class T, int NP>
 __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T)))
     interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
-                        const Packed<T>* particles, const std::uint32_t* perm, PropPass<T> pass) {
+                        const Packed<T>* particles, std::size_t n, PropPass<T> pass, T* binned_values) {
   using Window = TileWindow<K, D>;
   constexpr int S = K::support;
   extern __shared__ unsigned char interp_shared[];
   T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
   const Chunk chunk = chunks[blockIdx.x];
   Packed<T> mine[kSlots] = {};
-  std::uint32_t destination[kSlots] = {};
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    if (i < chunk.count) {
-      mine[r] = particles[chunk.begin + i];
-      destination[r] = perm[chunk.begin + i];
-    }
+    if (i < chunk.count) mine[r] = particles[chunk.begin + i];
   }
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
@@ -552,10 +594,22 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
         acc[j] += row_weight * sum;
       }
     });
-    const std::uint32_t p = pick(destination, r);
 #pragma unroll
-    for (int j = 0; j < NP; ++j) pass.values[j][static_cast<std::ptrdiff_t>(p) * pass.value_stride[j]] = acc[j];
+    for (int j = 0; j < NP; ++j) binned_values[j * n + chunk.begin + i] = acc[j];
   }
+}
+
+// M2P's last step: each caller's particle reads its value from its binned slot. A
+// coalesced write and a scattered read; the other way round (writing through perm),
+// every 4-byte store is a read-modify-write of a whole sector (interp was 3-4x the
+// floor that way).
+template <class T>
+__global__ void unbin_kernel(PropPass<T> pass, const T* binned_values, std::size_t n, const std::uint32_t* slot) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::uint32_t from = slot[i];
+  for (int j = 0; j < pass.count; ++j)
+    pass.values[j][static_cast<std::ptrdiff_t>(i) * pass.value_stride[j]] = binned_values[j * n + from];
 }
 
 }  // namespace pmkit::cuda

@@ -19,10 +19,6 @@ constexpr int kChunkParticles = 1024;
 constexpr int kSpreadThreads = 256;
 constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
 
-// Particles per thread of the binning's scatter, all loaded before any is stored
-// (more memory requests in flight; ncu showed the one-per-thread version latency-bound).
-constexpr int kScatterItems = 4;
-
 // Properties accumulated together per pass of the tile kernels, which are compiled per
 // count (1, 2 or 3): a 3-vector in one pass; more properties take more passes.
 constexpr int kPropsPerPass = 3;
