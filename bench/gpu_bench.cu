@@ -68,6 +68,22 @@ __global__ void fill_uniform(T* out, std::size_t n, double scale, unsigned long 
   out[i] = v;
 }
 
+// out = in + a uniform step in [-step, step), wrapped into [0, period) (periodic boxes).
+template <class T>
+__global__ void displace(T* out, const T* in, std::size_t n, double step, double period, unsigned long long seed) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  unsigned long long z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  double v = static_cast<double>(in[i]) + ((z >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * step;
+  v -= period * floor(v / period);
+  T t = static_cast<T>(v);
+  if (t >= static_cast<T>(period)) t = T(0);
+  out[i] = t;
+}
+
 template <class T>
 struct DeviceArray {
   T* p = nullptr;
@@ -90,6 +106,9 @@ double copy_bandwidth_gbs(Timer& timer) {
   return 2.0 * bytes / (ms * 1e-3) / 1e9;  // read + write
 }
 
+// How far update_points' benchmark moves the particles: cells per axis, at most.
+constexpr double kUpdateStep = 0.02;
+
 struct Case {
   std::string name;
   int dim;
@@ -103,7 +122,7 @@ struct Case {
 
 struct Row {
   std::string name;
-  double set_points, spread, interp, naive_unsorted, naive_sorted, sort, m2p_unsorted, m2p_sorted, torch_p2m,
+  double set_points, spread, interp, update, away_fraction, spread_updated, naive_unsorted, naive_sorted, sort, m2p_unsorted, m2p_sorted, torch_p2m,
       torch_m2p, floor_spread, floor_interp, rel_diff;
   std::string method;
 };
@@ -160,6 +179,19 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   row.spread = timer.median([&] { plan.spread(props, mesh_views); });
   const std::vector<T> pmkit_mesh = meshes[0]->host();
   row.interp = timer.median([&] { plan.interp({View<const T>(meshes[0]->p, mesh)}, {View<T>(values.p, n)}); });
+
+  // update_points after a small move (up to kUpdateStep cells per axis), then a spread.
+  std::vector<DeviceArray<T>*> moved;
+  typename Plan<T, D>::Positions moved_pos;
+  for (int d = 0; d < D; ++d) {
+    moved.push_back(new DeviceArray<T>(n));
+    displace<<<(n + 255) / 256, 256>>>(moved[d]->p, x[d]->p, n, kUpdateStep, double(c.cells), 3000 + d);
+    moved_pos[d] = View<const T>(moved[d]->p, n);
+  }
+  row.update = timer.median([&] { plan.update_points(moved_pos); }, 5, 1);
+  row.away_fraction = static_cast<double>(plan.num_away()) / static_cast<double>(n);
+  row.spread_updated = timer.median([&] { plan.spread(props, mesh_views); });
+  for (auto* a : moved) delete a;
 
   // Naive baselines on the same arrays.
   bench::Particles<D, T> raw{};
@@ -325,5 +357,11 @@ int main(int argc, char** argv) {
                 r.set_points, r.sort, r.sort / r.set_points, r.interp, r.m2p_unsorted, r.m2p_sorted,
                 best / r.interp, r.torch_m2p, r.floor_interp, 100.0 * r.floor_interp / r.interp);
   }
+  std::printf("\nupdate_points after moves of up to %.2f cells per axis vs set_points; spread after it, ms\n",
+              kUpdateStep);
+  std::printf("%-30s %8s %8s %8s %8s | %8s %8s\n", "case", "set_pts", "update", "x", "away %", "spread", "updated");
+  for (const auto& r : rows)
+    std::printf("%-30s %8.3f %8.3f %8.1f %8.2f | %8.3f %8.3f\n", r.name.c_str(), r.set_points, r.update,
+                r.set_points / r.update, 100.0 * r.away_fraction, r.spread, r.spread_updated);
   return 0;
 }

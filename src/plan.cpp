@@ -15,6 +15,9 @@ Plan<T, D>::Plan(const Grid<D>& grid, Kernel kernel, Options options)
   if (options.num_threads < 0)
     fail(ErrorCode::InvalidArgument, "options.num_threads = ", options.num_threads,
          ": use 0 for the OpenMP default or a positive count");
+  if (!(options.max_away_fraction >= 0.0 && options.max_away_fraction <= 1.0))
+    fail(ErrorCode::InvalidArgument, "options.max_away_fraction = ", options.max_away_fraction,
+         ": a fraction of the particles, in [0, 1]");
   if (options.backend == Backend::Cpu) {
     backend_ = detail::make_cpu_backend<T, D>(grid, kernel, options);
   } else {
@@ -35,8 +38,9 @@ Plan<T, D>::Plan(Plan&&) noexcept = default;
 template <class T, int D>
 Plan<T, D>& Plan<T, D>::operator=(Plan&&) noexcept = default;
 
+namespace {
 template <class T, int D>
-void Plan<T, D>::set_points(const Positions& positions) {
+std::size_t check_positions(const std::array<View<const T>, D>& positions) {
   const std::size_t n = positions[0].size;
   for (int d = 0; d < D; ++d) {
     if (positions[d].size != n)
@@ -50,9 +54,31 @@ void Plan<T, D>::set_points(const Positions& positions) {
   if (n >= std::numeric_limits<std::uint32_t>::max())
     fail(ErrorCode::Unsupported, "set_points with ", n,
          " particles: a plan holds fewer than 2^32 - 1 particles");
+  return n;
+}
+}  // namespace
+
+template <class T, int D>
+void Plan<T, D>::set_points(const Positions& positions) {
+  const std::size_t n = check_positions<T, D>(positions);
   backend_->set_points(n, positions);
   num_points_ = n;
   has_points_ = true;
+}
+
+template <class T, int D>
+void Plan<T, D>::update_points(const Positions& positions) {
+  if (!has_points_) fail(ErrorCode::NotReady, "update_points called before set_points");
+  const std::size_t n = check_positions<T, D>(positions);
+  if (n != num_points_)
+    fail(ErrorCode::SizeMismatch, "update_points got ", n, " particles but the plan has ", num_points_,
+         ": update_points moves the same particles; use set_points for a new set");
+  backend_->update_points(n, positions);
+}
+
+template <class T, int D>
+std::size_t Plan<T, D>::num_away() const {
+  return backend_->num_away();
 }
 
 namespace {

@@ -5,6 +5,7 @@
 //   plan.set_points({x, y, z});           // bins the particles once
 //   plan.spread({q}, {rho});              // P2M, as often as needed
 //   plan.interp({phi}, {phi_at_particles}); // M2P, results in the caller's order
+//   plan.update_points({x, y, z});        // the same particles, moved a little
 //
 // set_points validates and bins the positions (a counting sort kept in the plan);
 // every later spread/interp reuses that binning and allocates nothing. A failed call
@@ -48,6 +49,10 @@ struct Options {
   bool deterministic = false;  // CUDA: bit-for-bit identical spread across runs
   bool host_arrays = false;    // CUDA: views point to host memory; the plan copies
   int device = 0;              // CUDA: device ordinal
+  // CUDA update_points: re-bin in full once more than this fraction of the particles
+  // has left its tile. Away particles are spread with global atomics, ~10x the cost of
+  // a binned one, while a full binning costs about three spreads (bench/NOTES.md).
+  double max_away_fraction = 0.02;
 };
 
 // Seconds spent in the phases of the last call (CUDA host_arrays: the copies are
@@ -79,6 +84,12 @@ class Plan {
 
   // Positions as structure of arrays, any order; all D views of one length (0 is valid).
   void set_points(const Positions& positions);
+  // The same particles (same count, same order) at new positions, after small moves:
+  // the result of every later spread/interp is that of set_points(positions), but the
+  // CUDA backend keeps its binning and handles the particles that left their tile apart
+  // (num_away()), re-binning in full only when more than Options::max_away_fraction of
+  // them have. The CPU backend and the deterministic mode always re-bin in full.
+  void update_points(const Positions& positions);
   // P2M: props[i] (one value per particle) is spread onto meshes[i] (mesh_size() values).
   // A vector property is one view per component.
   void spread(Span<View<const T>> props, Span<View<T>> meshes,
@@ -92,6 +103,8 @@ class Plan {
   std::array<std::int64_t, D> mesh_shape() const { return pmkit::mesh_shape(grid_, kernel_.ghost_width()); }
   std::int64_t mesh_size() const { return pmkit::mesh_size(grid_, kernel_.ghost_width()); }
   bool has_points() const { return has_points_; }
+  // Particles handled outside their bin since the last full binning (update_points).
+  std::size_t num_away() const;
   std::size_t num_points() const { return num_points_; }
   // The method spread runs with (Auto resolved), for logs and benchmarks.
   std::string spread_method_name() const;

@@ -16,6 +16,11 @@ class Backend {
   // Validates positions (finite, inside bounded axes) and bins them. Throws and keeps
   // the previous binning on error.
   virtual void set_points(std::size_t n, const std::array<View<const T>, D>& positions) = 0;
+  // The same n particles at new positions. By default a full binning.
+  virtual void update_points(std::size_t n, const std::array<View<const T>, D>& positions) {
+    set_points(n, positions);
+  }
+  virtual std::size_t num_away() const { return 0; }
   virtual void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) = 0;
   virtual void interp(Span<View<const T>> meshes, Span<View<T>> values) = 0;
   virtual std::string spread_method_name() const = 0;

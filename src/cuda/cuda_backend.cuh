@@ -154,21 +154,7 @@ class CudaBackend final : public detail::Backend<T, D> {
           "cub::DeviceScan");
     scan_temp_.reserve(scan_bytes, "binning scratch");
 
-    start_timer();
-    for (int d = 0; d < D; ++d) {
-      if (options_.host_arrays) {
-        T* staged = staging_positions_.get() + d * n;
-        copy_strided(staged, 1, positions[d].data, positions[d].stride, n, cudaMemcpyHostToDevice,
-                     "copy positions to the device");
-        pos.data[d] = staged;
-        pos.stride[d] = 1;
-      } else {
-        require_device(positions[d].data, "positions", d);
-        pos.data[d] = positions[d].data;
-        pos.stride[d] = positions[d].stride;
-      }
-    }
-    if (options_.host_arrays) timings_.transfer_s += stop_timer();
+    pos = device_positions(n, positions);
 
     start_timer();
     check(cudaMemset(tile_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
@@ -179,19 +165,7 @@ class CudaBackend final : public detail::Backend<T, D> {
           layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_count_.get(), bad_.get());
       check_launch("pmkit::cuda::set_points::classify");
     }
-    unsigned long long bad = 0;
-    check(cudaMemcpy(&bad, bad_.get(), sizeof(bad), cudaMemcpyDeviceToHost), "set_points: classify");
-    if (bad != std::numeric_limits<unsigned long long>::max()) {
-      double x[D];
-      for (int d = 0; d < D; ++d) {
-        T value;
-        check(cudaMemcpy(&value, pos.data[d] + static_cast<std::ptrdiff_t>(bad) * pos.stride[d], sizeof(T),
-                         cudaMemcpyDeviceToHost),
-              "set_points: read rejected particle");
-        x[d] = value;
-      }
-      detail::reject_particle<D>(layout_, x, static_cast<std::size_t>(bad));
-    }
+    reject_if_bad(pos);
     check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, tile_count_.get(), tile_start_.get(),
                                         static_cast<int>(tiles + 1)),
           "cub::DeviceScan");
@@ -215,9 +189,62 @@ class CudaBackend final : public detail::Backend<T, D> {
     timings_.compute_s += stop_timer();
     spare_.n = n;
     spare_.num_chunks = chunks;
+    spare_.num_away = 0;
+    spare_.slot_tile_ready = false;
     std::swap(current_, spare_);
     resolve_method();
   }
+
+  // Keeps the binning: every particle still in its tile gets its new record in place;
+  // the others go to the away list, which spread and interp handle with one thread per
+  // particle. A full binning instead when too many are away, and in deterministic mode
+  // (the away particles' spread would take float atomics).
+  void update_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
+    if (options_.deterministic || n == 0) return set_points(n, positions);
+    timings_ = {};
+    Binned& b = current_;
+    if (options_.host_arrays) staging_positions_.reserve(n * D, "position staging");
+    b.slot_tile.reserve(n, "binned particles");
+    bad_.reserve(1, "binning scratch");
+    tile_count_.reserve(1, "binning scratch");
+    const PositionArrays<T, D> pos = device_positions(n, positions);
+
+    start_timer();
+    if (!b.slot_tile_ready && b.num_chunks > 0) {
+      slot_tile_kernel<<<b.num_chunks, 256>>>(b.chunks.get(), b.slot_tile.get());
+      check_launch("pmkit::cuda::update_points::slot_tile");
+    }
+    b.slot_tile_ready = true;
+    std::uint32_t* away_count = tile_count_.get();
+    auto run_update = [&](bool apply) {
+      check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
+      check(cudaMemset(away_count, 0, sizeof(std::uint32_t)), "cudaMemset");
+      update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, pos, n, b.perm.get(), b.slot_tile.get(), apply, bad_.get(), away_count, b.particles.get(),
+          b.away_slot.get(), b.away_particles.get());
+      check_launch("pmkit::cuda::update_points");
+    };
+    run_update(false);
+    reject_if_bad(pos);
+    std::uint32_t away = 0;
+    check(cudaMemcpy(&away, away_count, sizeof(away), cudaMemcpyDeviceToHost), "update_points");
+    if (away > options_.max_away_fraction * static_cast<double>(n)) {
+      timings_.compute_s += stop_timer();
+      const Timings update = timings_;
+      set_points(n, positions);
+      timings_.compute_s += update.compute_s;
+      timings_.transfer_s += update.transfer_s;
+      return;
+    }
+    b.away_slot.reserve(away, "update_points away list");
+    b.away_particles.reserve(away, "update_points away list");
+    run_update(true);
+    check(cudaDeviceSynchronize(), "update_points");
+    b.num_away = away;
+    timings_.compute_s += stop_timer();
+  }
+
+  std::size_t num_away() const override { return current_.num_away; }
 
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
     timings_ = {};
@@ -246,6 +273,11 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<std::uint32_t> perm;  // binned slot -> caller's index
     DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
     DeviceBuffer<Chunk> chunks;
+    // update_points: the tile of each slot (built on first use), the away list.
+    DeviceBuffer<std::uint32_t> slot_tile, away_slot;
+    DeviceBuffer<Packed<T>> away_particles;
+    bool slot_tile_ready = false;
+    std::size_t num_away = 0;
   };
 
   // Auto: shared tiles unless blocks would hold too few particles to repay their flush.
@@ -273,6 +305,44 @@ class CudaBackend final : public detail::Backend<T, D> {
     float ms = 0;
     check(cudaEventElapsedTime(&ms, events_[0], events_[1]), "cudaEventElapsedTime");
     return ms * 1e-3;
+  }
+
+  // The positions as device arrays: the caller's, or staged copies of host arrays (the
+  // copy's time goes to timings_.transfer_s).
+  PositionArrays<T, D> device_positions(std::size_t n, const std::array<View<const T>, D>& positions) {
+    PositionArrays<T, D> pos{};
+    if (options_.host_arrays) start_timer();
+    for (int d = 0; d < D; ++d) {
+      if (options_.host_arrays) {
+        T* staged = staging_positions_.get() + d * n;
+        copy_strided(staged, 1, positions[d].data, positions[d].stride, n, cudaMemcpyHostToDevice,
+                     "copy positions to the device");
+        pos.data[d] = staged;
+        pos.stride[d] = 1;
+      } else {
+        require_device(positions[d].data, "positions", d);
+        pos.data[d] = positions[d].data;
+        pos.stride[d] = positions[d].stride;
+      }
+    }
+    if (options_.host_arrays) timings_.transfer_s += stop_timer();
+    return pos;
+  }
+
+  // Throws the CPU backend's error for the first rejected particle, if a kernel found one.
+  void reject_if_bad(const PositionArrays<T, D>& pos) {
+    unsigned long long bad = 0;
+    check(cudaMemcpy(&bad, bad_.get(), sizeof(bad), cudaMemcpyDeviceToHost), "position check");
+    if (bad == std::numeric_limits<unsigned long long>::max()) return;
+    double x[D];
+    for (int d = 0; d < D; ++d) {
+      T value;
+      check(cudaMemcpy(&value, pos.data[d] + static_cast<std::ptrdiff_t>(bad) * pos.stride[d], sizeof(T),
+                       cudaMemcpyDeviceToHost),
+            "read rejected particle");
+      x[d] = value;
+    }
+    detail::reject_particle<D>(layout_, x, static_cast<std::size_t>(bad));
   }
 
   // Fills a pass with up to `width` properties starting at `first`: device pointers as
@@ -342,13 +412,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     const std::size_t mesh_bytes = static_cast<std::size_t>(layout_.size) * sizeof(T);
     if (!options_.deterministic && mode == Accumulate::Overwrite)
       for (int j = 0; j < pass.count; ++j) check(cudaMemsetAsync(pass.meshes[j], 0, mesh_bytes), "cudaMemset");
-    if (method_ == SpreadMethod::CudaGlobalAtomics) {
-      if (n == 0) return;
-      spread_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, current_.particles.get(), current_.perm.get(), n, pass);
-      check_launch("pmkit::cuda::spread::global_atomics");
-      return;
-    }
     if (options_.deterministic) {
       constexpr int W = kDeterministicWords<T>;
       check(cudaMemsetAsync(max_abs_.get(), 0, tuning::kPropsPerPass * sizeof(unsigned long long)), "cudaMemset");
@@ -360,8 +423,20 @@ class CudaBackend final : public detail::Backend<T, D> {
       finalize_exact_kernel<T, W><<<blocks_for(layout_.size, 256), 256>>>(pass, layout_.size, n, geo_.peak_weight,
                                                                          mode == Accumulate::Add);
       check_launch("pmkit::cuda::spread::finalize_exact");
-    } else if (n > 0) {
+      return;
+    }
+    if (n == 0) return;
+    if (method_ == SpreadMethod::CudaGlobalAtomics) {
+      spread_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), n, pass);
+      check_launch("pmkit::cuda::spread::global_atomics");
+    } else {
       launch_tiles<K, kFastWords<T>, false>(pass);
+    }
+    if (const std::size_t away = current_.num_away) {  // update_points' away list
+      spread_atomics_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), current_.perm.get(), away, pass);
+      check_launch("pmkit::cuda::spread::away");
     }
   }
 
@@ -404,8 +479,13 @@ class CudaBackend final : public detail::Backend<T, D> {
       });
     } else {
       interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, current_.particles.get(), n, pass, binned);
+          layout_, geo_, current_.particles.get(), nullptr, n, pass, binned, n);
       check_launch("pmkit::cuda::interp::gather");
+    }
+    if (const std::size_t away = current_.num_away) {
+      interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, binned, n);
+      check_launch("pmkit::cuda::interp::away");
     }
     unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(pass, binned, n,
                                                                                     current_.slot.get());

@@ -86,6 +86,36 @@ struct PropPass {
 // ---------------------------------------------------------------------------------
 // Binning
 
+// A binned slot whose particle has left its tile since the last full binning
+// (update_points): the binned kernels skip it, the away list holds its new record.
+// Cells are < 2^32 - 1 (the backend checks), so the value is free.
+constexpr std::uint32_t kAwayCell = 0xffffffffu;
+
+// Particle i's packed record (local coordinates, home node) and tile; false where its
+// position is not valid (non-finite, or outside a bounded axis).
+template <class T, int D>
+__device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                             const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
+                                             std::uint32_t& tile) {
+  std::uint32_t cell = 0;
+  tile = 0;
+  PMKIT_UNROLL
+  for (int d = D - 1; d >= 0; --d) {
+    double u;
+    if (!layout.axis[d].coordinate(pos.get(d, i), u)) return false;
+    int base;
+    double s;
+    kernels::locate(geo.support, u, base, s);
+    int home = base + (geo.support - 1) / 2;
+    if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
+    cell = cell * geo.keys[d] + home;
+    tile = tile * geo.tiles[d] + home / geo.edge[d];
+    p.s[d] = static_cast<T>(s);
+  }
+  p.cell = cell;
+  return true;
+}
+
 // Validates every position, assigns its tile and its rank within the tile.
 template <class T, int D>
 __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
@@ -94,20 +124,11 @@ __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
                                 unsigned long long* first_bad) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  std::uint32_t tile = 0;
-  PMKIT_UNROLL
-  for (int d = D - 1; d >= 0; --d) {
-    double u;
-    if (!layout.axis[d].coordinate(pos.get(d, i), u)) {
-      atomicMin(first_bad, static_cast<unsigned long long>(i));
-      return;
-    }
-    int base;
-    double s;
-    kernels::locate(geo.support, u, base, s);
-    int home = base + (geo.support - 1) / 2;
-    if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
-    tile = tile * geo.tiles[d] + home / geo.edge[d];
+  Packed<T> p;
+  std::uint32_t tile;
+  if (!bin_particle(layout, geo, pos, i, p, tile)) {
+    atomicMin(first_bad, static_cast<unsigned long long>(i));
+    return;
   }
   tile_of[i] = tile;
   rank[i] = atomicAdd(&tile_count[tile], 1u);
@@ -142,24 +163,49 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const std::uint32_t dst = tile_start[tile_of[i]] + rank[i];
-  Packed<T> p{};
-  std::uint32_t cell = 0;
-  PMKIT_UNROLL
-  for (int d = D - 1; d >= 0; --d) {
-    double u;
-    layout.axis[d].coordinate(pos.get(d, i), u);
-    int base;
-    double s;
-    kernels::locate(geo.support, u, base, s);
-    int home = base + (geo.support - 1) / 2;
-    if (home >= geo.keys[d]) home -= geo.keys[d];
-    cell = cell * geo.keys[d] + home;
-    p.s[d] = static_cast<T>(s);
-  }
-  p.cell = cell;
+  Packed<T> p;
+  std::uint32_t tile;
+  bin_particle(layout, geo, pos, i, p, tile);  // classify validated every position
   particles[dst] = p;
   perm[dst] = static_cast<std::uint32_t>(i);
   slot[i] = dst;
+}
+
+// The tile of every binned slot, from the chunks (update_points compares against it).
+static __global__ void slot_tile_kernel(const Chunk* chunks, std::uint32_t* slot_tile) {
+  const Chunk chunk = chunks[blockIdx.x];
+  for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) slot_tile[chunk.begin + i] = chunk.tile;
+}
+
+// update_points, one thread per binned slot (so the away list comes out roughly in tile
+// order). The check pass validates and counts the particles whose tile changed; only if
+// it succeeds does the apply pass write new records in place and list the away ones.
+template <class T, int D>
+__global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
+                              std::size_t n, const std::uint32_t* perm, const std::uint32_t* slot_tile,
+                              bool apply, unsigned long long* first_bad, std::uint32_t* away_count,
+                              Packed<T>* particles, std::uint32_t* away_slot, Packed<T>* away_particles) {
+  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (s >= n) return;
+  const std::uint32_t i = perm[s];
+  Packed<T> p;
+  std::uint32_t tile;
+  if (!bin_particle(layout, geo, pos, i, p, tile)) {
+    atomicMin(first_bad, static_cast<unsigned long long>(i));
+    return;
+  }
+  const bool away = tile != slot_tile[s];
+  if (!apply) {
+    if (away) atomicAdd(away_count, 1u);
+    return;
+  }
+  if (away) {
+    const std::uint32_t k = atomicAdd(away_count, 1u);
+    away_slot[k] = static_cast<std::uint32_t>(s);
+    away_particles[k] = p;
+    p.cell = kAwayCell;
+  }
+  particles[s] = p;
 }
 
 // ---------------------------------------------------------------------------------
@@ -408,8 +454,9 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i >= chunk.count) break;
-    const Values<T, NP> qr = pick(q, r);
     const Packed<T> particle = particles[chunk.begin + i];
+    if (particle.cell == kAwayCell) continue;
+    const Values<T, NP> qr = pick(q, r);
     const int origin = Window::origin(geo, particle.cell, tile);
     T s[D];
     PMKIT_UNROLL
@@ -498,17 +545,20 @@ __global__ void finalize_exact_kernel(PropPass<T> pass, std::int64_t size, std::
 }
 
 // ---------------------------------------------------------------------------------
-// P2M fallback: one thread per particle in tile order, global atomics.
+// P2M fallback: one thread per particle in tile order, global atomics. Also spreads the
+// away list of update_points (slots: each record's binned slot, for its property).
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     spread_atomics_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                          const std::uint32_t* perm, std::size_t n, PropPass<T> pass) {
+                          const std::uint32_t* slots, const std::uint32_t* perm, std::size_t n, PropPass<T> pass) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
+  const Packed<T> particle = particles[i];
+  if (particle.cell == kAwayCell) return;
   int base[D];
   T s[D];
-  unpack<K, D>(particles[i], geo, base, s);
-  const std::uint32_t p = perm[i];
+  unpack<K, D>(particle, geo, base, s);
+  const std::uint32_t p = perm[slots ? slots[i] : i];
   T q[tuning::kPropsPerPass];
 #pragma unroll
   for (int j = 0; j < tuning::kPropsPerPass; ++j) q[j] = j < pass.count ? load_prop(pass, j, p) : T(0);
@@ -522,25 +572,29 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 // ---------------------------------------------------------------------------------
 // M2P: one thread per particle in tile order (neighbours read neighbouring nodes, so
 // the gathers hit in cache), results in binned order (unbin_kernel puts them in the
-// caller's).
+// caller's). Also serves the away list of update_points (slots: each record's slot).
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
-    interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles, std::size_t n,
-                  PropPass<T> pass, T* binned_values) {
+    interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
+                  const std::uint32_t* slots, std::size_t n, PropPass<T> pass, T* binned_values,
+                  std::size_t binned_stride) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
+  const Packed<T> particle = particles[i];
+  if (particle.cell == kAwayCell) return;
   int base[D];
   T s[D];
-  unpack<K, D>(particles[i], geo, base, s);
+  unpack<K, D>(particle, geo, base, s);
   T acc[tuning::kPropsPerPass] = {};
   detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
 #pragma unroll
     for (int j = 0; j < tuning::kPropsPerPass; ++j)
       if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
   });
+  const std::size_t slot = slots ? slots[i] : i;
 #pragma unroll
   for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < pass.count) binned_values[j * n + i] = acc[j];
+    if (j < pass.count) binned_values[j * binned_stride + slot] = acc[j];
 }
 
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
@@ -579,6 +633,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i >= chunk.count) break;
     const Packed<T> particle = pick(mine, r);
+    if (particle.cell == kAwayCell) continue;
     const int origin = Window::origin(geo, particle.cell, tile);
     T s[D];
     PMKIT_UNROLL
