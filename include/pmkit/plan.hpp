@@ -50,9 +50,9 @@ struct Options {
   bool host_arrays = false;    // CUDA: views point to host memory; the plan copies
   int device = 0;              // CUDA: device ordinal
   // CUDA update_points: re-bin in full once more than this fraction of the particles
-  // has left its tile. Away particles are spread with global atomics, ~10x the cost of
-  // a binned one, while a full binning costs about three spreads (bench/NOTES.md).
-  double max_away_fraction = 0.02;
+  // has left its tile. An away particle costs a spread about 20x what a binned one
+  // does, and a full binning costs about three spreads (bench/NOTES.md 9).
+  double max_away_fraction = 0.005;
 };
 
 // Seconds spent in the phases of the last call (CUDA host_arrays: the copies are

@@ -137,7 +137,7 @@ class CudaBackend final : public detail::Backend<T, D> {
       staging_positions_.reserve(n * D, "position staging");
       staging_particles_.reserve(n * tuning::kPropsPerPass, "particle staging");
     }
-    tile_of_.reserve(n, "binning scratch");
+    spare_.tile_of.reserve(n, "binned particles");
     rank_.reserve(n, "binning scratch");
     tile_count_.reserve(tiles + 1, "binning scratch");
     tile_start_.reserve(tiles + 1, "binning scratch");
@@ -162,7 +162,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
     if (n > 0) {
       classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_count_.get(), bad_.get());
+          layout_, geo_, pos, n, spare_.tile_of.get(), rank_.get(), tile_count_.get(), bad_.get());
       check_launch("pmkit::cuda::set_points::classify");
     }
     reject_if_bad(pos);
@@ -179,7 +179,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::set_points::chunk_fill");
     if (n > 0) {
       scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, tile_of_.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
+          layout_, geo_, pos, n, spare_.tile_of.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
           spare_.perm.get(), spare_.slot.get());
       check_launch("pmkit::cuda::set_points::scatter");
     }
@@ -190,7 +190,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.n = n;
     spare_.num_chunks = chunks;
     spare_.num_away = 0;
-    spare_.slot_tile_ready = false;
     std::swap(current_, spare_);
     resolve_method();
   }
@@ -204,23 +203,17 @@ class CudaBackend final : public detail::Backend<T, D> {
     timings_ = {};
     Binned& b = current_;
     if (options_.host_arrays) staging_positions_.reserve(n * D, "position staging");
-    b.slot_tile.reserve(n, "binned particles");
     bad_.reserve(1, "binning scratch");
     tile_count_.reserve(1, "binning scratch");
     const PositionArrays<T, D> pos = device_positions(n, positions);
 
     start_timer();
-    if (!b.slot_tile_ready && b.num_chunks > 0) {
-      slot_tile_kernel<<<b.num_chunks, 256>>>(b.chunks.get(), b.slot_tile.get());
-      check_launch("pmkit::cuda::update_points::slot_tile");
-    }
-    b.slot_tile_ready = true;
     std::uint32_t* away_count = tile_count_.get();
     auto run_update = [&](bool apply) {
       check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
       check(cudaMemset(away_count, 0, sizeof(std::uint32_t)), "cudaMemset");
       update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, b.perm.get(), b.slot_tile.get(), apply, bad_.get(), away_count, b.particles.get(),
+          layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), apply, bad_.get(), away_count, b.particles.get(),
           b.away_slot.get(), b.away_particles.get());
       check_launch("pmkit::cuda::update_points");
     };
@@ -273,10 +266,10 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<std::uint32_t> perm;  // binned slot -> caller's index
     DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
     DeviceBuffer<Chunk> chunks;
-    // update_points: the tile of each slot (built on first use), the away list.
-    DeviceBuffer<std::uint32_t> slot_tile, away_slot;
+    DeviceBuffer<std::uint32_t> tile_of;  // caller's index -> tile at the full binning
+    // update_points: the particles away from their tile, with their binned slots.
+    DeviceBuffer<std::uint32_t> away_slot;
     DeviceBuffer<Packed<T>> away_particles;
-    bool slot_tile_ready = false;
     std::size_t num_away = 0;
   };
 
@@ -545,7 +538,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   Binned current_, spare_;
   // set_points scratch
-  DeviceBuffer<std::uint32_t> tile_of_, rank_, tile_count_, tile_start_, chunk_count_, chunk_start_;
+  DeviceBuffer<std::uint32_t> rank_, tile_count_, tile_start_, chunk_count_, chunk_start_;
   DeviceBuffer<unsigned long long> bad_;
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode

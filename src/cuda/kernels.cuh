@@ -171,37 +171,33 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   slot[i] = dst;
 }
 
-// The tile of every binned slot, from the chunks (update_points compares against it).
-static __global__ void slot_tile_kernel(const Chunk* chunks, std::uint32_t* slot_tile) {
-  const Chunk chunk = chunks[blockIdx.x];
-  for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) slot_tile[chunk.begin + i] = chunk.tile;
-}
-
-// update_points, one thread per binned slot (so the away list comes out roughly in tile
-// order). The check pass validates and counts the particles whose tile changed; only if
-// it succeeds does the apply pass write new records in place and list the away ones.
+// update_points, one thread per particle in the caller's order (positions, tile and
+// slot read coalesced; only the record's store is scattered; bench/NOTES.md 9). The check
+// pass validates and counts the particles whose tile changed since the full binning
+// (tile_of); only if it succeeds does the apply pass write the new records in place and
+// list the away ones.
 template <class T, int D>
 __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                              std::size_t n, const std::uint32_t* perm, const std::uint32_t* slot_tile,
+                              std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* slot,
                               bool apply, unsigned long long* first_bad, std::uint32_t* away_count,
                               Packed<T>* particles, std::uint32_t* away_slot, Packed<T>* away_particles) {
-  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (s >= n) return;
-  const std::uint32_t i = perm[s];
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
   Packed<T> p;
   std::uint32_t tile;
   if (!bin_particle(layout, geo, pos, i, p, tile)) {
     atomicMin(first_bad, static_cast<unsigned long long>(i));
     return;
   }
-  const bool away = tile != slot_tile[s];
+  const bool away = tile != tile_of[i];
   if (!apply) {
     if (away) atomicAdd(away_count, 1u);
     return;
   }
+  const std::uint32_t s = slot[i];
   if (away) {
     const std::uint32_t k = atomicAdd(away_count, 1u);
-    away_slot[k] = static_cast<std::uint32_t>(s);
+    away_slot[k] = s;
     away_particles[k] = p;
     p.cell = kAwayCell;
   }
