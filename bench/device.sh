@@ -38,10 +38,10 @@ echo "skipped: $(grep -c '(Skipped)' "$out/ctest.log") (CPU-only determinism che
 fi
 
 if want sanitizer; then
-step "compute-sanitizer (CUDA tests)"
+step "compute-sanitizer (every test that runs on CUDA)"
 for tool in memcheck racecheck; do
   PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-    ./build-device/tests/pmkit_tests --gtest_filter='Cuda*' --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
+    ./build-device/tests/pmkit_tests --gtest_filter='Cuda*:*/Cuda:*/Cuda_*' --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
   rc=$?
   echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
   [ $rc -eq 0 ] || status=1
