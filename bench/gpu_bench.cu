@@ -54,16 +54,21 @@ struct Timer {
   }
 };
 
-// Device-side uniform random numbers (splitmix64), so 2^24 particles start in ms.
-template <class T>
-__global__ void fill_uniform(T* out, std::size_t n, double scale, unsigned long long seed) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
+// Device-side uniform random numbers in [0, 1) (splitmix64 of seed and index), so 2^24
+// particles start in ms.
+__device__ double uniform01(unsigned long long seed, std::size_t i) {
   unsigned long long z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
-  T v = static_cast<T>((z >> 11) * (1.0 / 9007199254740992.0) * scale);
+  return (z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+template <class T>
+__global__ void fill_uniform(T* out, std::size_t n, double scale, unsigned long long seed) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  T v = static_cast<T>(uniform01(seed, i) * scale);
   if (v >= static_cast<T>(scale)) v = T(0);  // float rounding up onto the seam
   out[i] = v;
 }
@@ -73,11 +78,7 @@ template <class T>
 __global__ void displace(T* out, const T* in, std::size_t n, double step, double period, unsigned long long seed) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  unsigned long long z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  double v = static_cast<double>(in[i]) + ((z >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * step;
+  double v = static_cast<double>(in[i]) + (uniform01(seed, i) * 2.0 - 1.0) * step;
   v -= period * floor(v / period);
   T t = static_cast<T>(v);
   if (t >= static_cast<T>(period)) t = T(0);

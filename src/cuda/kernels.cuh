@@ -116,6 +116,17 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
   return true;
 }
 
+// bin_particle, or, for an invalid position, the particle's index offered to first_bad
+// (the smallest wins, so the error names the first bad particle in the caller's order).
+template <class T, int D>
+__device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
+                                              std::uint32_t& tile, unsigned long long* first_bad) {
+  if (bin_particle(layout, geo, pos, i, p, tile)) return true;
+  atomicMin(first_bad, static_cast<unsigned long long>(i));
+  return false;
+}
+
 // Validates every position, assigns its tile and its rank within the tile.
 template <class T, int D>
 __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
@@ -126,10 +137,7 @@ __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
   if (i >= n) return;
   Packed<T> p;
   std::uint32_t tile;
-  if (!bin_particle(layout, geo, pos, i, p, tile)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(i));
-    return;
-  }
+  if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
   tile_of[i] = tile;
   rank[i] = atomicAdd(&tile_count[tile], 1u);
 }
@@ -185,10 +193,7 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   if (i >= n) return;
   Packed<T> p;
   std::uint32_t tile;
-  if (!bin_particle(layout, geo, pos, i, p, tile)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(i));
-    return;
-  }
+  if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
   const bool away = tile != tile_of[i];
   if (!apply) {
     if (away) atomicAdd(away_count, 1u);
