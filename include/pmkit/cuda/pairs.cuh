@@ -192,8 +192,6 @@ struct PencilShape {
   int length = 1;
   int threads = 64;
   int capacity = 64;
-  // Cell starts staged per neighbouring row: cells x0-1 .. x1+1 of the pencil.
-  __host__ __device__ int starts_per_row() const { return length + 3; }
 };
 
 // Binary searches over staged positions [lo, hi) (stage index l at stage[l - base])
@@ -240,9 +238,6 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
   T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
-  // cell_starts[r * starts_per_row + c]: start of cell x0 - 1 + c of row r, so that each
-  // target's range in a row comes from shared memory, not from two global loads a row.
-  auto* cell_starts = reinterpret_cast<std::uint32_t*>(src_in + kIn * shape.capacity);
   __shared__ StagedRow<T> rows[kRows];
   __shared__ std::uint32_t staged;
 
@@ -279,11 +274,6 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
       base += rows[r].pieces.local[rows[r].pieces.count];
     }
     staged = base;
-  }
-  const int starts_per_row = shape.starts_per_row();
-  for (int k = threadIdx.x; k < kRows * starts_per_row; k += blockDim.x) {
-    const int r = k / starts_per_row, c = x0 - 1 + k % starts_per_row;
-    if (c >= 0 && c <= nx && rows[r].pieces.count > 0) cell_starts[k] = a.start[rows[r].first_cell + c];
   }
   __syncthreads();
 
@@ -342,13 +332,13 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
       for (int r = 0; r < kRows; ++r) {
         const RowPieces<T>& rp = rows[r].pieces;
         if (rp.count == 0) continue;
-        const std::uint32_t row_base = rows[r].base;
-        const std::uint32_t* starts = cell_starts + r * starts_per_row + (cx - x0);  // cell cx - 1
+        const std::uint32_t row_base = rows[r].base, row = rows[r].first_cell;
         // This target's three cells cx-1 .. cx+1, as positions in the stage.
         const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
         const std::uint32_t mid_local = row_base + (rp.middle ? rp.local[1] : rp.local[0]);
-        const std::uint32_t lo = cx - 1 < 0 ? row_base : mid_local + (starts[0] - mid);
-        const std::uint32_t hi = cx + 1 >= nx ? row_base + rp.local[rp.count] : mid_local + (starts[3] - mid);
+        const std::uint32_t lo = cx - 1 < 0 ? row_base : mid_local + (a.start[row + cx - 1] - mid);
+        const std::uint32_t hi =
+            cx + 1 >= nx ? row_base + rp.local[rp.count] : mid_local + (a.start[row + cx + 2] - mid);
         const std::uint32_t self = rows[r].own ? mid_local + (i - mid) : 0xffffffffu;
         std::uint32_t from = max(lo, base), to = min(hi, stop);
         if (a.g.x_bits > 0 && from < to) {
@@ -409,9 +399,7 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
   s.threads = std::clamp(targets, 64, 512);
   constexpr int kRows = D == 3 ? 9 : 3;
   const int staged = static_cast<int>(kRows * (s.length + 2) * per_cell * 1.3 + 31) / 32 * 32;
-  // With the row table and the cell starts: < 48 KB, no opt-in.
-  const int max_capacity =
-      static_cast<int>((44 * 1024 - kRows * s.starts_per_row() * sizeof(std::uint32_t)) / bytes_per_source);
+  const int max_capacity = static_cast<int>(44 * 1024 / bytes_per_source);  // with the row table: < 48 KB, no opt-in
   s.capacity = std::clamp(staged, s.threads, std::max(s.threads, max_capacity));
   return s;
 }
@@ -432,9 +420,7 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
-  constexpr int kRows = D == 3 ? 9 : 3;
-  const std::size_t shared =
-      shape.capacity * bytes_per_source + kRows * shape.starts_per_row() * sizeof(std::uint32_t);
+  const std::size_t shared = shape.capacity * bytes_per_source;
   pencil_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape);
   cuda::check_launch("pmkit PairPlan: pencil kernel");
 }
