@@ -81,6 +81,7 @@ std::size_t Plan<T, D>::num_away() const {
   return backend_->num_away();
 }
 
+
 namespace {
 template <class P>
 void check_particle_arrays(const char* what, const Span<P>& arrays, std::size_t n) {
@@ -106,6 +107,14 @@ void check_mesh_arrays(const char* what, const Span<M>& arrays, std::int64_t siz
   }
 }
 }  // namespace
+
+template <class T, int D>
+void Plan<T, D>::binned_order(View<std::uint32_t> order) const {
+  if (!has_points_) fail(ErrorCode::NotReady, "binned_order called before set_points");
+  check_particle_arrays("order", Span<View<std::uint32_t>>(&order, 1), num_points_);
+  if (num_points_ == 0) return;
+  backend_->binned_order(order);
+}
 
 template <class T, int D>
 void Plan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {

@@ -105,6 +105,13 @@ class Plan {
   bool has_points() const { return has_points_; }
   // Particles handled outside their bin since the last full binning (update_points).
   std::size_t num_away() const;
+  // order[k] = the caller's index of the k-th particle in the plan's binned order (that
+  // of the last full binning). Keeping the particle arrays in this order (x'[k] =
+  // x[order[k]], the same for every property) makes spread's property reads and interp's
+  // writes local instead of scattered: the CUDA backend is then up to ~1.5x faster
+  // (bench/NOTES.md 10). `order` is device memory on the CUDA backend unless
+  // options.host_arrays.
+  void binned_order(View<std::uint32_t> order) const;
   std::size_t num_points() const { return num_points_; }
   // The method spread runs with (Auto resolved), for logs and benchmarks.
   std::string spread_method_name() const;

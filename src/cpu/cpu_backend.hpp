@@ -68,6 +68,10 @@ class CpuBackend final : public detail::Backend<T, D> {
 
   std::string spread_method_name() const override { return private_meshes_ ? "cpu-private-meshes" : "cpu-slabs"; }
 
+  void binned_order(View<std::uint32_t> order) const override {
+    for (std::size_t k = 0; k < current_.n; ++k) order[k] = current_.perm[k];
+  }
+
  private:
   // Row key of a particle: its home node (floor(u + shift), wrapped) in every
   // dimension but x; or only its plane when the row histogram would be too large.

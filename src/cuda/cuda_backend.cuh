@@ -249,6 +249,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     kernels::dispatch(kernel_, [&](auto k) { interp_all<decltype(k)>(meshes, values); });
   }
 
+  void binned_order(View<std::uint32_t> order) const override {
+    if (!options_.host_arrays) require_device(order.data, "order", 0);
+    copy_strided(order.data, order.stride, current_.perm.get(), 1, current_.n,
+                 options_.host_arrays ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice, "binned_order");
+  }
+
   std::string spread_method_name() const override {
     if (method_ == SpreadMethod::CudaGlobalAtomics) return "cuda-global-atomics";
     const int words = options_.deterministic ? kDeterministicWords<T> : kFastWords<T>;
