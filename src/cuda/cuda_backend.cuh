@@ -130,7 +130,6 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
     timings_ = {};
-    PositionArrays<T, D> pos{};
     const std::size_t tiles = geo_.num_tiles;
     // Every allocation first: nothing of the current binning changes until all succeed.
     if (options_.host_arrays) {
@@ -154,7 +153,7 @@ class CudaBackend final : public detail::Backend<T, D> {
           "cub::DeviceScan");
     scan_temp_.reserve(scan_bytes, "binning scratch");
 
-    pos = device_positions(n, positions);
+    const PositionArrays<T, D> pos = device_positions(n, positions);
 
     start_timer();
     check(cudaMemset(tile_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
