@@ -269,6 +269,11 @@ TEST_P(ErrorTest, InvalidGridsAreRejected) {
     bad.num_threads = -1;
     EXPECT_PMKIT_ERROR((Plan<double, 3>(grid(), k, bad)), ErrorCode::InvalidArgument, "num_threads");
   }
+  for (double fraction : {-0.1, 1.5, std::nan("")}) {
+    Options bad = o;
+    bad.max_away_fraction = fraction;
+    EXPECT_PMKIT_ERROR((Plan<double, 3>(grid(), k, bad)), ErrorCode::InvalidArgument, "max_away_fraction");
+  }
 }
 
 TEST_P(ErrorTest, HugeMeshIsRejectedAtPlanCreation) {
