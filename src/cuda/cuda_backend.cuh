@@ -70,7 +70,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     for (int d = 0; d < D; ++d) {
       const detail::Axis& a = layout_.axis[d];
       geo_.keys[d] = a.kind == detail::AxisKind::Periodic ? a.cells : a.cells + 1;
-      geo_.edge[d] = D == 3 ? tuning::kTileEdge3D : tuning::kTileEdge2D;
+      geo_.edge[d] = tuning::tile_edge(D);
       geo_.tiles[d] = (geo_.keys[d] + geo_.edge[d] - 1) / geo_.edge[d];
       keys *= geo_.keys[d];
       tiles *= geo_.tiles[d];
@@ -91,7 +91,8 @@ class CudaBackend final : public detail::Backend<T, D> {
 
     // Properties per pass of the tile kernel, as many as shared memory holds (<= 4).
     const int words = options.deterministic ? kDeterministicWords<T> : kFastWords<T>;
-    const std::size_t per_prop = static_cast<std::size_t>(geo_.window_nodes()) * words * sizeof(int);
+    const int window_nodes = kernels::dispatch(kernel, [](auto k) { return TileWindow<decltype(k), D>::kNodes; });
+    const std::size_t per_prop = static_cast<std::size_t>(window_nodes) * words * sizeof(int);
     tile_props_per_pass_ = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, shared_optin_ / per_prop));
 
     switch (options.spread_method) {

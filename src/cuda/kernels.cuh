@@ -45,14 +45,6 @@ struct BinGeometry {
       tile /= tiles[d];
     }
   }
-  // Nodes per dimension of a tile's accumulator: the tile plus the kernel's reach.
-  __host__ __device__ int window(int d) const { return edge[d] + support - 1; }
-  __host__ __device__ int window_nodes() const {
-    int w = 1;
-    PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) w *= window(d);
-    return w;
-  }
 };
 
 // A block's share of one tile: at most tuning::kChunkParticles particles.
@@ -251,7 +243,7 @@ __device__ __forceinline__ double deterministic_scale(double max_abs, std::size_
 // instructions per node, of which one was the shared atomic).
 template <class K, int D>
 struct TileWindow {
-  static constexpr int kEdge = D == 3 ? tuning::kTileEdge3D : tuning::kTileEdge2D;
+  static constexpr int kEdge = tuning::tile_edge(D);  // = BinGeometry::edge
   static constexpr int kWidth = kEdge + K::support - 1;
   static constexpr int kNodes = D == 3 ? kWidth * kWidth * kWidth : kWidth * kWidth;
   static constexpr int kLead = (K::support - 1) / 2;  // nodes the stencil starts before home
@@ -303,7 +295,7 @@ struct TileWindow {
   }
 };
 
-// The particle's stencil inside a window// The particle's stencil inside a window, one x-row at a time: f(offset of the row's
+// The particle's stencil inside a window, one x-row at a time: f(offset of the row's
 // first node, the row's weight w_y (w_z), the S x-weights). Callers fold per-row factors
 // (the charge, the scale) into the row weight once instead of once per node.
 template <class K, int D, class T, class F>

@@ -11,6 +11,7 @@ namespace pmkit::cuda::tuning {
 // ~1,000-cell tile.
 constexpr int kTileEdge3D = 8;
 constexpr int kTileEdge2D = 32;
+constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D; }
 
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
