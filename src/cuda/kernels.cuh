@@ -131,7 +131,16 @@ __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
   std::uint32_t tile;
   if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
   tile_of[i] = tile;
-  rank[i] = atomicAdd(&tile_count[tile], 1u);
+  // Lanes of a warp with the same tile take their ranks with one atomic: particles that
+  // arrive in binned order (Plan::binned_order) would otherwise all hit one counter
+  // (measured: set_points 1.8 -> 2.8 ms at 256^3, 7.2 ms at 128^3).
+  const unsigned peers = __match_any_sync(__activemask(), tile);
+  const int leader = __ffs(peers) - 1;
+  const unsigned lane = threadIdx.x & 31u;
+  std::uint32_t first = 0;
+  if (static_cast<int>(lane) == leader) first = atomicAdd(&tile_count[tile], static_cast<std::uint32_t>(__popc(peers)));
+  first = __shfl_sync(peers, first, leader);
+  rank[i] = first + static_cast<std::uint32_t>(__popc(peers & ((1u << lane) - 1u)));
 }
 
 // Chunks per tile (ceil(count / chunk)).
