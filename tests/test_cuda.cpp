@@ -208,6 +208,99 @@ TEST(Cuda, DeterministicIsBitwiseReproducible) {
   check_bitwise<float, 2>({128, 96}, 16.0, Distribution::Clustered);
 }
 
+// set_points orders each tile's particles in levels: level r holds the r-th particle
+// of every shared-memory bank that has one, in bank order, so that the 32 particles a
+// warp takes start their stencils in different banks (kernels.cuh). Checked from
+// binned_order alone: tiles in order, and inside a tile the banks split into strictly
+// increasing runs, each run's banks a superset of the next run's.
+template <int D>
+void check_bank_interleaved(std::array<std::int64_t, D> cells, const Kernel& kernel, double per_cell,
+                            std::mt19937_64& rng) {
+  static_assert(D == 2 || D == 3, "2D or 3D");
+  const int edge = D == 3 ? 8 : 32;      // tuning::tile_edge(D)
+  const int width = edge + kernel.support() - 1;  // TileWindow::kWidth
+  const Grid<D> grid = Grid<D>::periodic(cells);
+  std::size_t n = static_cast<std::size_t>(per_cell);
+  for (int d = 0; d < D; ++d) n *= static_cast<std::size_t>(cells[d]);
+  // Positions away from cell faces (and, for odd supports, from cell middles), so that
+  // the home node below needs no rounding rule: floor(x + 1/2) for odd supports.
+  const double shift = kernel.support() % 2 ? 0.5 : 0.0;
+  Positions<float, D> pos;
+  std::vector<std::array<int, D>> home(n);
+  std::uniform_real_distribution<double> frac(0.1, 0.4);
+  for (int d = 0; d < D; ++d) {
+    pos[d].resize(n);
+    std::uniform_int_distribution<std::int64_t> cell(0, cells[d] - 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t c = cell(rng);
+      pos[d][i] = static_cast<float>(static_cast<double>(c) + frac(rng) - shift + 0.5 * (rng() % 2));
+      home[i][d] = static_cast<int>(std::floor(static_cast<double>(pos[d][i]) + shift));
+      if (home[i][d] < 0) home[i][d] += static_cast<int>(cells[d]);
+    }
+  }
+  Options opt;
+  opt.backend = Backend::Cuda;
+  opt.host_arrays = true;
+  Plan<float, D> plan(grid, kernel, opt);
+  plan.set_points(views_of<float, D>(pos));
+  std::vector<std::uint32_t> order(n);
+  plan.binned_order(View<std::uint32_t>(order));
+
+  auto tile_and_bank = [&](std::uint32_t i, std::int64_t& tile, int& bank) {
+    tile = 0;
+    int origin = 0;
+    for (int d = D - 1; d >= 0; --d) {
+      tile = tile * ((cells[d] + edge - 1) / edge) + home[i][d] / edge;
+      origin = origin * width + home[i][d] % edge;
+    }
+    bank = origin % 32;
+  };
+  std::size_t runs = 0, full_runs = 0;
+  std::uint32_t previous_run = ~0u, run = 0;
+  std::int64_t previous_tile = -1;
+  int previous_bank = -1;
+  auto close_run = [&] {
+    if (run == 0) return;
+    ASSERT_EQ(run & ~previous_run, 0u) << "a level has a bank that the level before lacks";
+    ++runs;
+    if (run == ~0u) ++full_runs;
+    previous_run = run;
+    run = 0;
+  };
+  for (std::size_t k = 0; k < n; ++k) {
+    std::int64_t tile;
+    int bank;
+    tile_and_bank(order[k], tile, bank);
+    ASSERT_GE(tile, previous_tile) << "binned order is not in tile order at " << k;
+    if (tile != previous_tile) {
+      close_run();
+      previous_run = ~0u;
+    } else if (bank <= previous_bank) {
+      close_run();
+    }
+    run |= 1u << bank;
+    previous_tile = tile;
+    previous_bank = bank;
+  }
+  close_run();
+  // Uniform particles at >= 32 per bank fill most levels.
+  if (per_cell * std::pow(edge, D) >= 32 * 32) {
+    EXPECT_GE(full_runs, runs / 2) << "levels mostly partial";
+  }
+}
+
+TEST(Cuda, BinnedOrderIsBankInterleaved) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  check_bank_interleaved<3>({32, 24, 16}, Kernel::mp4(), 4.0, rng);
+  check_bank_interleaved<3>({20, 20, 20}, Kernel::tsc(), 0.5, rng);
+  check_bank_interleaved<3>({16, 16, 16}, Kernel::linear(), 64.0, rng);
+  check_bank_interleaved<2>({96, 64}, Kernel::mp4(), 8.0, rng);
+  check_bank_interleaved<2>({64, 64}, Kernel::bspline(6), 2.0, rng);
+}
+
 TEST(Cuda, ErrorsFromDeviceData) {
   PMKIT_REQUIRE_GPU();
   const Grid<3> grid = Grid<3>::bounded({8, 8, 8});

@@ -95,7 +95,9 @@ class UpdatePointsTest : public ::testing::TestWithParam<std::tuple<BackendCase,
                                          name(boundary) + ", " + name(dist) + ", " + kernel.name() + ", away " +
                                          std::to_string(plan.num_away()) + " of " + std::to_string(n));
     }
-    if (bc_.backend == Backend::Cpu) EXPECT_EQ(most_away, 0u) << "the CPU backend re-bins in full";
+    if (bc_.backend == Backend::Cpu) {
+      EXPECT_EQ(most_away, 0u) << "the CPU backend re-bins in full";
+    }
     last_most_away_ = most_away;
   }
 
@@ -110,7 +112,9 @@ TEST_P(UpdatePointsTest, SmallMovesKeepTheBinning) {
     using T = decltype(t);
     // ~0.4% of the particles leave their 8^3 tile per update: the away path on CUDA.
     run<T, 3>({24, 17, 31}, BoundaryKind::Periodic, Distribution::Uniform, 8.0, 0.02, 0.05, Kernel::mp4());
-    if (bc_.backend == Backend::Cuda) EXPECT_GT(last_most_away_, 0u) << "the away path was not exercised";
+    if (bc_.backend == Backend::Cuda) {
+      EXPECT_GT(last_most_away_, 0u) << "the away path was not exercised";
+    }
     run<T, 3>({16, 16, 16}, BoundaryKind::MixedKeep, Distribution::Clustered, 20.0, 0.05, 0.05, Kernel::tsc());
     run<T, 2>({70, 45}, BoundaryKind::Fold, Distribution::Uniform, 4.0, 0.1, 0.05, Kernel::bspline(5));
   });

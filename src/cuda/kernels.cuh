@@ -83,13 +83,18 @@ struct PropPass {
 // Cells are < 2^32 - 1 (the backend checks), so the value is free.
 constexpr std::uint32_t kAwayCell = 0xffffffffu;
 
-// Particle i's packed record (local coordinates, home node) and tile; false where its
-// position is not valid (non-finite, or outside a bounded axis).
+// Banks of shared memory (4-byte words) on every GPU since Maxwell.
+constexpr int kSharedBanks = 32;
+
+// Particle i's packed record (local coordinates, home node), its tile, and the bank of
+// its first stencil node in the tile's window (TileWindow::origin mod kSharedBanks:
+// every node of the stencil is that origin plus an offset common to all particles).
+// false where its position is not valid (non-finite, or outside a bounded axis).
 template <class T, int D>
 __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
-                                             std::uint32_t& tile) {
-  std::uint32_t cell = 0;
+                                             std::uint32_t& tile, std::uint32_t& bank) {
+  std::uint32_t cell = 0, origin = 0;
   tile = 0;
   PMKIT_UNROLL
   for (int d = D - 1; d >= 0; --d) {
@@ -102,9 +107,11 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
     if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
     cell = cell * geo.keys[d] + home;
     tile = tile * geo.tiles[d] + home / geo.edge[d];
+    origin = origin * (geo.edge[d] + geo.support - 1) + home % geo.edge[d];  // TileWindow::kWidth
     p.s[d] = static_cast<T>(s);
   }
   p.cell = cell;
+  bank = origin % kSharedBanks;
   return true;
 }
 
@@ -113,34 +120,92 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
 template <class T, int D>
 __device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                               const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
-                                              std::uint32_t& tile, unsigned long long* first_bad) {
-  if (bin_particle(layout, geo, pos, i, p, tile)) return true;
+                                              std::uint32_t& tile, std::uint32_t& bank,
+                                              unsigned long long* first_bad) {
+  if (bin_particle(layout, geo, pos, i, p, tile, bank)) return true;
   atomicMin(first_bad, static_cast<unsigned long long>(i));
   return false;
 }
 
-// Validates every position, assigns its tile and its rank within the tile.
+// ---------------------------------------------------------------------------------
+// Bank-interleaved order inside a tile.
+//
+// The tile kernels give a warp 32 consecutive particles of a tile; each lane adds (or
+// reads) its stencil at window offset origin + o, the same o for all lanes at once. In
+// arrival order the origins are random, so a warp's 32 shared-memory accesses land in
+// ~3 wavefronts on average (ncu: 67% of the spread kernel's wavefronts were conflicts,
+// bench/NOTES.md 8). set_points therefore orders each tile by level: level r holds the
+// r-th particle of every bank (bucket) that has one, in bank order. 32 consecutive
+// particles of a full level start in 32 different banks, so every access of the warp is
+// one wavefront; only the last, partial levels of a tile mix.
+//
+// classify counts per bucket (tile, bank) and ranks each particle in its bucket;
+// tile_levels gives each tile its count and its number of levels; level_fill writes,
+// per level, its first slot and the mask of its banks; scatter puts the particle of
+// bank b and rank r at levels[r].first + (number of the level's banks below b).
+struct Level {
+  std::uint32_t first;  // binned slot of the level's first particle
+  std::uint32_t banks;  // bit b: the level has a particle of bank b
+};
+
+// Validates every position, assigns its tile, bucket and rank within the bucket.
 template <class T, int D>
 __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
                                 PositionArrays<T, D> pos, std::size_t n, std::uint32_t* tile_of,
-                                std::uint32_t* rank, std::uint32_t* tile_count,
+                                std::uint32_t* rank, std::uint32_t* bucket_count,
                                 unsigned long long* first_bad) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   Packed<T> p;
-  std::uint32_t tile;
-  if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
+  std::uint32_t tile, bank;
+  if (!bin_or_reject(layout, geo, pos, i, p, tile, bank, first_bad)) return;
   tile_of[i] = tile;
-  // Lanes of a warp with the same tile take their ranks with one atomic: particles that
-  // arrive in binned order (Plan::binned_order) would otherwise all hit one counter
-  // (measured: set_points 1.8 -> 2.8 ms at 256^3, 7.2 ms at 128^3).
-  const unsigned peers = __match_any_sync(__activemask(), tile);
+  // Lanes of a warp with the same bucket take their ranks with one atomic: particles
+  // that arrive sorted by cell would otherwise queue on one counter (binned input with
+  // one counter per tile: set_points 1.8 -> 2.8 ms at 256^3, 7.2 ms at 128^3).
+  const std::uint32_t bucket = tile * kSharedBanks + bank;
+  const unsigned peers = __match_any_sync(__activemask(), bucket);
   const int leader = __ffs(peers) - 1;
   const unsigned lane = threadIdx.x & 31u;
   std::uint32_t first = 0;
-  if (static_cast<int>(lane) == leader) first = atomicAdd(&tile_count[tile], static_cast<std::uint32_t>(__popc(peers)));
+  if (static_cast<int>(lane) == leader)
+    first = atomicAdd(&bucket_count[bucket], static_cast<std::uint32_t>(__popc(peers)));
   first = __shfl_sync(peers, first, leader);
   rank[i] = first + static_cast<std::uint32_t>(__popc(peers & ((1u << lane) - 1u)));
+}
+
+// One warp per tile, lane b reads bucket b: the tile's particle count and its number
+// of levels (the largest bucket).
+static __global__ void tile_levels_kernel(std::uint32_t num_tiles, const std::uint32_t* bucket_count,
+                                          std::uint32_t* tile_count, std::uint32_t* level_count) {
+  static_assert(kSharedBanks == 32, "a warp per tile, a lane per bank");
+  const std::uint32_t t = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  if (t >= num_tiles) return;  // whole warps leave together
+  const std::uint32_t c = bucket_count[t * kSharedBanks + (threadIdx.x & 31u)];
+  std::uint32_t sum = c, most = c;
+  for (int o = 16; o > 0; o /= 2) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
+  }
+  if ((threadIdx.x & 31u) == 0) {
+    tile_count[t] = sum;
+    level_count[t] = most;
+  }
+}
+
+static __global__ void level_fill_kernel(std::uint32_t num_tiles, const std::uint32_t* bucket_count,
+                                         const std::uint32_t* tile_start, const std::uint32_t* level_start,
+                                         Level* levels) {
+  const std::uint32_t t = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  if (t >= num_tiles) return;
+  const std::uint32_t c = bucket_count[t * kSharedBanks + (threadIdx.x & 31u)];
+  std::uint32_t first = tile_start[t];
+  const std::uint32_t begin = level_start[t], end = level_start[t + 1];
+  for (std::uint32_t r = begin; r < end; ++r) {
+    const unsigned banks = __ballot_sync(0xffffffffu, c > r - begin);
+    if ((threadIdx.x & 31u) == 0) levels[r] = Level{first, banks};
+    first += __popc(banks);
+  }
 }
 
 // Chunks per tile (ceil(count / chunk)).
@@ -162,19 +227,20 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uin
     chunks[c] = Chunk{t, tile_start[t] + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
 }
 
-// Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
-// and slot (caller's index -> slot) record the permutation both ways.
+// Writes each particle, packed, to its slot in bank-interleaved tile order; perm (slot
+// -> caller's index) and slot (caller's index -> slot) record the permutation both ways.
 template <class T, int D>
 __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                               std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* rank,
-                               const std::uint32_t* tile_start, Packed<T>* particles,
-                               std::uint32_t* perm, std::uint32_t* slot) {
+                               std::size_t n, const std::uint32_t* rank, const std::uint32_t* level_start,
+                               const Level* levels, Packed<T>* particles, std::uint32_t* perm,
+                               std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const std::uint32_t dst = tile_start[tile_of[i]] + rank[i];
   Packed<T> p;
-  std::uint32_t tile;
-  bin_particle(layout, geo, pos, i, p, tile);  // classify validated every position
+  std::uint32_t tile, bank;
+  bin_particle(layout, geo, pos, i, p, tile, bank);  // classify validated every position
+  const Level level = levels[level_start[tile] + rank[i]];
+  const std::uint32_t dst = level.first + __popc(level.banks & ((1u << bank) - 1u));
   particles[dst] = p;
   perm[dst] = static_cast<std::uint32_t>(i);
   slot[i] = dst;
@@ -193,8 +259,8 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   Packed<T> p;
-  std::uint32_t tile;
-  if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
+  std::uint32_t tile, bank;  // the bank of a moved particle is not kept: it only costs conflicts
+  if (!bin_or_reject(layout, geo, pos, i, p, tile, bank, first_bad)) return;
   const bool away = tile != tile_of[i];
   if (!apply) {
     if (away) atomicAdd(away_count, 1u);
