@@ -2,9 +2,9 @@
 // The CUDA backend behind pmkit::Plan: memory, launches and the method choice. The
 // kernels are in kernels.cuh; this file decides what runs and owns every buffer.
 //
-// set_points: classify (validate, tile, bank, rank) -> per-tile counts and levels ->
-// scans -> chunks -> scatter into bank-interleaved tile order (kernels.cuh), all on the
-// device; only the index of a rejected particle and two totals come back.
+// set_points: classify (validate, tile, rank) -> scan -> chunks -> scatter -> the
+// bank-interleaved order of each chunk, all on the device; only the index of a rejected
+// particle and the chunk count come back.
 // spread: SharedTiles (fixed-point accumulation in shared memory, one flush per block)
 // or GlobalAtomics (sorted particles, global atomicAdd); interp: the tile's window of
 // the mesh staged in shared memory, or a per-particle gather where tiles are sparse.
@@ -140,70 +140,60 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
     spare_.tile_of.reserve(n, "binned particles");
     rank_.reserve(n, "binning scratch");
-    bucket_count_.reserve(tiles * kSharedBanks, "binning scratch");
     tile_count_.reserve(tiles + 1, "binning scratch");
     tile_start_.reserve(tiles + 1, "binning scratch");
-    level_count_.reserve(tiles + 1, "binning scratch");
-    level_start_.reserve(tiles + 1, "binning scratch");
     chunk_count_.reserve(tiles + 1, "binning scratch");
     chunk_start_.reserve(tiles + 1, "binning scratch");
     bad_.reserve(1, "binning scratch");
     spare_.particles.reserve(n, "binned particles");
     spare_.perm.reserve(n, "binned particles");
     spare_.slot.reserve(n, "binned particles");
+    spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, tile_count_.get(), tile_start_.get(),
                                         static_cast<int>(tiles + 1)),
           "cub::DeviceScan");
     scan_temp_.reserve(scan_bytes, "binning scratch");
-    auto exclusive_sum = [&](const std::uint32_t* in, std::uint32_t* out) {
-      check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, in, out, static_cast<int>(tiles + 1)),
-            "cub::DeviceScan");
-    };
-    const unsigned tile_warps = blocks_for(tiles * 32, 256);
 
     const PositionArrays<T, D> pos = device_positions(n, positions);
 
     start_timer();
-    check(cudaMemset(bucket_count_.get(), 0, tiles * kSharedBanks * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(tile_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
-    check(cudaMemset(level_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(chunk_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
     if (n > 0) {
       classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, spare_.tile_of.get(), rank_.get(), bucket_count_.get(), bad_.get());
+          layout_, geo_, pos, n, spare_.tile_of.get(), rank_.get(), tile_count_.get(), bad_.get());
       check_launch("pmkit::cuda::set_points::classify");
     }
     reject_if_bad(pos);
-    tile_levels_kernel<<<tile_warps, 256>>>(geo_.num_tiles, bucket_count_.get(), tile_count_.get(),
-                                            level_count_.get());
-    check_launch("pmkit::cuda::set_points::tile_levels");
-    exclusive_sum(tile_count_.get(), tile_start_.get());
-    exclusive_sum(level_count_.get(), level_start_.get());
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, tile_count_.get(), tile_start_.get(),
+                                        static_cast<int>(tiles + 1)),
+          "cub::DeviceScan");
     chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), chunk_count_.get());
     check_launch("pmkit::cuda::set_points::chunk_count");
-    exclusive_sum(chunk_count_.get(), chunk_start_.get());
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, chunk_count_.get(), chunk_start_.get(),
+                                        static_cast<int>(tiles + 1)),
+          "cub::DeviceScan");
     chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), tile_start_.get(),
                                                        chunk_start_.get(), spare_.chunks.get());
     check_launch("pmkit::cuda::set_points::chunk_fill");
-    std::uint32_t chunks = 0, levels = 0;
-    check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
-          "set_points: binning");
-    check(cudaMemcpy(&levels, level_start_.get() + tiles, sizeof(levels), cudaMemcpyDeviceToHost),
-          "set_points: binning");
-    // Sized by the count (at most n; ~n/32 for uniform particles). A failure here still
-    // leaves the current binning as it was: everything so far went to spare_.
-    levels_.reserve(levels, "binning scratch");
     if (n > 0) {
-      level_fill_kernel<<<tile_warps, 256>>>(geo_.num_tiles, bucket_count_.get(), tile_start_.get(),
-                                             level_start_.get(), levels_.get());
-      check_launch("pmkit::cuda::set_points::level_fill");
       scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, rank_.get(), level_start_.get(), levels_.get(), spare_.particles.get(),
+          layout_, geo_, pos, n, spare_.tile_of.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
           spare_.perm.get(), spare_.slot.get());
       check_launch("pmkit::cuda::set_points::scatter");
+    }
+    std::uint32_t chunks = 0;
+    check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
+          "set_points: binning");
+    if (chunks > 0) {
+      kernels::dispatch(kernel_, [&](auto k) {
+        interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(
+            geo_, spare_.chunks.get(), spare_.particles.get(), spare_.order.get());
+      });
+      check_launch("pmkit::cuda::set_points::interleave");
     }
     timings_.compute_s += stop_timer();
     spare_.n = n;
@@ -290,6 +280,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<Packed<T>> particles;
     DeviceBuffer<std::uint32_t> perm;  // binned slot -> caller's index
     DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
+    DeviceBuffer<std::uint16_t> order;  // per chunk: the tile kernels' order (interleave_kernel)
     DeviceBuffer<Chunk> chunks;
     DeviceBuffer<std::uint32_t> tile_of;  // caller's index -> tile at the full binning
     // update_points: the particles away from their tile, with their binned slots.
@@ -470,7 +461,8 @@ class CudaBackend final : public detail::Backend<T, D> {
               "cudaFuncSetAttribute");
       kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
                                                                       current_.particles.get(),
-                                                                      current_.perm.get(), current_.n, pass);
+                                                                      current_.order.get(), current_.perm.get(),
+                                                                      current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
     });
   }
@@ -492,7 +484,7 @@ class CudaBackend final : public detail::Backend<T, D> {
           check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
                 "cudaFuncSetAttribute");
         kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(
-            layout_, geo_, current_.chunks.get(), current_.particles.get(), n, pass, binned);
+            layout_, geo_, current_.chunks.get(), current_.particles.get(), current_.order.get(), n, pass, binned);
         check_launch("pmkit::cuda::interp::shared_tiles");
       });
     } else {
@@ -563,9 +555,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   Binned current_, spare_;
   // set_points scratch
-  DeviceBuffer<std::uint32_t> rank_, bucket_count_, tile_count_, tile_start_, level_count_, level_start_,
-      chunk_count_, chunk_start_;
-  DeviceBuffer<Level> levels_;
+  DeviceBuffer<std::uint32_t> rank_, tile_count_, tile_start_, chunk_count_, chunk_start_;
   DeviceBuffer<unsigned long long> bad_;
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode

@@ -83,18 +83,13 @@ struct PropPass {
 // Cells are < 2^32 - 1 (the backend checks), so the value is free.
 constexpr std::uint32_t kAwayCell = 0xffffffffu;
 
-// Banks of shared memory (4-byte words) on every GPU since Maxwell.
-constexpr int kSharedBanks = 32;
-
-// Particle i's packed record (local coordinates, home node), its tile, and the bank of
-// its first stencil node in the tile's window (TileWindow::origin mod kSharedBanks:
-// every node of the stencil is that origin plus an offset common to all particles).
-// false where its position is not valid (non-finite, or outside a bounded axis).
+// Particle i's packed record (local coordinates, home node) and tile; false where its
+// position is not valid (non-finite, or outside a bounded axis).
 template <class T, int D>
 __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
-                                             std::uint32_t& tile, std::uint32_t& bank) {
-  std::uint32_t cell = 0, origin = 0;
+                                             std::uint32_t& tile) {
+  std::uint32_t cell = 0;
   tile = 0;
   PMKIT_UNROLL
   for (int d = D - 1; d >= 0; --d) {
@@ -107,11 +102,9 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
     if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
     cell = cell * geo.keys[d] + home;
     tile = tile * geo.tiles[d] + home / geo.edge[d];
-    origin = origin * (geo.edge[d] + geo.support - 1) + home % geo.edge[d];  // TileWindow::kWidth
     p.s[d] = static_cast<T>(s);
   }
   p.cell = cell;
-  bank = origin % kSharedBanks;
   return true;
 }
 
@@ -120,92 +113,34 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
 template <class T, int D>
 __device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                               const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
-                                              std::uint32_t& tile, std::uint32_t& bank,
-                                              unsigned long long* first_bad) {
-  if (bin_particle(layout, geo, pos, i, p, tile, bank)) return true;
+                                              std::uint32_t& tile, unsigned long long* first_bad) {
+  if (bin_particle(layout, geo, pos, i, p, tile)) return true;
   atomicMin(first_bad, static_cast<unsigned long long>(i));
   return false;
 }
 
-// ---------------------------------------------------------------------------------
-// Bank-interleaved order inside a tile.
-//
-// The tile kernels give a warp 32 consecutive particles of a tile; each lane adds (or
-// reads) its stencil at window offset origin + o, the same o for all lanes at once. In
-// arrival order the origins are random, so a warp's 32 shared-memory accesses land in
-// ~3 wavefronts on average (ncu: 67% of the spread kernel's wavefronts were conflicts,
-// bench/NOTES.md 8). set_points therefore orders each tile by level: level r holds the
-// r-th particle of every bank (bucket) that has one, in bank order. 32 consecutive
-// particles of a full level start in 32 different banks, so every access of the warp is
-// one wavefront; only the last, partial levels of a tile mix.
-//
-// classify counts per bucket (tile, bank) and ranks each particle in its bucket;
-// tile_levels gives each tile its count and its number of levels; level_fill writes,
-// per level, its first slot and the mask of its banks; scatter puts the particle of
-// bank b and rank r at levels[r].first + (number of the level's banks below b).
-struct Level {
-  std::uint32_t first;  // binned slot of the level's first particle
-  std::uint32_t banks;  // bit b: the level has a particle of bank b
-};
-
-// Validates every position, assigns its tile, bucket and rank within the bucket.
+// Validates every position, assigns its tile and its rank within the tile.
 template <class T, int D>
 __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
                                 PositionArrays<T, D> pos, std::size_t n, std::uint32_t* tile_of,
-                                std::uint32_t* rank, std::uint32_t* bucket_count,
+                                std::uint32_t* rank, std::uint32_t* tile_count,
                                 unsigned long long* first_bad) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   Packed<T> p;
-  std::uint32_t tile, bank;
-  if (!bin_or_reject(layout, geo, pos, i, p, tile, bank, first_bad)) return;
+  std::uint32_t tile;
+  if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
   tile_of[i] = tile;
-  // Lanes of a warp with the same bucket take their ranks with one atomic: particles
-  // that arrive sorted by cell would otherwise queue on one counter (binned input with
-  // one counter per tile: set_points 1.8 -> 2.8 ms at 256^3, 7.2 ms at 128^3).
-  const std::uint32_t bucket = tile * kSharedBanks + bank;
-  const unsigned peers = __match_any_sync(__activemask(), bucket);
+  // Lanes of a warp with the same tile take their ranks with one atomic: particles that
+  // arrive in binned order (Plan::binned_order) would otherwise all hit one counter
+  // (measured: set_points 1.8 -> 2.8 ms at 256^3, 7.2 ms at 128^3).
+  const unsigned peers = __match_any_sync(__activemask(), tile);
   const int leader = __ffs(peers) - 1;
   const unsigned lane = threadIdx.x & 31u;
   std::uint32_t first = 0;
-  if (static_cast<int>(lane) == leader)
-    first = atomicAdd(&bucket_count[bucket], static_cast<std::uint32_t>(__popc(peers)));
+  if (static_cast<int>(lane) == leader) first = atomicAdd(&tile_count[tile], static_cast<std::uint32_t>(__popc(peers)));
   first = __shfl_sync(peers, first, leader);
   rank[i] = first + static_cast<std::uint32_t>(__popc(peers & ((1u << lane) - 1u)));
-}
-
-// One warp per tile, lane b reads bucket b: the tile's particle count and its number
-// of levels (the largest bucket).
-static __global__ void tile_levels_kernel(std::uint32_t num_tiles, const std::uint32_t* bucket_count,
-                                          std::uint32_t* tile_count, std::uint32_t* level_count) {
-  static_assert(kSharedBanks == 32, "a warp per tile, a lane per bank");
-  const std::uint32_t t = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  if (t >= num_tiles) return;  // whole warps leave together
-  const std::uint32_t c = bucket_count[t * kSharedBanks + (threadIdx.x & 31u)];
-  std::uint32_t sum = c, most = c;
-  for (int o = 16; o > 0; o /= 2) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
-  }
-  if ((threadIdx.x & 31u) == 0) {
-    tile_count[t] = sum;
-    level_count[t] = most;
-  }
-}
-
-static __global__ void level_fill_kernel(std::uint32_t num_tiles, const std::uint32_t* bucket_count,
-                                         const std::uint32_t* tile_start, const std::uint32_t* level_start,
-                                         Level* levels) {
-  const std::uint32_t t = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  if (t >= num_tiles) return;
-  const std::uint32_t c = bucket_count[t * kSharedBanks + (threadIdx.x & 31u)];
-  std::uint32_t first = tile_start[t];
-  const std::uint32_t begin = level_start[t], end = level_start[t + 1];
-  for (std::uint32_t r = begin; r < end; ++r) {
-    const unsigned banks = __ballot_sync(0xffffffffu, c > r - begin);
-    if ((threadIdx.x & 31u) == 0) levels[r] = Level{first, banks};
-    first += __popc(banks);
-  }
 }
 
 // Chunks per tile (ceil(count / chunk)).
@@ -227,20 +162,19 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uin
     chunks[c] = Chunk{t, tile_start[t] + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
 }
 
-// Writes each particle, packed, to its slot in bank-interleaved tile order; perm (slot
-// -> caller's index) and slot (caller's index -> slot) record the permutation both ways.
+// Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
+// and slot (caller's index -> slot) record the permutation both ways.
 template <class T, int D>
 __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                               std::size_t n, const std::uint32_t* rank, const std::uint32_t* level_start,
-                               const Level* levels, Packed<T>* particles, std::uint32_t* perm,
-                               std::uint32_t* slot) {
+                               std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* rank,
+                               const std::uint32_t* tile_start, Packed<T>* particles,
+                               std::uint32_t* perm, std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
+  const std::uint32_t dst = tile_start[tile_of[i]] + rank[i];
   Packed<T> p;
-  std::uint32_t tile, bank;
-  bin_particle(layout, geo, pos, i, p, tile, bank);  // classify validated every position
-  const Level level = levels[level_start[tile] + rank[i]];
-  const std::uint32_t dst = level.first + __popc(level.banks & ((1u << bank) - 1u));
+  std::uint32_t tile;
+  bin_particle(layout, geo, pos, i, p, tile);  // classify validated every position
   particles[dst] = p;
   perm[dst] = static_cast<std::uint32_t>(i);
   slot[i] = dst;
@@ -259,8 +193,8 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   Packed<T> p;
-  std::uint32_t tile, bank;  // the bank of a moved particle is not kept: it only costs conflicts
-  if (!bin_or_reject(layout, geo, pos, i, p, tile, bank, first_bad)) return;
+  std::uint32_t tile;
+  if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
   const bool away = tile != tile_of[i];
   if (!apply) {
     if (away) atomicAdd(away_count, 1u);
@@ -432,6 +366,69 @@ __device__ __forceinline__ long long to_fixed(T x) {
 constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
 static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
 
+// ---------------------------------------------------------------------------------
+// The order in which a tile kernel takes its chunk's particles.
+//
+// A warp of a tile kernel takes 32 particles; each lane adds (or reads) its stencil at
+// window offset origin + o, with the same o in all lanes at once. In the scatter's
+// (arrival) order the origins are random, and a warp's 32 accesses fall into ~3
+// shared-memory wavefronts on average (ncu: 67% of the spread kernel's wavefronts were
+// bank conflicts, bench/NOTES.md 8). So set_points also records, per chunk, an order in
+// levels: level r holds the r-th particle of every bank that has one, in bank order.
+// 32 consecutive particles of a full level start in 32 different banks: one wavefront
+// per access. Only the last, partial levels of a chunk mix.
+//
+// The records stay in arrival order (moving them would need a scattered update of
+// `slot`, one random store per particle); order[chunk.begin + k] is the chunk-local
+// index of the k-th particle to take.
+constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
+
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    interleave_kernel(BinGeometry<D> geo, const Chunk* chunks, const Packed<T>* particles, std::uint16_t* order) {
+  static_assert(tuning::kChunkParticles <= 65536, "chunk-local indices are 16-bit");
+  __shared__ std::uint32_t bank_count[kSharedBanks];
+  __shared__ std::uint16_t level_first[tuning::kChunkParticles];  // a level's first place in the chunk
+  __shared__ std::uint32_t level_banks[tuning::kChunkParticles];  // bit b: the level has bank b
+  const Chunk chunk = chunks[blockIdx.x];
+  if (threadIdx.x < kSharedBanks) bank_count[threadIdx.x] = 0;
+  __syncthreads();
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  std::uint32_t bank[kSlots], rank[kSlots];
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    bank[r] = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, particles[chunk.begin + i].cell, tile)) %
+              kSharedBanks;
+    rank[r] = atomicAdd(&bank_count[bank[r]], 1u);
+  }
+  __syncthreads();
+  std::uint32_t levels = 0;
+#pragma unroll
+  for (int b = 0; b < kSharedBanks; ++b) levels = max(levels, bank_count[b]);
+  for (std::uint32_t r = threadIdx.x; r < levels; r += blockDim.x) {
+    std::uint32_t first = 0, banks = 0;
+#pragma unroll
+    for (int b = 0; b < kSharedBanks; ++b) {
+      const std::uint32_t c = bank_count[b];
+      first += min(c, r);  // particles of bank b in the levels before r
+      banks |= static_cast<std::uint32_t>(c > r) << b;
+    }
+    level_first[r] = static_cast<std::uint16_t>(first);
+    level_banks[r] = banks;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    const std::uint32_t place = level_first[rank[r]] + __popc(level_banks[rank[r]] & ((1u << bank[r]) - 1u));
+    order[chunk.begin + place] = static_cast<std::uint16_t>(i);
+  }
+}
+
 // The fast float flush by quads (TileWindow::first_quad_x): one float4 atomic adds four
 // x-neighbours (global float atomics are done in L2, which takes a float4 as one
 // operation: ~2.75x fewer of them for an 11-node row).
@@ -474,8 +471,8 @@ __device__ __forceinline__ void flush_quads(const detail::Layout<D>& layout, con
 template <class K, int D, class T, int W, int NP, bool kDeterministic>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
-                        const Packed<T>* particles, const std::uint32_t* perm, std::size_t n,
-                        PropPass<T> pass) {
+                        const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
+                        std::size_t n, PropPass<T> pass) {
   using Window = TileWindow<K, D>;
   constexpr int S = K::support;
   extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
@@ -490,7 +487,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + i] : 0;
+    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + order[chunk.begin + i]] : 0;
 #pragma unroll
     for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
@@ -522,7 +519,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i >= chunk.count) break;
-    const Packed<T> particle = particles[chunk.begin + i];
+    const Packed<T> particle = particles[chunk.begin + order[chunk.begin + i]];
     if (particle.cell == kAwayCell) continue;
     const Values<T, NP> qr = pick(q, r);
     const int origin = Window::origin(geo, particle.cell, tile);
@@ -667,24 +664,29 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
-// from shared memory. Results go out in binned order, coalesced (unbin_kernel puts
-// them in the caller's). The thread's particles are loaded before the window, so that
+// from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
+// to their binned slots (unbin_kernel puts them in the caller's order). The thread's particles are loaded before the window, so that
 // the two loads' latencies overlap (ncu: stalled on the window load, then on the
 // particle load).
 template <class K, int D, class T, int NP>
 __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T)))
     interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
-                        const Packed<T>* particles, std::size_t n, PropPass<T> pass, T* binned_values) {
+                        const Packed<T>* particles, const std::uint16_t* order, std::size_t n, PropPass<T> pass,
+                        T* binned_values) {
   using Window = TileWindow<K, D>;
   constexpr int S = K::support;
   extern __shared__ unsigned char interp_shared[];
   T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
   const Chunk chunk = chunks[blockIdx.x];
   Packed<T> mine[kSlots] = {};
+  std::uint32_t local[kSlots] = {};
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    if (i < chunk.count) mine[r] = particles[chunk.begin + i];
+    if (i < chunk.count) {
+      local[r] = order[chunk.begin + i];
+      mine[r] = particles[chunk.begin + local[r]];
+    }
   }
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
@@ -718,7 +720,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
       }
     });
 #pragma unroll
-    for (int j = 0; j < NP; ++j) binned_values[j * n + chunk.begin + i] = acc[j];
+    for (int j = 0; j < NP; ++j) binned_values[j * n + chunk.begin + pick(local, r)] = acc[j];
   }
 }
 
