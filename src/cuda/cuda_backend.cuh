@@ -140,8 +140,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
     spare_.tile_of.reserve(n, "binned particles");
     rank_.reserve(n, "binning scratch");
-    tile_count_.reserve(tiles + 1, "binning scratch");
-    tile_start_.reserve(tiles + 1, "binning scratch");
+    Buckets buckets{0};
+    while (buckets.sub_bits < tuning::kMaxSubBucketBits && (tiles << (buckets.sub_bits + 1)) <= tuning::kMaxWriteFronts)
+      ++buckets.sub_bits;
+    const std::size_t num_buckets = tiles << buckets.sub_bits;
+    bucket_count_.reserve(num_buckets + 1, "binning scratch");
+    bucket_start_.reserve(num_buckets + 1, "binning scratch");
     chunk_count_.reserve(tiles + 1, "binning scratch");
     chunk_start_.reserve(tiles + 1, "binning scratch");
     bad_.reserve(1, "binning scratch");
@@ -151,38 +155,39 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, tile_count_.get(), tile_start_.get(),
-                                        static_cast<int>(tiles + 1)),
+    check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, bucket_count_.get(), bucket_start_.get(),
+                                        static_cast<int>(num_buckets + 1)),
           "cub::DeviceScan");
     scan_temp_.reserve(scan_bytes, "binning scratch");
 
     const PositionArrays<T, D> pos = device_positions(n, positions);
 
     start_timer();
-    check(cudaMemset(tile_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    check(cudaMemset(bucket_count_.get(), 0, (num_buckets + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(chunk_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
     if (n > 0) {
       classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, spare_.tile_of.get(), rank_.get(), tile_count_.get(), bad_.get());
+          layout_, geo_, pos, n, buckets, spare_.tile_of.get(), rank_.get(), bucket_count_.get(), bad_.get());
       check_launch("pmkit::cuda::set_points::classify");
     }
     reject_if_bad(pos);
-    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, tile_count_.get(), tile_start_.get(),
-                                        static_cast<int>(tiles + 1)),
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, bucket_count_.get(), bucket_start_.get(),
+                                        static_cast<int>(num_buckets + 1)),
           "cub::DeviceScan");
-    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), chunk_count_.get());
+    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, buckets, bucket_start_.get(),
+                                                        chunk_count_.get());
     check_launch("pmkit::cuda::set_points::chunk_count");
     check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, chunk_count_.get(), chunk_start_.get(),
                                         static_cast<int>(tiles + 1)),
           "cub::DeviceScan");
-    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_count_.get(), tile_start_.get(),
+    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, buckets, bucket_start_.get(),
                                                        chunk_start_.get(), spare_.chunks.get());
     check_launch("pmkit::cuda::set_points::chunk_fill");
     if (n > 0) {
       scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, spare_.tile_of.get(), rank_.get(), tile_start_.get(), spare_.particles.get(),
-          spare_.perm.get(), spare_.slot.get());
+          layout_, geo_, pos, n, buckets, spare_.tile_of.get(), rank_.get(), bucket_start_.get(),
+          spare_.particles.get(), spare_.perm.get(), spare_.slot.get());
       check_launch("pmkit::cuda::set_points::scatter");
     }
     std::uint32_t chunks = 0;
@@ -213,11 +218,11 @@ class CudaBackend final : public detail::Backend<T, D> {
     Binned& b = current_;
     if (options_.host_arrays) staging_positions_.reserve(n * D, "position staging");
     bad_.reserve(1, "binning scratch");
-    tile_count_.reserve(1, "binning scratch");
+    bucket_count_.reserve(1, "binning scratch");
     const PositionArrays<T, D> pos = device_positions(n, positions);
 
     start_timer();
-    std::uint32_t* away_count = tile_count_.get();
+    std::uint32_t* away_count = bucket_count_.get();
     auto run_update = [&](bool apply) {
       check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
       check(cudaMemset(away_count, 0, sizeof(std::uint32_t)), "cudaMemset");
@@ -555,7 +560,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   Binned current_, spare_;
   // set_points scratch
-  DeviceBuffer<std::uint32_t> rank_, tile_count_, tile_start_, chunk_count_, chunk_start_;
+  DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;
   DeviceBuffer<unsigned long long> bad_;
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode

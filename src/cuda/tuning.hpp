@@ -13,6 +13,13 @@ constexpr int kTileEdge3D = 8;
 constexpr int kTileEdge2D = 32;
 constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D; }
 
+// set_points splits each tile's counter into sub-buckets (kernels.cuh, Buckets) while
+// tiles x sub-buckets stays within this many: each is an open write front of the
+// scatter, a partly written 128-byte line that must stay in L2 until it is full
+// (2^16 lines: 8 MB of the 50 MB L2). Up to 32 sub-buckets a tile.
+constexpr unsigned kMaxWriteFronts = 1u << 16;
+constexpr int kMaxSubBucketBits = 5;
+
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
 // (fixed_point.cuh): never raise it above 1024.
