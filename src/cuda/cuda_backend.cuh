@@ -152,7 +152,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.particles.reserve(n, "binned particles");
     spare_.perm.reserve(n, "binned particles");
     spare_.slot.reserve(n, "binned particles");
-    spare_.order.reserve(n, "binned particles");
+    if (kernel_.support() >= tuning::kInterleaveMinSupport) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, bucket_count_.get(), bucket_start_.get(),
@@ -193,7 +193,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
           "set_points: binning");
-    if (chunks > 0) {
+    spare_.interleaved = kernel_.support() >= tuning::kInterleaveMinSupport;
+    if (chunks > 0 && spare_.interleaved) {
       kernels::dispatch(kernel_, [&](auto k) {
         interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(
             geo_, spare_.chunks.get(), spare_.particles.get(), spare_.order.get());
@@ -286,12 +287,14 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<std::uint32_t> perm;  // binned slot -> caller's index
     DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
     DeviceBuffer<std::uint16_t> order;  // per chunk: the tile kernels' order (interleave_kernel)
+    bool interleaved = false;           // order is written (else the tile kernels take arrival order)
     DeviceBuffer<Chunk> chunks;
     DeviceBuffer<std::uint32_t> tile_of;  // caller's index -> tile at the full binning
     // update_points: the particles away from their tile, with their binned slots.
     DeviceBuffer<std::uint32_t> away_slot;
     DeviceBuffer<Packed<T>> away_particles;
     std::size_t num_away = 0;
+    const std::uint16_t* taken_order() const { return interleaved ? order.get() : nullptr; }
   };
 
   // Auto: shared tiles unless blocks would hold too few particles to repay their flush.
@@ -466,7 +469,7 @@ class CudaBackend final : public detail::Backend<T, D> {
               "cudaFuncSetAttribute");
       kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
                                                                       current_.particles.get(),
-                                                                      current_.order.get(), current_.perm.get(),
+                                                                      current_.taken_order(), current_.perm.get(),
                                                                       current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
     });
@@ -489,7 +492,7 @@ class CudaBackend final : public detail::Backend<T, D> {
           check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
                 "cudaFuncSetAttribute");
         kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(
-            layout_, geo_, current_.chunks.get(), current_.particles.get(), current_.order.get(), n, pass, binned);
+            layout_, geo_, current_.chunks.get(), current_.particles.get(), current_.taken_order(), n, pass, binned);
         check_launch("pmkit::cuda::interp::shared_tiles");
       });
     } else {

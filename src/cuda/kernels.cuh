@@ -381,6 +381,11 @@ __device__ __forceinline__ long long to_fixed(T x) {
   else return __double2ll_rn(x);
 }
 
+// The chunk-local index of the k-th particle a tile kernel takes (see interleave_kernel).
+__device__ __forceinline__ std::uint32_t taken(const std::uint16_t* order, const Chunk& chunk, std::uint32_t k) {
+  return order ? order[chunk.begin + k] : k;
+}
+
 // Particles a thread of a tile kernel handles: threadIdx.x + r * blockDim.x, r < kSlots.
 constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
 static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
@@ -399,7 +404,8 @@ static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk
 //
 // The records stay in arrival order (moving them would need a scattered update of
 // `slot`, one random store per particle); order[chunk.begin + k] is the chunk-local
-// index of the k-th particle to take.
+// index of the k-th particle to take. Kernels with few nodes a particle skip it
+// (tuning::kInterleaveMinSupport): order is then null and the arrival order is used.
 constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 
 template <class K, int D, class T>
@@ -506,7 +512,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + order[chunk.begin + i]] : 0;
+    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + taken(order, chunk, i)] : 0;
 #pragma unroll
     for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
@@ -538,7 +544,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i >= chunk.count) break;
-    const Packed<T> particle = particles[chunk.begin + order[chunk.begin + i]];
+    const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
     if (particle.cell == kAwayCell) continue;
     const Values<T, NP> qr = pick(q, r);
     const int origin = Window::origin(geo, particle.cell, tile);
@@ -703,7 +709,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i < chunk.count) {
-      local[r] = order[chunk.begin + i];
+      local[r] = taken(order, chunk, i);
       mine[r] = particles[chunk.begin + local[r]];
     }
   }

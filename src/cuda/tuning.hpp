@@ -20,6 +20,13 @@ constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D
 constexpr unsigned kMaxWriteFronts = 1u << 16;
 constexpr int kMaxSubBucketBits = 5;
 
+// set_points orders each chunk so that a warp's particles start in different shared-
+// memory banks (kernels.cuh, interleave_kernel) for kernels of at least this support.
+// Measured (bench/NOTES.md 11): it pays for M'4 and wider (B-spline 6 spread 1.69 -> 1.16
+// ms, double M'4 1.68 -> 1.25); for linear (8 nodes a particle) the indirection cost
+// more than the conflicts (spread 0.588 -> 0.615 ms at 256^3).
+constexpr int kInterleaveMinSupport = 3;
+
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
 // (fixed_point.cuh): never raise it above 1024.
