@@ -108,10 +108,9 @@ class Plan {
   // order[k] = the caller's index of the k-th particle in the plan's binned order (that
   // of the last full binning). Keeping the particle arrays in this order (x'[k] =
   // x[order[k]], the same for every property) makes spread's property reads and interp's
-  // writes local instead of scattered. On the H100 at 256^3: spread 1.1x (M'4) to 1.4x
-  // (linear) faster, interp 1.1-1.2x; but set_points is 1.6x slower on such input until
-  // its tile counters are aggregated per warp (bench/NOTES.md 10). `order` is device
-  // memory on the CUDA backend unless options.host_arrays.
+  // writes local instead of scattered. On the H100 at 256^3: set_points 2.3x, spread
+  // 1.2x (M'4) to 1.5x (linear) and interp 1.1x faster (bench/NOTES.md 10-11). `order`
+  // is device memory on the CUDA backend unless options.host_arrays.
   void binned_order(View<std::uint32_t> order) const;
   std::size_t num_points() const { return num_points_; }
   // The method spread runs with (Auto resolved), for logs and benchmarks.
