@@ -113,7 +113,7 @@ PairOptions cuda_options(PairMethod method) {
   return opt;
 }
 const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell,
-                                   PairMethod::CudaXPencil, PairMethod::Auto};
+                                   PairMethod::CudaXPencil, PairMethod::CudaHalfShell, PairMethod::Auto};
 
 TEST(CudaPairs, EveryMethodAgainstBruteForce) {
   PMKIT_REQUIRE_GPU();
@@ -157,6 +157,42 @@ TEST(CudaPairs, SyntheticKernelsMixedBoundariesAndSmallBoxes) {
 TEST(CudaPairs, LennardJonesVerletConservesEnergy) {
   PMKIT_REQUIRE_GPU();
   verlet_energy_drift(cuda_options(PairMethod::Auto));
+  verlet_energy_drift(cuda_options(PairMethod::CudaHalfShell));  // forces summed by atomics
+}
+
+// The half shell's atomics change only the last bits from run to run: two runs on the
+// same points agree to rounding, and the forces it sums from both sides of each pair
+// add up to zero (Newton's third law) as closely as the full shell's.
+TEST(CudaPairs, HalfShellRepeatsToRounding) {
+  PMKIT_REQUIRE_GPU();
+  const Box<3> box = Box<3>::periodic({4.0, 4.0, 4.0});
+  pair_kernels::LennardJones<3> lj{1.0, 0.3, 0.8, 0.05};
+  std::mt19937_64 rng(fresh_seed());
+  std::uniform_real_distribution<double> unit(0.0, 4.0);
+  const std::size_t n = scaled(12000);  // ~100 a cell on 5^3 cells
+  std::array<std::vector<float>, 3> x;
+  for (auto& axis : x) {
+    axis.resize(n);
+    for (float& v : axis) v = static_cast<float>(unit(rng));
+  }
+  PairPlan<float, 3> half(box, 0.8, cuda_options(PairMethod::CudaHalfShell));
+  PairPlan<float, 3> full(box, 0.8, cuda_options(PairMethod::CudaXPencil));
+  const auto a = run_pairs(half, lj, x), b = run_pairs(half, lj, x), f = run_pairs(full, lj, x);
+  EXPECT_EQ(half.last_method(), PairMethod::CudaHalfShell);
+  for (int k = 0; k < 4; ++k) {
+    const std::vector<double> want(f[k].begin(), f[k].end());
+    EXPECT_LE(rel_err(a[k], want), 1e-4) << "output " << k;
+    EXPECT_LE(rel_err(b[k], want), 1e-4) << "output " << k;
+  }
+  for (int d = 0; d < 3; ++d) {
+    double sum_half = 0, sum_full = 0, scale = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      sum_half += a[d][i];
+      sum_full += f[d][i];
+      scale += std::fabs(f[d][i]);
+    }
+    EXPECT_LE(std::fabs(sum_half), 1e-5 * scale + std::fabs(sum_full)) << "axis " << d;
+  }
 }
 
 TEST(CudaPairs, BadInput) {

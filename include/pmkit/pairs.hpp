@@ -18,8 +18,10 @@
 // law), the full shell twice, discarding out_j; results agree to rounding.
 //
 // CUDA backend (options.backend = Backend::Cuda): positions, inputs and outputs are device
-// pointers; the traversal is always the full shell (each particle gathers its own outputs,
-// no atomics). compute() with a kernel type runs device code compiled for that type: the
+// pointers. The full-shell methods gather each particle's own outputs (no atomics, the same
+// bits from run to run); PairMethod::CudaHalfShell calls the kernel once per pair, as the
+// CPU half shell does, and sums with floating-point atomics, so its last bits vary from
+// run to run. compute() with a kernel type runs device code compiled for that type: the
 // built-in kernels come compiled in the library; a file that calls compute() with its own
 // kernel on the CUDA backend is compiled by nvcc and includes "pmkit/cuda/pairs.cuh".
 #include <array>
@@ -59,10 +61,11 @@ struct Box {
 
 // How the CUDA backend walks the cell lists (the CPU backend ignores it).
 enum class PairMethod {
-  // Times each method below once (the x-pencil with 256 and with 128 targets a block),
-  // on the first compute of a kernel type after set_points (and again when the
-  // particles per cell change by 2x), then keeps the fastest. The timed calls produce
-  // correct outputs too.
+  // Times each method below once (the x-pencil and the half shell with 256 and with 128
+  // targets a block), on the first compute of a kernel type after set_points (and again
+  // when the particles per cell change by 2x), then keeps the fastest. The timed calls
+  // produce correct outputs too. It may pick the half shell, whose results are not
+  // bit-for-bit reproducible (see below).
   Auto,
   // One thread per particle; sources read from global memory (through L1), the three
   // cells of each neighbouring x-row as one contiguous range.
@@ -73,6 +76,13 @@ enum class PairMethod {
   // 3^(D-1) neighbouring pencils staged once in shared memory for all of them, each cut
   // to the targets' x-window when cells are sorted by x (4 or more particles a cell).
   CudaXPencil,
+  // Newton's third law on the x-pencil's staging: each pair once, from the target in
+  // whose half shell the source's cell lies (13 of the 26 neighbour cells in 3D, 4 of 8
+  // in 2D; in its own cell, the sources of higher sorted slot). The reaction reaches the
+  // source through floating-point atomics, in an order that varies: results agree with
+  // the other methods to rounding, but are not bit-for-bit reproducible. Needs scratch of
+  // Kernel::outputs values per particle.
+  CudaHalfShell,
 };
 
 struct PairOptions {
@@ -89,6 +99,7 @@ inline const char* to_string(PairMethod method) {
     case PairMethod::CudaThreadPerParticle: return "thread-per-particle";
     case PairMethod::CudaBlockPerCell: return "block-per-cell";
     case PairMethod::CudaXPencil: return "x-pencil";
+    case PairMethod::CudaHalfShell: return "half-shell";
   }
   return "?";
 }

@@ -91,12 +91,13 @@ struct DevicePairCells {
   cuda::DeviceBuffer<PackedPosition<T, D>> next_pos;
   cuda::DeviceBuffer<std::uint32_t> next_perm, next_start;
   // Scratch: keys and unsorted positions for the sort, CUB's temporary storage, the
-  // error flag, the inputs gathered into sorted order.
+  // error flag, the inputs gathered into sorted order, and the half shell's sums in
+  // sorted order (its atomics then hit consecutive addresses).
   cuda::DeviceBuffer<std::uint32_t> keys, keys_sorted, index;
   cuda::DeviceBuffer<PackedPosition<T, D>> unsorted;
   cuda::DeviceBuffer<unsigned char> temp;
   cuda::DeviceBuffer<unsigned long long> status;
-  cuda::DeviceBuffer<T> sorted_inputs;
+  cuda::DeviceBuffer<T> sorted_inputs, sorted_outputs;
   // PairMethod::Auto: the method timed fastest for a kernel type, the x-pencil's
   // targets per block with it, and the mean particles per cell it was timed at.
   struct Choice {

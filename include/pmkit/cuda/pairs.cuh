@@ -3,9 +3,9 @@
 // file compiled by nvcc to use PairPlan::compute with your own kernel on the CUDA backend
 // (the built-in kernels are compiled into the library already).
 //
-// All three methods are full shell: every particle (a "target") sums its own outputs over
-// the "sources" of the 3^D cells around its cell, so no two threads write the same output
-// and no atomics are needed. The particles are sorted by cell with x fastest, so the three
+// Three methods are full shell: every particle (a "target") sums its own outputs over the
+// "sources" of the 3^D cells around its cell, so no two threads write the same output and
+// no atomics are needed. The particles are sorted by cell with x fastest, so the three
 // cells of one neighbouring x-row are one contiguous range of sorted slots: a row is one
 // range (two or three on a periodic seam, each with its periodic image shift).
 //
@@ -18,6 +18,11 @@
 //   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
 //   each lane's target, when a warp spans more than a cell);
 // - block per cell: the x-pencil with L = 1.
+//
+// The fourth, the half shell, calls the kernel once per pair (Newton's third law): the
+// x-pencil's blocks and staging on the rows ahead of the target only (see
+// half_shell_kernel), the source's share summed over a warp in registers and added with
+// one atomic per source and warp. Its results vary in the last bits from run to run.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -230,35 +235,50 @@ struct StagedRow {
   bool own;
 };
 
-template <class T, int D, class Kernel>
-__global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a,
-                                                     const Kernel kernel, const PencilShape shape) {
-  constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
-  constexpr int kRows = D == 3 ? 9 : 3;
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
-  T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
-  __shared__ StagedRow<T> rows[kRows];
-  __shared__ std::uint32_t staged;
+// The sorted slot of source m of a row's pieces laid end to end, and its piece's x shift.
+// By selects: a RowPieces indexed by a run-time piece would live in local memory.
+template <class T>
+__device__ __forceinline__ std::uint32_t piece_slot(const RowPieces<T>& rp, std::uint32_t m, T& shift_x) {
+  const bool first_piece = m < rp.local[1], third = rp.count > 2 && m >= rp.local[2];
+  shift_x = first_piece ? rp.shift[0] : third ? rp.shift[2] : rp.shift[1];
+  return first_piece ? rp.begin[0] + m : third ? rp.begin[2] + (m - rp.local[2]) : rp.begin[1] + (m - rp.local[1]);
+}
 
-  const int nx = a.g.ncell[0];
-  const int pencils_per_row = (nx + shape.length - 1) / shape.length;
+// The cells of a pencil block: target cells x0 .. x1-1 of the x-row (cy, cz), whose
+// first cell is own_row.
+struct Pencil {
+  int x0, x1, own_row, cy, cz;
+};
+
+template <class T, int D>
+__device__ __forceinline__ Pencil pencil_of(const PairGeometry<T, D>& g, int length) {
+  const int nx = g.ncell[0];
+  const int pencils_per_row = (nx + length - 1) / length;
   const int row_index = blockIdx.x / pencils_per_row;
-  const int x0 = (blockIdx.x % pencils_per_row) * shape.length;
-  const int x1 = min(x0 + shape.length, nx);  // target cells x0 .. x1-1
-  const int own_row = row_index * nx;
-  const int cy = row_index % a.g.ncell[1];
-  const int cz = D == 3 ? row_index / a.g.ncell[1] : 0;
-  const std::uint32_t targets_end = a.start[own_row + x1];
+  Pencil p;
+  p.x0 = (blockIdx.x % pencils_per_row) * length;
+  p.x1 = min(p.x0 + length, nx);
+  p.own_row = row_index * nx;
+  p.cy = row_index % g.ncell[1];
+  p.cz = D == 3 ? row_index / g.ncell[1] : 0;
+  return p;
+}
 
-  // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
-  // stages of `capacity` sources if they do not fit), so that their loads overlap.
+// The block's table of the 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, and the
+// sources of all of them (`staged`). The half shell needs only the rows ahead (dz > 0, or
+// dz = 0 and dy >= 0) and its own row from x0 on: the others are left empty, so that they
+// are neither staged nor walked. Called by the whole block (it has barriers).
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, const Pencil& p, bool half,
+                                                StagedRow<T>* rows, std::uint32_t& staged) {
+  constexpr int kRows = D == 3 ? 9 : 3;
   if (threadIdx.x < kRows) {
     StagedRow<T> row;
     const int dy = threadIdx.x % 3 - 1, dz = D == 3 ? static_cast<int>(threadIdx.x) / 3 - 1 : 0;
     row.own = dy == 0 && dz == 0;
-    if (row_of(a.g, cy, cz, dy, dz, row.first_cell, row.shift_y, row.shift_z)) {
-      row.pieces = row_pieces(a, row.first_cell, x0 - 1, x1);
+    const bool wanted = !half || dz > 0 || (dz == 0 && dy >= 0);
+    if (wanted && row_of(a.g, p.cy, p.cz, dy, dz, row.first_cell, row.shift_y, row.shift_z)) {
+      row.pieces = row_pieces(a, row.first_cell, half && row.own ? p.x0 : p.x0 - 1, p.x1);
     } else {
       row.pieces.count = 0;
       row.pieces.middle = 0;
@@ -276,12 +296,94 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
     staged = base;
   }
   __syncthreads();
+}
 
-  for (std::uint32_t first = a.start[own_row + x0]; first < targets_end; first += blockDim.x) {
+// Stage indices [base, stop) of the rows into shared memory, each source shifted to the
+// image its targets see. Called by the whole block, between barriers.
+template <int kInputs, class T, int D, int kIn, int kOut>
+__device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, const StagedRow<T>* rows,
+                                              std::uint32_t base, std::uint32_t stop, int capacity,
+                                              PackedPosition<T, D>* src_pos, T* src_in) {
+  constexpr int kRows = D == 3 ? 9 : 3;
+  for (int r = 0; r < kRows; ++r) {
+    const RowPieces<T>& rp = rows[r].pieces;
+    const std::uint32_t row_base = rows[r].base;
+    const std::uint32_t from = max(row_base, base), to = min(row_base + rp.local[rp.count], stop);
+    for (std::uint32_t l = from + threadIdx.x; l < to; l += blockDim.x) {
+      T shift_x;
+      const std::uint32_t slot = piece_slot(rp, l - row_base, shift_x);
+      PackedPosition<T, D> p = a.pos[slot];
+      p.x += shift_x;
+      p.y += rows[r].shift_y;
+      if constexpr (D == 3) p.z += rows[r].shift_z;
+      src_pos[l - base] = p;
+#pragma unroll
+      for (int k = 0; k < kInputs; ++k) src_in[k * capacity + (l - base)] = a.inputs[std::size_t(k) * a.n + slot];
+    }
+  }
+}
+
+// A target's three cells cx-1 .. cx+1 of a staged row, as stage indices [lo, hi), and its
+// own stage index if the row is its own (else none). Of a half-shell own row (staged from
+// x0 on) only hi and self are meaningful.
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ void target_cells(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row, int cx,
+                                             std::uint32_t i, std::uint32_t& lo, std::uint32_t& hi,
+                                             std::uint32_t& self) {
+  const RowPieces<T>& rp = row.pieces;
+  const int nx = a.g.ncell[0];
+  const std::uint32_t row_base = row.base, first_cell = row.first_cell;
+  const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
+  const std::uint32_t mid_local = row_base + (rp.middle ? rp.local[1] : rp.local[0]);
+  lo = cx - 1 < 0 ? row_base : mid_local + (a.start[first_cell + cx - 1] - mid);
+  hi = cx + 1 >= nx ? row_base + rp.local[rp.count] : mid_local + (a.start[first_cell + cx + 2] - mid);
+  self = row.own ? mid_local + (i - mid) : 0xffffffffu;
+}
+
+// The x-range of the warp's active targets (+inf, -inf if none). All lanes call it.
+template <class T>
+__device__ __forceinline__ void warp_x_range(bool active, T x, T& lo, T& hi) {
+  lo = active ? x : T(INFINITY);
+  hi = active ? x : -T(INFINITY);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
+  }
+}
+
+// [from, to) cut to the sources whose x may lie in [window_lo, window_hi] (the bounds
+// already widened by x_slack), by binary search over [search_from, search_to), a part
+// of a staged row holding [from, to).
+template <class T, int D>
+__device__ __forceinline__ void cut_to_x_window(const PackedPosition<T, D>* stage, std::uint32_t base,
+                                                std::uint32_t search_from, std::uint32_t search_to, T window_lo,
+                                                T window_hi, std::uint32_t& from, std::uint32_t& to) {
+  from = max(from, first_at_least(stage, base, search_from, search_to, window_lo));
+  to = min(to, first_above(stage, base, search_from, search_to, window_hi));
+}
+
+template <class T, int D, class Kernel>
+__global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a,
+                                                     const Kernel kernel, const PencilShape shape) {
+  constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
+  constexpr int kRows = D == 3 ? 9 : 3;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
+  T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
+  __shared__ StagedRow<T> rows[kRows];
+  __shared__ std::uint32_t staged;
+
+  const Pencil pencil = pencil_of(a.g, shape.length);
+  const std::uint32_t targets_end = a.start[pencil.own_row + pencil.x1];
+  // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
+  // stages of `capacity` sources if they do not fit), so that their loads overlap.
+  stage_row_table(a, pencil, false, rows, staged);
+
+  for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
     const bool active = i < targets_end;
     T xi[D] = {}, in_i[kIn] = {}, in_j[kIn], acc[kOut] = {};
-    int cx = x0;
+    int cx = pencil.x0;
     if (active) {
       const PackedPosition<T, D> pi = a.pos[i];
 #pragma unroll
@@ -292,11 +394,8 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
     // The x-range of the warp's targets: with x-sorted cells, each staged row narrows to
     // the sources within a cutoff of it (2.3 instead of 3 cell widths at 100 a cell), found
     // by one binary search the whole warp shares.
-    T warp_lo = active ? xi[0] : T(INFINITY), warp_hi = active ? xi[0] : -T(INFINITY);
-    for (int offset = 16; offset > 0; offset /= 2) {
-      warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
-      warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
-    }
+    T warp_lo, warp_hi;
+    warp_x_range(active, xi[0], warp_lo, warp_hi);
     // A warp spread over more than a cell (few particles a cell) searches per lane instead:
     // each target then visits 2 rather than 3 cell widths of every row.
     const bool lane_windows = warp_hi - warp_lo > a.g.cutoff;
@@ -306,40 +405,16 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
     for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
       const std::uint32_t stop = min(staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
-      for (int r = 0; r < kRows; ++r) {
-        const RowPieces<T>& rp = rows[r].pieces;
-        const std::uint32_t row_base = rows[r].base;
-        const std::uint32_t from = max(row_base, base), to = min(row_base + rp.local[rp.count], stop);
-        for (std::uint32_t l = from + threadIdx.x; l < to; l += blockDim.x) {
-          const std::uint32_t m = l - row_base;  // position in the row
-          // Which piece m falls in, by selects (an indexed RowPieces would live in local memory).
-          const bool first_piece = m < rp.local[1], third = rp.count > 2 && m >= rp.local[2];
-          const std::uint32_t slot = first_piece ? rp.begin[0] + m
-                                     : third     ? rp.begin[2] + (m - rp.local[2])
-                                                 : rp.begin[1] + (m - rp.local[1]);
-          PackedPosition<T, D> p = a.pos[slot];
-          p.x += first_piece ? rp.shift[0] : third ? rp.shift[2] : rp.shift[1];
-          p.y += rows[r].shift_y;
-          if constexpr (D == 3) p.z += rows[r].shift_z;
-          src_pos[l - base] = p;
-#pragma unroll
-          for (int k = 0; k < Kernel::inputs; ++k)
-            src_in[k * shape.capacity + (l - base)] = a.inputs[std::size_t(k) * a.n + slot];
-        }
-      }
+      stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
       if (!active) continue;
       for (int r = 0; r < kRows; ++r) {
         const RowPieces<T>& rp = rows[r].pieces;
         if (rp.count == 0) continue;
-        const std::uint32_t row_base = rows[r].base, row = rows[r].first_cell;
+        const std::uint32_t row_base = rows[r].base;
         // This target's three cells cx-1 .. cx+1, as positions in the stage.
-        const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
-        const std::uint32_t mid_local = row_base + (rp.middle ? rp.local[1] : rp.local[0]);
-        const std::uint32_t lo = cx - 1 < 0 ? row_base : mid_local + (a.start[row + cx - 1] - mid);
-        const std::uint32_t hi =
-            cx + 1 >= nx ? row_base + rp.local[rp.count] : mid_local + (a.start[row + cx + 2] - mid);
-        const std::uint32_t self = rows[r].own ? mid_local + (i - mid) : 0xffffffffu;
+        std::uint32_t lo, hi, self;
+        target_cells(a, rows[r], cx, i, lo, hi, self);
         std::uint32_t from = max(lo, base), to = min(hi, stop);
         if (a.g.x_bits > 0 && from < to) {
           // Searches over the part of the row in this stage (warp windows: the same search in
@@ -347,10 +422,7 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
           // fewer steps; a search inside a sub-range is as conservative).
           const std::uint32_t search_from = lane_windows ? from : max(row_base, base);
           const std::uint32_t search_to = lane_windows ? to : min(row_base + rp.local[rp.count], stop);
-          const std::uint32_t window_from = first_at_least(src_pos, base, search_from, search_to, window_lo);
-          const std::uint32_t window_to = first_above(src_pos, base, search_from, search_to, window_hi);
-          from = max(from, window_from);
-          to = min(to, window_to);
+          cut_to_x_window(src_pos, base, search_from, search_to, window_lo, window_hi, from, to);
         }
 #pragma unroll 4
         for (std::uint32_t l = from; l < to; ++l) {
@@ -369,6 +441,166 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
   }
 }
 
+// One chunk of 32 staged sources for a warp of half-shell targets: at step m, lane k
+// takes source (k + m) mod 32 and hands `share` (the shares of the source it holds) to
+// lane k - 1, so that after 32 steps lane k holds the warp's share of source k. A lane
+// evaluates only its sources [first, end) of the chunk; with kWhole, all 32 of them in
+// every lane (no tests).
+template <bool kWhole, int kInputs, class T, int D, class Kernel, int kIn, int kOut>
+__device__ __forceinline__ void walk_chunk(const Kernel& kernel, const PackedPosition<T, D>* chunk_pos,
+                                           const T* chunk_in, int capacity, unsigned lane, unsigned first,
+                                           unsigned end, T cutoff2, const T (&xi)[D], const T (&in_i)[kIn],
+                                           T (&acc)[kOut], T (&share)[kOut]) {
+#pragma unroll 8
+  for (unsigned m = 0; m < 32; ++m) {
+    const unsigned k = (lane + m) & 31u;
+    if (kWhole || (k >= first && k < end)) {
+      T r_ij[D];
+      const T r2 = separation(xi, chunk_pos[k], r_ij);
+      if (r2 < cutoff2) {
+        T in_j[kIn];
+#pragma unroll
+        for (int q = 0; q < kInputs; ++q) in_j[q] = chunk_in[q * capacity + k];
+        kernel(r_ij, r2, in_i, in_j, acc, share);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kOut; ++q) share[q] = __shfl_sync(0xffffffffu, share[q], (lane + 1) & 31u);
+  }
+}
+
+// Half shell on the x-pencil's blocks: a target takes the sources of its own cell of
+// higher sorted slot, the cell after it in x, and the three cells of each row ahead (dy
+// = +1 in its z-layer, all three rows of z-layer +1): 13 of the 26 neighbour cells in 3D,
+// 4 of 8 in 2D. A pair seen through the cell offset o from one particle is seen through
+// -o from the other, and exactly one of o, -o is ahead, so each pair is evaluated once,
+// on periodic axes of two cells too (the two images of such a neighbour are different
+// offsets).
+//
+// The reaction: a warp walks the union of its lanes' ranges of a row in chunks of 32
+// sources, lane k taking source k + m (mod 32) at step m. The lanes' sources differ at
+// every step, so a lane adds the source's share to a register array, which it then hands
+// one lane down; after 32 steps lane k holds the whole warp's share of source k. That
+// costs Kernel::outputs shuffles a step, where a warp-wide reduction per source would
+// cost five times as many. The shares and, at the end, each target's own sum go to `sums`
+// (zeroed before) by atomics in sorted order, so that a warp's atomics hit consecutive
+// addresses; scatter_sums_kernel then writes them in the caller's order. The order in
+// which the atomics land varies, so the last bits do.
+template <class T, int D, class Kernel>
+__global__ void __launch_bounds__(512)
+    half_shell_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
+                      const PencilShape shape, T* __restrict__ sums) {
+  constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
+  constexpr int kRows = D == 3 ? 9 : 3;
+  constexpr unsigned kAll = 0xffffffffu;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
+  T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
+  __shared__ StagedRow<T> rows[kRows];
+  __shared__ std::uint32_t staged;
+
+  const Pencil pencil = pencil_of(a.g, shape.length);
+  const std::uint32_t targets_end = a.start[pencil.own_row + pencil.x1];
+  stage_row_table(a, pencil, true, rows, staged);
+  const unsigned lane = threadIdx.x % 32;
+
+  // blockDim.x is a multiple of 32 and every thread runs the same iterations, so each
+  // warp is whole in the shuffles below.
+  for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
+    const std::uint32_t i = first + threadIdx.x;
+    const bool active = i < targets_end;
+    T xi[D] = {}, in_i[kIn] = {}, acc[kOut] = {};
+    int cx = pencil.x0;
+    if (active) {
+      const PackedPosition<T, D> pi = a.pos[i];
+#pragma unroll
+      for (int d = 0; d < D; ++d) xi[d] = component(pi, d);
+      cx = pair_cell_coordinate(a.g, 0, xi[0]);
+      load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
+    }
+    const bool warp_active = __any_sync(kAll, active);
+    // Every lane walks the warp's range (idle where it leaves the lane's own), so the
+    // warp's x-window cuts it, also where the warp spans more than a cell.
+    T warp_lo, warp_hi;
+    warp_x_range(active, xi[0], warp_lo, warp_hi);
+    const T reach = a.g.cutoff + a.g.x_slack;
+    const T window_lo = warp_lo - reach, window_hi = warp_hi + reach;
+    for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
+      const std::uint32_t stop = min(staged, base + shape.capacity);
+      __syncthreads();  // the previous stage has been read
+      stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
+      __syncthreads();
+      if (!warp_active) continue;  // the same in all lanes
+      for (int r = 0; r < kRows; ++r) {
+        const RowPieces<T>& rp = rows[r].pieces;
+        if (rp.count == 0) continue;
+        const std::uint32_t row_base = rows[r].base;
+        std::uint32_t lo, hi, self;
+        target_cells(a, rows[r], cx, i, lo, hi, self);
+        if (rows[r].own) lo = self + 1;  // the own cell's pairs once; cell cx+1 whole
+        std::uint32_t from = max(lo, base), to = min(hi, stop);
+        if (!active || from >= to) {
+          from = 0xffffffffu;
+          to = 0;
+        }
+        std::uint32_t walk_from = from, walk_to = to;
+        for (int offset = 16; offset > 0; offset /= 2) {
+          walk_from = min(walk_from, __shfl_xor_sync(kAll, walk_from, offset));
+          walk_to = max(walk_to, __shfl_xor_sync(kAll, walk_to, offset));
+        }
+        if (walk_from >= walk_to) continue;  // the same in all lanes
+        if (a.g.x_bits > 0) {
+          // The same search in every lane (broadcast reads), inside the walk: as conservative.
+          const std::uint32_t search_from = walk_from, search_to = walk_to;
+          cut_to_x_window(src_pos, base, search_from, search_to, window_lo, window_hi, walk_from, walk_to);
+        }
+        // A lane evaluates only inside the walk, whose chunks hand every share back to a
+        // lane that adds it; the walk lies inside [base, stop) and inside this row.
+        from = max(from, walk_from);
+        to = min(to, walk_to);
+        for (std::uint32_t chunk = walk_from; chunk < walk_to; chunk += 32) {
+          // This lane's sources in the chunk, [lane_first, lane_end) from the chunk's start.
+          const unsigned lane_first = from <= chunk ? 0u : min(from - chunk, 32u);
+          const unsigned lane_end = to <= chunk ? 0u : min(to - chunk, 32u);
+          const PackedPosition<T, D>* chunk_pos = src_pos + (chunk - base);
+          const T* chunk_in = src_in + (chunk - base);
+          T share[kOut] = {};
+          // Most chunks lie inside every lane's range: those skip the per-source tests.
+          if (__all_sync(kAll, lane_first == 0 && lane_end == 32))
+            walk_chunk<true, Kernel::inputs>(kernel, chunk_pos, chunk_in, shape.capacity, lane, lane_first,
+                                             lane_end, a.g.cutoff2, xi, in_i, acc, share);
+          else
+            walk_chunk<false, Kernel::inputs>(kernel, chunk_pos, chunk_in, shape.capacity, lane, lane_first,
+                                              lane_end, a.g.cutoff2, xi, in_i, acc, share);
+          const std::uint32_t l = chunk + lane;  // the source whose share this lane now holds
+          if (l < walk_to) {
+            T shift_x;
+            const std::size_t slot = piece_slot(rp, l - row_base, shift_x);
+#pragma unroll
+            for (int k = 0; k < kOut; ++k)
+              if (share[k] != T(0)) atomicAdd(sums + std::size_t(k) * a.n + slot, share[k]);
+          }
+        }
+      }
+    }
+    if (active) {
+#pragma unroll
+      for (int k = 0; k < kOut; ++k) atomicAdd(sums + std::size_t(k) * a.n + i, acc[k]);
+    }
+  }
+}
+
+// The half shell's sums, from sorted order to the caller's.
+template <class T, int D, int kIn, int kOut>
+__global__ void scatter_sums_kernel(const Args<T, D, kIn, kOut> a, const T* __restrict__ sums) {
+  const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= a.n) return;
+  T value[kOut];
+#pragma unroll
+  for (int k = 0; k < kOut; ++k) value[k] = sums[std::size_t(k) * a.n + s];
+  write_outputs(a, s, value);
+}
+
 template <class T>
 __global__ void gather_inputs_kernel(const View<const T> in0, const View<const T> in1, const View<const T> in2,
                                      const View<const T> in3, int count, const std::uint32_t* __restrict__ perm,
@@ -380,12 +612,13 @@ __global__ void gather_inputs_kernel(const View<const T> in0, const View<const T
   for (int k = 0; k < count; ++k) sorted[std::size_t(k) * n + s] = views[k][src];
 }
 
-// The x-pencil's targets per block: Auto times these two.
+// The x-pencil's and the half shell's targets per block: Auto times these two.
 constexpr int kPencilTargets[2] = {256, 128};
 
+// `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2).
 template <class T, int D>
 PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int targets_per_block,
-                         std::size_t bytes_per_source) {
+                         std::size_t bytes_per_source, int rows) {
   const double per_cell = std::max(cells.mean_per_cell(), 0.5);
   const int nx = cells.geometry.ncell[0];
   PencilShape s;
@@ -397,8 +630,7 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
   s.length = std::max(1, std::min(length, nx));
   const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
   s.threads = std::clamp(targets, 64, 512);
-  constexpr int kRows = D == 3 ? 9 : 3;
-  const int staged = static_cast<int>(kRows * (s.length + 2) * per_cell * 1.3 + 31) / 32 * 32;
+  const int staged = static_cast<int>(rows * (s.length + 2) * per_cell * 1.3 + 31) / 32 * 32;
   const int max_capacity = static_cast<int>(44 * 1024 / bytes_per_source);  // with the row table: < 48 KB, no opt-in
   s.capacity = std::clamp(staged, s.threads, std::max(s.threads, max_capacity));
   return s;
@@ -415,14 +647,27 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
     return;
   }
   const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + inputs_of<Kernel>() * sizeof(T);
-  const PencilShape shape =
-      pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, pencil_targets, bytes_per_source);
+  const bool half = method == PairMethod::CudaHalfShell;
+  const int staged_rows = half ? (D == 3 ? 5 : 2) : (D == 3 ? 9 : 3);
+  const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, pencil_targets,
+                                         bytes_per_source, staged_rows);
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
   const std::size_t shared = shape.capacity * bytes_per_source;
-  pencil_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape);
-  cuda::check_launch("pmkit PairPlan: pencil kernel");
+  if (!half) {
+    pencil_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+    cuda::check_launch("pmkit PairPlan: pencil kernel");
+    return;
+  }
+  constexpr int kOut = Kernel::outputs;
+  cells.sorted_outputs.reserve(kOut * cells.n, "PairPlan::compute: half-shell sums");
+  T* sums = cells.sorted_outputs.get();
+  cuda::check(cudaMemsetAsync(sums, 0, kOut * cells.n * sizeof(T)), "pmkit PairPlan: zero the half-shell sums");
+  half_shell_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
+  cuda::check_launch("pmkit PairPlan: half-shell kernel");
+  scatter_sums_kernel<<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(args, static_cast<const T*>(sums));
+  cuda::check_launch("pmkit PairPlan: half-shell scatter");
 }
 
 }  // namespace pair_traversal
@@ -476,8 +721,9 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
         2 * per_cell >= found->second.per_cell) {
       method = found->second.method;
     } else {
-      // One-time timing of each candidate (the x-pencil with two block sizes): once
-      // untimed (it loads the kernel), then the best of three timed runs.
+      // One-time timing of each candidate (the x-pencil and the half shell with two block
+      // sizes): once untimed (it loads the kernel and allocates scratch), then the best
+      // of three timed runs. The half shell is timed with its zeroing and scatter.
       struct Candidate {
         PairMethod method;
         int pencil_targets;
@@ -485,7 +731,9 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
       const Candidate candidates[] = {{PairMethod::CudaThreadPerParticle, pt::kPencilTargets[0]},
                                       {PairMethod::CudaBlockPerCell, pt::kPencilTargets[0]},
                                       {PairMethod::CudaXPencil, pt::kPencilTargets[0]},
-                                      {PairMethod::CudaXPencil, pt::kPencilTargets[1]}};
+                                      {PairMethod::CudaXPencil, pt::kPencilTargets[1]},
+                                      {PairMethod::CudaHalfShell, pt::kPencilTargets[0]},
+                                      {PairMethod::CudaHalfShell, pt::kPencilTargets[1]}};
       float best = 0;
       for (const Candidate& c : candidates) {
         pt::launch(cells, kernel, c.method, c.pencil_targets, args);
@@ -500,6 +748,9 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
       cells.chosen[std::type_index(typeid(Kernel))] = {method, pencil_targets, per_cell};
     }
   }
+  // Scratch allocated outside the timed launch (it synchronises).
+  if (method == PairMethod::CudaHalfShell)
+    cells.sorted_outputs.reserve(kOut * cells.n, "PairPlan::compute: half-shell sums");
   const float ms = timed_launch(method, pencil_targets);
   cells.last_kernel_s = 1e-3 * ms;
   cells.last_method = method;
