@@ -152,7 +152,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.particles.reserve(n, "binned particles");
     spare_.perm.reserve(n, "binned particles");
     spare_.slot.reserve(n, "binned particles");
-    if (kernel_.support() >= tuning::kInterleaveMinSupport) spare_.order.reserve(n, "binned particles");
+    if (tuning::interleave_pays(kernel_.support(), D)) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, bucket_count_.get(), bucket_start_.get(),
@@ -193,7 +193,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
           "set_points: binning");
-    spare_.interleaved = kernel_.support() >= tuning::kInterleaveMinSupport;
+    spare_.interleaved = tuning::interleave_pays(kernel_.support(), D);
     if (chunks > 0 && spare_.interleaved) {
       kernels::dispatch(kernel_, [&](auto k) {
         interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(

@@ -405,7 +405,7 @@ static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk
 // The records stay in arrival order (moving them would need a scattered update of
 // `slot`, one random store per particle); order[chunk.begin + k] is the chunk-local
 // index of the k-th particle to take. Kernels with few nodes a particle skip it
-// (tuning::kInterleaveMinSupport): order is then null and the arrival order is used.
+// (tuning::interleave_pays): order is then null and the arrival order is used.
 constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 
 template <class K, int D, class T>

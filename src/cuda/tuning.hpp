@@ -21,11 +21,17 @@ constexpr unsigned kMaxWriteFronts = 1u << 16;
 constexpr int kMaxSubBucketBits = 5;
 
 // set_points orders each chunk so that a warp's particles start in different shared-
-// memory banks (kernels.cuh, interleave_kernel) for kernels of at least this support.
-// Measured (bench/NOTES.md 11): it pays for M'4 and wider (B-spline 6 spread 1.69 -> 1.16
-// ms, double M'4 1.68 -> 1.25); for linear (8 nodes a particle) the indirection cost
-// more than the conflicts (spread 0.588 -> 0.615 ms at 256^3).
-constexpr int kInterleaveMinSupport = 3;
+// memory banks (kernels.cuh, interleave_kernel) where a particle has at least this many
+// stencil nodes. Measured (bench/NOTES.md 11): it pays for M'4 and wider in 3D (B-spline
+// 6 spread 1.69 -> 1.16 ms, double M'4 1.68 -> 1.25); with 8 (linear, 3D) or 16 (M'4,
+// 2D) nodes the indirection cost more than the conflicts (linear 3D spread 0.588 ->
+// 0.615 ms; M'4 2D 0.102 -> 0.113-0.121).
+constexpr int kInterleaveMinNodes = 27;
+constexpr bool interleave_pays(int support, int dims) {
+  int nodes = 1;
+  for (int d = 0; d < dims; ++d) nodes *= support;
+  return nodes >= kInterleaveMinNodes;
+}
 
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
