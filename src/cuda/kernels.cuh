@@ -690,9 +690,9 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
 // from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
-// to their binned slots (unbin_kernel puts them in the caller's order). The thread's particles are loaded before the window, so that
-// the two loads' latencies overlap (ncu: stalled on the window load, then on the
-// particle load).
+// to their binned slots (unbin_kernel puts them in the caller's order). The thread's
+// particles are loaded before the window, so that the two loads' latencies overlap (ncu:
+// stalled on the window load, then on the particle load).
 template <class K, int D, class T, int NP>
 __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T)))
     interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
