@@ -485,8 +485,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     T* binned = binned_values_.get();
     const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
     const double per_block = current_.num_chunks ? double(n) / current_.num_chunks : 0.0;
-    if (per_block >= tuning::kMinParticlesPerTile && shared <= static_cast<std::size_t>(shared_optin_) &&
-        tuning::stencil_nodes(K::support, D) >= tuning::kInterpTilesMinNodes) {
+    if (per_block >= tuning::kMinParticlesPerTile && shared <= static_cast<std::size_t>(shared_optin_)) {
       with_prop_count(pass.count, [&](auto np) {
         auto kernel = interp_tiles_kernel<K, D, T, decltype(np)::value>;
         if (shared > 48 * 1024)

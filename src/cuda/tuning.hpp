@@ -27,15 +27,11 @@ constexpr int kMaxSubBucketBits = 5;
 // 2D) nodes the indirection cost more than the conflicts (linear 3D spread 0.588 ->
 // 0.615 ms; M'4 2D 0.102 -> 0.113-0.121).
 constexpr int kInterleaveMinNodes = 27;
-constexpr int stencil_nodes(int support, int dims) { return dims == 3 ? support * support * support : support * support; }
-constexpr bool interleave_pays(int support, int dims) { return stencil_nodes(support, dims) >= kInterleaveMinNodes; }
-
-// interp stages the tile's window in shared memory where a particle reads at least this
-// many nodes; below, one thread per particle gathers from global memory in tile order
-// (neighbours share nodes in L1). With 8 (linear, 3D) or 4-16 (2D) nodes the window's
-// load and the barrier cost more than the gathers they replace (linear 3D: 0.42 ms
-// through tiles against 0.20 for the naive sorted gather; bench/NOTES.md 12).
-constexpr int kInterpTilesMinNodes = 27;
+constexpr bool interleave_pays(int support, int dims) {
+  int nodes = 1;
+  for (int d = 0; d < dims; ++d) nodes *= support;
+  return nodes >= kInterleaveMinNodes;
+}
 
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
