@@ -362,6 +362,21 @@ __device__ __forceinline__ void cut_to_x_window(const PackedPosition<T, D>* stag
   to = min(to, first_above(stage, base, search_from, search_to, window_hi));
 }
 
+// A pencil block's target i (its lane active): position and inputs into xi and in_i, and
+// its x cell as the result; an inactive lane keeps its zeros and gets the pencil's first
+// cell.
+template <int kInputs, class T, int D, int kIn, int kOut>
+__device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool active, std::uint32_t i, int x0,
+                                           T (&xi)[D], T (&in_i)[kIn]) {
+  if (!active) return x0;
+  const PackedPosition<T, D> pi = a.pos[i];
+#pragma unroll
+  for (int d = 0; d < D; ++d) xi[d] = component(pi, d);
+  const int cx = pair_cell_coordinate(a.g, 0, xi[0]);
+  load_inputs<kInputs>(a.inputs, a.n, i, in_i);
+  return cx;
+}
+
 template <class T, int D, class Kernel>
 __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a,
                                                      const Kernel kernel, const PencilShape shape) {
@@ -383,14 +398,7 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
     const std::uint32_t i = first + threadIdx.x;
     const bool active = i < targets_end;
     T xi[D] = {}, in_i[kIn] = {}, in_j[kIn], acc[kOut] = {};
-    int cx = pencil.x0;
-    if (active) {
-      const PackedPosition<T, D> pi = a.pos[i];
-#pragma unroll
-      for (int d = 0; d < D; ++d) xi[d] = component(pi, d);
-      cx = pair_cell_coordinate(a.g, 0, xi[0]);
-      load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
-    }
+    const int cx = load_target<Kernel::inputs>(a, active, i, pencil.x0, xi, in_i);
     // The x-range of the warp's targets: with x-sorted cells, each staged row narrows to
     // the sources within a cutoff of it (2.3 instead of 3 cell widths at 100 a cell), found
     // by one binary search the whole warp shares.
@@ -510,14 +518,7 @@ __global__ void __launch_bounds__(512)
     const std::uint32_t i = first + threadIdx.x;
     const bool active = i < targets_end;
     T xi[D] = {}, in_i[kIn] = {}, acc[kOut] = {};
-    int cx = pencil.x0;
-    if (active) {
-      const PackedPosition<T, D> pi = a.pos[i];
-#pragma unroll
-      for (int d = 0; d < D; ++d) xi[d] = component(pi, d);
-      cx = pair_cell_coordinate(a.g, 0, xi[0]);
-      load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
-    }
+    const int cx = load_target<Kernel::inputs>(a, active, i, pencil.x0, xi, in_i);
     const bool warp_active = __any_sync(kAll, active);
     // Every lane walks the warp's range (idle where it leaves the lane's own), so the
     // warp's x-window cuts it, also where the warp spans more than a cell.
