@@ -82,10 +82,8 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   for (std::size_t i = 0; i < size; ++i) field[i] = static_cast<T>(ref[0][i]);
   DeviceVector<T> dfield(field), dvalues(n);
   plan.interp({dfield.cview()}, {dvalues.view()});
-  std::vector<double> fieldd(field.begin(), field.end()), want(n);
-  const double* fp[] = {fieldd.data()};
-  double* wp[] = {want.data()};
-  reference::interp<D>(grid, kernel, n, posp, 1, fp, wp);
+  const std::vector<double> want =
+      reference_interp<D>(grid, kernel, posp, n, std::vector<double>(field.begin(), field.end()));
   EXPECT_LE(rel_l2<T>(View<const T>(dvalues.download()), want), tolerance<T>()) << "interp, " << kernel.name();
 }
 

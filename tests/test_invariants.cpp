@@ -340,11 +340,7 @@ void check_folded_top_plane(const BackendCase& bc, const Kernel& kernel, std::mt
   for (std::size_t i = 0; i < n; ++i) pos[D - 1][i] = (i % 2) ? top : top - (2.0 - unit(rng)) * h;
   plan.set_points(views_of<double, D>(pos));
   const std::vector<double> q = random_values<double>(n, rng, 0.5, 1.5);
-  std::vector<double> ref(static_cast<std::size_t>(plan.mesh_size()));
-  const auto xd = pos;
-  const double* qp = q.data();
-  double* rp = ref.data();
-  reference::spread<D>(grid, kernel, n, pointers<D>(xd), 1, &qp, &rp);
+  const std::vector<double> ref = reference_spread<D>(grid, kernel, pointers<D>(pos), q);
   int wrong = 0;
   std::vector<double> m(ref.size());
   for (int rep = 0; rep < 50; ++rep) {

@@ -196,11 +196,7 @@ TEST_P(ReferenceTest, SecondSetPointsReplacesTheFirst) {
     plan.spread({View<const T>(q)}, {View<T>(mesh)});
 
     const auto xd = positions_as_double<T, 3>(views_of<T, 3>(second));
-    const std::vector<double> qd = to_double<T>(View<const T>(q));
-    std::vector<double> ref(mesh.size());
-    const double* qp = qd.data();
-    double* rp = ref.data();
-    reference::spread<3>(grid, kernel_, qd.size(), pointers<3>(xd), 1, &qp, &rp);
+    const std::vector<double> ref = reference_spread<3>(grid, kernel_, pointers<3>(xd), to_double<T>(View<const T>(q)));
     EXPECT_LE(rel_l2<T>(View<const T>(mesh), ref), tolerance<T>());
   });
 }

@@ -335,6 +335,28 @@ std::array<const double*, D> pointers(const std::array<std::vector<double>, D>& 
   return p;
 }
 
+// The float64 reference of one property: the mesh it spreads to, and the values a mesh
+// interpolates to at the particles.
+template <int D>
+std::vector<double> reference_spread(const Grid<D>& grid, const Kernel& kernel,
+                                     const std::array<const double*, D>& positions, const std::vector<double>& q) {
+  std::vector<double> mesh(static_cast<std::size_t>(mesh_size(grid, kernel.ghost_width())));
+  const double* qp = q.data();
+  double* mp = mesh.data();
+  reference::spread<D>(grid, kernel, q.size(), positions, 1, &qp, &mp);
+  return mesh;
+}
+template <int D>
+std::vector<double> reference_interp(const Grid<D>& grid, const Kernel& kernel,
+                                     const std::array<const double*, D>& positions, std::size_t n,
+                                     const std::vector<double>& mesh) {
+  std::vector<double> values(n);
+  const double* mp = mesh.data();
+  double* vp = values.data();
+  reference::interp<D>(grid, kernel, n, positions, 1, &mp, &vp);
+  return values;
+}
+
 // Byte-for-byte equality, for bitwise determinism and "left unchanged" checks.
 template <class T>
 bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {

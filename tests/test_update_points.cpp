@@ -43,19 +43,15 @@ void expect_matches_reference(Plan<T, D>& plan, const Positions<T, D>& pos, cons
 
   std::vector<T> mesh(size);
   plan.spread({View<const T>(q)}, {View<T>(mesh)});
-  std::vector<double> qd(q.begin(), q.end()), ref(size);
-  const double* qp[] = {qd.data()};
-  double* rp[] = {ref.data()};
-  reference::spread<D>(grid, plan.kernel(), n, posp, 1, qp, rp);
+  const std::vector<double> ref =
+      reference_spread<D>(grid, plan.kernel(), posp, std::vector<double>(q.begin(), q.end()));
   EXPECT_LE(rel_l2<T>(View<const T>(mesh), ref), tolerance<T>()) << "spread, " << what;
 
   std::vector<T> field(size), values(n);
   for (std::size_t i = 0; i < size; ++i) field[i] = static_cast<T>(ref[i]);
   plan.interp({View<const T>(field)}, {View<T>(values)});
-  std::vector<double> fieldd(field.begin(), field.end()), want(n);
-  const double* fp[] = {fieldd.data()};
-  double* wp[] = {want.data()};
-  reference::interp<D>(grid, plan.kernel(), n, posp, 1, fp, wp);
+  const std::vector<double> want =
+      reference_interp<D>(grid, plan.kernel(), posp, n, std::vector<double>(field.begin(), field.end()));
   EXPECT_LE(rel_l2<T>(View<const T>(values), want), tolerance<T>()) << "interp, " << what;
 }
 

@@ -90,7 +90,8 @@ class CudaBackend final : public detail::Backend<T, D> {
       fail(ErrorCode::OutOfMemory, "grid of ", layout_.size, " nodes needs ", mesh_bytes,
            " bytes per mesh, more than the ", total_bytes, " bytes of CUDA device ", options.device);
 
-    // Properties per pass of the tile kernel, as many as shared memory holds (<= 4).
+    // Properties per pass of the tile kernel, as many as shared memory holds (at most
+    // tuning::kPropsPerPass).
     const int words = options.deterministic ? kDeterministicWords<T> : kFastWords<T>;
     const int window_nodes = kernels::dispatch(kernel, [](auto k) { return TileWindow<decltype(k), D>::kNodes; });
     const std::size_t per_prop = static_cast<std::size_t>(window_nodes) * words * sizeof(int);
@@ -152,7 +153,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.particles.reserve(n, "binned particles");
     spare_.perm.reserve(n, "binned particles");
     spare_.slot.reserve(n, "binned particles");
-    if (tuning::interleave_pays(kernel_.support(), D)) spare_.order.reserve(n, "binned particles");
+    if (interleaved_) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, bucket_count_.get(), bucket_start_.get(),
@@ -193,8 +194,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
           "set_points: binning");
-    spare_.interleaved = tuning::interleave_pays(kernel_.support(), D);
-    if (chunks > 0 && spare_.interleaved) {
+    if (chunks > 0 && interleaved_) {
       kernels::dispatch(kernel_, [&](auto k) {
         interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(
             geo_, spare_.chunks.get(), spare_.particles.get(), spare_.order.get());
@@ -287,15 +287,16 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<std::uint32_t> perm;  // binned slot -> caller's index
     DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
     DeviceBuffer<std::uint16_t> order;  // per chunk: the tile kernels' order (interleave_kernel)
-    bool interleaved = false;           // order is written (else the tile kernels take arrival order)
     DeviceBuffer<Chunk> chunks;
     DeviceBuffer<std::uint32_t> tile_of;  // caller's index -> tile at the full binning
     // update_points: the particles away from their tile, with their binned slots.
     DeviceBuffer<std::uint32_t> away_slot;
     DeviceBuffer<Packed<T>> away_particles;
     std::size_t num_away = 0;
-    const std::uint16_t* taken_order() const { return interleaved ? order.get() : nullptr; }
   };
+
+  // The order the tile kernels take each chunk's particles in; null: arrival order.
+  const std::uint16_t* taken_order() const { return interleaved_ ? current_.order.get() : nullptr; }
 
   // Auto: shared tiles unless blocks would hold too few particles to repay their flush.
   void resolve_method() {
@@ -469,7 +470,7 @@ class CudaBackend final : public detail::Backend<T, D> {
               "cudaFuncSetAttribute");
       kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
                                                                       current_.particles.get(),
-                                                                      current_.taken_order(), current_.perm.get(),
+                                                                      taken_order(), current_.perm.get(),
                                                                       current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
     });
@@ -492,7 +493,7 @@ class CudaBackend final : public detail::Backend<T, D> {
           check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
                 "cudaFuncSetAttribute");
         kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(
-            layout_, geo_, current_.chunks.get(), current_.particles.get(), current_.taken_order(), n, pass, binned);
+            layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, pass, binned);
         check_launch("pmkit::cuda::interp::shared_tiles");
       });
     } else {
@@ -554,6 +555,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   detail::Layout<D> layout_;
   Kernel kernel_;
   Options options_;
+  // set_points writes a bank-interleaved order for the tile kernels (kernels.cuh).
+  bool interleaved_ = tuning::interleave_pays(kernel_.support(), D);
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
   int tile_props_per_pass_ = 0;

@@ -224,6 +224,13 @@ __device__ __forceinline__ std::uint32_t first_above(const PackedPosition<T, D>*
   return lo;
 }
 
+// The x-rows around a pencil's own row (3^(D-1)), and those the half shell stages: the
+// rows ahead and its own.
+template <int D>
+constexpr int kNeighbourRows = D == 3 ? 9 : 3;
+template <int D>
+constexpr int kHalfShellRows = D == 3 ? 5 : 2;
+
 // One neighbouring row of a pencil as staged in shared memory: its pieces and shifts,
 // and where it starts in the stage (the rows are laid end to end).
 template <class T>
@@ -271,7 +278,7 @@ __device__ __forceinline__ Pencil pencil_of(const PairGeometry<T, D>& g, int len
 template <class T, int D, int kIn, int kOut>
 __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, const Pencil& p, bool half,
                                                 StagedRow<T>* rows, std::uint32_t& staged) {
-  constexpr int kRows = D == 3 ? 9 : 3;
+  constexpr int kRows = kNeighbourRows<D>;
   if (threadIdx.x < kRows) {
     StagedRow<T> row;
     const int dy = threadIdx.x % 3 - 1, dz = D == 3 ? static_cast<int>(threadIdx.x) / 3 - 1 : 0;
@@ -304,7 +311,7 @@ template <int kInputs, class T, int D, int kIn, int kOut>
 __device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, const StagedRow<T>* rows,
                                               std::uint32_t base, std::uint32_t stop, int capacity,
                                               PackedPosition<T, D>* src_pos, T* src_in) {
-  constexpr int kRows = D == 3 ? 9 : 3;
+  constexpr int kRows = kNeighbourRows<D>;
   for (int r = 0; r < kRows; ++r) {
     const RowPieces<T>& rp = rows[r].pieces;
     const std::uint32_t row_base = rows[r].base;
@@ -381,7 +388,7 @@ template <class T, int D, class Kernel>
 __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a,
                                                      const Kernel kernel, const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
-  constexpr int kRows = D == 3 ? 9 : 3;
+  constexpr int kRows = kNeighbourRows<D>;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
   T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
@@ -499,7 +506,7 @@ __global__ void __launch_bounds__(512)
     half_shell_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
                       const PencilShape shape, T* __restrict__ sums) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
-  constexpr int kRows = D == 3 ? 9 : 3;
+  constexpr int kRows = kNeighbourRows<D>;
   constexpr unsigned kAll = 0xffffffffu;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
@@ -649,7 +656,7 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   }
   const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + inputs_of<Kernel>() * sizeof(T);
   const bool half = method == PairMethod::CudaHalfShell;
-  const int staged_rows = half ? (D == 3 ? 5 : 2) : (D == 3 ? 9 : 3);
+  const int staged_rows = half ? kHalfShellRows<D> : kNeighbourRows<D>;
   const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, pencil_targets,
                                          bytes_per_source, staged_rows);
   const int nx = cells.geometry.ncell[0];
