@@ -64,25 +64,25 @@ __device__ double uniform01(unsigned long long seed, std::size_t i) {
   return (z >> 11) * (1.0 / 9007199254740992.0);
 }
 
+// v wrapped into [0, period) and rounded to T, which may round up onto the seam: 0 then.
+template <class T>
+__device__ T wrap_into(double v, double period) {
+  v -= period * floor(v / period);
+  const T t = static_cast<T>(v);
+  return t >= static_cast<T>(period) ? T(0) : t;
+}
+
 template <class T>
 __global__ void fill_uniform(T* out, std::size_t n, double scale, unsigned long long seed) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  T v = static_cast<T>(uniform01(seed, i) * scale);
-  if (v >= static_cast<T>(scale)) v = T(0);  // float rounding up onto the seam
-  out[i] = v;
+  if (i < n) out[i] = wrap_into<T>(uniform01(seed, i) * scale, scale);
 }
 
 // out = in + a uniform step in [-step, step), wrapped into [0, period) (periodic boxes).
 template <class T>
 __global__ void displace(T* out, const T* in, std::size_t n, double step, double period, unsigned long long seed) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  double v = static_cast<double>(in[i]) + (uniform01(seed, i) * 2.0 - 1.0) * step;
-  v -= period * floor(v / period);
-  T t = static_cast<T>(v);
-  if (t >= static_cast<T>(period)) t = T(0);
-  out[i] = t;
+  if (i < n) out[i] = wrap_into<T>(static_cast<double>(in[i]) + (uniform01(seed, i) * 2.0 - 1.0) * step, period);
 }
 
 template <class T>
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
     }
   }
   // The cases of shared/BENCHMARKS.md (uniform random, periodic, h = 1); "-binned": the
-// same particles with every array first put in the plan's binned_order.
+  // same particles with every array first put in the plan's binned_order.
   std::vector<Case> cases = {
       {"p2m-mp4-3d-f-2^24-256", 3, "mp4", false, 24, 256, 1, false},
       {"p2m-mp4-3d-f-2^24-128", 3, "mp4", false, 24, 128, 1, false},
