@@ -8,6 +8,8 @@
 //
 // Times are medians of the wall time of the whole call (host checks, launch and
 // synchronisation included), after warm-up calls (the first Auto call times the methods);
+// the methods and Auto of a row are timed in interleaved rounds, so that they see the
+// same machine;
 // "kernel" is the device time of the traversal alone (CUDA events inside the call).
 // Checks are N * 27 * ppc (the candidate pairs, as BENCHMARKS.md counts them); pairs are
 // the ordered pairs within the cutoff, counted on the device by a counting kernel.
@@ -24,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,6 +39,19 @@ using namespace pmkit;
 
 using pmkit::bench::ck;
 
+// One timed call (ms, wall clock, synchronised).
+double time_call_ms(const std::function<void()>& f) {
+  const auto a = std::chrono::steady_clock::now();
+  f();
+  ck(cudaDeviceSynchronize(), "sync");
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+}
+
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // Median of timed runs (ms) after `warm` untimed ones: at least 5 runs, and up to 201
 // while the total stays under 0.3 s (small cases vary by a few microseconds a call).
 double median_ms(const std::function<void()>& f, int warm = 2) {
@@ -44,15 +60,27 @@ double median_ms(const std::function<void()>& f, int warm = 2) {
   std::vector<double> t;
   double total = 0;
   while (t.size() < 5 || (t.size() < 201 && total < 300)) {
-    const auto a = std::chrono::steady_clock::now();
-    f();
-    ck(cudaDeviceSynchronize(), "sync");
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
-    t.push_back(ms);
-    total += ms;
+    t.push_back(time_call_ms(f));
+    total += t.back();
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(t);
+}
+
+// Medians of several calls timed in rounds (each round times every call once, in
+// turn), so that a slow spell of the machine (clocks, a host hiccup) falls on all of
+// them alike rather than on whichever was being timed then: at least 5 rounds, up to
+// 201 while the total stays under 1 s.
+std::vector<double> interleaved_medians_ms(const std::vector<std::function<void()>>& calls) {
+  std::vector<std::vector<double>> t(calls.size());
+  double total = 0;
+  for (std::size_t round = 0; round < 5 || (round < 201 && total < 1000); ++round)
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      t[c].push_back(time_call_ms(calls[c]));
+      total += t[c].back();
+    }
+  std::vector<double> medians;
+  for (const auto& times : t) medians.push_back(median(times));
+  return medians;
 }
 
 template <class T>
@@ -107,27 +135,30 @@ void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::v
   if (Kernel::inputs > 0) in.push_back(View<const float>(weights, n));
   std::vector<View<float>> out;
   for (int k = 0; k < Kernel::outputs; ++k) out.push_back(View<float>(outputs[k]->p, n));
+  // One plan per method and one for Auto, all binned and warmed up (Auto's first call
+  // times the candidates), then timed in interleaved rounds.
+  std::vector<std::unique_ptr<PairPlan<float, 3>>> plans;
   for (int m = 0; m <= kMethodCount; ++m) {
     PairOptions opt;
     opt.backend = Backend::Cuda;
     opt.method = m < kMethodCount ? kMethods[m] : PairMethod::Auto;
-    PairPlan<float, 3> plan(box, 1.0, opt);
-    plan.set_points(pos);
-    if (m == 0) row.binning = median_ms([&] { plan.set_points(pos); });
-    std::vector<double> kernel_ms;
-    const double ms = median_ms([&] {
-      plan.compute(kernel, in, out);
-      kernel_ms.push_back(plan.last_timings().compute_s * 1e3);
-    });
-    if (m < kMethodCount) {
-      row.method[m] = ms;
-    } else {
-      row.automatic = ms;
-      std::sort(kernel_ms.begin(), kernel_ms.end());
-      row.automatic_kernel = kernel_ms[kernel_ms.size() / 2];
-      row.chosen = plan.last_method();
-    }
+    plans.push_back(std::make_unique<PairPlan<float, 3>>(box, 1.0, opt));
+    plans.back()->set_points(pos);
+    for (int warm = 0; warm < 2; ++warm) plans.back()->compute(kernel, in, out);
   }
+  row.binning = median_ms([&] { plans[0]->set_points(pos); });
+  std::vector<double> kernel_ms;
+  std::vector<std::function<void()>> calls;
+  for (int m = 0; m <= kMethodCount; ++m)
+    calls.push_back([&, m] {
+      plans[m]->compute(kernel, in, out);
+      if (m == kMethodCount) kernel_ms.push_back(plans[m]->last_timings().compute_s * 1e3);
+    });
+  const std::vector<double> ms = interleaved_medians_ms(calls);
+  for (int m = 0; m < kMethodCount; ++m) row.method[m] = ms[m];
+  row.automatic = ms[kMethodCount];
+  row.automatic_kernel = median(kernel_ms);
+  row.chosen = plans[kMethodCount]->last_method();
   if (time_cpu) {
     PairOptions opt;
     opt.num_threads = cpu_threads;
