@@ -3,7 +3,7 @@
 // warm-up, the copy bandwidth measured here, and (with --torch FILE) the PyTorch
 // formulation timed by bench/torch_baseline.py in the same device.sh call.
 //
-//   gpu_bench [--quick] [--torch torch.csv] [--case NAME]
+//   gpu_bench [--quick] [--torch torch.csv] [--case NAME]...   (several --case: those cases)
 #include <cuda_runtime.h>
 
 #include "bench/cuda_check.cuh"
@@ -303,12 +303,13 @@ std::map<std::string, double> read_torch(const std::string& file) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string torch_file, only;
+  std::string torch_file;
+  std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--torch" && i + 1 < argc) torch_file = argv[++i];
-    else if (a == "--case" && i + 1 < argc) only = argv[++i];
+    else if (a == "--case" && i + 1 < argc) only.push_back(argv[++i]);
     else {
       std::fprintf(stderr, "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]\n");
       return 2;
@@ -354,7 +355,7 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (const auto& c : cases) {
-    if (!only.empty() && c.name != only) continue;
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     Row r = run(c, timer, bw);
     auto t = torch.find(c.name);
     r.torch_p2m = t == torch.end() ? NAN : t->second;
