@@ -4,8 +4,7 @@
 // 100 particles per cell on average, uniform random, float; Lennard-Jones and the cheap
 // and expensive synthetic kernels. Thread per particle is the published one-thread-per-
 // particle method (PPNL), so it is the baseline of the table. The half shell evaluates
-// each pair once and sums with atomics (not bit-for-bit reproducible); the compacted
-// x-pencil queues each lane's in-range sources before running the kernel's body.
+// each pair once and sums with atomics (not bit-for-bit reproducible).
 //
 // Times are medians of the wall time of the whole call (host checks, launch and
 // synchronisation included), after warm-up calls (the first Auto call times the methods);
@@ -117,15 +116,14 @@ struct Row {
   int d = 0, ppc = 0;
   const char* kernel = "";
   std::size_t n = 0;
-  double binning = 0, method[5] = {0, 0, 0, 0, 0}, automatic = 0, automatic_kernel = 0, cpu = -1;
+  double binning = 0, method[4] = {0, 0, 0, 0}, automatic = 0, automatic_kernel = 0, cpu = -1;
   PairMethod chosen = PairMethod::Auto;
   double pairs = 0;
 };
 
-constexpr int kMethodCount = 5;
+constexpr int kMethodCount = 4;
 constexpr PairMethod kMethods[kMethodCount] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell,
-                                               PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
-                                               PairMethod::CudaXPencilCompact};
+                                               PairMethod::CudaXPencil, PairMethod::CudaHalfShell};
 
 template <class Kernel>
 void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::vector<const float*>& x,
@@ -248,9 +246,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "done d=%d ppc=%d\n", d, ppc);
     }
 
-  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s %9s %10s | %9s %9s %-19s %6s | %8s %8s | %9s %7s\n", "d",
-              "ppc", "kernel", "N", "bin ms", "thread ms", "cell ms", "pencil ms", "half ms",
-              "compact ms", "auto ms", "kernel ms", "auto chose", "/best", "Gcheck/s", "Gpair/s", "CPU ms", "GPU/CPU");
+  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s %9s | %9s %9s %-19s %6s | %8s %8s | %9s %7s\n", "d",
+              "ppc", "kernel", "N", "bin ms", "thread ms", "cell ms", "pencil ms", "half ms", "auto ms", "kernel ms",
+              "auto chose", "/best", "Gcheck/s", "Gpair/s", "CPU ms", "GPU/CPU");
   bool auto_ok = true;
   for (const Row& r : rows) {
     const double best = *std::min_element(r.method, r.method + kMethodCount);
@@ -261,9 +259,9 @@ int main(int argc, char** argv) {
       std::snprintf(cpu, sizeof cpu, "%.3f", r.cpu);
       std::snprintf(speed, sizeof speed, "%.1fx", r.cpu / r.automatic);
     }
-    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f %9.4f %10.4f | %9.4f %9.4f %-19s %6.2f | %8.1f %8.1f | %9s %7s\n",
-                r.d, r.ppc, r.kernel, r.n, r.binning, r.method[0], r.method[1], r.method[2], r.method[3], r.method[4],
-                r.automatic, r.automatic_kernel, to_string(r.chosen), r.automatic / best, checks / r.automatic * 1e-6, r.pairs / r.automatic * 1e-6,
+    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f %9.4f | %9.4f %9.4f %-19s %6.2f | %8.1f %8.1f | %9s %7s\n",
+                r.d, r.ppc, r.kernel, r.n, r.binning, r.method[0], r.method[1], r.method[2], r.method[3], r.automatic,
+                r.automatic_kernel, to_string(r.chosen), r.automatic / best, checks / r.automatic * 1e-6, r.pairs / r.automatic * 1e-6,
                 cpu, speed);
   }
   std::printf("\nauto within 10%% of the best method in every row: %s\n", auto_ok ? "yes" : "NO");

@@ -1,7 +1,5 @@
 // Cutoff pair interactions on cell lists (CPU): against an O(N^2) float64 brute force on
 // fresh random inputs, both shells; an energy-conserving Lennard-Jones run; bad input.
-#include <cstring>
-
 #include "pair_cases.hpp"
 
 namespace pmkit::test {
@@ -115,8 +113,7 @@ PairOptions cuda_options(PairMethod method) {
   return opt;
 }
 const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell,
-                                   PairMethod::CudaXPencil,           PairMethod::CudaHalfShell,
-                                   PairMethod::CudaXPencilCompact,    PairMethod::Auto};
+                                   PairMethod::CudaXPencil, PairMethod::CudaHalfShell, PairMethod::Auto};
 
 TEST(CudaPairs, EveryMethodAgainstBruteForce) {
   PMKIT_REQUIRE_GPU();
@@ -161,7 +158,6 @@ TEST(CudaPairs, LennardJonesVerletConservesEnergy) {
   PMKIT_REQUIRE_GPU();
   verlet_energy_drift(cuda_options(PairMethod::Auto));
   verlet_energy_drift(cuda_options(PairMethod::CudaHalfShell));  // forces summed by atomics
-  verlet_energy_drift(cuda_options(PairMethod::CudaXPencilCompact));
 }
 
 // The half shell's atomics change only the last bits from run to run: two runs on the
@@ -196,51 +192,6 @@ TEST(CudaPairs, HalfShellRepeatsToRounding) {
       scale += std::fabs(f[d][i]);
     }
     EXPECT_LE(std::fabs(sum_half), 1e-5 * scale + std::fabs(sum_full)) << "axis " << d;
-  }
-}
-
-// The compacted x-pencil queues each target's in-range sources and calls the kernel on
-// them in the order the plain x-pencil does: the same bits, at 100 a cell (many queue
-// drains), with a clustered layout (several shared-memory stages) and with an input per
-// particle. Each method twice: both repeat bit for bit.
-TEST(CudaPairs, CompactedXPencilGivesTheXPencilsBits) {
-  PMKIT_REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const Box<3> box = Box<3>::periodic({4.0, 4.0, 4.0});
-  auto points = [&](std::size_t n, bool clustered) {
-    std::array<std::vector<float>, 3> x;
-    for (auto& axis : x) {
-      axis.resize(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        double u = unit(rng);
-        if (clustered && i % 10 != 0) u = 0.3 + 0.05 * u;
-        axis[i] = static_cast<float>(4.0 * u);
-      }
-    }
-    return x;
-  };
-  auto same_bits = [](const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t k = 0; k < a.size(); ++k) {
-      ASSERT_EQ(a[k].size(), b[k].size());
-      for (std::size_t i = 0; i < a[k].size(); ++i)
-        ASSERT_EQ(std::memcmp(&a[k][i], &b[k][i], sizeof(float)), 0) << "output " << k << ", particle " << i;
-    }
-  };
-  pair_kernels::LennardJones<3> lj{1.0, 0.3, 0.8, 0.05};
-  pair_kernels::ExpensiveSynthetic expensive{0.8};
-  PairPlan<float, 3> compact(box, 0.8, cuda_options(PairMethod::CudaXPencilCompact));
-  PairPlan<float, 3> plain(box, 0.8, cuda_options(PairMethod::CudaXPencil));
-  for (bool clustered : {false, true}) {
-    const auto x = points(scaled(12000), clustered);  // ~100 a cell on 5^3 cells
-    std::vector<std::vector<float>> weight(1, std::vector<float>(x[0].size()));
-    for (float& w : weight[0]) w = static_cast<float>(unit(rng));
-    const auto a = run_pairs(compact, lj, x), b = run_pairs(plain, lj, x);
-    EXPECT_EQ(compact.last_method(), PairMethod::CudaXPencilCompact);
-    same_bits(a, b);
-    same_bits(run_pairs(compact, lj, x), a);
-    same_bits(run_pairs(compact, expensive, x, weight), run_pairs(plain, expensive, x, weight));
   }
 }
 

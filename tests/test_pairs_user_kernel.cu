@@ -34,7 +34,7 @@ struct Yukawa {
 TEST(CudaPairs, UserKernelCompiledByTheCaller) {
   PMKIT_REQUIRE_GPU();
   for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil,
-                            PairMethod::CudaHalfShell, PairMethod::CudaXPencilCompact, PairMethod::Auto}) {
+                            PairMethod::CudaHalfShell, PairMethod::Auto}) {
     PairOptions opt;
     opt.backend = Backend::Cuda;
     opt.method = method;

@@ -61,7 +61,7 @@ struct Box {
 
 // How the CUDA backend walks the cell lists (the CPU backend ignores it).
 enum class PairMethod {
-  // Times each method below once (the x-pencils and the half shell with 256 and with 128
+  // Times each method below once (the x-pencil and the half shell with 256 and with 128
   // targets a block), on the first compute of a kernel type after set_points (and again
   // when the particles per cell change by 2x), then keeps the fastest. The timed calls
   // produce correct outputs too. It may pick the half shell, whose results are not
@@ -83,13 +83,6 @@ enum class PairMethod {
   // the other methods to rounding, but are not bit-for-bit reproducible. Needs scratch of
   // Kernel::outputs values per particle.
   CudaHalfShell,
-  // The x-pencil with in-range compaction: a lane tests its candidates and queues those
-  // within the cutoff (16 stage indices a lane in shared memory), and its warp calls the
-  // kernel over the queues in lockstep, so that the kernel's body runs for the lanes with
-  // a pair in range rather than whenever any lane has one. Testing and queueing cost more
-  // than the plain walk, so it can pay only for expensive kernels on dense cells (Auto
-  // times it); the same bits as CudaXPencil.
-  CudaXPencilCompact,
 };
 
 struct PairOptions {
@@ -107,7 +100,6 @@ inline const char* to_string(PairMethod method) {
     case PairMethod::CudaBlockPerCell: return "block-per-cell";
     case PairMethod::CudaXPencil: return "x-pencil";
     case PairMethod::CudaHalfShell: return "half-shell";
-    case PairMethod::CudaXPencilCompact: return "x-pencil-compact";
   }
   return "?";
 }

@@ -132,30 +132,11 @@ struct Buckets {
   }
 };
 
-// Adds each lane's 1 to counters[key] and returns the lane's place: the counter's value
-// before the warp's additions plus the lanes before it with the same key in its run. The
-// lanes of a run of equal keys in consecutive lanes take one atomic, which is what
-// particles that arrive sorted (Plan::binned_order) need: one atomic per lane took
-// set_points 1.8 -> 2.8 ms at 256^3 and 7.2 ms at 128^3. Random input has no runs and
-// pays a shuffle and a ballot. Every lane of the warp must call it (invalid lanes take no
-// place); counters may be global or shared.
-__device__ __forceinline__ std::uint32_t add_runs(std::uint32_t* counters, std::uint32_t key, bool valid) {
-  const std::uint32_t k = valid ? key : 0xffffffffu;
-  const unsigned lane = threadIdx.x & 31u;
-  const unsigned up_to_lane = 0xffffffffu >> (31u - lane);  // bits 0..lane
-  const std::uint32_t previous = __shfl_up_sync(0xffffffffu, k, 1);
-  const unsigned run_starts = __ballot_sync(0xffffffffu, lane == 0 || previous != k);
-  const unsigned head = 31u - __clz(run_starts & up_to_lane);
-  const unsigned later_starts = run_starts & ~up_to_lane;
-  const unsigned run_end = later_starts ? __ffs(later_starts) - 1u : 32u;
-  std::uint32_t first = 0;
-  if (valid && lane == head) first = atomicAdd(&counters[key], run_end - head);
-  first = __shfl_sync(0xffffffffu, first, head);
-  return first + (lane - head);
-}
-
-// Validates every position, assigns its tile, and its rank within its bucket (one
-// atomic per run of equal buckets in a warp, add_runs). Blocks are whole warps.
+// Validates every position, assigns its tile, and its rank within its bucket. All 32
+// lanes of every warp take part (blocks are whole warps): the lanes of a run of equal
+// buckets take their ranks with one atomic, which is what particles that arrive sorted
+// (Plan::binned_order) need: one atomic per lane took set_points 1.8 -> 2.8 ms at 256^3
+// and 7.2 ms at 128^3. Random input has no runs and pays a shuffle and a ballot.
 template <class T, int D>
 __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
                                 PositionArrays<T, D> pos, std::size_t n, Buckets buckets, std::uint32_t* tile_of,
@@ -165,30 +146,39 @@ __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
   Packed<T> p;
   std::uint32_t tile = 0;
   const bool valid = i < n && bin_or_reject(layout, geo, pos, i, p, tile, first_bad);
+  const std::uint32_t bucket = valid ? buckets.of(tile, i) : 0xffffffffu;
   if (valid) tile_of[i] = tile;
-  const std::uint32_t r = add_runs(bucket_count, valid ? buckets.of(tile, i) : 0, valid);
-  if (valid) rank[i] = r;
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned up_to_lane = 0xffffffffu >> (31u - lane);  // bits 0..lane
+  const std::uint32_t previous = __shfl_up_sync(0xffffffffu, bucket, 1);
+  const unsigned run_starts = __ballot_sync(0xffffffffu, lane == 0 || previous != bucket);
+  const unsigned head = 31u - __clz(run_starts & up_to_lane);
+  const unsigned later_starts = run_starts & ~up_to_lane;
+  const unsigned run_end = later_starts ? __ffs(later_starts) - 1u : 32u;
+  std::uint32_t first = 0;
+  if (valid && lane == head) first = atomicAdd(&bucket_count[bucket], run_end - head);
+  first = __shfl_sync(0xffffffffu, first, head);
+  if (valid) rank[i] = first + (lane - head);
 }
 
-// Chunks per tile (ceil(count / per_chunk)); bucket_start is the scan of the bucket
-// counts. Also cuts pass 2's pieces, with groups for tiles (Partition below).
+// Chunks per tile (ceil(count / chunk)); bucket_start is the scan of the bucket counts.
 static __global__ void chunk_count_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
-                                          std::uint32_t per_chunk, std::uint32_t* chunk_count) {
+                                          std::uint32_t* chunk_count) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
   const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - bucket_start[t << buckets.sub_bits];
-  chunk_count[t] = (count + per_chunk - 1) / per_chunk;
+  chunk_count[t] = (count + tuning::kChunkParticles - 1) / tuning::kChunkParticles;
 }
 
 static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
-                                         const std::uint32_t* chunk_start, std::uint32_t per_chunk, Chunk* chunks) {
+                                         const std::uint32_t* chunk_start, Chunk* chunks) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
   const std::uint32_t begin = bucket_start[t << buckets.sub_bits];
   const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - begin;
   std::uint32_t c = chunk_start[t];
-  for (std::uint32_t done = 0; done < count; done += per_chunk, ++c)
-    chunks[c] = Chunk{t, begin + done, min(count - done, per_chunk)};
+  for (std::uint32_t done = 0; done < count; done += tuning::kChunkParticles, ++c)
+    chunks[c] = Chunk{t, begin + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
 }
 
 // Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
@@ -207,222 +197,6 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   particles[dst] = p;
   perm[dst] = static_cast<std::uint32_t>(i);
   slot[i] = dst;
-}
-
-// ---------------------------------------------------------------------------------
-// Partition: set_points' scatter in two passes whose stores stay in L2 (tuning.hpp).
-//
-// The one-pass scatter stores each record at one of tiles x sub-buckets fronts, each
-// of which fills too slowly to stay in L2 (2^16 fronts at 256^3: ~1.15 GB of DRAM
-// traffic against ~0.7 GB needed). Here a block first counts its particles per key in
-// shared memory, takes one global atomic per key it holds, and then stores runs of equal
-// keys: with few keys, every key's front fills quickly (2^24 particles at 256^3: ~8
-// particles of a pass-1 block a group, ~64 of a pass-2 piece a tile).
-//   pass 1 (count_groups_kernel, partition_kernel): caller's order -> groups of 2^bits
-//     consecutive tiles; each particle's place in that order is kept in slot.
-//   pass 2 (count_piece_tiles_kernel, place_kernel), only where groups hold several
-//     tiles: each group's pieces -> tile order, the binned records and perm; each
-//     pass-1 place's binned slot goes into the cells' buffer, and compose_slot_kernel
-//     turns slot into the binned slot with one read each.
-
-// Pass 1's groups: tile >> bits, count of them.
-struct Groups {
-  int bits;
-  std::uint32_t count;
-};
-
-// Adds a block's shared counts of `keys` keys to the global totals (one atomic per
-// non-zero count) and calls took(key, total before the block's count; 0 where it had none).
-template <class F>
-__device__ __forceinline__ void add_block_counts(const std::uint32_t* count, std::uint32_t keys,
-                                                 std::uint32_t* total, F&& took) {
-  for (std::uint32_t k = threadIdx.x; k < keys; k += blockDim.x) {
-    const std::uint32_t c = count[k];
-    took(k, c != 0 ? atomicAdd(total + k, c) : 0u);
-  }
-}
-
-__device__ __forceinline__ void zero_shared(std::uint32_t* count, std::uint32_t keys) {
-  for (std::uint32_t k = threadIdx.x; k < keys; k += blockDim.x) count[k] = 0;
-}
-
-// The caller's index of a pass-1 block's slot r of this thread: coalesced per slot.
-__device__ __forceinline__ std::size_t partition_index(int r) {
-  return blockIdx.x * static_cast<std::size_t>(tuning::kPartitionItems) + r * tuning::kPartitionThreads + threadIdx.x;
-}
-
-// Neighbour pairs (i, i + 1), `pairs` of them spread over the caller's order, that lie in
-// one tile (n >= 2; one block): set_points keeps the one-pass scatter for input already
-// in binned order, whose stores are local (tuning::kBinnedPairFraction).
-template <class T, int D>
-__global__ void same_tile_pairs_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                                       std::size_t n, std::uint32_t pairs, std::uint32_t* same) {
-  __shared__ std::uint32_t total;
-  if (threadIdx.x == 0) total = 0;
-  __syncthreads();
-  std::uint32_t mine = 0;
-  for (std::uint32_t k = threadIdx.x; k < pairs; k += blockDim.x) {
-    const std::size_t i = (n - 1) * k / pairs;
-    Packed<T> p;
-    std::uint32_t a, b;
-    mine += bin_particle(layout, geo, pos, i, p, a) && bin_particle(layout, geo, pos, i + 1, p, b) && a == b;
-  }
-  atomicAdd(&total, mine);
-  __syncthreads();
-  if (threadIdx.x == 0) *same = total;
-}
-
-// Pass 1, counting: validates every position (the first bad one is reported, as by
-// classify_kernel) and adds each group's particles to group_count.
-template <class T, int D>
-__global__ void __launch_bounds__(tuning::kPartitionThreads)
-    count_groups_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
-                        Groups groups, std::uint32_t* group_count, unsigned long long* first_bad) {
-  __shared__ std::uint32_t count[tuning::kMaxPartitionGroups];
-  zero_shared(count, groups.count);
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < tuning::kPartitionSlots; ++r) {
-    const std::size_t i = partition_index(r);
-    Packed<T> p;
-    std::uint32_t tile = 0;
-    const bool valid = i < n && bin_or_reject(layout, geo, pos, i, p, tile, first_bad);
-    add_runs(count, tile >> groups.bits, valid);
-  }
-  __syncthreads();
-  add_block_counts(count, groups.count, group_count, [](std::uint32_t, std::uint32_t) {});
-}
-
-// Where pass 1 writes. Single level (groups are tiles): the binned records, perm and
-// slot themselves. Two levels: the records with the caller's index in `cell`, the cells
-// apart (pass 2 reads them without the records), each record's tile within its group
-// (keys, not null), and slot = the particle's pass-1 place.
-template <class T>
-struct PartitionOut {
-  Packed<T>* records;
-  std::uint32_t* other;  // perm (single level) or the cells (two levels), by pass-1 place
-  std::uint8_t* keys;
-  std::uint32_t* slot;   // by caller's index
-};
-
-// Pass 1, moving: the same blocks as count_groups_kernel (positions validated there)
-// place each particle at its group's start + the block's share of the group (one atomic
-// per group) + its rank in the block. Also writes tile_of (update_points).
-template <class T, int D>
-__global__ void __launch_bounds__(tuning::kPartitionThreads, tuning::partition_blocks_per_sm(sizeof(T)))
-    partition_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
-                     Groups groups, const std::uint32_t* group_start, std::uint32_t* group_fill,
-                     std::uint32_t* tile_of, PartitionOut<T> out) {
-  __shared__ std::uint32_t first[tuning::kMaxPartitionGroups];  // counts, then the block's first places
-  // Per slot in one register: rank in the block, tile within the group, group (ptxas,
-  // float: 64 registers without spills only so).
-  constexpr int kKeyShift = 12, kGroupShift = 20;
-  static_assert(tuning::kPartitionItems <= (1 << kKeyShift) && tuning::kMaxGroupBits <= kGroupShift - kKeyShift &&
-                    tuning::kMaxPartitionGroups <= (1u << (32 - kGroupShift)),
-                "place fields");
-  zero_shared(first, groups.count);
-  __syncthreads();
-  Packed<T> p[tuning::kPartitionSlots];
-  std::uint32_t place[tuning::kPartitionSlots];  // the tile, until add_runs
-#pragma unroll
-  for (int r = 0; r < tuning::kPartitionSlots; ++r) {
-    const std::size_t i = partition_index(r);
-    place[r] = 0;
-    if (i < n) {
-      bin_particle(layout, geo, pos, i, p[r], place[r]);
-      tile_of[i] = place[r];
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < tuning::kPartitionSlots; ++r) {
-    const std::uint32_t g = place[r] >> groups.bits;
-    const std::uint32_t key = place[r] - (g << groups.bits);
-    place[r] = add_runs(first, g, partition_index(r) < n) | key << kKeyShift | g << kGroupShift;
-  }
-  __syncthreads();
-  add_block_counts(first, groups.count, group_fill,
-                   [&](std::uint32_t g, std::uint32_t before) { first[g] = group_start[g] + before; });
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < tuning::kPartitionSlots; ++r) {
-    const std::size_t i = partition_index(r);
-    if (i >= n) break;
-    const std::uint32_t dst = first[place[r] >> kGroupShift] + (place[r] & ((1u << kKeyShift) - 1));
-    Packed<T> record = p[r];
-    if (out.keys) {
-      out.other[dst] = record.cell;
-      record.cell = static_cast<std::uint32_t>(i);
-      out.keys[dst] = static_cast<std::uint8_t>(place[r] >> kKeyShift);
-    } else {
-      out.other[dst] = static_cast<std::uint32_t>(i);
-    }
-    out.records[dst] = record;
-    out.slot[i] = dst;
-  }
-}
-
-// Pass 2, counting: each piece (a Chunk of at most kPieceParticles of one group; `tile`
-// holds the group) adds its particles per tile to tile_count and keeps, per tile of the
-// group, the total before it (its share's offset inside the tile: piece_base).
-static __global__ void __launch_bounds__(tuning::kPartitionThreads)
-    count_piece_tiles_kernel(Groups groups, std::uint32_t num_tiles, const Chunk* pieces,
-                             const std::uint32_t* num_pieces, const std::uint8_t* keys, std::uint32_t* tile_count,
-                             std::uint32_t* piece_base) {
-  __shared__ std::uint32_t count[1 << tuning::kMaxGroupBits];
-  if (blockIdx.x >= *num_pieces) return;
-  const Chunk piece = pieces[blockIdx.x];
-  const std::uint32_t first_tile = piece.tile << groups.bits;
-  const std::uint32_t tiles = min(1u << groups.bits, num_tiles - first_tile);
-  zero_shared(count, tiles);
-  __syncthreads();
-  for (std::uint32_t k0 = 0; k0 < piece.count; k0 += blockDim.x) {
-    const std::uint32_t k = k0 + threadIdx.x;
-    add_runs(count, k < piece.count ? keys[piece.begin + k] : 0, k < piece.count);
-  }
-  __syncthreads();
-  std::uint32_t* base = piece_base + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
-  add_block_counts(count, tiles, tile_count + first_tile,
-                   [&](std::uint32_t t, std::uint32_t before) { base[t] = before; });
-}
-
-// Pass 2, moving: each piece's particles to tile_start + its piece_base + rank in the
-// piece, as the binned record and perm; the pass-1 place's binned slot overwrites its
-// cell (read just before, by the same thread) for compose_slot_kernel.
-template <class T>
-__global__ void __launch_bounds__(tuning::kPartitionThreads)
-    place_kernel(Groups groups, std::uint32_t num_tiles, const Chunk* pieces, const std::uint32_t* num_pieces,
-                 const std::uint8_t* keys, const Packed<T>* parted, const std::uint32_t* tile_start,
-                 const std::uint32_t* piece_base, std::uint32_t* cells, Packed<T>* particles, std::uint32_t* perm) {
-  __shared__ std::uint32_t next[1 << tuning::kMaxGroupBits];  // the piece's next place per tile
-  if (blockIdx.x >= *num_pieces) return;
-  const Chunk piece = pieces[blockIdx.x];
-  const std::uint32_t first_tile = piece.tile << groups.bits;
-  const std::uint32_t tiles = min(1u << groups.bits, num_tiles - first_tile);
-  const std::uint32_t* base = piece_base + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
-  for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x) next[t] = tile_start[first_tile + t] + base[t];
-  __syncthreads();
-  for (std::uint32_t k0 = 0; k0 < piece.count; k0 += blockDim.x) {
-    const std::uint32_t k = k0 + threadIdx.x;
-    const std::uint32_t from = piece.begin + k;
-    const bool valid = k < piece.count;
-    const std::uint32_t dst = add_runs(next, valid ? keys[from] : 0, valid);
-    if (!valid) continue;
-    Packed<T> record = parted[from];
-    perm[dst] = record.cell;
-    record.cell = cells[from];
-    particles[dst] = record;
-    cells[from] = dst;
-  }
-}
-
-// The binned slot of each caller's index: slot holds its pass-1 place, binned_of_place
-// that place's binned slot. Coalesced but for one scattered 4-byte read; the places of a
-// pass-1 block are one run a group, read by the ~16 blocks here that cover it at about
-// the same time, so each sector comes from DRAM about once (a scattered store instead
-// would be a read-modify-write of a sector: unbin_kernel).
-static __global__ void compose_slot_kernel(std::size_t n, const std::uint32_t* binned_of_place, std::uint32_t* slot) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) slot[i] = binned_of_place[slot[i]];
 }
 
 // update_points, one thread per particle in the caller's order (positions, tile and

@@ -20,44 +20,6 @@ constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D
 constexpr unsigned kMaxWriteFronts = 1u << 16;
 constexpr int kMaxSubBucketBits = 5;
 
-// set_points' scatter by partition (kernels.cuh, "Partition"): random input in two
-// passes whose stores stay in L2, where the one-pass scatter (classify + scatter_kernel)
-// stores each record at one of tiles x sub-buckets open fronts. Those fronts each fill
-// too slowly to stay in L2 (ncu, bench/NOTES.md 11: scatter 1.34 ms at 2^24 / 256^3, L2
-// hit 75%; 64 per cell, 512 tiles x 32 sub-buckets, is hardly better: 1.80 ms for
-// set_points), so the partition is taken for every unsorted input with enough particles;
-// the one-pass scatter stays for input already in binned order (its stores are then
-// local: 0.90 ms), which a probe of neighbour pairs detects, and for small inputs.
-// Pass 1 counts, then moves, the particles into groups of 2^bits consecutive tiles with
-// one global atomic per block and group; where there are at most kPartitionGroups tiles
-// the groups are the tiles and pass 1 is the whole scatter (single level). Pass 2 does
-// the same inside each group's pieces of kPieceParticles. Prediction, not measured: 13.
-constexpr int kPartitionThreads = 512;
-constexpr int kPartitionSlots = 8;  // particles a thread of pass 1 holds (float record: 4 registers)
-constexpr int kPartitionItems = kPartitionThreads * kPartitionSlots;  // particles a pass-1 block takes
-// Resident blocks per SM partition_kernel is compiled for: its float records fit 64
-// registers (ptxas: 87 unbounded, 1 block, 25% occupancy); double's need more.
-constexpr int partition_blocks_per_sm(std::size_t value_bytes) { return value_bytes == 4 ? 2 : 1; }
-// Groups of pass 1: as few tiles a group as keep the groups within this many, so that a
-// block of kPartitionItems particles has ~8 a group (a global atomic per 8 particles,
-// against one per particle in classify) and every group's write front stays in L2.
-constexpr unsigned kPartitionGroups = 512;
-// Shared counters of pass 1 (16 KB) and the group keys of pass 2 (bytes): past this
-// many groups of 256 tiles (a 800^3 mesh) set_points keeps the one-pass scatter.
-constexpr unsigned kMaxPartitionGroups = 4096;
-constexpr int kMaxGroupBits = 8;
-// Particles a block of pass 2 takes from one group: each of its (tile) runs is then
-// ~kPieceParticles / tiles-a-group long (64 at 256^3), filled front to back in L2.
-constexpr int kPieceParticles = 4096;
-// Below one pass-1 block, everything stays in L2 anyway and the probe's round trip
-// would be most of the time.
-constexpr std::size_t kPartitionMinParticles = kPartitionItems;
-// The probe: this many neighbour pairs (i, i + 1) spread over the caller's order;
-// binned input has nearly all in one tile (at 1 per cell, 511 of 512), random input
-// almost none (1 / tiles).
-constexpr unsigned kBinnedProbePairs = 4096;
-constexpr double kBinnedPairFraction = 0.5;
-
 // set_points orders each chunk so that a warp's particles start in different shared-
 // memory banks (kernels.cuh, interleave_kernel) where a particle has at least this many
 // stencil nodes. Measured (bench/NOTES.md 11): it pays for M'4 and wider in 3D (B-spline

@@ -17,10 +17,7 @@
 //   hold 4 or more particles the binning also sorts each cell by x, and each staged row
 //   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
 //   each lane's target, when a warp spans more than a cell);
-// - block per cell: the x-pencil with L = 1;
-// - x-pencil with in-range compaction: the x-pencil's blocks and staging, but a lane only
-//   tests its candidates and queues those within the cutoff; the warp then runs the
-//   kernel over the queues, every lane on its own next pair (see compact_walk_row).
+// - block per cell: the x-pencil with L = 1.
 //
 // The fourth, the half shell, calls the kernel once per pair (Newton's third law): the
 // x-pencil's blocks and staging on the rows ahead of the target only (see
@@ -387,117 +384,7 @@ __device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool 
   return cx;
 }
 
-// In-range compaction (PairMethod::CudaXPencilCompact). In the plain walk a warp runs the
-// kernel's body whenever any of its lanes has its current source within the cutoff, and
-// at 100 a cell only ~1/3 of the lanes do then. Here a lane tests its candidates and
-// appends the stage index of each source in range to its own queue of kQueueEntries
-// 16-bit entries in shared memory (a block's queues are threads x kQueueEntries x 2
-// bytes, counted in the stage's capacity); the warp runs the body over the queues in
-// lockstep, step k taking every lane's k-th entry, and recomputes r from the staged
-// source. A queue is FIFO, so each target adds its pairs in the order of the plain walk:
-// the same bits. The warp drains when a lane's queue could overflow in the next
-// kQueueChunk tests (a vote), as many steps as every lane has work for but at least
-// enough to make that room, and drains everything before the stage is overwritten.
-constexpr unsigned kQueueEntries = 16;  // per lane
-constexpr unsigned kQueueChunk = 4;     // candidates a lane tests between votes
-
-// A lane's queue: entry k at slots[first + k * 32] (a warp's lanes side by side), entries up
-// to slots[end] (the next free one: a test stores there and moves `end` on a hit). Indices
-// rather than pointers keep the addresses 32-bit shared ones.
-struct LaneQueue {
-  std::uint16_t* slots;  // the block's
-  unsigned first, end;
-  __device__ unsigned count() const { return (end - first) / 32; }
-};
-
-__device__ __forceinline__ unsigned warp_max(unsigned v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(0xffffffffu, v);
-#else
-  for (int offset = 16; offset > 0; offset /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-#endif
-}
-__device__ __forceinline__ unsigned warp_min(unsigned v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-  for (int offset = 16; offset > 0; offset /= 2) v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-#endif
-}
-
-// The kernel over the first `steps` entries of every lane's queue (all of a lane's
-// entries where it holds fewer); the rest move to the front. Called by the whole warp
-// with the same steps.
-template <int kInputs, class T, int D, class Kernel, int kIn, int kOut>
-__device__ __forceinline__ void drain_queue(const Kernel& kernel, LaneQueue& q, unsigned steps,
-                                            const PackedPosition<T, D>* src_pos, const T* src_in, int capacity,
-                                            const T (&xi)[D], const T (&in_i)[kIn], T (&acc)[kOut]) {
-  const unsigned count = q.count();
-  for (unsigned k = 0; k < steps; ++k) {
-    if (k < count) {
-      const unsigned l = q.slots[q.first + k * 32];
-      T r_ij[D], in_j[kIn], discard[kOut];
-      const T r2 = separation(xi, src_pos[l], r_ij);  // as the test computed it: the same bits
-#pragma unroll
-      for (int m = 0; m < kInputs; ++m) in_j[m] = src_in[m * capacity + l];
-      kernel(r_ij, r2, in_i, in_j, acc, discard);
-    }
-  }
-  const unsigned left = count > steps ? count - steps : 0u;
-  for (unsigned k = 0; k < left; ++k) q.slots[q.first + k * 32] = q.slots[q.first + (steps + k) * 32];
-  q.end = q.first + left * 32;
-}
-
-// Tests kQueueChunk candidates of a lane, stage indices first .. first + kQueueChunk - 1
-// (only the first `left` of them unless kWhole), and queues those in range. A lane past
-// its range reads `fallback`, a valid index, and queues nothing. The queue has room for
-// kQueueChunk more entries; each test writes the free slot at the end and keeps it by
-// counting a hit, so that no lane branches.
-template <bool kWhole, class T, int D>
-__device__ __forceinline__ void test_chunk(LaneQueue& q, const PackedPosition<T, D>* src_pos, std::uint32_t first,
-                                           unsigned left, std::uint32_t fallback, std::uint32_t self, T cutoff2,
-                                           const T (&xi)[D]) {
-#pragma unroll
-  for (unsigned u = 0; u < kQueueChunk; ++u) {
-    const bool inside = kWhole || u < left;
-    const std::uint32_t l = inside ? first + u : fallback;
-    T r_ij[D];
-    const T r2 = separation(xi, src_pos[l], r_ij);
-    q.slots[q.end] = static_cast<std::uint16_t>(l);
-    if (inside && r2 < cutoff2 && l != self) q.end += 32;
-  }
-}
-
-// One row of the compacted walk: this lane's stage indices [from, to) (from >= to: none),
-// `self` its own stage index or none. Called by the whole warp: the lanes step together
-// through the longest of their ranges, each through its own.
-template <int kInputs, class T, int D, class Kernel, int kIn, int kOut>
-__device__ __forceinline__ void compact_walk_row(const Kernel& kernel, LaneQueue& q, std::uint32_t from,
-                                                 std::uint32_t to, std::uint32_t self,
-                                                 const PackedPosition<T, D>* src_pos, const T* src_in,
-                                                 int capacity, T cutoff2, const T (&xi)[D], const T (&in_i)[kIn],
-                                                 T (&acc)[kOut]) {
-  const unsigned length = from < to ? to - from : 0;
-  if (length == 0) from = 0;
-  const unsigned longest = warp_max(length), shortest = warp_min(length);
-  for (unsigned s = 0; s < longest; s += kQueueChunk) {
-    const unsigned count = q.count();
-    if (__any_sync(0xffffffffu, count > kQueueEntries - kQueueChunk)) {
-      const unsigned most = warp_max(count), least = warp_min(count);
-      drain_queue<kInputs>(kernel, q, max(least, most - (kQueueEntries - kQueueChunk)), src_pos, src_in, capacity, xi,
-                           in_i, acc);
-    }
-    // Most chunks lie inside every lane's range: those skip the per-candidate tests.
-    if (s + kQueueChunk <= shortest)
-      test_chunk<true>(q, src_pos, from + s, kQueueChunk, from, self, cutoff2, xi);
-    else
-      test_chunk<false>(q, src_pos, from + s, length > s ? length - s : 0u, from, self, cutoff2, xi);
-  }
-}
-
-template <class T, int D, class Kernel, bool kCompact>
+template <class T, int D, class Kernel>
 __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a,
                                                      const Kernel kernel, const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
@@ -507,10 +394,6 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
   T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
   __shared__ StagedRow<T> rows[kRows];
   __shared__ std::uint32_t staged;
-  // kCompact: the lanes' queues after the stage, a warp's kQueueEntries x 32 together.
-  LaneQueue queue;
-  queue.slots = reinterpret_cast<std::uint16_t*>(src_in + Kernel::inputs * shape.capacity);
-  queue.first = (threadIdx.x / 32) * (kQueueEntries * 32) + threadIdx.x % 32;
 
   const Pencil pencil = pencil_of(a.g, shape.length);
   const std::uint32_t targets_end = a.start[pencil.own_row + pencil.x1];
@@ -534,16 +417,12 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
     const T reach = a.g.cutoff + a.g.x_slack;
     const T window_lo = (lane_windows ? xi[0] : warp_lo) - reach;
     const T window_hi = (lane_windows ? xi[0] : warp_hi) + reach;
-    // The compacted walk runs whole warps (votes, lockstep drains); blockDim.x is a
-    // multiple of 32 and every thread runs the same iterations.
-    const bool warp_active = __any_sync(0xffffffffu, active);
-    queue.end = queue.first;
     for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
       const std::uint32_t stop = min(staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
       stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
-      if (kCompact ? !warp_active : !active) continue;  // kCompact: the same in all lanes
+      if (!active) continue;
       for (int r = 0; r < kRows; ++r) {
         const RowPieces<T>& rp = rows[r].pieces;
         if (rp.count == 0) continue;
@@ -552,7 +431,6 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         std::uint32_t lo, hi, self;
         target_cells(a, rows[r], cx, i, lo, hi, self);
         std::uint32_t from = max(lo, base), to = min(hi, stop);
-        if (!active) to = from;  // kCompact: an idle lane walks with its warp, testing nothing
         if (a.g.x_bits > 0 && from < to) {
           // Searches over the part of the row in this stage (warp windows: the same search in
           // every lane, broadcast reads) or over the lane's own three cells (lane windows:
@@ -561,28 +439,17 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
           const std::uint32_t search_to = lane_windows ? to : min(row_base + rp.local[rp.count], stop);
           cut_to_x_window(src_pos, base, search_from, search_to, window_lo, window_hi, from, to);
         }
-        if constexpr (kCompact) {
-          // Stage indices from here on (16 bits: the capacity is below 2^16).
-          to = max(to, from);
-          compact_walk_row<Kernel::inputs>(kernel, queue, from - base, to - base, self - base, src_pos, src_in,
-                                           shape.capacity, a.g.cutoff2, xi, in_i, acc);
-        } else {
 #pragma unroll 4
-          for (std::uint32_t l = from; l < to; ++l) {
-            T r_ij[D];
-            const T r2 = separation(xi, src_pos[l - base], r_ij);
-            if (r2 < a.g.cutoff2 && l != self) {
-              T discard[kOut];
+        for (std::uint32_t l = from; l < to; ++l) {
+          T r_ij[D];
+          const T r2 = separation(xi, src_pos[l - base], r_ij);
+          if (r2 < a.g.cutoff2 && l != self) {
+            T discard[kOut];
 #pragma unroll
-              for (int k = 0; k < Kernel::inputs; ++k) in_j[k] = src_in[k * shape.capacity + (l - base)];
-              kernel(r_ij, r2, in_i, in_j, acc, discard);
-            }
+            for (int k = 0; k < Kernel::inputs; ++k) in_j[k] = src_in[k * shape.capacity + (l - base)];
+            kernel(r_ij, r2, in_i, in_j, acc, discard);
           }
         }
-      }
-      if constexpr (kCompact) {  // before the next stage overwrites the sources
-        drain_queue<Kernel::inputs>(kernel, queue, warp_max(queue.count()), src_pos, src_in, shape.capacity, xi,
-                                    in_i, acc);
       }
     }
     if (active) write_outputs(a, i, acc);
@@ -756,11 +623,10 @@ __global__ void gather_inputs_kernel(const View<const T> in0, const View<const T
 // The x-pencil's and the half shell's targets per block: Auto times these two.
 constexpr int kPencilTargets[2] = {256, 128};
 
-// `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2);
-// `bytes_per_thread`: shared memory a thread needs besides the stage (the compaction's ring).
+// `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2).
 template <class T, int D>
 PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int targets_per_block,
-                         std::size_t bytes_per_source, int rows, std::size_t bytes_per_thread = 0) {
+                         std::size_t bytes_per_source, int rows) {
   const double per_cell = std::max(cells.mean_per_cell(), 0.5);
   const int nx = cells.geometry.ncell[0];
   PencilShape s;
@@ -773,10 +639,8 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
   const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
   s.threads = std::clamp(targets, 64, 512);
   const int staged = static_cast<int>(rows * (s.length + 2) * per_cell * 1.3 + 31) / 32 * 32;
-  // With the row table: < 48 KB, no opt-in. A stage index fits in 16 bits (the queues').
-  const std::size_t stage_bytes = 44 * 1024 - s.threads * bytes_per_thread;
-  const int max_capacity = static_cast<int>(std::min<std::size_t>(stage_bytes / bytes_per_source, 65535));
-  s.capacity = std::clamp(staged, std::min(s.threads, max_capacity), max_capacity);
+  const int max_capacity = static_cast<int>(44 * 1024 / bytes_per_source);  // with the row table: < 48 KB, no opt-in
+  s.capacity = std::clamp(staged, s.threads, std::max(s.threads, max_capacity));
   return s;
 }
 
@@ -791,23 +655,16 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
     return;
   }
   const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + inputs_of<Kernel>() * sizeof(T);
-  const bool half = method == PairMethod::CudaHalfShell, compact = method == PairMethod::CudaXPencilCompact;
+  const bool half = method == PairMethod::CudaHalfShell;
   const int staged_rows = half ? kHalfShellRows<D> : kNeighbourRows<D>;
-  const std::size_t queue_bytes = compact ? kQueueEntries * sizeof(std::uint16_t) : 0;  // per thread
   const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, pencil_targets,
-                                         bytes_per_source, staged_rows, queue_bytes);
+                                         bytes_per_source, staged_rows);
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
   const std::size_t shared = shape.capacity * bytes_per_source;
-  if (compact) {
-    pencil_kernel<T, D, Kernel, true><<<blocks, shape.threads, shared + shape.threads * queue_bytes>>>(args, kernel,
-                                                                                                       shape);
-    cuda::check_launch("pmkit PairPlan: pencil kernel (compacted)");
-    return;
-  }
   if (!half) {
-    pencil_kernel<T, D, Kernel, false><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+    pencil_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape);
     cuda::check_launch("pmkit PairPlan: pencil kernel");
     return;
   }
@@ -872,7 +729,7 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
         2 * per_cell >= found->second.per_cell) {
       method = found->second.method;
     } else {
-      // One-time timing of each candidate (the x-pencils and the half shell with two block
+      // One-time timing of each candidate (the x-pencil and the half shell with two block
       // sizes): once untimed (it loads the kernel and allocates scratch), then the best
       // of three timed runs. The half shell is timed with its zeroing and scatter.
       struct Candidate {
@@ -883,8 +740,6 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
                                       {PairMethod::CudaBlockPerCell, pt::kPencilTargets[0]},
                                       {PairMethod::CudaXPencil, pt::kPencilTargets[0]},
                                       {PairMethod::CudaXPencil, pt::kPencilTargets[1]},
-                                      {PairMethod::CudaXPencilCompact, pt::kPencilTargets[0]},
-                                      {PairMethod::CudaXPencilCompact, pt::kPencilTargets[1]},
                                       {PairMethod::CudaHalfShell, pt::kPencilTargets[0]},
                                       {PairMethod::CudaHalfShell, pt::kPencilTargets[1]}};
       float best = 0;
