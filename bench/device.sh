@@ -4,7 +4,9 @@
 # benchmark on the host's cores. Logs go to $OUT (or bench/out); the table is last.
 #   bash bench/device.sh [--quick]
 # PMKIT_DEVICE_STEPS="tests pairs" (a development run) limits the steps after the build
-# to those named: tests, sanitizer, torch, cpu, pairs, mesh, profile. Results files come from
+# to those named: tests, sanitizer, torch, cpu, pairs, mesh, profile. PMKIT_SANITIZER_TOOLS
+# (default "memcheck racecheck") picks the sanitizer tools: racecheck alone takes ~6
+# minutes, so a run split over two device calls gives each call one. Results files come from
 # full runs. "profile" (never in the default) runs Nsight Compute on the tile kernels of
 # PMKIT_PROFILE_CASE (a gpu_bench case) and prints their details and hottest SASS lines.
 set -uo pipefail
@@ -39,7 +41,7 @@ fi
 
 if want sanitizer; then
 step "compute-sanitizer (every test that runs on CUDA)"
-for tool in memcheck racecheck; do
+for tool in ${PMKIT_SANITIZER_TOOLS:-memcheck racecheck}; do
   PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
     ./build-device/tests/pmkit_tests --gtest_filter='Cuda*:*/Cuda:*/Cuda_*' --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
   rc=$?

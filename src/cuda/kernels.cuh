@@ -374,19 +374,22 @@ void with_prop_count(int count, F&& f) {
 
 // The contribution a * b (the row's scaled weight times an x-weight) as the fixed-point
 // integer: one word in float fast mode (fits 32 bits by the per-block scale), 64 bits
-// otherwise. In float, the product is formed in double (exact: 24 x 24 bits) and rounded
-// by adding 1.5 * 2^52 in the same fused operation, which leaves round(a * b) in the low
-// bits of the result: one FP64 instruction instead of a float-to-integer conversion,
-// which runs on the quarter-rate XU pipe (ncu: XU 58% busy in the M'4 spread, 64
-// conversions a particle and property; bench/NOTES.md 16). Exact while |a * b| < 2^51;
-// float contributions stay below 2^41 (FixedPoint<2>).
-template <int W, class T>
+// otherwise. kFma (float only, tuning::fma_rounding_pays): the product is formed in
+// double (exact: 24 x 24 bits) and rounded by adding 1.5 * 2^52 in the same fused
+// operation, which leaves round(a * b) in the low bits of the result: one FP64
+// instruction instead of a float-to-integer conversion on the quarter-rate XU pipe.
+// Exact while |a * b| < 2^51; float contributions stay below 2^41 (FixedPoint<2>).
+template <int W, bool kFma, class T>
 __device__ __forceinline__ long long to_fixed(T a, T b) {
-  if constexpr (sizeof(T) == 4) {
+  if constexpr (sizeof(T) == 4 && kFma) {
     constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52: its units are 1
     const double x = __fma_rn(static_cast<double>(a), static_cast<double>(b), kRound);
     if constexpr (W == 1) return __double2loint(x);  // round(a * b) mod 2^32, and |a * b| < 2^31
     else return __double_as_longlong(x) - __double_as_longlong(kRound);
+  } else if constexpr (sizeof(T) == 4 && W == 1) {
+    return __float2int_rn(a * b);
+  } else if constexpr (sizeof(T) == 4) {
+    return __float2ll_rn(a * b);
   } else {
     return __double2ll_rn(a * b);  // double contributions reach 2^62 (FixedPoint<3>)
   }
@@ -511,6 +514,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
                         std::size_t n, PropPass<T> pass) {
   using Window = TileWindow<K, D>;
   constexpr int S = K::support;
+  constexpr bool kFmaRounding = tuning::fma_rounding_pays(S, NP);
   extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
   __shared__ double scale[NP];
   __shared__ double block_abs[NP];
@@ -573,7 +577,8 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
         const T wq = row_weight * qs[j];
         int* words = accumulator + j * W * Window::kNodes + row;
 #pragma unroll
-        for (int a = 0; a < S; ++a) FixedPoint<W>::add(words + a, Window::kNodes, to_fixed<W>(wq, wx[a]));
+        for (int a = 0; a < S; ++a)
+          FixedPoint<W>::add(words + a, Window::kNodes, to_fixed<W, kFmaRounding>(wq, wx[a]));
       }
     });
   }

@@ -33,6 +33,14 @@ constexpr bool interleave_pays(int support, int dims) {
   return nodes >= kInterleaveMinNodes;
 }
 
+// The spread tile kernel rounds float contributions to fixed point with one DFMA instead
+// of a float-to-int conversion (kernels.cuh, to_fixed) where that pays. Measured A/B
+// (bench/NOTES.md 16): B-spline 6 (216 nodes a particle), one property, 1.148 -> 1.021
+// ms; M'4 (64 nodes) unchanged with one property (0.707 -> 0.708) and slower with three
+// (2.03 -> 2.14). So only for supports of 5 and more, one property a pass (wider
+// kernels with several properties: not measured, left on the conversion).
+constexpr bool fma_rounding_pays(int support, int props_per_pass) { return support >= 5 && props_per_pass == 1; }
+
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
 // (fixed_point.cuh): never raise it above 1024.
