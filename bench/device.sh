@@ -7,7 +7,8 @@
 # to those named: tests, sanitizer, torch, cpu, pairs, mesh, profile. PMKIT_SANITIZER_TOOLS
 # (default "memcheck racecheck") picks the sanitizer tools: racecheck alone takes ~6
 # minutes, so a run split over two device calls gives each call one. Results files come from
-# full runs. "profile" (never in the default) runs Nsight Compute on the tile kernels of
+# full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
+# cost on the device. "profile" (never in the default) runs Nsight Compute on the tile kernels of
 # PMKIT_PROFILE_CASE (a gpu_bench case) and prints their details and hottest SASS lines.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,10 @@ fi
 if want mesh; then
 step "GPU benchmark"
 ./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
+fi
+if want stores; then
+step "scattered stores (bench/store_probe)"
+./build-device/bench/store_probe 2>&1 | tee "$out/store_probe.txt"
 fi
 if want profile; then
 step "ncu profile of ${PMKIT_PROFILE_CASE:=p2m-mp4-3d-f-2^24-256}"
