@@ -121,6 +121,56 @@ TEST(Cuda, DensitiesDistributionsAndBoundaries) {
       }
 }
 
+// set_points' partition (kernels.cuh, "Partition") with two levels (more than
+// tuning::kPartitionGroups tiles: groups of several tiles, pass 2 sorting inside each)
+// and groups split over many pieces of pass 2 (clustered: 90% in three cells, ~250
+// pieces in one group), in float and double, 3D and 2D, periodic and bounded.
+TEST(Cuda, PartitionIntoGroupsOfTiles) {
+  PMKIT_REQUIRE_GPU();
+  for (auto dist : {Distribution::Uniform, Distribution::Clustered}) {
+    check_against_reference<float, 3>(Kernel::mp4(), {96, 80, 72}, BoundaryKind::Periodic, 2.0, dist,
+                                      SpreadMethod::Auto, false, 1);
+    check_against_reference<double, 3>(Kernel::tsc(), {90, 81, 66}, BoundaryKind::MixedFold, 1.0, dist,
+                                       SpreadMethod::CudaGlobalAtomics, false, 1);
+    check_against_reference<float, 2>(Kernel::linear(), {1100, 700}, BoundaryKind::Keep, 1.5, dist,
+                                      SpreadMethod::Auto, false, 1);
+    check_against_reference<double, 2>(Kernel::mp4(), {800, 900}, BoundaryKind::Periodic, 0.5, dist,
+                                       SpreadMethod::CudaSharedTiles, false, 1);
+  }
+}
+
+// The partition's count reports the first bad particle in the caller's order, as the
+// one-pass scatter does, and a rejected set_points keeps the previous points.
+TEST(Cuda, PartitionReportsTheFirstBadParticle) {
+  PMKIT_REQUIRE_GPU();
+  const Grid<3> grid = Grid<3>::bounded({40, 40, 40});
+  Options opt;
+  opt.backend = Backend::Cuda;
+  Plan<float, 3> plan(grid, Kernel::mp4(), opt);
+  const std::size_t n = 50000;
+  std::mt19937_64 rng(fresh_seed());
+  std::uniform_real_distribution<float> inside(4.0f, 36.0f);
+  std::vector<float> x(n), y(n), z(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = inside(rng);
+    y[i] = inside(rng);
+    z[i] = inside(rng);
+  }
+  DeviceVector<float> dx(x), dy(y), dz(z);
+  plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+  std::vector<float> xb = x;
+  xb[40000] = std::nanf("");
+  xb[30001] = 40.5f;
+  DeviceVector<float> dxb(xb);
+  expect_pmkit_error(ErrorCode::OutOfBounds, "positions[0][30001]",
+                     [&] { plan.set_points({dxb.cview(), dy.cview(), dz.cview()}); }, "set_points, two bad");
+  std::vector<float> ones(n, 1.0f);
+  DeviceVector<float> dq(ones), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.spread({dq.cview()}, {dmesh.view()});
+  const auto mesh = dmesh.download();
+  EXPECT_NEAR(std::accumulate(mesh.begin(), mesh.end(), 0.0), static_cast<double>(n), 1e-3 * n);
+}
+
 TEST(Cuda, SeveralPropertiesInOnePass) {
   PMKIT_REQUIRE_GPU();
   for (int nprops : {3, 5})

@@ -2,9 +2,12 @@
 // The CUDA backend behind pmkit::Plan: memory, launches and the method choice. The
 // kernels are in kernels.cuh; this file decides what runs and owns every buffer.
 //
-// set_points: classify (validate, tile, rank) -> scan -> chunks -> scatter -> the
-// bank-interleaved order of each chunk, all on the device; only the index of a rejected
-// particle and the chunk count come back.
+// set_points: the scatter into tile order, by partition (count, then block-sorted
+// passes into groups of tiles and inside each group, every big store coalesced) for
+// unsorted input, or in one pass (classify: validate, tile, rank -> scan -> scatter) for
+// input already in binned order; then chunks -> the bank-interleaved order of each
+// chunk, all on the device; only the index of a rejected particle, the chunk count and
+// the probe's count of same-tile pairs come back.
 // spread: SharedTiles (fixed-point accumulation in shared memory, one flush per block)
 // or GlobalAtomics (sorted particles, global atomicAdd); interp: the tile's window of
 // the mesh staged in shared memory, or a per-particle gather where tiles are sparse.
@@ -134,6 +137,9 @@ class CudaBackend final : public detail::Backend<T, D> {
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
     timings_ = {};
     const std::size_t tiles = geo_.num_tiles;
+    const Groups groups = partition_groups();
+    const bool may_partition = partition_fits(n, groups);
+    const std::size_t max_pieces = n / PartitionBlock<T>::kItems + groups.count + 1;
     // Every allocation first: nothing of the current binning changes until all succeed.
     if (options_.host_arrays) {
       staging_positions_.reserve(n * D, "position staging");
@@ -150,47 +156,56 @@ class CudaBackend final : public detail::Backend<T, D> {
     chunk_count_.reserve(tiles + 1, "binning scratch");
     chunk_start_.reserve(tiles + 1, "binning scratch");
     bad_.reserve(1, "binning scratch");
+    if (may_partition) {
+      same_pairs_.reserve(1, "binning scratch");
+      group_count_.reserve(groups.count + 1, "binning scratch");
+      group_start_.reserve(groups.count + 1, "binning scratch");
+      group_cursor_.reserve(groups.count, "binning scratch");
+      if (groups.bits > 0) {
+        parted_.reserve(n, "binning scratch");
+        part_key_.reserve(n, "binning scratch");
+        piece_count_.reserve(groups.count + 1, "binning scratch");
+        piece_start_.reserve(groups.count + 1, "binning scratch");
+        pieces_.reserve(max_pieces, "binning scratch");
+        piece_base_.reserve(max_pieces << groups.bits, "binning scratch");
+      }
+    }
     spare_.particles.reserve(n, "binned particles");
     spare_.perm.reserve(n, "binned particles");
     spare_.slot.reserve(n, "binned particles");
     if (interleaved_) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, bucket_count_.get(), bucket_start_.get(),
-                                        static_cast<int>(num_buckets + 1)),
-          "cub::DeviceScan");
+    for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1}) {
+      std::size_t bytes = 0;
+      check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, bucket_count_.get(), bucket_start_.get(),
+                                          static_cast<int>(items)),
+            "cub::DeviceScan");
+      scan_bytes = std::max(scan_bytes, bytes);
+    }
     scan_temp_.reserve(scan_bytes, "binning scratch");
 
     const PositionArrays<T, D> pos = device_positions(n, positions);
 
     start_timer();
-    check(cudaMemset(bucket_count_.get(), 0, (num_buckets + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(chunk_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
     check(cudaMemset(bad_.get(), 0xff, sizeof(unsigned long long)), "cudaMemset");
-    if (n > 0) {
-      classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, buckets, spare_.tile_of.get(), rank_.get(), bucket_count_.get(), bad_.get());
-      check_launch("pmkit::cuda::set_points::classify");
+    // Where each tile's binned particles start (tiles + 1 entries, with tile_buckets).
+    const std::uint32_t* tile_start = bucket_start_.get();
+    Buckets tile_buckets{0};
+    if (may_partition && !in_binned_order(n, pos)) {
+      tile_start = partition_scatter(n, pos, groups, max_pieces);
+    } else {
+      one_pass_scatter(n, pos, buckets);
+      tile_buckets = buckets;
     }
-    reject_if_bad(pos);
-    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, bucket_count_.get(), bucket_start_.get(),
-                                        static_cast<int>(num_buckets + 1)),
-          "cub::DeviceScan");
-    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, buckets, bucket_start_.get(),
-                                                        chunk_count_.get());
+    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start,
+                                                        tuning::kChunkParticles, chunk_count_.get());
     check_launch("pmkit::cuda::set_points::chunk_count");
-    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), scan_bytes, chunk_count_.get(), chunk_start_.get(),
-                                        static_cast<int>(tiles + 1)),
-          "cub::DeviceScan");
-    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, buckets, bucket_start_.get(),
-                                                       chunk_start_.get(), spare_.chunks.get());
+    scan(chunk_count_.get(), chunk_start_.get(), tiles + 1);
+    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, chunk_start_.get(),
+                                                       tuning::kChunkParticles, spare_.chunks.get());
     check_launch("pmkit::cuda::set_points::chunk_fill");
-    if (n > 0) {
-      scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, pos, n, buckets, spare_.tile_of.get(), rank_.get(), bucket_start_.get(),
-          spare_.particles.get(), spare_.perm.get(), spare_.slot.get());
-      check_launch("pmkit::cuda::set_points::scatter");
-    }
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
           "set_points: binning");
@@ -294,6 +309,131 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<Packed<T>> away_particles;
     std::size_t num_away = 0;
   };
+
+  // Exclusive sum of `items` counters (scan_temp_ holds the largest scan of set_points).
+  void scan(const std::uint32_t* count, std::uint32_t* start, std::size_t items) {
+    std::size_t bytes = scan_temp_.size();
+    check(cub::DeviceScan::ExclusiveSum(scan_temp_.get(), bytes, count, start, static_cast<int>(items)),
+          "cub::DeviceScan");
+  }
+
+  // Pass 1's groups: the fewest tiles a group (a power of two) that keep them within
+  // tuning::kPartitionGroups; one a group where tiles are few.
+  Groups partition_groups() const {
+    Groups g{0, geo_.num_tiles, 0};
+    while (g.count > tuning::kPartitionGroups) {
+      ++g.bits;
+      g.count = static_cast<std::uint32_t>((std::uint64_t(geo_.num_tiles) + (1u << g.bits) - 1) >> g.bits);
+    }
+    while ((g.count >> g.key_bits) != 0) ++g.key_bits;  // room for the key `count` (unused items)
+    return g;
+  }
+
+  // Shared memory of the partition's blocks: pass 1, and pass 2 (its caller indices too).
+  static constexpr std::size_t kPartitionShared = sizeof(typename PartitionBlock<T>::Shared);
+  static constexpr std::size_t kPlaceShared = kPartitionShared + PartitionBlock<T>::kItems * sizeof(std::uint32_t);
+
+  // Whether set_points may partition: at least one block of particles, groups within
+  // bounds, and the blocks' shared memory available on this device.
+  bool partition_fits(std::size_t n, Groups groups) const {
+    return n >= static_cast<std::size_t>(PartitionBlock<T>::kItems) && groups.bits <= tuning::kMaxGroupBits &&
+           groups.count <= tuning::kMaxPartitionKeys && kPlaceShared <= static_cast<std::size_t>(shared_optin_);
+  }
+
+  // Whether the caller's particles are (mostly) in binned order: most sampled neighbour
+  // pairs share a tile (tuning::kBinnedPairFraction). One pair a thread, a 4-byte copy back.
+  bool in_binned_order(std::size_t n, const PositionArrays<T, D>& pos) {
+    const std::uint32_t pairs = tuning::kBinnedProbePairs;
+    check(cudaMemset(same_pairs_.get(), 0, sizeof(std::uint32_t)), "cudaMemset");
+    same_tile_pairs_kernel<T, D><<<blocks_for(pairs, 256), 256>>>(layout_, geo_, pos, n, pairs, same_pairs_.get());
+    check_launch("pmkit::cuda::set_points::probe");
+    std::uint32_t same = 0;
+    check(cudaMemcpy(&same, same_pairs_.get(), sizeof(same), cudaMemcpyDeviceToHost), "set_points: probe");
+    return same >= tuning::kBinnedPairFraction * pairs;
+  }
+
+  // The one-pass scatter: classify (validate, tile, rank in its sub-bucket) -> scan ->
+  // every record straight to its slot. Its stores are consecutive where the input is in
+  // binned order; bucket_start_ then holds each bucket's first slot.
+  void one_pass_scatter(std::size_t n, const PositionArrays<T, D>& pos, Buckets buckets) {
+    const std::size_t num_buckets = std::size_t(geo_.num_tiles) << buckets.sub_bits;
+    check(cudaMemset(bucket_count_.get(), 0, (num_buckets + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    if (n > 0) {
+      classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, pos, n, buckets, spare_.tile_of.get(), rank_.get(), bucket_count_.get(), bad_.get());
+      check_launch("pmkit::cuda::set_points::classify");
+    }
+    reject_if_bad(pos);
+    scan(bucket_count_.get(), bucket_start_.get(), num_buckets + 1);
+    if (n > 0) {
+      scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, pos, n, buckets, spare_.tile_of.get(), rank_.get(), bucket_start_.get(),
+          spare_.particles.get(), spare_.perm.get(), spare_.slot.get());
+      check_launch("pmkit::cuda::set_points::scatter");
+    }
+  }
+
+  // The scatter by partition (kernels.cuh, "Partition"; n > 0): count, pass 1 into
+  // groups of tiles, then, where groups hold several tiles, pass 2 inside each group's
+  // pieces and the composed slot. Returns each tile's first slot (tiles + 1 entries).
+  const std::uint32_t* partition_scatter(std::size_t n, const PositionArrays<T, D>& pos, Groups groups,
+                                         std::size_t max_pieces) {
+    using B = PartitionBlock<T>;
+    const std::size_t tiles = geo_.num_tiles;
+    const bool two_levels = groups.bits > 0;
+    const unsigned pass1_blocks = blocks_for(n, B::kItems);
+    check(cudaMemset(group_count_.get(), 0, (groups.count + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    count_groups_kernel<T, D><<<pass1_blocks, B::kThreads>>>(layout_, geo_, pos, n, groups, group_count_.get(),
+                                                             bad_.get());
+    check_launch("pmkit::cuda::set_points::count_groups");
+    reject_if_bad(pos);
+    scan(group_count_.get(), group_start_.get(), groups.count + 1);
+    check(cudaMemcpy(group_cursor_.get(), group_start_.get(), groups.count * sizeof(std::uint32_t),
+                     cudaMemcpyDeviceToDevice),
+          "set_points: group cursors");
+    const PartitionOut<T> out = two_levels
+                                    ? PartitionOut<T>{parted_.get(), rank_.get(), part_key_.get(), spare_.slot.get()}
+                                    : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
+                                                      spare_.slot.get()};
+    check(cudaFuncSetAttribute(partition_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kPartitionShared)),
+          "cudaFuncSetAttribute");
+    partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared>>>(
+        layout_, geo_, pos, n, groups, group_cursor_.get(), spare_.tile_of.get(), out);
+    check_launch("pmkit::cuda::set_points::partition");
+    if (!two_levels) return group_start_.get();  // the groups are the tiles
+
+    // Pass 2: the pieces of each group (Chunks whose `tile` is the group).
+    check(cudaMemset(piece_count_.get(), 0, (groups.count + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    check(cudaMemset(bucket_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    const Buckets whole{0};
+    chunk_count_kernel<<<blocks_for(groups.count, 256), 256>>>(groups.count, whole, group_start_.get(), B::kItems,
+                                                               piece_count_.get());
+    check_launch("pmkit::cuda::set_points::piece_count");
+    scan(piece_count_.get(), piece_start_.get(), groups.count + 1);
+    chunk_fill_kernel<<<blocks_for(groups.count, 256), 256>>>(groups.count, whole, group_start_.get(),
+                                                              piece_start_.get(), B::kItems, pieces_.get());
+    check_launch("pmkit::cuda::set_points::piece_fill");
+    // max_pieces blocks; those past the real count (piece_start_[groups]) return at once.
+    const unsigned piece_blocks = static_cast<unsigned>(max_pieces);
+    const std::uint32_t* num_pieces = piece_start_.get() + groups.count;
+    count_piece_tiles_kernel<<<piece_blocks, B::kThreads>>>(groups, geo_.num_tiles, pieces_.get(), num_pieces,
+                                                             part_key_.get(), bucket_count_.get(), piece_base_.get());
+    check_launch("pmkit::cuda::set_points::count_piece_tiles");
+    scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
+    check(cudaFuncSetAttribute(place_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kPlaceShared)),
+          "cudaFuncSetAttribute");
+    place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(groups, pieces_.get(), num_pieces, part_key_.get(),
+                                                                 parted_.get(), rank_.get(), bucket_start_.get(),
+                                                                 piece_base_.get(), spare_.particles.get(),
+                                                                 spare_.perm.get());
+    check_launch("pmkit::cuda::set_points::place");
+    compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(n, rank_.get(),
+                                                                                         spare_.slot.get());
+    check_launch("pmkit::cuda::set_points::compose_slot");
+    return bucket_start_.get();
+  }
 
   // The order the tile kernels take each chunk's particles in; null: arrival order.
   const std::uint16_t* taken_order() const { return interleaved_ ? current_.order.get() : nullptr; }
@@ -565,8 +705,16 @@ class CudaBackend final : public detail::Backend<T, D> {
   cudaEvent_t events_[2] = {};
 
   Binned current_, spare_;
-  // set_points scratch
+  // set_points scratch. rank_: the one-pass scatter's ranks; in the partition's two
+  // levels, each pass-1 place's caller index, then its binned slot (place_kernel).
   DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;
+  // the partition (kernels.cuh): per group, per piece of pass 2; records and tile keys
+  // in pass-1 order
+  DeviceBuffer<std::uint32_t> same_pairs_, group_count_, group_start_, group_cursor_, piece_count_, piece_start_,
+      piece_base_;
+  DeviceBuffer<Chunk> pieces_;
+  DeviceBuffer<Packed<T>> parted_;
+  DeviceBuffer<std::uint16_t> part_key_;
   DeviceBuffer<unsigned long long> bad_;
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <cub/block/block_radix_sort.cuh>
+
 #include "core/layout.hpp"
 #include "core/stencil.hpp"
 #include "cuda/fixed_point.cuh"
@@ -161,24 +163,25 @@ __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
   if (valid) rank[i] = first + (lane - head);
 }
 
-// Chunks per tile (ceil(count / chunk)); bucket_start is the scan of the bucket counts.
+// Chunks of at most `chunk` particles per tile (ceil(count / chunk)); bucket_start is the
+// scan of the bucket counts. Also cuts the partition's groups into pieces (there `tile`
+// is a group and buckets has no sub-buckets).
 static __global__ void chunk_count_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
-                                          std::uint32_t* chunk_count) {
+                                          std::uint32_t chunk, std::uint32_t* chunk_count) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
   const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - bucket_start[t << buckets.sub_bits];
-  chunk_count[t] = (count + tuning::kChunkParticles - 1) / tuning::kChunkParticles;
+  chunk_count[t] = (count + chunk - 1) / chunk;
 }
 
 static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
-                                         const std::uint32_t* chunk_start, Chunk* chunks) {
+                                         const std::uint32_t* chunk_start, std::uint32_t chunk, Chunk* chunks) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
   const std::uint32_t begin = bucket_start[t << buckets.sub_bits];
   const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - begin;
   std::uint32_t c = chunk_start[t];
-  for (std::uint32_t done = 0; done < count; done += tuning::kChunkParticles, ++c)
-    chunks[c] = Chunk{t, begin + done, min(count - done, std::uint32_t(tuning::kChunkParticles))};
+  for (std::uint32_t done = 0; done < count; done += chunk, ++c) chunks[c] = Chunk{t, begin + done, min(count - done, chunk)};
 }
 
 // Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
@@ -197,6 +200,277 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   particles[dst] = p;
   perm[dst] = static_cast<std::uint32_t>(i);
   slot[i] = dst;
+}
+
+// ---------------------------------------------------------------------------------
+// Partition: set_points' scatter in two passes whose big stores are coalesced.
+//
+// A scattered store costs one L2 request per lane, however few the open write fronts
+// (bench/NOTES.md 17: 2^24 16-byte records to 512 random buckets 0.58 ms, a coalesced
+// copy of the same bytes 0.185). So every block here sorts its items locally by key
+// (cub::BlockRadixSort) and stores them in that order, consecutive threads writing
+// consecutive slots of one run of equal keys (place_runs):
+//   count (count_groups_kernel): validates, counts per group of 2^bits consecutive tiles;
+//   pass 1 (partition_kernel): blocks of the caller's order -> group order, runs of
+//     ~kItems / groups (8 records: a 128-byte line, at 2^24 / 256^3);
+//   pass 2 (count_piece_tiles_kernel, place_kernel), where groups hold several tiles:
+//     each group's pieces -> tile order, runs of ~kItems / tiles a group (64);
+//   compose_slot_kernel: slot (caller -> pass-1 place) -> binned slot.
+// Where the groups are the tiles (bits = 0) pass 1 writes the binning itself.
+
+// Pass 1's groups: tile >> bits; count of them; key_bits: the sort's bits, enough for
+// the key `count` that marks a block's unused items.
+struct Groups {
+  int bits;
+  std::uint32_t count;
+  int key_bits;
+};
+
+// The block of both passes: kPerThread items a thread, one item per block-local index
+// j = threadIdx.x + k * kThreads (coalesced loads), records staged in shared memory.
+template <class T>
+struct PartitionBlock {
+  static constexpr int kThreads = tuning::kPartitionThreads;
+  static constexpr int kPerThread = tuning::partition_items_per_thread(sizeof(T));
+  static constexpr int kItems = kThreads * kPerThread;
+  static constexpr int kMaxKeys = tuning::kMaxPartitionKeys;
+  static_assert(kItems <= 65536, "block-local indices are 16-bit (the low half of a sort value)");
+  using Sort = cub::BlockRadixSort<std::uint16_t, kThreads, kPerThread, std::uint32_t, tuning::kPartitionRadixBits>;
+  // Dynamic shared memory (> 48 KB; the backend opts in). The union's members live one
+  // after the other, with barriers between (place_runs).
+  struct Shared {
+    union {
+      typename Sort::TempStorage sort;
+      std::uint16_t sorted_key[kItems];
+      std::uint32_t dst[kItems];  // by block-local index: where the item went
+    } u;
+    std::uint32_t run_first[kMaxKeys];  // a run's first sorted place, then its dst - first place
+    std::uint32_t run_end[kMaxKeys];
+    Packed<T> records[kItems];  // by block-local index
+  };
+  __device__ static Shared& shared() {
+    extern __shared__ __align__(16) unsigned char partition_smem[];
+    return *reinterpret_cast<Shared*>(partition_smem);
+  }
+  __device__ static std::uint32_t local(int k) { return threadIdx.x + k * kThreads; }
+};
+
+// Sorts the block's items by key (bits [0, end_bit); the low 16 bits of a value are the
+// item's block-local index), then gives each run of equal keys below `unused` its place,
+// first(key, items in the run) = the global slot of the run's first item, and calls
+// emit(slot, value) for every item in the sorted order, striped: thread t takes sorted
+// places t, t + kThreads, ..., so consecutive lanes store consecutive slots of a run
+// (whole lines where runs are long enough). emit may write sh.u.dst.
+template <class T, class First, class Emit>
+__device__ __forceinline__ void place_runs(typename PartitionBlock<T>::Shared& sh,
+                                           std::uint16_t (&key)[PartitionBlock<T>::kPerThread],
+                                           std::uint32_t (&value)[PartitionBlock<T>::kPerThread], int end_bit,
+                                           std::uint32_t unused, First&& first, Emit&& emit) {
+  using B = PartitionBlock<T>;
+  __syncthreads();  // records staged; sh.u may still be read by a previous use
+  typename B::Sort(sh.u.sort).SortBlockedToStriped(key, value, 0, end_bit);
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) sh.u.sorted_key[B::local(k)] = key[k];
+  __syncthreads();
+  unsigned starts = 0;  // bit k: sorted place local(k) begins a run
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) {
+    const std::uint32_t p = B::local(k);
+    if (key[k] >= unused) continue;
+    if (p == 0 || sh.u.sorted_key[p - 1] != key[k]) {
+      sh.run_first[key[k]] = p;
+      starts |= 1u << k;
+    }
+    if (p == B::kItems - 1 || sh.u.sorted_key[p + 1] != key[k]) sh.run_end[key[k]] = p + 1;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k)
+    if (starts & (1u << k)) {
+      const std::uint32_t p = B::local(k);
+      sh.run_first[key[k]] = first(static_cast<std::uint32_t>(key[k]), sh.run_end[key[k]] - p) - p;
+    }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k)
+    if (key[k] < unused) emit(sh.run_first[key[k]] + B::local(k), value[k]);
+  __syncthreads();
+}
+
+// Neighbour pairs (i, i + 1), `pairs` of them spread over the caller's order, that lie in
+// one tile (n >= 2): set_points keeps the one-pass scatter for input already in binned
+// order, whose stores are local there (tuning::kBinnedPairFraction). One pair a thread
+// over many blocks (80850e8's one-block probe was a chain of dependent loads: 0.079 ms).
+template <class T, int D>
+__global__ void same_tile_pairs_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
+                                       std::size_t n, std::uint32_t pairs, std::uint32_t* same) {
+  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  bool equal = false;
+  if (k < pairs) {
+    const std::size_t i = (n - 1) * static_cast<std::size_t>(k) / pairs;
+    Packed<T> p;
+    std::uint32_t a, b;
+    equal = bin_particle(layout, geo, pos, i, p, a) && bin_particle(layout, geo, pos, i + 1, p, b) && a == b;
+  }
+  const int block_same = __syncthreads_count(equal);
+  if (threadIdx.x == 0 && block_same > 0) atomicAdd(same, static_cast<std::uint32_t>(block_same));
+}
+
+// Count: validates every position (the first bad one is reported, as by classify_kernel)
+// and adds each group's particles to group_count: shared counters, one global atomic
+// per (block, group present).
+template <class T, int D>
+__global__ void __launch_bounds__(tuning::kPartitionThreads)
+    count_groups_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
+                        Groups groups, std::uint32_t* group_count, unsigned long long* first_bad) {
+  using B = PartitionBlock<T>;
+  __shared__ std::uint32_t count[tuning::kMaxPartitionKeys];
+  for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x) count[g] = 0;
+  __syncthreads();
+  const std::size_t base = blockIdx.x * static_cast<std::size_t>(B::kItems);
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) {
+    const std::size_t i = base + B::local(k);
+    Packed<T> p;
+    std::uint32_t tile;
+    if (i < n && bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) atomicAdd(&count[tile >> groups.bits], 1u);
+  }
+  __syncthreads();
+  for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x)
+    if (count[g] != 0) atomicAdd(group_count + g, count[g]);
+}
+
+// Where pass 1 writes, by pass-1 place: records, and the caller's index of each (perm
+// where the groups are the tiles; else the input of pass 2, with the tile within the
+// group in keys); by caller's index: the place (slot, or pass 2's input to compose).
+template <class T>
+struct PartitionOut {
+  Packed<T>* records;
+  std::uint32_t* index;
+  std::uint16_t* keys;  // null where the groups are the tiles
+  std::uint32_t* place;
+};
+
+// Pass 1: the count's blocks (positions validated there) bin again, sort by group, take
+// each group's share with one atomic on its cursor (initialised to the group's start)
+// and store in sorted order. Also writes tile_of (update_points), coalesced.
+template <class T, int D>
+__global__ void __launch_bounds__(tuning::kPartitionThreads)
+    partition_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
+                     Groups groups, std::uint32_t* group_cursor, std::uint32_t* tile_of, PartitionOut<T> out) {
+  using B = PartitionBlock<T>;
+  typename B::Shared& sh = B::shared();
+  const std::size_t base = blockIdx.x * static_cast<std::size_t>(B::kItems);
+  std::uint16_t key[B::kPerThread];
+  std::uint32_t value[B::kPerThread];  // block-local index | tile within the group << 16
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) {
+    const std::uint32_t j = B::local(k);
+    const std::size_t i = base + j;
+    key[k] = static_cast<std::uint16_t>(groups.count);
+    value[k] = j;
+    Packed<T> record;
+    std::uint32_t tile;
+    if (i < n && bin_particle(layout, geo, pos, i, record, tile)) {
+      sh.records[j] = record;
+      tile_of[i] = tile;
+      const std::uint32_t g = tile >> groups.bits;
+      key[k] = static_cast<std::uint16_t>(g);
+      value[k] |= (tile - (g << groups.bits)) << 16;
+    }
+  }
+  place_runs<T>(
+      sh, key, value, groups.key_bits, groups.count,
+      [&](std::uint32_t g, std::uint32_t items) { return atomicAdd(group_cursor + g, items); },
+      [&](std::uint32_t dst, std::uint32_t v) {
+        const std::uint32_t j = v & 0xffffu;
+        out.records[dst] = sh.records[j];
+        out.index[dst] = static_cast<std::uint32_t>(base + j);
+        if (out.keys) out.keys[dst] = static_cast<std::uint16_t>(v >> 16);
+        sh.u.dst[j] = dst;
+      });
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) {
+    const std::size_t i = base + B::local(k);
+    if (i < n) out.place[i] = sh.u.dst[B::local(k)];
+  }
+}
+
+// Pass 2, counting: each piece (a Chunk of at most PartitionBlock::kItems of one group;
+// its `tile` is the group) adds its particles per tile to tile_count, and keeps per tile
+// of the group the total before it (its share's offset inside the tile: piece_base).
+// Keys are read coalesced (2 bytes each); shared counters, one global atomic per
+// (piece, tile present).
+static __global__ void __launch_bounds__(tuning::kPartitionThreads)
+    count_piece_tiles_kernel(Groups groups, std::uint32_t num_tiles, const Chunk* pieces,
+                             const std::uint32_t* num_pieces, const std::uint16_t* keys, std::uint32_t* tile_count,
+                             std::uint32_t* piece_base) {
+  __shared__ std::uint32_t count[tuning::kMaxPartitionKeys];
+  if (blockIdx.x >= *num_pieces) return;
+  const Chunk piece = pieces[blockIdx.x];
+  const std::uint32_t first_tile = piece.tile << groups.bits;
+  const std::uint32_t tiles = min(1u << groups.bits, num_tiles - first_tile);
+  for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x) count[t] = 0;
+  __syncthreads();
+  for (std::uint32_t k = threadIdx.x; k < piece.count; k += blockDim.x) atomicAdd(&count[keys[piece.begin + k]], 1u);
+  __syncthreads();
+  std::uint32_t* base = piece_base + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
+  for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x)
+    base[t] = count[t] != 0 ? atomicAdd(tile_count + first_tile + t, count[t]) : 0u;
+}
+
+// Pass 2, moving: each piece sorts by tile within the group and stores its runs at
+// tile_start + piece_base (runs of ~64 at 2^24 / 256^3): the binned records and perm.
+// index holds each pass-1 place's caller index; it gets the place's binned slot
+// (read first by the same block), for compose_slot_kernel.
+template <class T>
+__global__ void __launch_bounds__(tuning::kPartitionThreads)
+    place_kernel(Groups groups, const Chunk* pieces, const std::uint32_t* num_pieces, const std::uint16_t* keys,
+                 const Packed<T>* parted, std::uint32_t* index, const std::uint32_t* tile_start,
+                 const std::uint32_t* piece_base, Packed<T>* particles, std::uint32_t* perm) {
+  using B = PartitionBlock<T>;
+  typename B::Shared& sh = B::shared();
+  std::uint32_t* caller = reinterpret_cast<std::uint32_t*>(&sh + 1);  // by block-local index
+  if (blockIdx.x >= *num_pieces) return;
+  const Chunk piece = pieces[blockIdx.x];
+  const std::uint32_t unused = 1u << groups.bits;
+  std::uint16_t key[B::kPerThread];
+  std::uint32_t value[B::kPerThread];
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) {
+    const std::uint32_t j = B::local(k);
+    key[k] = static_cast<std::uint16_t>(unused);
+    value[k] = j;
+    if (j < piece.count) {
+      key[k] = keys[piece.begin + j];
+      sh.records[j] = parted[piece.begin + j];
+      caller[j] = index[piece.begin + j];
+    }
+  }
+  const std::uint32_t* tile_first = tile_start + (piece.tile << groups.bits);
+  const std::uint32_t* base = piece_base + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
+  place_runs<T>(
+      sh, key, value, groups.bits + 1, unused,
+      [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + base[t]; },
+      [&](std::uint32_t dst, std::uint32_t j) {
+        particles[dst] = sh.records[j];
+        perm[dst] = caller[j];
+        sh.u.dst[j] = dst;
+      });
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) {
+    const std::uint32_t j = B::local(k);
+    if (j < piece.count) index[piece.begin + j] = sh.u.dst[j];
+  }
+}
+
+// The binned slot of each caller's index: slot holds its pass-1 place, binned_of_place
+// that place's binned slot. Coalesced but for one scattered 4-byte read (17: a 4-byte
+// gather costs ~0.13-0.15 ms at 2^24; a scattered store instead, ~0.3-0.4).
+static __global__ void compose_slot_kernel(std::size_t n, const std::uint32_t* binned_of_place, std::uint32_t* slot) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) slot[i] = binned_of_place[slot[i]];
 }
 
 // update_points, one thread per particle in the caller's order (positions, tile and

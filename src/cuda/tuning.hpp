@@ -20,6 +20,35 @@ constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D
 constexpr unsigned kMaxWriteFronts = 1u << 16;
 constexpr int kMaxSubBucketBits = 5;
 
+// set_points' scatter by partition (kernels.cuh, "Partition"): unsorted input in passes
+// that sort each block locally and store runs with consecutive lanes, because a
+// scattered store costs one L2 request per lane (bench/NOTES.md 17: the one-pass scatter,
+// 1.34 ms at 2^24 / 256^3, is its store pattern; 80850e8's partition, ranked with shared
+// atomics and stored lane by lane, was as slow: 13). The one-pass scatter stays for
+// input already in binned order (its stores are then consecutive: 0.88 ms), which a
+// probe of neighbour pairs detects, and for inputs below one block. Prediction, not
+// measured: NOTES 18.
+constexpr int kPartitionThreads = 512;
+// Items a thread holds: float records stage 4096 a block in 64 KB of shared memory,
+// double (32-byte records) 2048 in the same 64 KB.
+constexpr int partition_items_per_thread(std::size_t value_bytes) { return value_bytes == 4 ? 8 : 4; }
+// Groups of pass 1: as few tiles a group (a power of two) as keep the groups within
+// this many, so that a block of 4096 particles has ~8 a group (one 128-byte line of
+// float records a run); at most 2^kMaxGroupBits tiles a group (pass 2's sort key), so
+// past 512 x 512 tiles (a 645^3 mesh) set_points keeps the one-pass scatter. Shared
+// counters and run tables hold kMaxPartitionKeys entries.
+constexpr unsigned kPartitionGroups = 512;
+constexpr int kMaxGroupBits = 9;
+constexpr unsigned kMaxPartitionKeys = 512;
+// Digit bits of the block sorts (cub::BlockRadixSort): 10-bit group keys take 3 passes,
+// 7-bit tile keys 2. Not tuned.
+constexpr int kPartitionRadixBits = 4;
+// The probe: this many neighbour pairs (i, i + 1) spread over the caller's order;
+// binned input has nearly all in one tile (at 1 per cell, 511 of 512), random input
+// almost none (1 / tiles).
+constexpr unsigned kBinnedProbePairs = 1u << 16;
+constexpr double kBinnedPairFraction = 0.5;
+
 // set_points orders each chunk so that a warp's particles start in different shared-
 // memory banks (kernels.cuh, interleave_kernel) where a particle has at least this many
 // stencil nodes. Measured (bench/NOTES.md 11): it pays for M'4 and wider in 3D (B-spline
