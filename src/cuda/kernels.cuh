@@ -181,7 +181,8 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, Buckets bucket
   const std::uint32_t begin = bucket_start[t << buckets.sub_bits];
   const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - begin;
   std::uint32_t c = chunk_start[t];
-  for (std::uint32_t done = 0; done < count; done += chunk, ++c) chunks[c] = Chunk{t, begin + done, min(count - done, chunk)};
+  for (std::uint32_t done = 0; done < count; done += chunk, ++c)
+    chunks[c] = Chunk{t, begin + done, min(count - done, chunk)};
 }
 
 // Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
