@@ -15,6 +15,22 @@
 namespace pmkit::test {
 namespace {
 
+Options cuda_options() {
+  Options opt;
+  opt.backend = Backend::Cuda;
+  return opt;
+}
+
+// After a rejected set_points: the plan still holds its n valid points, so spreading
+// q = 1 conserves their mass.
+void expect_points_kept(Plan<float, 3>& plan, std::size_t n, double tolerance) {
+  std::vector<float> ones(n, 1.0f);
+  DeviceVector<float> dq(ones), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.spread({dq.cview()}, {dmesh.view()});
+  const auto mesh = dmesh.download();
+  EXPECT_NEAR(std::accumulate(mesh.begin(), mesh.end(), 0.0), static_cast<double>(n), tolerance);
+}
+
 // One case: fresh random particles (uniform or clustered) spread and interpolated with
 // device pointers by the given method, against the float64 reference.
 template <class T, int D>
@@ -31,8 +47,7 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   const auto pos = make_positions<T, D>(grid, dist, n, rng);
   std::uniform_real_distribution<double> unit(-1.0, 1.0);
 
-  Options opt;
-  opt.backend = Backend::Cuda;
+  Options opt = cuda_options();
   opt.spread_method = method;
   opt.deterministic = deterministic;
   Plan<T, D> plan(grid, kernel, opt);
@@ -143,10 +158,7 @@ TEST(Cuda, PartitionIntoGroupsOfTiles) {
 // one-pass scatter does, and a rejected set_points keeps the previous points.
 TEST(Cuda, PartitionReportsTheFirstBadParticle) {
   PMKIT_REQUIRE_GPU();
-  const Grid<3> grid = Grid<3>::bounded({40, 40, 40});
-  Options opt;
-  opt.backend = Backend::Cuda;
-  Plan<float, 3> plan(grid, Kernel::mp4(), opt);
+  Plan<float, 3> plan(Grid<3>::bounded({40, 40, 40}), Kernel::mp4(), cuda_options());
   const std::size_t n = 50000;
   std::mt19937_64 rng(fresh_seed());
   std::uniform_real_distribution<float> inside(4.0f, 36.0f);
@@ -164,11 +176,7 @@ TEST(Cuda, PartitionReportsTheFirstBadParticle) {
   DeviceVector<float> dxb(xb);
   expect_pmkit_error(ErrorCode::OutOfBounds, "positions[0][30001]",
                      [&] { plan.set_points({dxb.cview(), dy.cview(), dz.cview()}); }, "set_points, two bad");
-  std::vector<float> ones(n, 1.0f);
-  DeviceVector<float> dq(ones), dmesh(static_cast<std::size_t>(plan.mesh_size()));
-  plan.spread({dq.cview()}, {dmesh.view()});
-  const auto mesh = dmesh.download();
-  EXPECT_NEAR(std::accumulate(mesh.begin(), mesh.end(), 0.0), static_cast<double>(n), 1e-3 * n);
+  expect_points_kept(plan, n, 1e-3 * n);
 }
 
 TEST(Cuda, SeveralPropertiesInOnePass) {
@@ -215,8 +223,7 @@ void check_bitwise(std::array<std::int64_t, D> cells, double per_cell, Distribut
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
 
-  Options opt;
-  opt.backend = Backend::Cuda;
+  Options opt = cuda_options();
   opt.deterministic = true;
   opt.host_arrays = true;
   auto run = [&](bool permuted, bool one_pass) {
@@ -258,10 +265,8 @@ TEST(Cuda, DeterministicIsBitwiseReproducible) {
 
 TEST(Cuda, ErrorsFromDeviceData) {
   PMKIT_REQUIRE_GPU();
-  const Grid<3> grid = Grid<3>::bounded({8, 8, 8});
-  Options opt;
-  opt.backend = Backend::Cuda;
-  Plan<float, 3> plan(grid, Kernel::mp4(), opt);
+  const Options opt = cuda_options();
+  Plan<float, 3> plan(Grid<3>::bounded({8, 8, 8}), Kernel::mp4(), opt);
   std::vector<float> x(100, 1.5f), y(100, 2.0f), z(100, 3.0f);
   DeviceVector<float> dx(x), dy(y), dz(z);
   plan.set_points({dx.cview(), dy.cview(), dz.cview()});  // valid points first
@@ -273,14 +278,10 @@ TEST(Cuda, ErrorsFromDeviceData) {
                        [&] { plan.set_points({dxb.cview(), dy.cview(), dz.cview()}); },
                        "set_points with x = " + std::to_string(bad));
   }
-  // The plan still holds the valid points: spreading q = 1 conserves mass 100.
-  std::vector<float> ones(100, 1.0f);
-  DeviceVector<float> dq(ones), dmesh(static_cast<std::size_t>(plan.mesh_size()));
-  plan.spread({dq.cview()}, {dmesh.view()});
-  const auto mesh = dmesh.download();
-  EXPECT_NEAR(std::accumulate(mesh.begin(), mesh.end(), 0.0), 100.0, 1e-3);
+  expect_points_kept(plan, 100, 1e-3);
 
   // Host memory where device memory is expected: a clear error, nothing written.
+  const DeviceVector<float> dq(std::vector<float>(100, 1.0f));
   std::vector<float> host_mesh(static_cast<std::size_t>(plan.mesh_size()), 3.0f);
   EXPECT_THROW(plan.spread({dq.cview()}, {View<float>(host_mesh)}), Error);
   EXPECT_TRUE(std::all_of(host_mesh.begin(), host_mesh.end(), [](float v) { return v == 3.0f; }));
@@ -296,8 +297,7 @@ TEST(Cuda, ErrorsFromDeviceData) {
 
 TEST(Cuda, ZeroParticlesAndEmptyMesh) {
   PMKIT_REQUIRE_GPU();
-  Options opt;
-  opt.backend = Backend::Cuda;
+  Options opt = cuda_options();
   for (bool det : {false, true}) {
     opt.deterministic = det;
     Plan<float, 2> plan(Grid<2>::periodic({33, 17}), Kernel::tsc(), opt);

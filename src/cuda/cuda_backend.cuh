@@ -336,8 +336,9 @@ class CudaBackend final : public detail::Backend<T, D> {
   // Whether set_points may partition: at least one block of particles, groups within
   // bounds, and the blocks' shared memory available on this device.
   bool partition_fits(std::size_t n, Groups groups) const {
+    static_assert(tuning::kPartitionGroups <= tuning::kMaxPartitionKeys, "partition_groups() keeps count within");
     return n >= static_cast<std::size_t>(PartitionBlock<T>::kItems) && groups.bits <= tuning::kMaxGroupBits &&
-           groups.count <= tuning::kMaxPartitionKeys && kPlaceShared <= static_cast<std::size_t>(shared_optin_);
+           kPlaceShared <= static_cast<std::size_t>(shared_optin_);
   }
 
   // Whether the caller's particles are (mostly) in binned order: most sampled neighbour

@@ -13,10 +13,12 @@ constexpr int kTileEdge3D = 8;
 constexpr int kTileEdge2D = 32;
 constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D; }
 
-// set_points splits each tile's counter into sub-buckets (kernels.cuh, Buckets) while
-// tiles x sub-buckets stays within this many: each is an open write front of the
-// scatter, a partly written 128-byte line that must stay in L2 until it is full
-// (2^16 lines: 8 MB of the 50 MB L2). Up to 32 sub-buckets a tile.
+// The one-pass scatter of set_points (binned input, small inputs) splits each tile's
+// counter into sub-buckets by warp (kernels.cuh, Buckets), so that where tiles are few
+// and full the counter atomics do not queue on one address (64 per cell: 3.80 -> 1.80
+// ms, bench/NOTES.md 11), while tiles x sub-buckets stays within this many open write
+// fronts (2^16 lines: 8 MB of the 50 MB L2; NOTES 17 later showed that the fronts' count
+// matters little, 0.58 ms at 512 against 0.76 at 2^16). Up to 32 sub-buckets a tile.
 constexpr unsigned kMaxWriteFronts = 1u << 16;
 constexpr int kMaxSubBucketBits = 5;
 
@@ -26,8 +28,8 @@ constexpr int kMaxSubBucketBits = 5;
 // 1.34 ms at 2^24 / 256^3, is its store pattern; 80850e8's partition, ranked with shared
 // atomics and stored lane by lane, was as slow: 13). The one-pass scatter stays for
 // input already in binned order (its stores are then consecutive: 0.88 ms), which a
-// probe of neighbour pairs detects, and for inputs below one block. Prediction, not
-// measured: NOTES 18.
+// probe of neighbour pairs detects, and for inputs below one block. Measured (NOTES 18):
+// 2^24 / 256^3 2.02 -> 1.67 ms, 64 per cell 1.79 -> 1.09, double 3.51 -> 2.17.
 constexpr int kPartitionThreads = 512;
 // Items a thread holds: float records stage 4096 a block in 64 KB of shared memory,
 // double (32-byte records) 2048 in the same 64 KB.
@@ -39,7 +41,8 @@ constexpr int partition_items_per_thread(std::size_t value_bytes) { return value
 // counters and run tables hold kMaxPartitionKeys entries.
 constexpr unsigned kPartitionGroups = 512;
 constexpr int kMaxGroupBits = 9;
-constexpr unsigned kMaxPartitionKeys = 512;
+constexpr unsigned kMaxPartitionKeys =
+    kPartitionGroups > (1u << kMaxGroupBits) ? kPartitionGroups : (1u << kMaxGroupBits);
 // Digit bits of the block sorts (cub::BlockRadixSort): 10-bit group keys take 3 passes,
 // 7-bit tile keys 2. Not tuned.
 constexpr int kPartitionRadixBits = 4;

@@ -305,6 +305,37 @@ __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, 
   __syncthreads();
 }
 
+// What the head of both pencil kernels sets up: the block's pencil, where its targets
+// end, and its shared memory: the staged sources (positions, then the inputs,
+// src_in[k * capacity + l]), the table of neighbouring rows, filled (`half`: the half
+// shell's rows), and the count of staged sources. Called by the whole block.
+template <class T, int D>
+struct PencilBlock {
+  Pencil pencil;
+  std::uint32_t targets_end;
+  PackedPosition<T, D>* src_pos;
+  T* src_in;
+  StagedRow<T>* rows;
+  const std::uint32_t* staged;
+};
+
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, kOut>& a, const PencilShape& shape,
+                                                          bool half) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  __shared__ StagedRow<T> rows[kNeighbourRows<D>];
+  __shared__ std::uint32_t staged;
+  PencilBlock<T, D> b;
+  b.src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
+  b.src_in = reinterpret_cast<T*>(b.src_pos + shape.capacity);
+  b.rows = rows;
+  b.staged = &staged;
+  b.pencil = pencil_of(a.g, shape.length);
+  b.targets_end = a.start[b.pencil.own_row + b.pencil.x1];
+  stage_row_table(a, b.pencil, half, rows, staged);
+  return b;
+}
+
 // Stage indices [base, stop) of the rows into shared memory, each source shifted to the
 // image its targets see. Called by the whole block, between barriers.
 template <int kInputs, class T, int D, int kIn, int kOut>
@@ -389,17 +420,9 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
                                                      const Kernel kernel, const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
-  T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
-  __shared__ StagedRow<T> rows[kRows];
-  __shared__ std::uint32_t staged;
-
-  const Pencil pencil = pencil_of(a.g, shape.length);
-  const std::uint32_t targets_end = a.start[pencil.own_row + pencil.x1];
   // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
   // stages of `capacity` sources if they do not fit), so that their loads overlap.
-  stage_row_table(a, pencil, false, rows, staged);
+  const auto [pencil, targets_end, src_pos, src_in, rows, staged] = pencil_block(a, shape, false);
 
   for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
@@ -417,8 +440,8 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
     const T reach = a.g.cutoff + a.g.x_slack;
     const T window_lo = (lane_windows ? xi[0] : warp_lo) - reach;
     const T window_hi = (lane_windows ? xi[0] : warp_hi) + reach;
-    for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
-      const std::uint32_t stop = min(staged, base + shape.capacity);
+    for (std::uint32_t base = 0; base < *staged; base += shape.capacity) {
+      const std::uint32_t stop = min(*staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
       stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
@@ -508,15 +531,7 @@ __global__ void __launch_bounds__(512)
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
   constexpr unsigned kAll = 0xffffffffu;
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  auto* src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
-  T* src_in = reinterpret_cast<T*>(src_pos + shape.capacity);  // src_in[k * capacity + l]
-  __shared__ StagedRow<T> rows[kRows];
-  __shared__ std::uint32_t staged;
-
-  const Pencil pencil = pencil_of(a.g, shape.length);
-  const std::uint32_t targets_end = a.start[pencil.own_row + pencil.x1];
-  stage_row_table(a, pencil, true, rows, staged);
+  const auto [pencil, targets_end, src_pos, src_in, rows, staged] = pencil_block(a, shape, true);
   const unsigned lane = threadIdx.x % 32;
 
   // blockDim.x is a multiple of 32 and every thread runs the same iterations, so each
@@ -533,8 +548,8 @@ __global__ void __launch_bounds__(512)
     warp_x_range(active, xi[0], warp_lo, warp_hi);
     const T reach = a.g.cutoff + a.g.x_slack;
     const T window_lo = warp_lo - reach, window_hi = warp_hi + reach;
-    for (std::uint32_t base = 0; base < staged; base += shape.capacity) {
-      const std::uint32_t stop = min(staged, base + shape.capacity);
+    for (std::uint32_t base = 0; base < *staged; base += shape.capacity) {
+      const std::uint32_t stop = min(*staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
       stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
