@@ -190,6 +190,94 @@ TEST(Cuda, SeveralPropertiesInOnePass) {
     }
 }
 
+// CudaCellRows: each chunk in cell order, runs along x-rows summed in registers. Every
+// kernel it takes (support <= 4, a run's planes within its registers), float and
+// double, 2D and 3D, at densities from sparse (runs of one) to dense, with particles on
+// cell faces, on the periodic seam and clustered (long runs in one cell), periodic and
+// bounded; several properties in one pass where the registers hold them.
+template <class T, int D>
+bool cell_rows_take(const Kernel& k) {
+  int words = sizeof(T) / 4;
+  for (int d = 0; d < D; ++d) words *= k.support();
+  return k.support() <= 4 && words <= 64;
+}
+
+TEST(Cuda, CellRowsAgainstReference) {
+  PMKIT_REQUIRE_GPU();
+  const auto rows = SpreadMethod::CudaCellRows;
+  int checked = 0;
+  for (const Kernel& k : all_kernels()) {
+    if (cell_rows_take<float, 3>(k)) {
+      for (auto dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Faces, Distribution::Seam}) {
+        check_against_reference<float, 3>(k, {19, 24, 17}, BoundaryKind::Periodic, 12.0, dist, rows, false, 1);
+        check_against_reference<float, 3>(k, {13, 9, 22}, BoundaryKind::MixedFold, 0.7, dist, rows, false, 1);
+      }
+      check_against_reference<float, 3>(k, {16, 16, 16}, BoundaryKind::Keep, 40.0, Distribution::Uniform, rows, false,
+                                        3);
+      ++checked;
+    }
+    if (cell_rows_take<double, 3>(k))
+      check_against_reference<double, 3>(k, {15, 11, 20}, BoundaryKind::Periodic, 20.0, Distribution::Clustered, rows,
+                                         false, 2);
+    if (cell_rows_take<float, 2>(k)) {
+      check_against_reference<float, 2>(k, {70, 45}, BoundaryKind::Periodic, 30.0, Distribution::Seam, rows, false, 3);
+      check_against_reference<float, 2>(k, {37, 80}, BoundaryKind::MixedKeep, 2.0, Distribution::Clustered, rows,
+                                        false, 1);
+    }
+    if (cell_rows_take<double, 2>(k))
+      check_against_reference<double, 2>(k, {64, 64}, BoundaryKind::Fold, 10.0, Distribution::Faces, rows, false, 2);
+  }
+  EXPECT_EQ(checked, 4) << "linear, TSC, M'4 and B-spline 4 in 3D float";
+}
+
+// Records updated in place by update_points leave each chunk's cell order broken (a
+// particle moved to another cell of its tile keeps its place): runs restart, the result
+// must not change.
+TEST(Cuda, CellRowsAfterUpdatePoints) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<3> grid = make_grid<3>({24, 16, 20}, BoundaryKind::Periodic);
+  Options opt = cuda_options();
+  opt.host_arrays = true;
+  opt.spread_method = SpreadMethod::CudaCellRows;
+  opt.max_away_fraction = 1.0;  // never re-bin: every record stays where the binning put it
+  Plan<float, 3> plan(grid, Kernel::mp4(), opt);
+  Positions<float, 3> pos = make_positions<float, 3>(grid, Distribution::Uniform, 24 * 16 * 20 * 10, rng);
+  const std::size_t n = pos[0].size();
+  const std::vector<float> q = random_values<float>(n, rng);
+  plan.set_points(views_of<float, 3>(pos));
+  std::uniform_real_distribution<double> step(-0.7, 0.7);  // cells: many particles change cell
+  for (int d = 0; d < 3; ++d) {
+    const double len = static_cast<double>(grid.cells[d]) * grid.spacing[d];
+    for (auto& x : pos[d]) {
+      double v = static_cast<double>(x) + step(rng) * grid.spacing[d];
+      v -= len * std::floor(v / len);
+      x = static_cast<float>(v) < static_cast<float>(len) ? static_cast<float>(v) : 0.0f;
+    }
+  }
+  plan.update_points(views_of<float, 3>(pos));
+  EXPECT_EQ(plan.spread_method_name().rfind("cuda-cell-rows", 0), 0u) << plan.spread_method_name();
+  std::vector<float> mesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.spread({View<const float>(q)}, {View<float>(mesh)});
+  const auto posd = positions_as_double<float, 3>(views_of<float, 3>(pos));
+  const std::vector<double> ref =
+      reference_spread<3>(grid, Kernel::mp4(), pointers<3>(posd), std::vector<double>(q.begin(), q.end()));
+  EXPECT_LE(rel_l2<float>(View<const float>(mesh), ref), tolerance<float>()) << "away " << plan.num_away();
+}
+
+TEST(Cuda, CellRowsRefusesWhatItCannotRun) {
+  PMKIT_REQUIRE_GPU();
+  Options opt = cuda_options();
+  opt.spread_method = SpreadMethod::CudaCellRows;
+  const Grid<3> grid = Grid<3>::periodic({16, 16, 16});
+  EXPECT_PMKIT_ERROR((Plan<float, 3>(grid, Kernel::bspline(6), opt)), ErrorCode::Unsupported, "CudaCellRows");
+  EXPECT_PMKIT_ERROR((Plan<double, 3>(grid, Kernel::mp4(), opt)), ErrorCode::Unsupported, "registers");
+  opt.deterministic = true;
+  EXPECT_PMKIT_ERROR((Plan<float, 3>(grid, Kernel::mp4(), opt)), ErrorCode::Unsupported, "deterministic");
+}
+
 TEST(Cuda, DeterministicAccuracy) {
   PMKIT_REQUIRE_GPU();
   for (const Kernel& k : all_kernels()) {

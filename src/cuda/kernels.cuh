@@ -782,6 +782,68 @@ __device__ __forceinline__ void flush_quads(const detail::Layout<D>& layout, con
   }
 }
 
+// The block's fixed-point scale per property (shared `scale`, all threads call). Fast
+// mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
+// has none), so the rounding is relative to what the block holds. Deterministic mode:
+// from max |q| over all particles and N, identical in every block and every run.
+template <int W, int NP, bool kDeterministic, class T, int kHeld>
+__device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kHeld], const PropPass<T>& pass,
+                                             double peak_weight, std::size_t n, double* scale) {
+  __shared__ double block_abs[NP];
+  if constexpr (kDeterministic) {
+    if (threadIdx.x < NP)
+      scale[threadIdx.x] =
+          deterministic_scale<W>(__longlong_as_double(pass.max_abs_bits[threadIdx.x]) * peak_weight, n);
+  } else {
+    if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      double v = 0;
+#pragma unroll
+      for (int r = 0; r < kHeld; ++r) v += fabs(static_cast<double>(q[r].v[j]));
+      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
+    }
+    __syncthreads();
+    if (threadIdx.x < NP)
+      scale[threadIdx.x] = pow2_scale(block_abs[threadIdx.x] * peak_weight, FixedPoint<W>::kContributionBits);
+  }
+  __syncthreads();
+}
+
+// The window's integer sums to the mesh, after the block's last shared add (all threads
+// call): one global atomic per non-zero node and property (four nodes per float4 atomic
+// where the mesh allows). A NaN scale (non-finite properties in this block) writes NaN
+// to the whole window, as float arithmetic would.
+template <class K, int D, class T, int W, int NP, bool kDeterministic>
+__device__ __forceinline__ void flush_window(const detail::Layout<D>& layout, const int (&tile)[D],
+                                             const int* accumulator, const double* scale, const PropPass<T>& pass) {
+  using Window = TileWindow<K, D>;
+  if constexpr (W == 1 && !kDeterministic && sizeof(T) == 4) {
+    if (pass.quad_flush) {
+      flush_quads<K, D, NP>(layout, tile, accumulator, scale, pass);
+      return;
+    }
+  }
+  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
+    std::int64_t index = -1;
+    bool inside = true;
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const long long v = FixedPoint<W>::combine(accumulator + j * W * Window::kNodes + k, Window::kNodes);
+      if (v == 0 && !(isnan(scale[j]) && !kDeterministic)) continue;
+      if (index < 0) inside = Window::mesh_index(layout, tile, k, index);
+      if (!inside) continue;
+      if constexpr (kDeterministic)
+        atomicAdd(pass.exact[j] + index, static_cast<unsigned long long>(v));
+      else
+        atomicAdd(pass.meshes[j] + index, static_cast<T>(static_cast<double>(v) / scale[j]));
+    }
+  }
+}
+
+
 template <class K, int D, class T, int W, int NP, bool kDeterministic>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
@@ -792,7 +854,6 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   constexpr bool kFmaRounding = tuning::fma_rounding_pays(S, NP);
   extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
   __shared__ double scale[NP];
-  __shared__ double block_abs[NP];
   const Chunk chunk = chunks[blockIdx.x];
   for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
 
@@ -807,26 +868,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
     for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
 
-  if constexpr (kDeterministic) {
-    if (threadIdx.x < NP)
-      scale[threadIdx.x] =
-          deterministic_scale<W>(__longlong_as_double(pass.max_abs_bits[threadIdx.x]) * geo.peak_weight, n);
-  } else {
-    if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < NP; ++j) {
-      double v = 0;
-#pragma unroll
-      for (int r = 0; r < kSlots; ++r) v += fabs(static_cast<double>(q[r].v[j]));
-      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
-    }
-    __syncthreads();
-    if (threadIdx.x < NP)
-      scale[threadIdx.x] = pow2_scale(block_abs[threadIdx.x] * geo.peak_weight, FixedPoint<W>::kContributionBits);
-  }
-  __syncthreads();
+  block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
 
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
@@ -859,30 +901,174 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   }
   __syncthreads();
 
-  // Flush: one global atomic per non-zero node and property (four nodes per float4
-  // atomic where the mesh allows). A NaN scale (non-finite properties in this block)
-  // writes NaN to the whole window, as float arithmetic would.
-  if constexpr (W == 1 && !kDeterministic && sizeof(T) == 4) {
-    if (pass.quad_flush) {
-      flush_quads<K, D, NP>(layout, tile, accumulator, scale, pass);
-      return;
-    }
-  }
-  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
-    std::int64_t index = -1;
-    bool inside = true;
+  flush_window<K, D, T, W, NP, kDeterministic>(layout, tile, accumulator, scale, pass);
+}
+
+// ---------------------------------------------------------------------------------
+// P2M where cells are dense: runs of particles along x-rows of cells, summed in
+// registers (SpreadMethod::CudaCellRows).
+//
+// The tile kernel adds every node of every particle's stencil to the shared window:
+// S^D shared atomics a particle (64 for M'4), however many particles share a cell. Here
+// set_points orders each chunk by cell (cell_order_kernel), so that a thread's run of
+// consecutive particles mostly lies in one x-row of cells, x ascending. Along its run a
+// thread keeps the S x-planes of the stencil (S^(D-1) nodes each) in registers, and
+// adds a plane to the window only when the run moves past it: a run of m particles over
+// c cells of one row costs S^(D-1) * (c + S - 1) shared atomics instead of m * S^D, and
+// one rounding to fixed point per node instead of one per contribution. Any order is
+// still correct (a run restarts where the row changes or x steps back: update_points
+// moves particles between cells without reordering), only slower.
+
+// The chunk's particles sorted by the window offset of their first stencil node (the
+// window's rows contiguous, x ascending inside a row); the sort is stable. order holds
+// chunk-local indices, as for interleave_kernel.
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    cell_order_kernel(BinGeometry<D> geo, const Chunk* chunks, const Packed<T>* particles, std::uint16_t* order) {
+  using Window = TileWindow<K, D>;
+  static_assert(Window::kNodes < 0xffff, "window offsets and a padding key fit 16 bits");
+  constexpr int kKeyBits = Window::kNodes < 2048 ? 11 : 16;  // 2^bits - 1 > every offset: the padding sorts last
+  static_assert(Window::kNodes < (1 << kKeyBits) - 1, "room for the padding key");
+  using Sort = cub::BlockRadixSort<std::uint16_t, tuning::kSpreadThreads, kSlots, std::uint16_t>;
+  __shared__ typename Sort::TempStorage temp;
+  const Chunk chunk = chunks[blockIdx.x];
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  std::uint16_t key[kSlots], index[kSlots];
 #pragma unroll
-    for (int j = 0; j < NP; ++j) {
-      const long long v = FixedPoint<W>::combine(accumulator + j * W * Window::kNodes + k, Window::kNodes);
-      if (v == 0 && !(isnan(scale[j]) && !kDeterministic)) continue;
-      if (index < 0) inside = Window::mesh_index(layout, tile, k, index);
-      if (!inside) continue;
-      if constexpr (kDeterministic)
-        atomicAdd(pass.exact[j] + index, static_cast<unsigned long long>(v));
-      else
-        atomicAdd(pass.meshes[j] + index, static_cast<T>(static_cast<double>(v) / scale[j]));
+  for (int r = 0; r < kSlots; ++r) {  // blocked: thread t holds places t * kSlots + r
+    const std::uint32_t i = threadIdx.x * kSlots + r;
+    index[r] = static_cast<std::uint16_t>(i);
+    key[r] = i < chunk.count
+                 ? static_cast<std::uint16_t>(Window::origin(geo, particles[chunk.begin + i].cell, tile))
+                 : static_cast<std::uint16_t>((1u << kKeyBits) - 1);
+  }
+  Sort(temp).Sort(key, index, 0, kKeyBits);
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t k = threadIdx.x * kSlots + r;
+    if (k < chunk.count) order[chunk.begin + k] = index[r];
+  }
+}
+
+// Adds one x-plane of a run's registers (S^(D-1) nodes a property) to the window, the
+// plane's first node at window offset `offset`.
+template <class K, int D, int W, int NP, int P, class T>
+__device__ __forceinline__ void add_plane(int* accumulator, int offset, const T (&plane)[NP][P]) {
+  using Window = TileWindow<K, D>;
+  constexpr int S = K::support;
+#pragma unroll
+  for (int j = 0; j < NP; ++j)
+#pragma unroll
+    for (int yz = 0; yz < P; ++yz) {
+      const int node = offset + (D == 3 ? (yz / S) * Window::kWidth + yz % S : yz) * Window::kWidth;
+      FixedPoint<W>::add(accumulator + j * W * Window::kNodes + node, Window::kNodes,
+                         to_fixed<W, false>(plane[j][yz], T(1)));
+    }
+}
+
+// Particles a thread of the row kernel takes at most (its run).
+constexpr int kRunSlots = tuning::kChunkParticles / tuning::kRowsThreads;
+static_assert(kRunSlots * tuning::kRowsThreads == tuning::kChunkParticles, "chunk = threads * run");
+
+template <class K, int D, class T, int W, int NP>
+__global__ void __launch_bounds__(tuning::kRowsThreads)
+    spread_rows_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                       const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
+                       std::size_t n, PropPass<T> pass) {
+  using Window = TileWindow<K, D>;
+  constexpr int S = K::support;
+  constexpr int P = D == 3 ? S * S : S;  // nodes of one x-plane of the stencil
+  extern __shared__ int accumulator[];   // [NP][W][Window::kNodes]
+  __shared__ double scale[NP];
+  const Chunk chunk = chunks[blockIdx.x];
+  for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
+
+  // This thread's run: places [first, first + per_thread) of the chunk's cell order.
+  const std::uint32_t per_thread = (chunk.count + blockDim.x - 1) / blockDim.x;  // <= kRunSlots
+  const std::uint32_t first = threadIdx.x * per_thread;
+  Values<T, NP> q[kRunSlots];
+#pragma unroll
+  for (int r = 0; r < kRunSlots; ++r) {
+    const std::uint32_t i = first + r;
+    const bool mine = r < per_thread && i < chunk.count;
+    const std::uint32_t p = mine ? perm[chunk.begin + order[chunk.begin + i]] : 0;
+#pragma unroll
+    for (int j = 0; j < NP; ++j) q[r].v[j] = mine ? load_prop(pass, j, p) : T(0);
+  }
+  block_scales<W, NP, false>(q, pass, geo.peak_weight, n, scale);
+
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  T acc[S][NP][P];  // acc[a]: the plane at window x = x0 + a
+  PMKIT_UNROLL
+  for (int a = 0; a < S; ++a)
+    PMKIT_UNROLL
+    for (int j = 0; j < NP; ++j)
+      PMKIT_UNROLL
+      for (int yz = 0; yz < P; ++yz) acc[a][j][yz] = T(0);
+  int row = -1, x0 = 0;  // the run's window row (offset of its y, z part) and first plane's x
+#pragma unroll 1
+  for (int r = 0; r < kRunSlots; ++r) {
+    const std::uint32_t i = first + r;
+    if (r >= per_thread || i >= chunk.count) break;
+    const Packed<T> particle = particles[chunk.begin + order[chunk.begin + i]];
+    if (particle.cell == kAwayCell) continue;
+    const Values<T, NP> qr = pick(q, r);
+    const int origin = Window::origin(geo, particle.cell, tile);
+    const int x = origin % Window::kWidth;
+    if (origin - x != row || x < x0 || x >= x0 + S) {  // a new run: the old one's planes all go
+      if (row >= 0) {
+        PMKIT_UNROLL
+        for (int a = 0; a < S; ++a) add_plane<K, D, W>(accumulator, row + x0 + a, acc[a]);
+      }
+      PMKIT_UNROLL
+      for (int a = 0; a < S; ++a)
+        PMKIT_UNROLL
+        for (int j = 0; j < NP; ++j)
+          PMKIT_UNROLL
+          for (int yz = 0; yz < P; ++yz) acc[a][j][yz] = T(0);
+      row = origin - x;
+      x0 = x;
+    }
+    while (x0 < x) {  // the run moves on along x: the plane left behind is complete
+      add_plane<K, D, W>(accumulator, row + x0, acc[0]);
+      PMKIT_UNROLL
+      for (int a = 0; a + 1 < S; ++a)
+        PMKIT_UNROLL
+        for (int j = 0; j < NP; ++j)
+          PMKIT_UNROLL
+          for (int yz = 0; yz < P; ++yz) acc[a][j][yz] = acc[a + 1][j][yz];
+      PMKIT_UNROLL
+      for (int j = 0; j < NP; ++j)
+        PMKIT_UNROLL
+        for (int yz = 0; yz < P; ++yz) acc[S - 1][j][yz] = T(0);
+      ++x0;
+    }
+    T w[D][S];
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) kernels::weights_1d<K>(particle.s[d], w[d]);
+    T qs[NP];  // q times the block's power-of-two scale (as in the tile kernel)
+#pragma unroll
+    for (int j = 0; j < NP; ++j) qs[j] = static_cast<T>(static_cast<double>(qr.v[j]) * scale[j]);
+    PMKIT_UNROLL
+    for (int yz = 0; yz < P; ++yz) {
+      const T w_yz = D == 3 ? w[D - 1][yz / S] * w[1][yz % S] : w[1][yz];
+#pragma unroll
+      for (int j = 0; j < NP; ++j) {
+        const T wq = w_yz * qs[j];
+        PMKIT_UNROLL
+        for (int a = 0; a < S; ++a) acc[a][j][yz] += wq * w[0][a];
+      }
     }
   }
+  if (row >= 0) {
+    PMKIT_UNROLL
+    for (int a = 0; a < S; ++a) add_plane<K, D, W>(accumulator, row + x0 + a, acc[a]);
+  }
+  __syncthreads();
+
+  flush_window<K, D, T, W, NP, false>(layout, tile, accumulator, scale, pass);
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).
