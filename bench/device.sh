@@ -5,8 +5,8 @@
 #   bash bench/device.sh [--quick]
 # PMKIT_DEVICE_STEPS="tests pairs" (a development run) limits the steps after the build
 # to those named: tests, sanitizer, torch, cpu, pairs, mesh, methods, profile. "methods" times
-# the spread methods forced one by one (gpu_bench --method) on the cases where Auto's
-# choice between them is made (PMKIT_METHOD_CASES). PMKIT_SANITIZER_TOOLS
+# the spread methods forced one by one (gpu_bench --method) on the cases around Auto's
+# switch between them (PMKIT_METHOD_CASES). PMKIT_SANITIZER_TOOLS
 # (default "memcheck racecheck") picks the sanitizer tools: racecheck alone takes ~6
 # minutes, so a run split over two device calls gives each call one. Results files come from
 # full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
@@ -79,15 +79,14 @@ step "GPU benchmark"
 ./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
 fi
 if want methods; then
-step "spread methods forced, on the cases Auto chooses between them"
-method_cases="${PMKIT_METHOD_CASES:-p2m-mp4-3d-f-2^24-256 p2m-mp4-3d-f-2^24-128 p2m-mp4-3d-f-2^24-64 p2m-mp4-3d-f-2^22-128 p2m-linear-3d-f-2^24-256 p2m-linear-3d-f-2^24-128 p2m-linear-3d-f-2^24-64 p2m-bspline4-3d-f-2^24-128 p2m-mp4-3d-f-2^24-256-3props p2m-mp4-3d-d-2^22-128-3props p2m-mp4-2d-f-2^22-2048 p2m-linear-2d-f-2^22-2048 p2m-mp4-2d-f-2^24-512 p2m-mp4-3d-f-2^20-128-clustered p2m-linear-3d-f-2^20-128-clustered p2m-mp4-2d-f-2^20-1024-clustered}"
+step "spread methods forced, around Auto's switch between them"
+method_cases="${PMKIT_METHOD_CASES:-p2m-mp4-3d-f-2^20-256 p2m-mp4-3d-f-2^18-256 p2m-linear-2d-f-2^18-2048 p2m-mp4-2d-f-2^16-2048 p2m-mp4-3d-f-2^20-64 p2m-mp4-3d-f-2^20-128-clustered p2m-mp4-2d-f-2^20-1024-clustered}"
 args=()
 for c in $method_cases; do args+=(--case "$c"); done
-for m in tiles rows; do
+for m in tiles atomics; do
   echo "-- --method $m"
   ./build-device/bench/gpu_bench $quick --method $m "${args[@]}" >"$out/gpu_bench-$m.txt" 2>&1
   sed -n '/^P2M (spread)/,/^$/p' "$out/gpu_bench-$m.txt"
-  grep -E "skipped|method" "$out/gpu_bench-$m.txt" | grep -v "^P2M" | cut -c1-110
 done
 fi
 if want stores; then

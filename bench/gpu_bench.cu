@@ -3,7 +3,7 @@
 // warm-up, the copy bandwidth measured here, and (with --torch FILE) the PyTorch
 // formulation timed by bench/torch_baseline.py in the same device.sh call.
 //
-//   gpu_bench [--quick] [--torch torch.csv] [--case NAME]... [--method tiles|rows|atomics]
+//   gpu_bench [--quick] [--torch torch.csv] [--case NAME]... [--method tiles|atomics]
 // (several --case: those cases; --method: spread by that method wherever it applies,
 // the other cases are listed as skipped)
 #include <cuda_runtime.h>
@@ -319,15 +319,14 @@ int main(int argc, char** argv) {
     else if (a == "--method" && i + 1 < argc) {
       const std::string m = argv[++i];
       method = m == "tiles" ? SpreadMethod::CudaSharedTiles
-               : m == "rows" ? SpreadMethod::CudaCellRows
                : m == "atomics" ? SpreadMethod::CudaGlobalAtomics
                                 : SpreadMethod::CpuSlabs;
       if (method == SpreadMethod::CpuSlabs) {
-        std::fprintf(stderr, "gpu_bench: --method tiles, rows or atomics\n");
+        std::fprintf(stderr, "gpu_bench: --method tiles or atomics\n");
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]... [--method tiles|rows|atomics]\n");
+      std::fprintf(stderr, "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]... [--method tiles|atomics]\n");
       return 2;
     }
   }
@@ -364,6 +363,12 @@ int main(int argc, char** argv) {
       {"p2m-mp4-3d-f-2^20-128-clustered", 3, "mp4", false, 20, 128, 1, false, false, true},
       {"p2m-linear-3d-f-2^20-128-clustered", 3, "linear", false, 20, 128, 1, false, false, true},
       {"p2m-mp4-2d-f-2^20-1024-clustered", 2, "mp4", false, 20, 1024, 1, false, false, true},
+      // Sparse: around Auto's switch to global atomics (tuning::kMinParticlesPerTile = 32
+      // particles a block on average): 32 and 8 a tile in 3D, 64 and 16 in 2D.
+      {"p2m-mp4-3d-f-2^20-256", 3, "mp4", false, 20, 256, 1, false},
+      {"p2m-mp4-3d-f-2^18-256", 3, "mp4", false, 18, 256, 1, false},
+      {"p2m-linear-2d-f-2^18-2048", 2, "linear", false, 18, 2048, 1, false},
+      {"p2m-mp4-2d-f-2^16-2048", 2, "mp4", false, 16, 2048, 1, false},
   };
   for (auto& c : cases)
     if (!c.deterministic) c.method = method;

@@ -37,10 +37,6 @@ enum class SpreadMethod {
   // with 32-bit fixed-point accumulation.
   CudaGlobalAtomics,
   CudaSharedTiles,
-  // CUDA, for dense cells: shared tiles, but each chunk's particles in cell order and a
-  // thread's run of them summed in registers along an x-row of cells, each stencil plane
-  // added to the tile once per run. Kernels of support <= 4, fast mode only.
-  CudaCellRows,
   // CPU: every thread spreads its share of the sorted particles into a private copy of
   // the mesh, then the copies are summed node by node (threads x mesh of memory).
   CpuPrivateMeshes,

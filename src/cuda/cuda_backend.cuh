@@ -99,8 +99,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     const int window_nodes = kernels::dispatch(kernel, [](auto k) { return TileWindow<decltype(k), D>::kNodes; });
     const std::size_t per_prop = static_cast<std::size_t>(window_nodes) * words * sizeof(int);
     tile_props_per_pass_ = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, shared_optin_ / per_prop));
-    rows_props_per_pass_ =
-        options.deterministic ? 0 : std::min(tile_props_per_pass_, tuning::rows_props_per_pass(kernel.support(), D, sizeof(T)));
 
     switch (options.spread_method) {
       case SpreadMethod::Auto: break;
@@ -108,17 +106,6 @@ class CudaBackend final : public detail::Backend<T, D> {
         if (tile_props_per_pass_ == 0)
           fail(ErrorCode::Unsupported, "options.spread_method = CudaSharedTiles: a tile needs ", per_prop,
                " bytes of shared memory, the device offers ", shared_optin_);
-        break;
-      case SpreadMethod::CudaCellRows:
-        if (options.deterministic)
-          fail(ErrorCode::Unsupported,
-               "options.spread_method = CudaCellRows cannot be deterministic (its runs' order within a "
-               "cell follows the binning); use Auto or CudaSharedTiles");
-        if (rows_props_per_pass_ == 0)
-          fail(ErrorCode::Unsupported, "options.spread_method = CudaCellRows: kernel ", kernel.name(), " in ", D,
-               "D ", sizeof(T) == 4 ? "float" : "double",
-               " has too many stencil nodes for a run's registers (support <= ", tuning::kRowsMaxSupport,
-               ", S^D x words <= ", tuning::kRowsRegisterWords, "); use Auto or CudaSharedTiles");
         break;
       case SpreadMethod::CudaGlobalAtomics:
         if (options.deterministic)
@@ -186,7 +173,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.particles.reserve(n, "binned particles");
     spare_.perm.reserve(n, "binned particles");
     spare_.slot.reserve(n, "binned particles");
-    if (interleaved_ || rows_props_per_pass_ > 0) spare_.order.reserve(n, "binned particles");
+    if (interleaved_) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1}) {
@@ -222,28 +209,19 @@ class CudaBackend final : public detail::Backend<T, D> {
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
           "set_points: binning");
-    const SpreadMethod method = resolve_method(n, chunks);
-    spare_.ordered = chunks > 0 && (method == SpreadMethod::CudaCellRows || interleaved_);
-    if (spare_.ordered) {
+    if (chunks > 0 && interleaved_) {
       kernels::dispatch(kernel_, [&](auto k) {
-        using K = decltype(k);
-        if (method == SpreadMethod::CudaCellRows) {
-          if constexpr (K::support <= tuning::kRowsMaxSupport)
-            cell_order_kernel<K, D, T><<<chunks, tuning::kSpreadThreads>>>(geo_, spare_.chunks.get(),
-                                                                            spare_.particles.get(), spare_.order.get());
-        } else {
-          interleave_kernel<K, D, T><<<chunks, tuning::kSpreadThreads>>>(geo_, spare_.chunks.get(),
-                                                                          spare_.particles.get(), spare_.order.get());
-        }
+        interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(
+            geo_, spare_.chunks.get(), spare_.particles.get(), spare_.order.get());
       });
-      check_launch("pmkit::cuda::set_points::order");
+      check_launch("pmkit::cuda::set_points::interleave");
     }
     timings_.compute_s += stop_timer();
     spare_.n = n;
     spare_.num_chunks = chunks;
     spare_.num_away = 0;
     std::swap(current_, spare_);
-    method_ = method;
+    resolve_method();
   }
 
   // Keeps the binning: every particle still in its tile gets its new record in place;
@@ -309,8 +287,6 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   std::string spread_method_name() const override {
     if (method_ == SpreadMethod::CudaGlobalAtomics) return "cuda-global-atomics";
-    if (method_ == SpreadMethod::CudaCellRows)
-      return "cuda-cell-rows (" + std::to_string(kFastWords<T>) + "x32-bit fixed point)";
     const int words = options_.deterministic ? kDeterministicWords<T> : kFastWords<T>;
     return std::string(options_.deterministic ? "cuda-shared-tiles-deterministic" : "cuda-shared-tiles") +
            " (" + std::to_string(words) + "x32-bit fixed point)";
@@ -325,8 +301,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<Packed<T>> particles;
     DeviceBuffer<std::uint32_t> perm;  // binned slot -> caller's index
     DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
-    DeviceBuffer<std::uint16_t> order;  // per chunk: the tile kernels' order (interleave_kernel, cell_order_kernel)
-    bool ordered = false;               // whether `order` holds one
+    DeviceBuffer<std::uint16_t> order;  // per chunk: the tile kernels' order (interleave_kernel)
     DeviceBuffer<Chunk> chunks;
     DeviceBuffer<std::uint32_t> tile_of;  // caller's index -> tile at the full binning
     // update_points: the particles away from their tile, with their binned slots.
@@ -462,22 +437,19 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   // The order the tile kernels take each chunk's particles in; null: arrival order.
-  const std::uint16_t* taken_order() const { return current_.ordered ? current_.order.get() : nullptr; }
+  const std::uint16_t* taken_order() const { return interleaved_ ? current_.order.get() : nullptr; }
 
-  // The spread method for n particles in `chunks` blocks. Auto: shared tiles unless
-  // blocks would hold too few particles to repay their flush; their cell-row form where
-  // cells are dense enough for runs to share planes.
-  SpreadMethod resolve_method(std::size_t n, std::uint32_t chunks) const {
-    if (options_.spread_method != SpreadMethod::Auto) return options_.spread_method;
-    const double per_block = chunks ? double(n) / chunks : 0.0;
-    double cells = 1;
-    for (int d = 0; d < D; ++d) cells *= geo_.keys[d];
+  // Auto: shared tiles unless blocks would hold too few particles to repay their flush.
+  void resolve_method() {
+    if (options_.spread_method != SpreadMethod::Auto) {
+      method_ = options_.spread_method;
+      return;
+    }
+    const double per_block = current_.num_chunks ? double(current_.n) / current_.num_chunks : 0.0;
     const bool tiles_fit = tile_props_per_pass_ > 0;
-    if (!options_.deterministic && !(tiles_fit && per_block >= tuning::kMinParticlesPerTile))
-      return SpreadMethod::CudaGlobalAtomics;
-    if (rows_props_per_pass_ > 0 && double(n) / cells >= tuning::kRowsMinParticlesPerCell)
-      return SpreadMethod::CudaCellRows;
-    return SpreadMethod::CudaSharedTiles;
+    method_ = (options_.deterministic || (tiles_fit && per_block >= tuning::kMinParticlesPerTile))
+                  ? SpreadMethod::CudaSharedTiles
+                  : SpreadMethod::CudaGlobalAtomics;
   }
 
   template <class P>
@@ -572,9 +544,8 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   template <class K>
   void spread_all(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
-    const int width = method_ == SpreadMethod::CudaSharedTiles ? tile_props_per_pass_
-                      : method_ == SpreadMethod::CudaCellRows  ? rows_props_per_pass_
-                                                               : tuning::kPropsPerPass;
+    const bool tiles = method_ == SpreadMethod::CudaSharedTiles;
+    const int width = tiles ? tile_props_per_pass_ : tuning::kPropsPerPass;
     for (std::size_t first = 0; first < props.size(); first += width) {
       const bool stage_meshes_in = options_.host_arrays && mode == Accumulate::Add && !options_.deterministic;
       if (options_.host_arrays) start_timer();
@@ -618,8 +589,6 @@ class CudaBackend final : public detail::Backend<T, D> {
       spread_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
           layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), n, pass);
       check_launch("pmkit::cuda::spread::global_atomics");
-    } else if (method_ == SpreadMethod::CudaCellRows) {
-      launch_rows<K>(pass);
     } else {
       launch_tiles<K, kFastWords<T>, false>(pass);
     }
@@ -645,28 +614,6 @@ class CudaBackend final : public detail::Backend<T, D> {
                                                                       taken_order(), current_.perm.get(),
                                                                       current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
-    });
-  }
-
-  template <class K>
-  void launch_rows(const PropPass<T>& pass) {
-    if (current_.num_chunks == 0) return;
-    with_prop_count(pass.count, [&](auto np) {
-      constexpr int NP = decltype(np)::value;
-      constexpr int W = kFastWords<T>;
-      // Instantiated only where a run's registers hold NP properties (the constructor
-      // and make_pass keep pass.count within rows_props_per_pass_).
-      if constexpr (NP <= tuning::rows_props_per_pass(K::support, D, sizeof(T))) {
-        const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
-        auto kernel = spread_rows_kernel<K, D, T, W, NP>;
-        if (shared > 48 * 1024)
-          check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-                "cudaFuncSetAttribute");
-        kernel<<<current_.num_chunks, tuning::kRowsThreads, shared>>>(layout_, geo_, current_.chunks.get(),
-                                                                      current_.particles.get(), taken_order(),
-                                                                      current_.perm.get(), current_.n, pass);
-        check_launch("pmkit::cuda::spread::cell_rows");
-      }
     });
   }
 
@@ -754,7 +701,6 @@ class CudaBackend final : public detail::Backend<T, D> {
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
   int tile_props_per_pass_ = 0;
-  int rows_props_per_pass_ = 0;  // CudaCellRows; 0 where it does not apply
   SpreadMethod method_ = SpreadMethod::CudaGlobalAtomics;
   Timings timings_;
   cudaEvent_t events_[2] = {};

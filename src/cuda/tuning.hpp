@@ -84,27 +84,6 @@ constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
 // count (1, 2 or 3): a 3-vector in one pass; more properties take more passes.
 constexpr int kPropsPerPass = 3;
 
-// SpreadMethod::CudaCellRows (kernels.cuh, spread_rows_kernel) keeps a run's S
-// x-planes of S^(D-1) nodes, for each property of a pass, in registers: at most this
-// many 4-byte words of them (M'4 in 3D with one float property: 64; with ~40 more for
-// the weights and the rest, a thread stays below 128 registers). Kernels of support up
-// to 4 (linear, TSC, M'4, B-spline 4: the deposits of PIC and remeshing, where cells
-// are dense); 0 properties a pass: the method does not apply.
-constexpr int kRowsRegisterWords = 64;
-constexpr int kRowsMaxSupport = 4;
-constexpr int rows_props_per_pass(int support, int dims, std::size_t value_bytes) {
-  int words = static_cast<int>(value_bytes / 4);
-  for (int d = 0; d < dims; ++d) words *= support;
-  const int fit = kRowsRegisterWords / words;
-  return support > kRowsMaxSupport ? 0 : fit < kPropsPerPass ? fit : kPropsPerPass;
-}
-// Auto takes the row kernel from this many particles a cell on average (not yet measured:
-// a chunk of 1024 then holds >= 2 a cell, runs of ~4 span ~2 cells).
-constexpr double kRowsMinParticlesPerCell = 4.0;
-// Threads of the row kernel: a chunk's 1024 particles in runs of 8. Its registers (~160
-// for M'4) allow 3 such blocks an SM.
-constexpr int kRowsThreads = 128;
-
 // Resident blocks per SM the interp tile kernel is compiled for. Its particles are
 // loaded into registers ahead of the window (58 registers in float, 50% occupancy);
 // capping float at 48 registers gives 5 blocks (62.5%) without spills. Double needs
