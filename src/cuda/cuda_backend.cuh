@@ -625,11 +625,14 @@ class CudaBackend final : public detail::Backend<T, D> {
     const std::size_t n = current_.n;
     if (n == 0) return;
     T* binned = binned_values_.get();
-    const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
+    // Scalar windows (the smallest a tile can take) decide whether tiles fit at all.
+    const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
     const double per_block = current_.num_chunks ? double(n) / current_.num_chunks : 0.0;
-    if (per_block >= tuning::kMinParticlesPerTile && shared <= static_cast<std::size_t>(shared_optin_)) {
+    if (per_block >= tuning::kMinParticlesPerTile && scalar_shared <= static_cast<std::size_t>(shared_optin_)) {
       with_prop_count(pass.count, [&](auto np) {
-        auto kernel = interp_tiles_kernel<K, D, T, decltype(np)::value>;
+        constexpr int NP = decltype(np)::value;
+        const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();
+        auto kernel = interp_tiles_kernel<K, D, T, NP>;
         if (shared > 48 * 1024)
           check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
                 "cudaFuncSetAttribute");

@@ -997,12 +997,38 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
     if (j < pass.count) binned_values[j * binned_stride + slot] = acc[j];
 }
 
+// The S window values that start at one node, padded to a power of two and aligned as
+// a whole, so that interp reads a stencil row with one vector load (two for S > 4 in
+// float, S > 2 in double) instead of S scalar ones: the kernel was issue-bound (ncu,
+// bench/NOTES.md 14: IPC 2.78, 69% of issue slots), and a row of M'4 took 4 LDS.32.
+template <class T, int S>
+struct RowSpan {
+  static constexpr int kPad = S <= 2 ? 2 : S <= 4 ? 4 : 8;
+  static constexpr int kAlign = kPad * sizeof(T) < 16 ? kPad * sizeof(T) : 16;
+  struct alignas(kAlign) Values {
+    T v[kPad];
+  };
+};
+
+// Whether interp stages its window as row spans (tuning::kInterpRowSpanBytes).
+template <class K, int D, class T, int NP>
+constexpr bool interp_row_spans() {
+  return std::size_t(NP) * TileWindow<K, D>::kNodes * sizeof(typename RowSpan<T, K::support>::Values) <=
+         tuning::kInterpRowSpanBytes;
+}
+template <class K, int D, class T, int NP>
+constexpr std::size_t interp_tiles_shared_bytes() {
+  return std::size_t(NP) * TileWindow<K, D>::kNodes *
+         (interp_row_spans<K, D, T, NP>() ? sizeof(typename RowSpan<T, K::support>::Values) : sizeof(T));
+}
+
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
 // from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
 // to their binned slots (unbin_kernel puts them in the caller's order). The thread's
 // particles are loaded before the window, so that the two loads' latencies overlap (ncu:
-// stalled on the window load, then on the particle load).
+// stalled on the window load, then on the particle load). Where it fits, the window is
+// held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1).
 template <class K, int D, class T, int NP>
 __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T)))
     interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
@@ -1010,8 +1036,11 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
                         T* binned_values) {
   using Window = TileWindow<K, D>;
   constexpr int S = K::support;
-  extern __shared__ unsigned char interp_shared[];
+  using Span = typename RowSpan<T, S>::Values;
+  constexpr bool kSpans = interp_row_spans<K, D, T, NP>();
+  extern __shared__ __align__(16) unsigned char interp_shared[];
   T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
+  Span* window_spans = reinterpret_cast<Span*>(interp_shared);  // [NP][Window::kNodes] (kSpans)
   const Chunk chunk = chunks[blockIdx.x];
   Packed<T> mine[kSlots] = {};
   std::uint32_t local[kSlots] = {};
@@ -1029,7 +1058,18 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
     std::int64_t index;
     const bool inside = Window::mesh_index(layout, tile, k, index);
 #pragma unroll
-    for (int j = 0; j < NP; ++j) window_values[j * Window::kNodes + k] = inside ? __ldg(pass.meshes[j] + index) : T(0);
+    for (int j = 0; j < NP; ++j) {
+      const T value = inside ? __ldg(pass.meshes[j] + index) : T(0);
+      if constexpr (kSpans) {
+        // Node k is entry a of the spans that start a nodes earlier. Entries past the
+        // window's end, and those that run into the next row, are never read.
+        PMKIT_UNROLL
+        for (int a = 0; a < S; ++a)
+          if (k >= a) window_spans[j * Window::kNodes + k - a].v[a] = value;
+      } else {
+        window_values[j * Window::kNodes + k] = value;
+      }
+    }
   }
   __syncthreads();
 
@@ -1047,10 +1087,16 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
     for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
 #pragma unroll
       for (int j = 0; j < NP; ++j) {
-        const T* values = window_values + j * Window::kNodes + row;
         T sum = 0;
+        if constexpr (kSpans) {
+          const Span span = window_spans[j * Window::kNodes + row];
 #pragma unroll
-        for (int a = 0; a < S; ++a) sum += wx[a] * values[a];
+          for (int a = 0; a < S; ++a) sum += wx[a] * span.v[a];
+        } else {
+          const T* values = window_values + j * Window::kNodes + row;
+#pragma unroll
+          for (int a = 0; a < S; ++a) sum += wx[a] * values[a];
+        }
         acc[j] += row_weight * sum;
       }
     });

@@ -89,6 +89,11 @@ constexpr int kPropsPerPass = 3;
 // capping float at 48 registers gives 5 blocks (62.5%) without spills. Double needs
 // its registers (it spills at 48).
 constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes) { return value_bytes == 4 ? 5 : 2; }
+// The interp tile kernel holds its window as row spans (kernels.cuh, RowSpan: S values
+// padded to 2, 4 or 8, one vector load a stencil row) where they take at most this much
+// shared memory a block: M'4 in 3D, float, 1 or 2 properties (21 KB each), double 1
+// (43 KB); 5 float blocks an SM still fit. Wider windows keep one value a node.
+constexpr std::size_t kInterpRowSpanBytes = 48 * 1024;
 
 // Auto method: below this mean number of particles per tile, the flush of a mostly
 // empty accumulator costs more than it saves, and sorted global atomics win.
