@@ -1010,11 +1010,12 @@ struct RowSpan {
   };
 };
 
-// Whether interp stages its window as row spans (tuning::kInterpRowSpanBytes).
+// Whether interp stages its window as row spans (tuning::interp_row_spans_pay).
 template <class K, int D, class T, int NP>
 constexpr bool interp_row_spans() {
-  return std::size_t(NP) * TileWindow<K, D>::kNodes * sizeof(typename RowSpan<T, K::support>::Values) <=
-         tuning::kInterpRowSpanBytes;
+  return tuning::interp_row_spans_pay(D, sizeof(T)) &&
+         std::size_t(NP) * TileWindow<K, D>::kNodes * sizeof(typename RowSpan<T, K::support>::Values) <=
+             tuning::kInterpRowSpanBytes;
 }
 template <class K, int D, class T, int NP>
 constexpr std::size_t interp_tiles_shared_bytes() {

@@ -90,10 +90,13 @@ constexpr int kPropsPerPass = 3;
 // its registers (it spills at 48).
 constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes) { return value_bytes == 4 ? 5 : 2; }
 // The interp tile kernel holds its window as row spans (kernels.cuh, RowSpan: S values
-// padded to 2, 4 or 8, one vector load a stencil row) where they take at most this much
-// shared memory a block: M'4 in 3D, float, 1 or 2 properties (21 KB each), double 1
-// (43 KB); 5 float blocks an SM still fit. Wider windows keep one value a node.
+// padded to 2, 4 or 8, one vector load a stencil row) in 3D float, where they take at
+// most this much shared memory a block (M'4: 1 or 2 properties, 21 KB each; 5 blocks an
+// SM still fit). Measured A/B (bench/NOTES.md 20): 3D float M'4 and B-spline 4 2-4%
+// faster (256^3 0.627 -> 0.611 ms), linear unchanged; double M'4 1.28 -> 1.46 and 2D
+// M'4 at 64 a cell 0.325 -> 0.347 slower, so those keep one value a node.
 constexpr std::size_t kInterpRowSpanBytes = 48 * 1024;
+constexpr bool interp_row_spans_pay(int dims, std::size_t value_bytes) { return dims == 3 && value_bytes == 4; }
 
 // Auto method: below this mean number of particles per tile, the flush of a mostly
 // empty accumulator costs more than it saves, and sorted global atomics win.
