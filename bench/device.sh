@@ -10,7 +10,8 @@
 # (default "memcheck racecheck") picks the sanitizer tools: racecheck alone takes ~6
 # minutes, so a run split over two device calls gives each call one. Results files come from
 # full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
-# cost on the device. "profile" (never in the default) runs Nsight Compute on the tile kernels of
+# cost on the device; "shared" (never in the default) bench/shared_probe, what the spread's
+# shared-memory adds cost alone. "profile" (never in the default) runs Nsight Compute on the tile kernels of
 # PMKIT_PROFILE_CASE (a gpu_bench case) and prints their details and hottest SASS lines.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -92,6 +93,10 @@ fi
 if want stores; then
 step "scattered stores (bench/store_probe)"
 ./build-device/bench/store_probe 2>&1 | tee "$out/store_probe.txt"
+fi
+if want shared; then
+step "shared-memory adds and reads alone (bench/shared_probe)"
+./build-device/bench/shared_probe 2>&1 | tee "$out/shared_probe.txt"
 fi
 if want profile; then
 step "ncu profile of ${PMKIT_PROFILE_CASE:=p2m-mp4-3d-f-2^24-256}"

@@ -1,0 +1,129 @@
+// What the spread tile kernel's shared-memory work costs alone on this GPU: 2^24
+// particles, 1024 a block of 256 threads, each adding 64 values (M'4 in 3D: 4 x 4 rows of
+// 4 nodes, compile-time offsets in an 11^3 window of 32-bit words) with the native
+// shared integer add, or reading them (interp), or neither (the same arithmetic into a
+// register). The question (bench/NOTES.md 21): is the tile kernel's ~0.52 ms without its
+// flush (NOTES 20's experiment) the rate of its 2^30 shared atomics?
+//
+// Origins: "distinct banks" gives the 32 lanes of a warp 32 different banks (what the
+// interleaved order gives); "random" draws each particle's first node anywhere it fits.
+//
+//   shared_probe [--log2n K]
+#include <cuda_runtime.h>
+
+#include "bench/cuda_check.cuh"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using pmkit::bench::ck;
+
+constexpr int kWidth = 11, kNodes = kWidth * kWidth * kWidth, kThreads = 256, kPerThread = 4;
+constexpr int kLastOrigin = kNodes - 1 - 3 * (kWidth * kWidth + kWidth + 1);  // stencil stays inside
+
+enum Mode { kAtomicAdd, kRead, kRegister };
+
+__device__ std::uint32_t mix(std::uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+template <Mode kMode, bool kDistinctBanks>
+__global__ void __launch_bounds__(kThreads) probe(int* out) {
+  __shared__ int window[kNodes];
+  for (int k = threadIdx.x; k < kNodes; k += kThreads) window[k] = 0;
+  __syncthreads();
+  int sum = 0;
+#pragma unroll 1
+  for (int r = 0; r < kPerThread; ++r) {
+    const std::uint32_t particle = (blockIdx.x * kPerThread + r) * kThreads + threadIdx.x;
+    const std::uint32_t h = mix(particle);
+    const int origin = kDistinctBanks ? static_cast<int>((threadIdx.x & 31) + 32 * (h % ((kLastOrigin - 31) / 32)))
+                                      : static_cast<int>(h % (kLastOrigin + 1));
+    const float q = static_cast<float>(h & 1023);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+          const int node = origin + (c * kWidth + b) * kWidth + a;
+          const int v = __float2int_rn(q * static_cast<float>(a + 4 * b + 16 * c + 1));
+          if constexpr (kMode == kAtomicAdd) atomicAdd(window + node, v);
+          else if constexpr (kMode == kRead) sum += window[node] * v;
+          else sum += v ^ node;
+        }
+  }
+  __syncthreads();
+  out[blockIdx.x * kThreads + threadIdx.x] = window[threadIdx.x] + sum;
+}
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() {
+    ck(cudaEventCreate(&a), "event");
+    ck(cudaEventCreate(&b), "event");
+  }
+  template <class F>
+  double median_ms(F&& launch) {
+    launch();
+    std::vector<float> t;
+    for (int r = 0; r < 7; ++r) {
+      ck(cudaEventRecord(a), "record");
+      launch();
+      ck(cudaEventRecord(b), "record");
+      ck(cudaEventSynchronize(b), "sync");
+      float ms = 0;
+      ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
+      t.push_back(ms);
+    }
+    ck(cudaGetLastError(), "launch");
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int log2n = 24;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--log2n") && i + 1 < argc) log2n = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: shared_probe [--log2n K]\n");
+      return 2;
+    }
+  }
+  const std::uint32_t n = 1u << log2n;
+  const unsigned blocks = n / (kThreads * kPerThread);
+  cudaDeviceProp prop{};
+  ck(cudaGetDeviceProperties(&prop, 0), "device");
+  int clock_khz = 0;
+  ck(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "clock");
+  int* out = nullptr;
+  ck(cudaMalloc(&out, std::size_t(blocks) * kThreads * sizeof(int)), "malloc");
+  Timer timer;
+  // Warp instructions of the 64-node loop an SM issues per cycle at the SM's max clock.
+  const double warp_ops = double(n) * 64 / 32;
+  auto per_cycle = [&](double ms) { return warp_ops / prop.multiProcessorCount / (ms * 1e-3 * clock_khz * 1e3); };
+  std::printf("%s, %d SMs at up to %.0f MHz; 2^%d particles x 64 nodes, %u blocks of %d threads\n", prop.name,
+              prop.multiProcessorCount, clock_khz * 1e-3, log2n, blocks, kThreads);
+  std::printf("%-34s %10s %22s\n", "operation", "ms", "warp ops / SM / cycle");
+  auto row = [&](const char* what, double ms) { std::printf("%-34s %10.3f %22.2f\n", what, ms, per_cycle(ms)); };
+  row("shared atomicAdd, distinct banks", timer.median_ms([&] { probe<kAtomicAdd, true><<<blocks, kThreads>>>(out); }));
+  row("shared atomicAdd, random origins", timer.median_ms([&] { probe<kAtomicAdd, false><<<blocks, kThreads>>>(out); }));
+  row("shared read, distinct banks", timer.median_ms([&] { probe<kRead, true><<<blocks, kThreads>>>(out); }));
+  row("shared read, random origins", timer.median_ms([&] { probe<kRead, false><<<blocks, kThreads>>>(out); }));
+  row("registers only", timer.median_ms([&] { probe<kRegister, true><<<blocks, kThreads>>>(out); }));
+  cudaFree(out);
+  return 0;
+}
