@@ -67,6 +67,9 @@ Layout<D> make_layout(const Grid<D>& grid, int ghost_width) {
     a.ghost = ghost_width;
     a.origin = grid.origin[d];
     a.spacing = grid.spacing[d];
+    int exponent = 0;
+    const bool power_of_two = std::frexp(a.spacing, &exponent) == 0.5;
+    a.exact_inverse = power_of_two && std::isfinite(1.0 / a.spacing) ? 1.0 / a.spacing : 0.0;
     layout.stride[d] = stride;
     stride *= shape[d];
   }

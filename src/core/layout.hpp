@@ -18,13 +18,19 @@ struct Axis {
   int ghost;     // g: nodes a kernel reaches past either end
   double origin;
   double spacing;
+  // 1 / spacing where multiplying by it gives the division's result to the bit (spacing a
+  // power of two, h = 1 included), else 0. A double division is a dozen FP64 and XU
+  // instructions; binning does one a coordinate (GPU set_points: ~40% of its kernels'
+  // instructions were the binning arithmetic, bench/NOTES.md 22).
+  double exact_inverse;
 
   // Grid coordinate u = (x - origin) / h, wrapped into [0, n) on periodic axes.
   // False for a non-finite x, or an x outside [0, n] on a bounded axis.
   PMKIT_HD bool coordinate(double x, double& u) const {
-    u = (x - origin) / spacing;
+    u = exact_inverse != 0.0 ? (x - origin) * exact_inverse : (x - origin) / spacing;
     if (!(u - u == 0.0)) return false;  // NaN or inf (also catches inf - inf)
     if (kind == AxisKind::Periodic) {
+      if (u >= 0.0 && u < cells) return true;  // inside already: no division to wrap
       u -= cells * floor(u / cells);
       if (u >= cells) u = 0.0;  // -tiny wrapped and rounded up onto the seam
       return true;

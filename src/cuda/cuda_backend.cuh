@@ -74,8 +74,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     for (int d = 0; d < D; ++d) {
       const detail::Axis& a = layout_.axis[d];
       geo_.keys[d] = a.kind == detail::AxisKind::Periodic ? a.cells : a.cells + 1;
-      geo_.edge[d] = tuning::tile_edge(D);
-      geo_.tiles[d] = (geo_.keys[d] + geo_.edge[d] - 1) / geo_.edge[d];
+      geo_.tiles[d] = (geo_.keys[d] + BinGeometry<D>::kEdge - 1) / BinGeometry<D>::kEdge;
       keys *= geo_.keys[d];
       tiles *= geo_.tiles[d];
     }

@@ -26,9 +26,10 @@ struct alignas(4 * sizeof(T)) Packed {
 // Geometry of binning: key extents per dimension (nodes a home node can be), tiles.
 template <int D>
 struct BinGeometry {
+  static constexpr int kEdge = tuning::tile_edge(D);  // cells per tile edge
+  static_assert((kEdge & (kEdge - 1)) == 0, "tile edges are powers of two");
   int keys[D];   // n (periodic) or n+1 (bounded)
-  int edge[D];   // cells per tile edge
-  int tiles[D];  // ceil(keys / edge)
+  int tiles[D];  // ceil(keys / kEdge)
   int support;
   std::uint32_t num_tiles;
   double peak_weight;  // largest weight one node gets from one particle (kernel peak ^ D)
@@ -103,7 +104,7 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
     int home = base + (geo.support - 1) / 2;
     if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
     cell = cell * geo.keys[d] + home;
-    tile = tile * geo.tiles[d] + home / geo.edge[d];
+    tile = tile * geo.tiles[d] + home / BinGeometry<D>::kEdge;  // a power of two: a shift
     p.s[d] = static_cast<T>(s);
   }
   p.cell = cell;
@@ -546,7 +547,7 @@ __device__ __forceinline__ double deterministic_scale(double max_abs, std::size_
 // instructions per node, of which one was the shared atomic).
 template <class K, int D>
 struct TileWindow {
-  static constexpr int kEdge = tuning::tile_edge(D);  // = BinGeometry::edge
+  static constexpr int kEdge = BinGeometry<D>::kEdge;
   static constexpr int kWidth = kEdge + K::support - 1;
   static constexpr int kNodes = D == 3 ? kWidth * kWidth * kWidth : kWidth * kWidth;
   static constexpr int kLead = (K::support - 1) / 2;  // nodes the stencil starts before home
