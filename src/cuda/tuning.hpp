@@ -44,7 +44,10 @@ constexpr int kMaxGroupBits = 9;
 constexpr unsigned kMaxPartitionKeys =
     kPartitionGroups > (1u << kMaxGroupBits) ? kPartitionGroups : (1u << kMaxGroupBits);
 // Digit bits of the block sorts (cub::BlockRadixSort): 10-bit group keys take 3 passes,
-// 7-bit tile keys 2. Not tuned.
+// 7-bit tile keys 2. Measured (bench/NOTES.md 23): 5 or 6 bits (2 passes) made the
+// partition kernel 609 -> 950-980 us (larger counters, fewer blocks); 4 stays. 256 or
+// 128 groups instead of 512: 2% faster at 1 a cell, up to 60% slower at 64 a cell (the
+// groups are no longer the tiles).
 constexpr int kPartitionRadixBits = 4;
 // The probe: this many neighbour pairs (i, i + 1) spread over the caller's order;
 // binned input has nearly all in one tile (at 1 per cell, 511 of 512), random input
