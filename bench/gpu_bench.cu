@@ -363,8 +363,8 @@ int main(int argc, char** argv) {
       {"p2m-mp4-3d-f-2^20-128-clustered", 3, "mp4", false, 20, 128, 1, false, false, true},
       {"p2m-linear-3d-f-2^20-128-clustered", 3, "linear", false, 20, 128, 1, false, false, true},
       {"p2m-mp4-2d-f-2^20-1024-clustered", 2, "mp4", false, 20, 1024, 1, false, false, true},
-      // Sparse: around Auto's switch to global atomics (tuning::kMinParticlesPerTile = 32
-      // particles a block on average): 32 and 8 a tile in 3D, 64 and 16 in 2D.
+      // Sparse: around Auto's switches between tiles and one thread a particle (tuning,
+      // kSpreadTileMinNodesPerWindowNode): 32 and 8 a tile in 3D, 64 and 16 in 2D.
       {"p2m-mp4-3d-f-2^20-256", 3, "mp4", false, 20, 256, 1, false},
       {"p2m-mp4-3d-f-2^18-256", 3, "mp4", false, 18, 256, 1, false},
       {"p2m-linear-2d-f-2^18-2048", 2, "linear", false, 18, 2048, 1, false},

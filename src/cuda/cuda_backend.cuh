@@ -438,7 +438,16 @@ class CudaBackend final : public detail::Backend<T, D> {
   // The order the tile kernels take each chunk's particles in; null: arrival order.
   const std::uint16_t* taken_order() const { return interleaved_ ? current_.order.get() : nullptr; }
 
-  // Auto: shared tiles unless blocks would hold too few particles to repay their flush.
+  // Stencil nodes a block's particles touch per node of its tile's window.
+  double window_use(double particles_per_block) const {
+    double nodes = 1;
+    for (int d = 0; d < D; ++d) nodes *= kernel_.support();
+    const double window = kernels::dispatch(kernel_, [](auto k) { return double(TileWindow<decltype(k), D>::kNodes); });
+    return particles_per_block * nodes / window;
+  }
+
+  // Auto: shared tiles unless blocks touch too few nodes of their window to repay its
+  // flush (tuning::kSpreadTileMinNodesPerWindowNode).
   void resolve_method() {
     if (options_.spread_method != SpreadMethod::Auto) {
       method_ = options_.spread_method;
@@ -446,7 +455,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
     const double per_block = current_.num_chunks ? double(current_.n) / current_.num_chunks : 0.0;
     const bool tiles_fit = tile_props_per_pass_ > 0;
-    method_ = (options_.deterministic || (tiles_fit && per_block >= tuning::kMinParticlesPerTile))
+    method_ = (options_.deterministic || (tiles_fit && window_use(per_block) >= tuning::kSpreadTileMinNodesPerWindowNode))
                   ? SpreadMethod::CudaSharedTiles
                   : SpreadMethod::CudaGlobalAtomics;
   }
@@ -627,7 +636,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     // Scalar windows (the smallest a tile can take) decide whether tiles fit at all.
     const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
     const double per_block = current_.num_chunks ? double(n) / current_.num_chunks : 0.0;
-    if (per_block >= tuning::kMinParticlesPerTile && scalar_shared <= static_cast<std::size_t>(shared_optin_)) {
+    if (window_use(per_block) >= tuning::kInterpTileMinNodesPerWindowNode &&
+        scalar_shared <= static_cast<std::size_t>(shared_optin_)) {
       with_prop_count(pass.count, [&](auto np) {
         constexpr int NP = decltype(np)::value;
         const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();

@@ -101,9 +101,18 @@ constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes) { return value_
 constexpr std::size_t kInterpRowSpanBytes = 48 * 1024;
 constexpr bool interp_row_spans_pay(int dims, std::size_t value_bytes) { return dims == 3 && value_bytes == 4; }
 
-// Auto method: below this mean number of particles per tile, the flush of a mostly
-// empty accumulator costs more than it saves, and sorted global atomics win.
-// Model-based (a tile flush touches ~1,300 nodes; a particle 64); revisit with data.
-constexpr double kMinParticlesPerTile = 32.0;
+// Tiles or one thread a particle, by the stencil nodes a block's particles touch per node
+// of its window (particles a block x S^D / window nodes): a tile pays for its window (a
+// flush in spread, a load in interp) only when that is high enough. Measured at e1221f4
+// (results 2026-11-23-h100-e1221f4-*.txt, bench/NOTES.md 24), against the naive sorted
+// kernels that the one-thread methods resemble:
+// - spread: tiles 1.7x faster at 1.5 (M'4, 3D, 32 a tile), 2x slower at 0.24 (linear, 2D,
+//   64 a tile);
+// - interp: tiles 4x slower at 1.5; faster at 5.6 (linear, 3D, 1 a cell) and above
+//   (NOTES 12: the gather was slower at 5.6 and 13).
+// The switches lie between those points; an earlier rule (32 particles a block, from a
+// model) put 2D linear at 64 a tile on the slower side of both.
+constexpr double kSpreadTileMinNodesPerWindowNode = 1.0;
+constexpr double kInterpTileMinNodesPerWindowNode = 3.0;
 
 }  // namespace pmkit::cuda::tuning
