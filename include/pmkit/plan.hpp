@@ -108,8 +108,8 @@ class Plan {
   // order[k] = the caller's index of the k-th particle in the plan's binned order (that
   // of the last full binning). Keeping the particle arrays in this order (x'[k] =
   // x[order[k]], the same for every property) makes spread's property reads and interp's
-  // writes local instead of scattered. On the H100 at 256^3: set_points 2.3x, spread
-  // 1.2x (M'4) to 1.5x (linear) and interp 1.1x faster (bench/NOTES.md 10-11). `order`
+  // writes local instead of scattered. On the H100 at 256^3: set_points 1.8x, spread
+  // 1.2x (M'4) to 1.5x (linear) and interp 1.1x faster (bench/NOTES.md 10-11, 22). `order`
   // is device memory on the CUDA backend unless options.host_arrays.
   void binned_order(View<std::uint32_t> order) const;
   std::size_t num_points() const { return num_points_; }
