@@ -23,6 +23,7 @@
 namespace {
 
 using pmkit::bench::ck;
+using pmkit::bench::ProbeTimer;
 
 constexpr int kWidth = 11, kNodes = kWidth * kWidth * kWidth, kThreads = 256, kPerThread = 4;
 constexpr int kLastOrigin = kNodes - 1 - 3 * (kWidth * kWidth + kWidth + 1);  // stencil stays inside
@@ -67,42 +68,10 @@ __global__ void __launch_bounds__(kThreads) probe(int* out) {
   out[blockIdx.x * kThreads + threadIdx.x] = window[threadIdx.x] + sum;
 }
 
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() {
-    ck(cudaEventCreate(&a), "event");
-    ck(cudaEventCreate(&b), "event");
-  }
-  template <class F>
-  double median_ms(F&& launch) {
-    launch();
-    std::vector<float> t;
-    for (int r = 0; r < 7; ++r) {
-      ck(cudaEventRecord(a), "record");
-      launch();
-      ck(cudaEventRecord(b), "record");
-      ck(cudaEventSynchronize(b), "sync");
-      float ms = 0;
-      ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
-      t.push_back(ms);
-    }
-    ck(cudaGetLastError(), "launch");
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int log2n = 24;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--log2n") && i + 1 < argc) log2n = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: shared_probe [--log2n K]\n");
-      return 2;
-    }
-  }
+  const int log2n = pmkit::bench::probe_log2n(argc, argv, "shared_probe");
   const std::uint32_t n = 1u << log2n;
   const unsigned blocks = n / (kThreads * kPerThread);
   cudaDeviceProp prop{};
@@ -111,7 +80,7 @@ int main(int argc, char** argv) {
   ck(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "clock");
   int* out = nullptr;
   ck(cudaMalloc(&out, std::size_t(blocks) * kThreads * sizeof(int)), "malloc");
-  Timer timer;
+  ProbeTimer timer;
   // Warp instructions of the 64-node loop an SM issues per cycle at the SM's max clock.
   const double warp_ops = double(n) * 64 / 32;
   auto per_cycle = [&](double ms) { return warp_ops / prop.multiProcessorCount / (ms * 1e-3 * clock_khz * 1e3); };

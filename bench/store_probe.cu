@@ -22,6 +22,7 @@
 namespace {
 
 using pmkit::bench::ck;
+using pmkit::bench::ProbeTimer;
 
 __global__ void store_records(const std::uint32_t* __restrict__ dst, std::uint32_t n, float4* __restrict__ records) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -53,31 +54,6 @@ __global__ void copy_records(const float4* __restrict__ in, std::uint32_t n, flo
   if (i < n) out[i] = in[i];
 }
 
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() {
-    ck(cudaEventCreate(&a), "event");
-    ck(cudaEventCreate(&b), "event");
-  }
-  // Median of 7 timed launches after one untimed.
-  template <class F>
-  double median_ms(F&& launch) {
-    launch();
-    std::vector<float> t;
-    for (int r = 0; r < 7; ++r) {
-      ck(cudaEventRecord(a), "record");
-      launch();
-      ck(cudaEventRecord(b), "record");
-      ck(cudaEventSynchronize(b), "sync");
-      float ms = 0;
-      ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
-      t.push_back(ms);
-    }
-    ck(cudaGetLastError(), "launch");
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
 
 // dst[i]: particle i's slot when each particle goes to a uniformly random one of
 // `fronts` buckets and takes the next free slot of it in index order.
@@ -93,14 +69,7 @@ std::vector<std::uint32_t> bucket_slots(std::uint32_t n, std::uint32_t fronts, s
 }  // namespace
 
 int main(int argc, char** argv) {
-  int log2n = 24;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--log2n") && i + 1 < argc) log2n = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: store_probe [--log2n K]\n");
-      return 2;
-    }
-  }
+  const int log2n = pmkit::bench::probe_log2n(argc, argv, "store_probe");
   const std::uint32_t n = 1u << log2n;
   cudaDeviceProp prop{};
   ck(cudaGetDeviceProperties(&prop, 0), "device");
@@ -113,7 +82,7 @@ int main(int argc, char** argv) {
   ck(cudaMalloc(&copy, n * sizeof(float4)), "malloc");
   ck(cudaMemset(records, 0, n * sizeof(float4)), "memset");
   const unsigned blocks = (n + 255) / 256;
-  Timer timer;
+  ProbeTimer timer;
   const double copy_ms = timer.median_ms([&] { copy_records<<<blocks, 256>>>(records, n, copy); });
   std::printf("%s, L2 %d MB; 2^%d particles; coalesced 16-byte copy %.3f ms (%.0f GB/s read+write)\n", prop.name,
               prop.l2CacheSize >> 20, log2n, copy_ms, 2.0 * n * sizeof(float4) / copy_ms * 1e-6);
