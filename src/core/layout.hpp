@@ -22,7 +22,7 @@ struct Axis {
   // power of two, h = 1 included), else 0. A double division is a dozen FP64 and XU
   // instructions; binning does one a coordinate (GPU set_points: ~40% of its kernels'
   // instructions were the binning arithmetic, bench/NOTES.md 22).
-  double exact_inverse;
+  double exact_inverse = 0.0;
 
   // Grid coordinate u = (x - origin) / h, wrapped into [0, n) on periodic axes.
   // False for a non-finite x, or an x outside [0, n] on a bounded axis.
