@@ -318,10 +318,11 @@ int main(int argc, char** argv) {
     else if (a == "--case" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--method" && i + 1 < argc) {
       const std::string m = argv[++i];
-      method = m == "tiles" ? SpreadMethod::CudaSharedTiles
-               : m == "atomics" ? SpreadMethod::CudaGlobalAtomics
-                                : SpreadMethod::CpuSlabs;
-      if (method == SpreadMethod::CpuSlabs) {
+      if (m == "tiles") {
+        method = SpreadMethod::CudaSharedTiles;
+      } else if (m == "atomics") {
+        method = SpreadMethod::CudaGlobalAtomics;
+      } else {
         std::fprintf(stderr, "gpu_bench: --method tiles or atomics\n");
         return 2;
       }

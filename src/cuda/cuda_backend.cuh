@@ -97,6 +97,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     const int words = options.deterministic ? kDeterministicWords<T> : kFastWords<T>;
     const int window_nodes = kernels::dispatch(kernel, [](auto k) { return TileWindow<decltype(k), D>::kNodes; });
     const std::size_t per_prop = static_cast<std::size_t>(window_nodes) * words * sizeof(int);
+    stencil_per_window_node_ = std::pow(double(kernel.support()), D) / window_nodes;
+    groups_ = partition_groups();
     tile_props_per_pass_ = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, shared_optin_ / per_prop));
 
     switch (options.spread_method) {
@@ -136,7 +138,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
     timings_ = {};
     const std::size_t tiles = geo_.num_tiles;
-    const Groups groups = partition_groups();
+    const Groups groups = groups_;
     const bool may_partition = partition_fits(n, groups);
     const std::size_t max_pieces = n / PartitionBlock<T>::kItems + groups.count + 1;
     // Every allocation first: nothing of the current binning changes until all succeed.
@@ -316,8 +318,9 @@ class CudaBackend final : public detail::Backend<T, D> {
           "cub::DeviceScan");
   }
 
-  // Pass 1's groups: the fewest tiles a group (a power of two) that keep them within
-  // tuning::kPartitionGroups; one a group where tiles are few.
+  // Pass 1's groups (fixed by the geometry; the constructor keeps them in groups_): the
+  // fewest tiles a group (a power of two) that keep them within tuning::kPartitionGroups;
+  // one a group where tiles are few.
   Groups partition_groups() const {
     Groups g{0, geo_.num_tiles, 0};
     while (g.count > tuning::kPartitionGroups) {
@@ -438,12 +441,11 @@ class CudaBackend final : public detail::Backend<T, D> {
   // The order the tile kernels take each chunk's particles in; null: arrival order.
   const std::uint16_t* taken_order() const { return interleaved_ ? current_.order.get() : nullptr; }
 
-  // Stencil nodes a block's particles touch per node of its tile's window.
-  double window_use(double particles_per_block) const {
-    double nodes = 1;
-    for (int d = 0; d < D; ++d) nodes *= kernel_.support();
-    const double window = kernels::dispatch(kernel_, [](auto k) { return double(TileWindow<decltype(k), D>::kNodes); });
-    return particles_per_block * nodes / window;
+  // Stencil nodes a block's particles touch per node of its tile's window, in the
+  // current binning.
+  double window_use() const {
+    const double per_block = current_.num_chunks ? double(current_.n) / current_.num_chunks : 0.0;
+    return per_block * stencil_per_window_node_;
   }
 
   // Auto: shared tiles unless blocks touch too few nodes of their window to repay its
@@ -453,9 +455,8 @@ class CudaBackend final : public detail::Backend<T, D> {
       method_ = options_.spread_method;
       return;
     }
-    const double per_block = current_.num_chunks ? double(current_.n) / current_.num_chunks : 0.0;
     const bool tiles_fit = tile_props_per_pass_ > 0;
-    method_ = (options_.deterministic || (tiles_fit && window_use(per_block) >= tuning::kSpreadTileMinNodesPerWindowNode))
+    method_ = (options_.deterministic || (tiles_fit && window_use() >= tuning::kSpreadTileMinNodesPerWindowNode))
                   ? SpreadMethod::CudaSharedTiles
                   : SpreadMethod::CudaGlobalAtomics;
   }
@@ -635,8 +636,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     T* binned = binned_values_.get();
     // Scalar windows (the smallest a tile can take) decide whether tiles fit at all.
     const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
-    const double per_block = current_.num_chunks ? double(n) / current_.num_chunks : 0.0;
-    if (window_use(per_block) >= tuning::kInterpTileMinNodesPerWindowNode &&
+    if (window_use() >= tuning::kInterpTileMinNodesPerWindowNode &&
         scalar_shared <= static_cast<std::size_t>(shared_optin_)) {
       with_prop_count(pass.count, [&](auto np) {
         constexpr int NP = decltype(np)::value;
@@ -713,6 +713,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
   int tile_props_per_pass_ = 0;
+  double stencil_per_window_node_ = 0;  // S^D / tile window nodes (window_use)
+  Groups groups_{};
   SpreadMethod method_ = SpreadMethod::CudaGlobalAtomics;
   Timings timings_;
   cudaEvent_t events_[2] = {};

@@ -787,8 +787,8 @@ __device__ __forceinline__ void flush_quads(const detail::Layout<D>& layout, con
 // mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
 // has none), so the rounding is relative to what the block holds. Deterministic mode:
 // from max |q| over all particles and N, identical in every block and every run.
-template <int W, int NP, bool kDeterministic, class T, int kHeld>
-__device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kHeld], const PropPass<T>& pass,
+template <int W, int NP, bool kDeterministic, class T>
+__device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], const PropPass<T>& pass,
                                              double peak_weight, std::size_t n, double* scale) {
   __shared__ double block_abs[NP];
   if constexpr (kDeterministic) {
@@ -802,7 +802,7 @@ __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kHeld], co
     for (int j = 0; j < NP; ++j) {
       double v = 0;
 #pragma unroll
-      for (int r = 0; r < kHeld; ++r) v += fabs(static_cast<double>(q[r].v[j]));
+      for (int r = 0; r < kSlots; ++r) v += fabs(static_cast<double>(q[r].v[j]));
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
     }
