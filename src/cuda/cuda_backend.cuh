@@ -159,9 +159,9 @@ class CudaBackend final : public detail::Backend<T, D> {
     bad_.reserve(1, "binning scratch");
     if (may_partition) {
       same_pairs_.reserve(1, "binning scratch");
-      group_count_.reserve(groups.count + 1, "binning scratch");
+      block_count_.reserve(partition_counts(n, groups) + 1, "binning scratch");
+      block_start_.reserve(partition_counts(n, groups) + 1, "binning scratch");
       group_start_.reserve(groups.count + 1, "binning scratch");
-      group_cursor_.reserve(groups.count, "binning scratch");
       if (groups.bits > 0) {
         parted_.reserve(n, "binning scratch");
         part_key_.reserve(n, "binning scratch");
@@ -177,7 +177,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     if (interleaved_) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
-    for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1}) {
+    for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1,
+                              may_partition ? partition_counts(n, groups) + 1 : std::size_t(1)}) {
       std::size_t bytes = 0;
       check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, bucket_count_.get(), bucket_start_.get(),
                                           static_cast<int>(items)),
@@ -335,6 +336,11 @@ class CudaBackend final : public detail::Backend<T, D> {
   static constexpr std::size_t kPartitionShared = sizeof(typename PartitionBlock<T>::Shared);
   static constexpr std::size_t kPlaceShared = kPartitionShared + PartitionBlock<T>::kItems * sizeof(std::uint32_t);
 
+  // Entries of the partition's count matrix: one per (group, pass-1 block).
+  static std::size_t partition_counts(std::size_t n, Groups groups) {
+    return std::size_t(groups.count) * blocks_for(n, PartitionBlock<T>::kItems);
+  }
+
   // Whether set_points may partition: at least one block of particles, groups within
   // bounds, and the blocks' shared memory available on this device.
   bool partition_fits(std::size_t n, Groups groups) const {
@@ -385,15 +391,18 @@ class CudaBackend final : public detail::Backend<T, D> {
     const std::size_t tiles = geo_.num_tiles;
     const bool two_levels = groups.bits > 0;
     const unsigned pass1_blocks = blocks_for(n, B::kItems);
-    check(cudaMemset(group_count_.get(), 0, (groups.count + 1) * sizeof(std::uint32_t)), "cudaMemset");
-    count_groups_kernel<T, D><<<pass1_blocks, B::kThreads>>>(layout_, geo_, pos, n, groups, group_count_.get(),
+    const std::size_t counts = partition_counts(n, groups);
+    check(cudaMemset(block_count_.get() + counts, 0, sizeof(std::uint32_t)), "cudaMemset");  // the scan's total
+    count_groups_kernel<T, D><<<pass1_blocks, B::kThreads>>>(layout_, geo_, pos, n, groups, block_count_.get(),
                                                              bad_.get());
     check_launch("pmkit::cuda::set_points::count_groups");
     reject_if_bad(pos);
-    scan(group_count_.get(), group_start_.get(), groups.count + 1);
-    check(cudaMemcpy(group_cursor_.get(), group_start_.get(), groups.count * sizeof(std::uint32_t),
-                     cudaMemcpyDeviceToDevice),
-          "set_points: group cursors");
+    scan(block_count_.get(), block_start_.get(), counts + 1);
+    // Each group starts where its first block's run does (the last entry: the total).
+    check(cudaMemcpy2DAsync(group_start_.get(), sizeof(std::uint32_t), block_start_.get(),
+                            pass1_blocks * sizeof(std::uint32_t), sizeof(std::uint32_t), groups.count + 1,
+                            cudaMemcpyDeviceToDevice),
+          "set_points: group starts");
     const PartitionOut<T> out = two_levels
                                     ? PartitionOut<T>{parted_.get(), rank_.get(), part_key_.get(), spare_.slot.get()}
                                     : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
@@ -402,7 +411,7 @@ class CudaBackend final : public detail::Backend<T, D> {
                                static_cast<int>(kPartitionShared)),
           "cudaFuncSetAttribute");
     partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared>>>(
-        layout_, geo_, pos, n, groups, group_cursor_.get(), spare_.tile_of.get(), out);
+        layout_, geo_, pos, n, groups, block_start_.get(), spare_.tile_of.get(), out);
     check_launch("pmkit::cuda::set_points::partition");
     if (!two_levels) return group_start_.get();  // the groups are the tiles
 
@@ -725,7 +734,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;
   // the partition (kernels.cuh): per group, per piece of pass 2; records and tile keys
   // in pass-1 order
-  DeviceBuffer<std::uint32_t> same_pairs_, group_count_, group_start_, group_cursor_, piece_count_, piece_start_,
+  DeviceBuffer<std::uint32_t> same_pairs_, block_count_, block_start_, group_start_, piece_count_, piece_start_,
       piece_base_;
   DeviceBuffer<Chunk> pieces_;
   DeviceBuffer<Packed<T>> parted_;

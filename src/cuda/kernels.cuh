@@ -320,12 +320,14 @@ __global__ void same_tile_pairs_kernel(detail::Layout<D> layout, BinGeometry<D> 
 }
 
 // Count: validates every position (the first bad one is reported, as by classify_kernel)
-// and adds each group's particles to group_count: shared counters, one global atomic
-// per (block, group present).
+// and writes each group's count of the block's particles to block_count[group * blocks +
+// block] (every group, zeros included): their exclusive scan gives each (block, group) run
+// its first place. Those places follow the caller's order inside every group, the same
+// in every run (atomic cursors did not: bench/NOTES.md 25).
 template <class T, int D>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     count_groups_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
-                        Groups groups, std::uint32_t* group_count, unsigned long long* first_bad) {
+                        Groups groups, std::uint32_t* block_count, unsigned long long* first_bad) {
   using B = PartitionBlock<T>;
   __shared__ std::uint32_t count[tuning::kMaxPartitionKeys];
   for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x) count[g] = 0;
@@ -340,7 +342,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   }
   __syncthreads();
   for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x)
-    if (count[g] != 0) atomicAdd(group_count + g, count[g]);
+    block_count[static_cast<std::size_t>(g) * gridDim.x + blockIdx.x] = count[g];
 }
 
 // Where pass 1 writes, by pass-1 place: records, and the caller's index of each (perm
@@ -354,13 +356,13 @@ struct PartitionOut {
   std::uint32_t* place;
 };
 
-// Pass 1: the count's blocks (positions validated there) bin again, sort by group, take
-// each group's share with one atomic on its cursor (initialised to the group's start)
-// and store in sorted order. Also writes tile_of (update_points), coalesced.
+// Pass 1: the count's blocks (positions validated there) bin again, sort by group and
+// store each group's run at its place from the scanned counts (block_start, laid out as
+// block_count). Also writes tile_of (update_points), coalesced.
 template <class T, int D>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     partition_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
-                     Groups groups, std::uint32_t* group_cursor, std::uint32_t* tile_of, PartitionOut<T> out) {
+                     Groups groups, const std::uint32_t* block_start, std::uint32_t* tile_of, PartitionOut<T> out) {
   using B = PartitionBlock<T>;
   typename B::Shared& sh = B::shared();
   const std::size_t base = blockIdx.x * static_cast<std::size_t>(B::kItems);
@@ -384,7 +386,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   }
   place_runs<T>(
       sh, key, value, groups.key_bits, groups.count,
-      [&](std::uint32_t g, std::uint32_t items) { return atomicAdd(group_cursor + g, items); },
+      [&](std::uint32_t g, std::uint32_t) { return block_start[static_cast<std::size_t>(g) * gridDim.x + blockIdx.x]; },
       [&](std::uint32_t dst, std::uint32_t v) {
         const std::uint32_t j = v & 0xffffu;
         out.records[dst] = sh.records[j];
