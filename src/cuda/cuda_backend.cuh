@@ -417,7 +417,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
     // Pass 2: the pieces of each group (Chunks whose `tile` is the group).
     check(cudaMemset(piece_count_.get(), 0, (groups.count + 1) * sizeof(std::uint32_t)), "cudaMemset");
-    check(cudaMemset(bucket_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    check(cudaMemset(bucket_count_.get() + tiles, 0, sizeof(std::uint32_t)), "cudaMemset");  // the scan's total
     const Buckets whole{0};
     chunk_count_kernel<<<blocks_for(groups.count, 256), 256>>>(groups.count, whole, group_start_.get(), B::kItems,
                                                                piece_count_.get());
@@ -430,8 +430,11 @@ class CudaBackend final : public detail::Backend<T, D> {
     const unsigned piece_blocks = static_cast<unsigned>(max_pieces);
     const std::uint32_t* num_pieces = piece_start_.get() + groups.count;
     count_piece_tiles_kernel<<<piece_blocks, B::kThreads>>>(groups, geo_.num_tiles, pieces_.get(), num_pieces,
-                                                             part_key_.get(), bucket_count_.get(), piece_base_.get());
+                                                             part_key_.get(), piece_base_.get());
     check_launch("pmkit::cuda::set_points::count_piece_tiles");
+    piece_bases_kernel<<<blocks_for(tiles, 256), 256>>>(groups, geo_.num_tiles, piece_start_.get(),
+                                                         piece_base_.get(), bucket_count_.get());
+    check_launch("pmkit::cuda::set_points::piece_bases");
     scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
     check(cudaFuncSetAttribute(place_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(kPlaceShared)),

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <cub/block/block_exchange.cuh>
 #include <cub/block/block_radix_sort.cuh>
 
 #include "core/layout.hpp"
@@ -238,11 +239,17 @@ struct PartitionBlock {
   static constexpr int kMaxKeys = tuning::kMaxPartitionKeys;
   static_assert(kItems <= 65536, "block-local indices are 16-bit (the low half of a sort value)");
   using Sort = cub::BlockRadixSort<std::uint16_t, kThreads, kPerThread, std::uint32_t, tuning::kPartitionRadixBits>;
+  // Items are loaded striped (coalesced); the sort is stable in the blocked order, so
+  // they are exchanged to blocked first and equal keys keep the block-local order.
+  using KeyExchange = cub::BlockExchange<std::uint16_t, kThreads, kPerThread>;
+  using ValueExchange = cub::BlockExchange<std::uint32_t, kThreads, kPerThread>;
   // Dynamic shared memory (> 48 KB; the backend opts in). The union's members live one
   // after the other, with barriers between (place_runs).
   struct Shared {
     union {
       typename Sort::TempStorage sort;
+      typename KeyExchange::TempStorage key_exchange;
+      typename ValueExchange::TempStorage value_exchange;
       std::uint16_t sorted_key[kItems];
       std::uint32_t dst[kItems];  // by block-local index: where the item went
     } u;
@@ -257,8 +264,9 @@ struct PartitionBlock {
   __device__ static std::uint32_t local(int k) { return threadIdx.x + k * kThreads; }
 };
 
-// Sorts the block's items by key (bits [0, end_bit); the low 16 bits of a value are the
-// item's block-local index), then gives each run of equal keys below `unused` its place,
+// Sorts the block's items (held striped: item k of thread t has block-local index
+// local(k)) stably by key (bits [0, end_bit); the low 16 bits of a value are the item's
+// block-local index), so each run keeps the block-local order, then gives each run of equal keys below `unused` its place,
 // first(key, items in the run) = the global slot of the run's first item, and calls
 // emit(slot, value) for every item in the sorted order, striped: thread t takes sorted
 // places t, t + kThreads, ..., so consecutive lanes store consecutive slots of a run
@@ -270,6 +278,10 @@ __device__ __forceinline__ void place_runs(typename PartitionBlock<T>::Shared& s
                                            std::uint32_t unused, First&& first, Emit&& emit) {
   using B = PartitionBlock<T>;
   __syncthreads();  // records staged; sh.u may still be read by a previous use
+  typename B::KeyExchange(sh.u.key_exchange).StripedToBlocked(key);
+  __syncthreads();
+  typename B::ValueExchange(sh.u.value_exchange).StripedToBlocked(value);
+  __syncthreads();
   typename B::Sort(sh.u.sort).SortBlockedToStriped(key, value, 0, end_bit);
   __syncthreads();
 #pragma unroll
@@ -402,14 +414,12 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
 }
 
 // Pass 2, counting: each piece (a Chunk of at most PartitionBlock::kItems of one group;
-// its `tile` is the group) adds its particles per tile to tile_count, and keeps per tile
-// of the group the total before it (its share's offset inside the tile: piece_base).
-// Keys are read coalesced (2 bytes each); shared counters, one global atomic per
-// (piece, tile present).
+// its `tile` is the group) writes its count of particles per tile of the group to
+// piece_base (zeros included), which piece_bases_kernel turns into offsets. Keys are read
+// coalesced (2 bytes each); shared counters.
 static __global__ void __launch_bounds__(tuning::kPartitionThreads)
     count_piece_tiles_kernel(Groups groups, std::uint32_t num_tiles, const Chunk* pieces,
-                             const std::uint32_t* num_pieces, const std::uint16_t* keys, std::uint32_t* tile_count,
-                             std::uint32_t* piece_base) {
+                             const std::uint32_t* num_pieces, const std::uint16_t* keys, std::uint32_t* piece_base) {
   __shared__ std::uint32_t count[tuning::kMaxPartitionKeys];
   if (blockIdx.x >= *num_pieces) return;
   const Chunk piece = pieces[blockIdx.x];
@@ -420,8 +430,27 @@ static __global__ void __launch_bounds__(tuning::kPartitionThreads)
   for (std::uint32_t k = threadIdx.x; k < piece.count; k += blockDim.x) atomicAdd(&count[keys[piece.begin + k]], 1u);
   __syncthreads();
   std::uint32_t* base = piece_base + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
-  for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x)
-    base[t] = count[t] != 0 ? atomicAdd(tile_count + first_tile + t, count[t]) : 0u;
+  for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x) base[t] = count[t];
+}
+
+// Pass 2, offsets: one thread per tile scans its column of piece_base down the pieces of
+// its group (in pass-1 order: ~8 at 2^24 / 256^3), leaving each piece's offset inside the
+// tile, and writes the tile's total to tile_count. Offsets in piece order, not from
+// atomics: with the stable block sorts, a tile's particles keep the caller's order, the
+// same in every run (update_points' stores then advance through the tiles: NOTES 26).
+static __global__ void piece_bases_kernel(Groups groups, std::uint32_t num_tiles, const std::uint32_t* piece_start,
+                                          std::uint32_t* piece_base, std::uint32_t* tile_count) {
+  const std::uint32_t tile = blockIdx.x * blockDim.x + threadIdx.x;
+  if (tile >= num_tiles) return;
+  const std::uint32_t g = tile >> groups.bits, t = tile - (g << groups.bits);
+  std::uint32_t sum = 0;
+  for (std::uint32_t p = piece_start[g]; p < piece_start[g + 1]; ++p) {
+    std::uint32_t& entry = piece_base[(static_cast<std::size_t>(p) << groups.bits) + t];
+    const std::uint32_t count = entry;
+    entry = sum;
+    sum += count;
+  }
+  tile_count[tile] = sum;
 }
 
 // Pass 2, moving: each piece sorts by tile within the group and stores its runs at
