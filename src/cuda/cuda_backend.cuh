@@ -168,7 +168,7 @@ class CudaBackend final : public detail::Backend<T, D> {
         piece_count_.reserve(groups.count + 1, "binning scratch");
         piece_start_.reserve(groups.count + 1, "binning scratch");
         pieces_.reserve(max_pieces, "binning scratch");
-        piece_base_.reserve(max_pieces << groups.bits, "binning scratch");
+        piece_count_tiles_.reserve(max_pieces << groups.bits, "binning scratch");
       }
     }
     spare_.particles.reserve(n, "binned particles");
@@ -334,7 +334,8 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   // Shared memory of the partition's blocks: pass 1, and pass 2 (its caller indices too).
   static constexpr std::size_t kPartitionShared = sizeof(typename PartitionBlock<T>::Shared);
-  static constexpr std::size_t kPlaceShared = kPartitionShared + PartitionBlock<T>::kItems * sizeof(std::uint32_t);
+  static constexpr std::size_t kPlaceShared =
+      kPartitionShared + (PartitionBlock<T>::kItems + PartitionBlock<T>::kMaxKeys) * sizeof(std::uint32_t);
 
   // Entries of the partition's count matrix: one per (group, pass-1 block).
   static std::size_t partition_counts(std::size_t n, Groups groups) {
@@ -392,11 +393,15 @@ class CudaBackend final : public detail::Backend<T, D> {
     const bool two_levels = groups.bits > 0;
     const unsigned pass1_blocks = blocks_for(n, B::kItems);
     const std::size_t counts = partition_counts(n, groups);
-    check(cudaMemset(block_count_.get() + counts, 0, sizeof(std::uint32_t)), "cudaMemset");  // the scan's total
-    count_groups_kernel<T, D><<<pass1_blocks, B::kThreads>>>(layout_, geo_, pos, n, groups, block_count_.get(),
+    // Counts a row a block (in block_start_), transposed to a row a group (block_count_).
+    count_groups_kernel<T, D><<<pass1_blocks, B::kThreads>>>(layout_, geo_, pos, n, groups, block_start_.get(),
                                                              bad_.get());
     check_launch("pmkit::cuda::set_points::count_groups");
     reject_if_bad(pos);
+    transpose_counts_kernel<<<dim3((groups.count + 31) / 32, (pass1_blocks + 31) / 32), dim3(32, 8)>>>(
+        block_start_.get(), pass1_blocks, groups.count, block_count_.get());
+    check_launch("pmkit::cuda::set_points::transpose_counts");
+    check(cudaMemset(block_count_.get() + counts, 0, sizeof(std::uint32_t)), "cudaMemset");  // the scan's total
     scan(block_count_.get(), block_start_.get(), counts + 1);
     // Each group starts where its first block's run does (the last entry: the total).
     check(cudaMemcpy2DAsync(group_start_.get(), sizeof(std::uint32_t), block_start_.get(),
@@ -417,7 +422,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
     // Pass 2: the pieces of each group (Chunks whose `tile` is the group).
     check(cudaMemset(piece_count_.get(), 0, (groups.count + 1) * sizeof(std::uint32_t)), "cudaMemset");
-    check(cudaMemset(bucket_count_.get() + tiles, 0, sizeof(std::uint32_t)), "cudaMemset");  // the scan's total
+    check(cudaMemset(bucket_count_.get(), 0, (tiles + 1) * sizeof(std::uint32_t)), "cudaMemset");
     const Buckets whole{0};
     chunk_count_kernel<<<blocks_for(groups.count, 256), 256>>>(groups.count, whole, group_start_.get(), B::kItems,
                                                                piece_count_.get());
@@ -430,19 +435,16 @@ class CudaBackend final : public detail::Backend<T, D> {
     const unsigned piece_blocks = static_cast<unsigned>(max_pieces);
     const std::uint32_t* num_pieces = piece_start_.get() + groups.count;
     count_piece_tiles_kernel<<<piece_blocks, B::kThreads>>>(groups, geo_.num_tiles, pieces_.get(), num_pieces,
-                                                             part_key_.get(), piece_base_.get());
+                                                             part_key_.get(), bucket_count_.get(),
+                                                             piece_count_tiles_.get());
     check_launch("pmkit::cuda::set_points::count_piece_tiles");
-    piece_bases_kernel<<<blocks_for(tiles, 256), 256>>>(groups, geo_.num_tiles, piece_start_.get(),
-                                                         piece_base_.get(), bucket_count_.get());
-    check_launch("pmkit::cuda::set_points::piece_bases");
     scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
     check(cudaFuncSetAttribute(place_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(kPlaceShared)),
           "cudaFuncSetAttribute");
-    place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(groups, pieces_.get(), num_pieces, part_key_.get(),
-                                                                 parted_.get(), rank_.get(), bucket_start_.get(),
-                                                                 piece_base_.get(), spare_.particles.get(),
-                                                                 spare_.perm.get());
+    place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(
+        groups, pieces_.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(), rank_.get(),
+        bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(), spare_.perm.get());
     check_launch("pmkit::cuda::set_points::place");
     compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(n, rank_.get(),
                                                                                          spare_.slot.get());
@@ -738,7 +740,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   // the partition (kernels.cuh): per group, per piece of pass 2; records and tile keys
   // in pass-1 order
   DeviceBuffer<std::uint32_t> same_pairs_, block_count_, block_start_, group_start_, piece_count_, piece_start_,
-      piece_base_;
+      piece_count_tiles_;
   DeviceBuffer<Chunk> pieces_;
   DeviceBuffer<Packed<T>> parted_;
   DeviceBuffer<std::uint16_t> part_key_;

@@ -332,10 +332,11 @@ __global__ void same_tile_pairs_kernel(detail::Layout<D> layout, BinGeometry<D> 
 }
 
 // Count: validates every position (the first bad one is reported, as by classify_kernel)
-// and writes each group's count of the block's particles to block_count[group * blocks +
-// block] (every group, zeros included): their exclusive scan gives each (block, group) run
-// its first place. Those places follow the caller's order inside every group, the same
-// in every run (atomic cursors did not: bench/NOTES.md 25).
+// and writes each group's count of the block's particles to block_count[block * groups +
+// group] (every group, zeros included; a row a block, coalesced). Transposed to group
+// order (transpose_counts_kernel), their exclusive scan gives each (group, block) run its
+// first place. Those places follow the caller's order inside every group, the same in
+// every run (atomic cursors did not: bench/NOTES.md 26).
 template <class T, int D>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     count_groups_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
@@ -354,7 +355,24 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   }
   __syncthreads();
   for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x)
-    block_count[static_cast<std::size_t>(g) * gridDim.x + blockIdx.x] = count[g];
+    block_count[static_cast<std::size_t>(blockIdx.x) * groups.count + g] = count[g];
+}
+
+// out[c * rows + r] = in[r * cols + c], through 32 x 32 tiles in shared memory (both sides
+// coalesced; strided stores of the count rows measured 46 us at 2^24: NOTES 26).
+static __global__ void transpose_counts_kernel(const std::uint32_t* in, std::uint32_t rows, std::uint32_t cols,
+                                               std::uint32_t* out) {
+  __shared__ std::uint32_t tile[32][33];
+  const std::uint32_t c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+  for (std::uint32_t y = threadIdx.y; y < 32; y += blockDim.y) {
+    const std::uint32_t r = r0 + y, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[y][threadIdx.x] = in[static_cast<std::size_t>(r) * cols + c];
+  }
+  __syncthreads();
+  for (std::uint32_t y = threadIdx.y; y < 32; y += blockDim.y) {
+    const std::uint32_t c = c0 + y, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) out[static_cast<std::size_t>(c) * rows + r] = tile[threadIdx.x][y];
+  }
 }
 
 // Where pass 1 writes, by pass-1 place: records, and the caller's index of each (perm
@@ -415,11 +433,12 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
 
 // Pass 2, counting: each piece (a Chunk of at most PartitionBlock::kItems of one group;
 // its `tile` is the group) writes its count of particles per tile of the group to
-// piece_base (zeros included), which piece_bases_kernel turns into offsets. Keys are read
-// coalesced (2 bytes each); shared counters.
+// piece_count (zeros included) and adds them to tile_count (sums: the same whatever the
+// atomics' order). Keys are read coalesced (2 bytes each); shared counters.
 static __global__ void __launch_bounds__(tuning::kPartitionThreads)
     count_piece_tiles_kernel(Groups groups, std::uint32_t num_tiles, const Chunk* pieces,
-                             const std::uint32_t* num_pieces, const std::uint16_t* keys, std::uint32_t* piece_base) {
+                             const std::uint32_t* num_pieces, const std::uint16_t* keys, std::uint32_t* tile_count,
+                             std::uint32_t* piece_count) {
   __shared__ std::uint32_t count[tuning::kMaxPartitionKeys];
   if (blockIdx.x >= *num_pieces) return;
   const Chunk piece = pieces[blockIdx.x];
@@ -429,45 +448,40 @@ static __global__ void __launch_bounds__(tuning::kPartitionThreads)
   __syncthreads();
   for (std::uint32_t k = threadIdx.x; k < piece.count; k += blockDim.x) atomicAdd(&count[keys[piece.begin + k]], 1u);
   __syncthreads();
-  std::uint32_t* base = piece_base + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
-  for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x) base[t] = count[t];
-}
-
-// Pass 2, offsets: one thread per tile scans its column of piece_base down the pieces of
-// its group (in pass-1 order: ~8 at 2^24 / 256^3), leaving each piece's offset inside the
-// tile, and writes the tile's total to tile_count. Offsets in piece order, not from
-// atomics: with the stable block sorts, a tile's particles keep the caller's order, the
-// same in every run (update_points' stores then advance through the tiles: NOTES 26).
-static __global__ void piece_bases_kernel(Groups groups, std::uint32_t num_tiles, const std::uint32_t* piece_start,
-                                          std::uint32_t* piece_base, std::uint32_t* tile_count) {
-  const std::uint32_t tile = blockIdx.x * blockDim.x + threadIdx.x;
-  if (tile >= num_tiles) return;
-  const std::uint32_t g = tile >> groups.bits, t = tile - (g << groups.bits);
-  std::uint32_t sum = 0;
-  for (std::uint32_t p = piece_start[g]; p < piece_start[g + 1]; ++p) {
-    std::uint32_t& entry = piece_base[(static_cast<std::size_t>(p) << groups.bits) + t];
-    const std::uint32_t count = entry;
-    entry = sum;
-    sum += count;
+  std::uint32_t* row = piece_count + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
+  for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x) {
+    row[t] = count[t];
+    if (count[t] != 0) atomicAdd(tile_count + first_tile + t, count[t]);
   }
-  tile_count[tile] = sum;
 }
 
 // Pass 2, moving: each piece sorts by tile within the group and stores its runs at
-// tile_start + piece_base (runs of ~64 at 2^24 / 256^3): the binned records and perm.
-// index holds each pass-1 place's caller index; it gets the place's binned slot
-// (read first by the same block), for compose_slot_kernel.
+// tile_start + the counts of the group's earlier pieces in that tile (runs of ~64 at
+// 2^24 / 256^3): the binned records and perm. Offsets in piece order, not from atomics:
+// with the stable block sorts, a tile's particles keep the caller's order, the same in
+// every run (update_points' stores then advance through the tiles: NOTES 26). index holds
+// each pass-1 place's caller index; it gets the place's binned slot (read first by the
+// same block), for compose_slot_kernel.
 template <class T>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
-    place_kernel(Groups groups, const Chunk* pieces, const std::uint32_t* num_pieces, const std::uint16_t* keys,
-                 const Packed<T>* parted, std::uint32_t* index, const std::uint32_t* tile_start,
-                 const std::uint32_t* piece_base, Packed<T>* particles, std::uint32_t* perm) {
+    place_kernel(Groups groups, const Chunk* pieces, const std::uint32_t* num_pieces, const std::uint32_t* piece_start,
+                 const std::uint16_t* keys, const Packed<T>* parted, std::uint32_t* index,
+                 const std::uint32_t* tile_start, const std::uint32_t* piece_count, Packed<T>* particles,
+                 std::uint32_t* perm) {
   using B = PartitionBlock<T>;
   typename B::Shared& sh = B::shared();
   std::uint32_t* caller = reinterpret_cast<std::uint32_t*>(&sh + 1);  // by block-local index
+  std::uint32_t* tile_offset = caller + B::kItems;                    // by tile of the group
   if (blockIdx.x >= *num_pieces) return;
   const Chunk piece = pieces[blockIdx.x];
   const std::uint32_t unused = 1u << groups.bits;
+  // The pieces of a group are consecutive, in pass-1 order (~8 at 2^24 / 256^3).
+  for (std::uint32_t t = threadIdx.x; t < unused; t += blockDim.x) {
+    std::uint32_t sum = 0;
+    for (std::uint32_t p = piece_start[piece.tile]; p < blockIdx.x; ++p)
+      sum += piece_count[(static_cast<std::size_t>(p) << groups.bits) + t];
+    tile_offset[t] = sum;
+  }
   std::uint16_t key[B::kPerThread];
   std::uint32_t value[B::kPerThread];
 #pragma unroll
@@ -482,10 +496,9 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
     }
   }
   const std::uint32_t* tile_first = tile_start + (piece.tile << groups.bits);
-  const std::uint32_t* base = piece_base + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
-  place_runs<T>(
+  place_runs<T>(  // its first barrier orders tile_offset too
       sh, key, value, groups.bits + 1, unused,
-      [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + base[t]; },
+      [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
       [&](std::uint32_t dst, std::uint32_t j) {
         particles[dst] = sh.records[j];
         perm[dst] = caller[j];
