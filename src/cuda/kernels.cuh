@@ -237,6 +237,9 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 //     each group's pieces -> tile order, runs of ~kItems / tiles a group (64);
 //   compose_slot_kernel: slot (caller -> pass-1 place) -> binned slot.
 // Where the groups are the tiles (bits = 0) pass 1 writes the binning itself.
+// Every place comes from counts in block order (scans, not atomic cursors) and the block
+// sorts are stable, so the whole is a stable sort by tile: a tile's particles keep the
+// caller's order, the same in every run (bench/NOTES.md 26).
 
 // Pass 1's groups: tile >> bits; count of them; key_bits: the sort's bits, enough for
 // the key `count` that marks a block's unused items.
