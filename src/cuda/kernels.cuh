@@ -24,28 +24,6 @@ struct alignas(4 * sizeof(T)) Packed {
   std::uint32_t cell;
 };
 
-// Loads a record as whole 16-byte vectors (as store_record stores it): a struct copy of
-// Packed<double> is three loads (16 + 8 + 4 bytes), three L1 wavefronts a warp.
-template <class T>
-__device__ __forceinline__ Packed<T> load_record(const Packed<T>* from) {
-  const uint4* src = reinterpret_cast<const uint4*>(from);
-  Packed<T> p;
-  const uint4 a = __ldg(src);
-  if constexpr (sizeof(T) == 4) {
-    p.s[0] = __uint_as_float(a.x);
-    p.s[1] = __uint_as_float(a.y);
-    p.s[2] = __uint_as_float(a.z);
-    p.cell = a.w;
-  } else {
-    const uint4 b = __ldg(src + 1);
-    p.s[0] = __hiloint2double(static_cast<int>(a.y), static_cast<int>(a.x));
-    p.s[1] = __hiloint2double(static_cast<int>(a.w), static_cast<int>(a.z));
-    p.s[2] = __hiloint2double(static_cast<int>(b.y), static_cast<int>(b.x));
-    p.cell = b.z;
-  }
-  return p;
-}
-
 // Stores a record as whole 16-byte vectors: one in float, two in double, where a plain
 // struct copy of Packed<double> compiles to three stores (16 + 8 + 4 bytes). A scattered
 // store costs one L2 request per lane and instruction, so update_points' double stores
@@ -962,7 +940,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i >= chunk.count) break;
-    const Packed<T> particle = load_record(particles + chunk.begin + taken(order, chunk, i));
+    const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
     if (particle.cell == kAwayCell) continue;
     const Values<T, NP> qr = pick(q, r);
     const int origin = Window::origin(geo, particle.cell, tile);
@@ -1039,7 +1017,7 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
                           const std::uint32_t* slots, const std::uint32_t* perm, std::size_t n, PropPass<T> pass) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const Packed<T> particle = load_record(particles + i);
+  const Packed<T> particle = particles[i];
   if (particle.cell == kAwayCell) return;
   int base[D];
   T s[D];
@@ -1066,7 +1044,7 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
                   std::size_t binned_stride) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const Packed<T> particle = load_record(particles + i);
+  const Packed<T> particle = particles[i];
   if (particle.cell == kAwayCell) return;
   int base[D];
   T s[D];
@@ -1136,7 +1114,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     if (i < chunk.count) {
       local[r] = taken(order, chunk, i);
-      mine[r] = load_record(particles + chunk.begin + local[r]);
+      mine[r] = particles[chunk.begin + local[r]];
     }
   }
   int tile[D];
