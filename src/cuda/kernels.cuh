@@ -72,17 +72,12 @@ struct BinGeometry {
   }
   __host__ __device__ bool bit_fields() const { return shift[0] >= 0; }
 
-  // One axis of the encoding, from the last axis down to x (so that the binning loop
-  // keeps no array of coordinates: that raised partition_kernel from 64 to 84 registers,
-  // one block an SM instead of two, NOTES 30).
-  __host__ __device__ std::uint32_t encode_axis(std::uint32_t cell, int d, int home) const {
-    return bit_fields() ? cell | (static_cast<std::uint32_t>(home) << shift[d])
-                        : cell * static_cast<std::uint32_t>(keys[d]) + static_cast<std::uint32_t>(home);
-  }
   __host__ __device__ std::uint32_t encode(const int (&home)[D]) const {
     std::uint32_t cell = 0;
     PMKIT_UNROLL
-    for (int d = D - 1; d >= 0; --d) cell = encode_axis(cell, d, home[d]);
+    for (int d = D - 1; d >= 0; --d)
+      cell = bit_fields() ? cell | (static_cast<std::uint32_t>(home[d]) << shift[d])
+                          : cell * static_cast<std::uint32_t>(keys[d]) + static_cast<std::uint32_t>(home[d]);
     return cell;
   }
   __host__ __device__ void decode(std::uint32_t cell, int (&home)[D]) const {
@@ -150,7 +145,7 @@ template <class T, int D>
 __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
                                              std::uint32_t& tile) {
-  std::uint32_t cell = 0;
+  int home[D];
   tile = 0;
   PMKIT_UNROLL
   for (int d = D - 1; d >= 0; --d) {
@@ -159,13 +154,12 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
     int base;
     double s;
     kernels::locate(geo.support, u, base, s);
-    int home = base + (geo.support - 1) / 2;
-    if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
-    cell = geo.encode_axis(cell, d, home);
-    tile = tile * geo.tiles[d] + home / BinGeometry<D>::kEdge;  // a power of two: a shift
+    home[d] = base + (geo.support - 1) / 2;
+    if (home[d] >= geo.keys[d]) home[d] -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
+    tile = tile * geo.tiles[d] + home[d] / BinGeometry<D>::kEdge;  // a power of two: a shift
     p.s[d] = static_cast<T>(s);
   }
-  p.cell = cell;
+  p.cell = geo.encode(home);
   return true;
 }
 
