@@ -7,6 +7,7 @@
 
 #if defined(PMKIT_WITH_CUDA)
 #include "cuda_support.hpp"
+#include "cuda/tuning.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -189,7 +190,9 @@ TEST(Cuda, PartitionOrderIsStableAndReproducible) {
   std::mt19937_64 rng(seed);
   for (const auto& cells : {std::array<std::int64_t, 3>{64, 56, 60}, std::array<std::int64_t, 3>{128, 120, 112}}) {
     const Grid<3> grid = make_grid<3>(cells, BoundaryKind::Periodic);
-    const std::size_t tiles = std::size_t((cells[0] + 7) / 8) * ((cells[1] + 7) / 8) * ((cells[2] + 7) / 8);
+    const std::int64_t edge = pmkit::cuda::tuning::tile_edge(3);
+    const std::size_t tiles = std::size_t((cells[0] + edge - 1) / edge) * ((cells[1] + edge - 1) / edge) *
+                              ((cells[2] + edge - 1) / edge);
     SCOPED_TRACE(std::to_string(tiles) + " tiles");
     const auto pos = make_positions<float, 3>(grid, Distribution::Uniform, 300000, rng);
     const std::size_t n = pos[0].size();

@@ -141,6 +141,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     const Groups groups = groups_;
     const bool may_partition = partition_fits(n, groups);
     const std::size_t max_pieces = n / PartitionBlock<T>::kItems + groups.count + 1;
+    const std::size_t block_counts = may_partition ? partition_counts(n, groups) : 0;
     // Every allocation first: nothing of the current binning changes until all succeed.
     if (options_.host_arrays) {
       staging_positions_.reserve(n * D, "position staging");
@@ -159,8 +160,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     bad_.reserve(1, "binning scratch");
     if (may_partition) {
       same_pairs_.reserve(1, "binning scratch");
-      block_count_.reserve(partition_counts(n, groups) + 1, "binning scratch");
-      block_start_.reserve(partition_counts(n, groups) + 1, "binning scratch");
+      block_count_.reserve(block_counts + 1, "binning scratch");
+      block_start_.reserve(block_counts + 1, "binning scratch");
       group_start_.reserve(groups.count + 1, "binning scratch");
       if (groups.bits > 0) {
         parted_.reserve(n, "binning scratch");
@@ -177,8 +178,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     if (interleaved_) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
-    for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1,
-                              may_partition ? partition_counts(n, groups) + 1 : std::size_t(1)}) {
+    for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
       std::size_t bytes = 0;
       check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, bucket_count_.get(), bucket_start_.get(),
                                           static_cast<int>(items)),

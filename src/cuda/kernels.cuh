@@ -286,11 +286,12 @@ struct PartitionBlock {
 
 // Sorts the block's items (held striped: item k of thread t has block-local index
 // local(k)) stably by key (bits [0, end_bit); the low 16 bits of a value are the item's
-// block-local index), so each run keeps the block-local order, then gives each run of equal keys below `unused` its place,
-// first(key, items in the run) = the global slot of the run's first item, and calls
-// emit(slot, value) for every item in the sorted order, striped: thread t takes sorted
-// places t, t + kThreads, ..., so consecutive lanes store consecutive slots of a run
-// (whole lines where runs are long enough). emit may write sh.u.dst.
+// block-local index), so each run keeps the block-local order. Then gives each run of
+// equal keys below `unused` its place, first(key, items in the run) = the global slot of
+// the run's first item, and calls emit(slot, value) for every item in the sorted order,
+// striped: thread t takes sorted places t, t + kThreads, ..., so consecutive lanes store
+// consecutive slots of a run (whole lines where runs are long enough). emit may write
+// sh.u.dst.
 template <class T, class First, class Emit>
 __device__ __forceinline__ void place_runs(typename PartitionBlock<T>::Shared& sh,
                                            std::uint16_t (&key)[PartitionBlock<T>::kPerThread],
