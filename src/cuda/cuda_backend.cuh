@@ -78,6 +78,7 @@ class CudaBackend final : public detail::Backend<T, D> {
       keys *= geo_.keys[d];
       tiles *= geo_.tiles[d];
     }
+    geo_.choose_cell_encoding();
     geo_.support = kernel.support();
     geo_.num_tiles = static_cast<std::uint32_t>(tiles);
     geo_.peak_weight = std::pow(reference::weight(kernel, 0.0), D);  // symmetric kernels peak at 0

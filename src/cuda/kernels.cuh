@@ -51,8 +51,48 @@ struct BinGeometry {
   int support;
   std::uint32_t num_tiles;
   double peak_weight;  // largest weight one node gets from one particle (kernel peak ^ D)
+  // A cell is its home node's coordinates as bit fields (x lowest; field d starts at
+  // bit shift[d]) where they fit in 31 bits, else as a mixed-radix number over keys
+  // (shift[0] < 0). Fields decode by shifts; the mixed radix by two run-time divisions,
+  // ~20 instructions each with an XU reciprocal, in every kernel that reads a record
+  // (bench/NOTES.md 30). 31 bits keep every cell below kAwayCell.
+  int shift[D];
 
+  // Sets shift from keys: fields where their widths add up to at most 31 bits, else the
+  // mixed radix (only the largest grids: a bounded 1024^3 takes 3 x 11 bits).
+  __host__ void choose_cell_encoding() {
+    int bits = 0;
+    for (int d = 0; d < D; ++d) {
+      shift[d] = bits;
+      int width = 0;
+      while ((std::int64_t(1) << width) < keys[d]) ++width;
+      bits += width;
+    }
+    if (bits > 31) shift[0] = -1;
+  }
+  __host__ __device__ bool bit_fields() const { return shift[0] >= 0; }
+
+  // One axis of the encoding, from the last axis down to x (so that the binning loop
+  // keeps no array of coordinates: that raised partition_kernel from 64 to 84 registers,
+  // one block an SM instead of two, NOTES 30).
+  __host__ __device__ std::uint32_t encode_axis(std::uint32_t cell, int d, int home) const {
+    return bit_fields() ? cell | (static_cast<std::uint32_t>(home) << shift[d])
+                        : cell * static_cast<std::uint32_t>(keys[d]) + static_cast<std::uint32_t>(home);
+  }
+  __host__ __device__ std::uint32_t encode(const int (&home)[D]) const {
+    std::uint32_t cell = 0;
+    PMKIT_UNROLL
+    for (int d = D - 1; d >= 0; --d) cell = encode_axis(cell, d, home[d]);
+    return cell;
+  }
   __host__ __device__ void decode(std::uint32_t cell, int (&home)[D]) const {
+    if (bit_fields()) {
+      PMKIT_UNROLL
+      for (int d = 0; d < D - 1; ++d)
+        home[d] = static_cast<int>((cell >> shift[d]) & ((1u << (shift[d + 1] - shift[d])) - 1u));
+      home[D - 1] = static_cast<int>(cell >> shift[D - 1]);
+      return;
+    }
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) {
       home[d] = static_cast<int>(cell % keys[d]);
@@ -121,7 +161,7 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
     kernels::locate(geo.support, u, base, s);
     int home = base + (geo.support - 1) / 2;
     if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
-    cell = cell * geo.keys[d] + home;
+    cell = geo.encode_axis(cell, d, home);
     tile = tile * geo.tiles[d] + home / BinGeometry<D>::kEdge;  // a power of two: a shift
     p.s[d] = static_cast<T>(s);
   }
