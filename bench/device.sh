@@ -84,7 +84,7 @@ step "spread methods forced, around Auto's switch between them"
 method_cases="${PMKIT_METHOD_CASES:-p2m-mp4-3d-f-2^20-256 p2m-mp4-3d-f-2^18-256 p2m-linear-2d-f-2^18-2048 p2m-mp4-2d-f-2^16-2048 p2m-mp4-3d-f-2^20-64 p2m-mp4-3d-f-2^20-128-clustered p2m-mp4-2d-f-2^20-1024-clustered}"
 args=()
 for c in $method_cases; do args+=(--case "$c"); done
-for m in tiles atomics; do
+for m in tiles atomics cells; do
   echo "-- --method $m"
   ./build-device/bench/gpu_bench $quick --method $m "${args[@]}" >"$out/gpu_bench-$m.txt" 2>&1
   sed -n '/^P2M (spread)/,/^$/p' "$out/gpu_bench-$m.txt"

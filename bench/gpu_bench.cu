@@ -3,7 +3,7 @@
 // warm-up, the copy bandwidth measured here, and (with --torch FILE) the PyTorch
 // formulation timed by bench/torch_baseline.py in the same device.sh call.
 //
-//   gpu_bench [--quick] [--torch torch.csv] [--case NAME]... [--method tiles|atomics]
+//   gpu_bench [--quick] [--torch torch.csv] [--case NAME]... [--method tiles|atomics|cells]
 // (several --case: those cases; --method: spread by that method wherever it applies,
 // the other cases are listed as skipped)
 #include <cuda_runtime.h>
@@ -322,12 +322,14 @@ int main(int argc, char** argv) {
         method = SpreadMethod::CudaSharedTiles;
       } else if (m == "atomics") {
         method = SpreadMethod::CudaGlobalAtomics;
+      } else if (m == "cells") {
+        method = SpreadMethod::CudaCellMoments;
       } else {
-        std::fprintf(stderr, "gpu_bench: --method tiles or atomics\n");
+        std::fprintf(stderr, "gpu_bench: --method tiles, atomics or cells\n");
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]... [--method tiles|atomics]\n");
+      std::fprintf(stderr, "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]... [--method tiles|atomics|cells]\n");
       return 2;
     }
   }

@@ -217,6 +217,109 @@ TEST(Cuda, PartitionOrderIsStableAndReproducible) {
   }
 }
 
+// Cell moments (SpreadMethod::CudaCellMoments): every kernel it takes (up to 64 nodes a
+// particle), float and double, 2D and 3D, periodic and bounded, at densities that give
+// one span a tile and several (more than tuning::kCellSpanParticles in a tile).
+TEST(Cuda, CellMomentsAgainstReference) {
+  PMKIT_REQUIRE_GPU();
+  for (const Kernel& k : all_kernels()) {
+    if (pmkit::cuda::tuning::cell_moments_fit(k.support(), 3)) {
+      for (double per_cell : {3.0, 40.0})
+        check_against_reference<float, 3>(k, {37, 26, 29}, BoundaryKind::Periodic, per_cell, Distribution::Uniform,
+                                          SpreadMethod::CudaCellMoments, false, 1);
+      check_against_reference<double, 3>(k, {19, 12, 23}, BoundaryKind::Fold, 10.0, Distribution::Seam,
+                                         SpreadMethod::CudaCellMoments, false, 1);
+    }
+    ASSERT_TRUE(pmkit::cuda::tuning::cell_moments_fit(k.support(), 2));
+    check_against_reference<float, 2>(k, {45, 31}, BoundaryKind::Keep, 20.0, Distribution::Uniform,
+                                      SpreadMethod::CudaCellMoments, false, 1);
+    check_against_reference<double, 2>(k, {70, 33}, BoundaryKind::MixedFold, 12.0, Distribution::Faces,
+                                       SpreadMethod::CudaCellMoments, false, 1);
+  }
+}
+
+// Densities from nearly empty to 150 a cell, clustered particles (a cell of thousands,
+// split over several spans), particles on the periodic seam; several properties.
+TEST(Cuda, CellMomentsDensitiesAndProperties) {
+  PMKIT_REQUIRE_GPU();
+  for (double per_cell : {0.01, 1.0, 20.0, 150.0})
+    for (auto dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Seam})
+      for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::MixedKeep}) {
+        check_against_reference<float, 3>(Kernel::mp4(), {16, 9, 13}, boundary, per_cell, dist,
+                                          SpreadMethod::CudaCellMoments, false, 1);
+        check_against_reference<float, 2>(Kernel::linear(), {40, 37}, boundary, per_cell, dist,
+                                          SpreadMethod::CudaCellMoments, false, 1);
+      }
+  for (int nprops : {3, 5}) {
+    check_against_reference<float, 3>(Kernel::mp4(), {24, 24, 24}, BoundaryKind::Periodic, 8.0,
+                                      Distribution::Uniform, SpreadMethod::CudaCellMoments, false, nprops);
+    check_against_reference<double, 3>(Kernel::tsc(), {12, 20, 16}, BoundaryKind::Fold, 30.0,
+                                       Distribution::Clustered, SpreadMethod::CudaCellMoments, false, nprops);
+  }
+}
+
+// After update_points the moved particles that stayed in their tile are summed by cell
+// from their new records; those that left go by the away list.
+TEST(Cuda, CellMomentsAfterUpdatePoints) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<3> grid = make_grid<3>({20, 24, 18}, BoundaryKind::Periodic);
+  const std::size_t n = 20 * 24 * 18 * 12;
+  auto pos = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
+  const std::vector<float> q = random_values<float>(n, rng);
+  Options opt = cuda_options();
+  opt.spread_method = SpreadMethod::CudaCellMoments;
+  opt.max_away_fraction = 0.2;
+  Plan<float, 3> plan(grid, Kernel::mp4(), opt);
+  DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]), dq(q), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+  std::uniform_real_distribution<double> step(-0.3, 0.3);
+  for (int d = 0; d < 3; ++d)
+    for (auto& x : pos[d]) {
+      const double len = box_length(grid, d);
+      double v = x + step(rng) * grid.spacing[d];
+      v = v < grid.origin[d] ? v + len : v >= grid.origin[d] + len ? v - len : v;
+      x = static_cast<float>(v);
+    }
+  dx.upload(pos[0]);
+  dy.upload(pos[1]);
+  dz.upload(pos[2]);
+  plan.update_points({dx.cview(), dy.cview(), dz.cview()});
+  EXPECT_GT(plan.num_away(), 0u) << "no particle left its tile: the away path is not tested";
+  plan.spread({dq.cview()}, {dmesh.view()});
+  EXPECT_NE(plan.spread_method_name().find("cell-moments"), std::string::npos) << plan.spread_method_name();
+  const auto posd = positions_as_double<float, 3>(views_of<float, 3>(pos));
+  const std::vector<double> ref =
+      reference_spread<3>(grid, plan.kernel(), pointers<3>(posd), std::vector<double>(q.begin(), q.end()));
+  EXPECT_LE(rel_l2<float>(View<const float>(dmesh.download()), ref), tolerance<float>());
+}
+
+// Auto takes cell moments where spans hold many particles a cell and not where they hold
+// about one; an explicit request it cannot honour is refused.
+TEST(Cuda, CellMomentsChoiceAndRefusals) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const Grid<3> grid = make_grid<3>({32, 32, 32}, BoundaryKind::Periodic);
+  for (double per_cell : {0.5, 64.0}) {
+    const auto pos = make_positions<float, 3>(grid, Distribution::Uniform, std::size_t(per_cell * 32 * 32 * 32), rng);
+    DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
+    Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
+    plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+    const bool cells = plan.spread_method_name().find("cell-moments") != std::string::npos;
+    EXPECT_EQ(cells, per_cell > pmkit::cuda::tuning::kCellMomentsMinPerCell)
+        << per_cell << " a cell: " << plan.spread_method_name();
+  }
+  Options opt = cuda_options();
+  opt.spread_method = SpreadMethod::CudaCellMoments;
+  expect_pmkit_error(ErrorCode::Unsupported, "at most 64", [&] { Plan<float, 3> p(grid, Kernel::bspline(6), opt); },
+                     "B-spline 6 in 3D");
+  opt.deterministic = true;
+  expect_pmkit_error(ErrorCode::Unsupported, "deterministic", [&] { Plan<float, 3> p(grid, Kernel::mp4(), opt); },
+                     "deterministic");
+}
+
 TEST(Cuda, SeveralPropertiesInOnePass) {
   PMKIT_REQUIRE_GPU();
   for (int nprops : {3, 5})

@@ -66,6 +66,33 @@ TEST_P(KernelTest, PiecesMatchClosedForm) {
   kernels::dispatch(kernel, [&](auto k) { check_pieces<decltype(k)>(kernel, rng); });
 }
 
+// The pieces rewritten in t = s - 1/2 (the CUDA cell moments sum powers of t): the same
+// polynomials, at random s and at both ends of the cell.
+TEST_P(KernelTest, CenteredPiecesAreTheSamePolynomials) {
+  const Kernel kernel = GetParam();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  kernels::dispatch(kernel, [&](auto k) {
+    using K = decltype(k);
+    constexpr int S = K::support;
+    constexpr kernels::PieceTable<S> tab = K::pieces();
+    constexpr kernels::PieceTable<S> centered = kernels::centered_pieces(tab);
+    std::vector<double> samples = {0.0, 0.5, std::nextafter(1.0, 0.0)};
+    for (int i = 0; i < 200; ++i) samples.push_back(unit(rng));
+    for (double s : samples)
+      for (int node = 0; node < S; ++node) {
+        double in_s = 0, in_t = 0;
+        for (int j = S - 1; j >= 0; --j) {
+          in_s = in_s * s + tab.c[node][j];
+          in_t = in_t * (s - 0.5) + centered.c[node][j];
+        }
+        EXPECT_NEAR(in_t, in_s, 1e-14) << "node " << node << ", s = " << s;
+      }
+  });
+}
+
 // The closed forms themselves: symmetric, unit integral, the support the kernel claims.
 TEST_P(KernelTest, ClosedFormIsANormalisedSymmetricKernel) {
   const Kernel kernel = GetParam();

@@ -94,6 +94,26 @@ constexpr PieceTable<4> mp4_pieces() {
                         {0.0, 0.0, -0.5, 0.5}}};
 }
 
+// The same pieces as polynomials in t = s - 1/2 (t in [-1/2, 1/2)): c'[k][j] =
+// sum_{i >= j} c[k][i] binom(i, j) 2^(j - i). Sums of powers of t over many particles
+// (cell moments, the CUDA backend's SpreadMethod::CudaCellMoments) lose less to
+// cancellation than sums of powers of s, whose terms all have one sign.
+template <int S>
+constexpr PieceTable<S> centered_pieces(const PieceTable<S>& p) {
+  PieceTable<S> t{};
+  for (int k = 0; k < S; ++k)
+    for (int j = 0; j < S; ++j) {
+      double binom = 1.0, half = 1.0, sum = 0.0;  // binom(i, j), 2^(j - i), from i = j
+      for (int i = j; i < S; ++i) {
+        sum += p.c[k][i] * binom * half;
+        binom = binom * (i + 1) / (i + 1 - j);
+        half *= 0.5;
+      }
+      t.c[k][j] = sum;
+    }
+  return t;
+}
+
 // Compile-time kernel functors. Each gives its support and its piece table.
 template <int P>
 struct BSpline {

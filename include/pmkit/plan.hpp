@@ -40,6 +40,13 @@ enum class SpreadMethod {
   // CPU: every thread spreads its share of the sorted particles into a private copy of
   // the mesh, then the copies are summed node by node (threads x mesh of memory).
   CpuPrivateMeshes,
+  // CUDA, for dense cells: a block sorts its share of a tile by cell in shared memory;
+  // a thread sums its cell's particles into the S^D polynomial moments of the kernel's
+  // pieces, in registers, and adds the cell's S^D node values to the tile once. One
+  // shared atomic per cell and node instead of per particle and node. Kernels of up to
+  // 64 nodes a particle (linear, TSC, M'4 and B-spline 4 in 3D; all in 2D); not in
+  // deterministic mode (the sums' order within a cell varies between runs).
+  CudaCellMoments,
 };
 
 struct Options {

@@ -102,8 +102,38 @@ class CudaBackend final : public detail::Backend<T, D> {
     groups_ = partition_groups();
     tile_props_per_pass_ = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, shared_optin_ / per_prop));
 
+    // Cell moments: kernels of up to tuning::kCellMaxNodes nodes, fast mode, as many
+    // properties a pass as the block's shared memory holds.
+    if (tuning::cell_moments_fit(kernel.support(), D) && !options.deterministic)
+      kernels::dispatch(kernel, [&](auto k) {
+        using K = decltype(k);
+        if constexpr (tuning::cell_moments_fit(K::support, D)) {
+          // The block's static shared memory (cell counters, scan storage) is the same for every NP.
+          cudaFuncAttributes attr{};
+          check(cudaFuncGetAttributes(&attr, spread_cells_kernel<K, D, T, kFastWords<T>, 1>), "cudaFuncGetAttributes");
+          const std::size_t fixed = CellShared<K, D, T, kFastWords<T>, 1>::kBytes + attr.sharedSizeBytes;
+          const std::size_t per_prop = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * kFastWords<T> * sizeof(int);
+          while (cell_props_per_pass_ < tuning::kPropsPerPass &&
+                 fixed + cell_props_per_pass_ * per_prop <= static_cast<std::size_t>(shared_optin_))
+            ++cell_props_per_pass_;
+        }
+      });
+
     switch (options.spread_method) {
       case SpreadMethod::Auto: break;
+      case SpreadMethod::CudaCellMoments:
+        if (!tuning::cell_moments_fit(kernel.support(), D))
+          fail(ErrorCode::Unsupported, "options.spread_method = CudaCellMoments: kernel ", kernel.name(), " has ",
+               std::pow(double(kernel.support()), D), " nodes a particle in ", D, "D, cell moments take at most ",
+               tuning::kCellMaxNodes);
+        if (options.deterministic)
+          fail(ErrorCode::Unsupported,
+               "options.spread_method = CudaCellMoments cannot be deterministic (a cell's sum follows the order "
+               "of shared atomics); use Auto or CudaSharedTiles");
+        if (cell_props_per_pass_ == 0)
+          fail(ErrorCode::Unsupported, "options.spread_method = CudaCellMoments: a block needs more shared memory "
+               "than the device's ", shared_optin_, " bytes");
+        break;
       case SpreadMethod::CudaSharedTiles:
         if (tile_props_per_pass_ == 0)
           fail(ErrorCode::Unsupported, "options.spread_method = CudaSharedTiles: a tile needs ", per_prop,
@@ -178,6 +208,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.slot.reserve(n, "binned particles");
     if (interleaved_) spare_.order.reserve(n, "binned particles");
     spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
+    if (cells_wanted()) spare_.spans.reserve(tiles + n / tuning::kCellSpanParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
       std::size_t bytes = 0;
@@ -212,6 +243,18 @@ class CudaBackend final : public detail::Backend<T, D> {
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
           "set_points: binning");
+    std::uint32_t spans = 0;
+    if (cells_wanted() && chunks > 0) {  // the chunk counters are free again; their last entry is still 0
+      chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start,
+                                                          tuning::kCellSpanParticles, chunk_count_.get());
+      check_launch("pmkit::cuda::set_points::span_count");
+      scan(chunk_count_.get(), chunk_start_.get(), tiles + 1);
+      span_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, chunk_start_.get(),
+                                                        tuning::kCellSpanParticles, spare_.spans.get());
+      check_launch("pmkit::cuda::set_points::span_fill");
+      check(cudaMemcpy(&spans, chunk_start_.get() + tiles, sizeof(spans), cudaMemcpyDeviceToHost),
+            "set_points: binning");
+    }
     if (chunks > 0 && interleaved_) {
       kernels::dispatch(kernel_, [&](auto k) {
         interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(
@@ -222,6 +265,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     timings_.compute_s += stop_timer();
     spare_.n = n;
     spare_.num_chunks = chunks;
+    spare_.num_spans = spans;
     spare_.num_away = 0;
     std::swap(current_, spare_);
     resolve_method();
@@ -290,6 +334,8 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   std::string spread_method_name() const override {
     if (method_ == SpreadMethod::CudaGlobalAtomics) return "cuda-global-atomics";
+    if (method_ == SpreadMethod::CudaCellMoments)
+      return "cuda-cell-moments (" + std::to_string(kFastWords<T>) + "x32-bit fixed point)";
     const int words = options_.deterministic ? kDeterministicWords<T> : kFastWords<T>;
     return std::string(options_.deterministic ? "cuda-shared-tiles-deterministic" : "cuda-shared-tiles") +
            " (" + std::to_string(words) + "x32-bit fixed point)";
@@ -306,6 +352,10 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<std::uint32_t> slot;  // caller's index -> binned slot
     DeviceBuffer<std::uint16_t> order;  // per chunk: the tile kernels' order (interleave_kernel)
     DeviceBuffer<Chunk> chunks;
+    // Cell moments: tiles cut into spans of up to tuning::kCellSpanParticles (only where
+    // cells_wanted()).
+    DeviceBuffer<Chunk> spans;
+    std::uint32_t num_spans = 0;
     DeviceBuffer<std::uint32_t> tile_of;  // caller's index -> tile at the full binning
     // update_points: the particles away from their tile, with their binned slots.
     DeviceBuffer<std::uint32_t> away_slot;
@@ -474,6 +524,22 @@ class CudaBackend final : public detail::Backend<T, D> {
     method_ = (options_.deterministic || (tiles_fit && window_use() >= tuning::kSpreadTileMinNodesPerWindowNode))
                   ? SpreadMethod::CudaSharedTiles
                   : SpreadMethod::CudaGlobalAtomics;
+    if (cells_wanted() && cells_per_span_cell() >= tuning::kCellMomentsMinPerCell)
+      method_ = SpreadMethod::CudaCellMoments;
+  }
+
+  // Whether set_points cuts spans for cell moments: the kernel and the mode allow them,
+  // and they are asked for or Auto may choose them.
+  bool cells_wanted() const {
+    return cell_props_per_pass_ > 0 &&
+           (options_.spread_method == SpreadMethod::Auto || options_.spread_method == SpreadMethod::CudaCellMoments);
+  }
+
+  // Particles a cell of the spans' tiles holds on average, in the current binning.
+  double cells_per_span_cell() const {
+    constexpr double kTileCells = D == 3 ? double(tuning::kTileEdge3D) * tuning::kTileEdge3D * tuning::kTileEdge3D
+                                         : double(tuning::kTileEdge2D) * tuning::kTileEdge2D;
+    return current_.num_spans ? double(current_.n) / (current_.num_spans * kTileCells) : 0.0;
   }
 
   template <class P>
@@ -568,8 +634,9 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   template <class K>
   void spread_all(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
-    const bool tiles = method_ == SpreadMethod::CudaSharedTiles;
-    const int width = tiles ? tile_props_per_pass_ : tuning::kPropsPerPass;
+    const int width = method_ == SpreadMethod::CudaSharedTiles   ? tile_props_per_pass_
+                      : method_ == SpreadMethod::CudaCellMoments ? cell_props_per_pass_
+                                                                 : tuning::kPropsPerPass;
     for (std::size_t first = 0; first < props.size(); first += width) {
       const bool stage_meshes_in = options_.host_arrays && mode == Accumulate::Add && !options_.deterministic;
       if (options_.host_arrays) start_timer();
@@ -613,6 +680,8 @@ class CudaBackend final : public detail::Backend<T, D> {
       spread_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
           layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), n, pass);
       check_launch("pmkit::cuda::spread::global_atomics");
+    } else if (method_ == SpreadMethod::CudaCellMoments) {
+      if constexpr (tuning::cell_moments_fit(K::support, D)) launch_cells<K>(pass);
     } else {
       launch_tiles<K, kFastWords<T>, false>(pass);
     }
@@ -638,6 +707,22 @@ class CudaBackend final : public detail::Backend<T, D> {
                                                                       taken_order(), current_.perm.get(),
                                                                       current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
+    });
+  }
+
+  template <class K>
+  void launch_cells(const PropPass<T>& pass) {
+    if (current_.num_spans == 0) return;
+    constexpr int W = kFastWords<T>;
+    with_prop_count(pass.count, [&](auto np) {
+      constexpr int NP = decltype(np)::value;
+      const std::size_t shared = CellShared<K, D, T, W, NP>::kBytes;
+      auto kernel = spread_cells_kernel<K, D, T, W, NP>;
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+            "cudaFuncSetAttribute");
+      kernel<<<current_.num_spans, tuning::kCellThreads, shared>>>(layout_, geo_, current_.spans.get(),
+                                                                  current_.particles.get(), current_.perm.get(), pass);
+      check_launch("pmkit::cuda::spread::cell_moments");
     });
   }
 
@@ -728,6 +813,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
   int tile_props_per_pass_ = 0;
+  int cell_props_per_pass_ = 0;  // 0: cell moments do not apply (kernel, mode or shared memory)
   double stencil_per_window_node_ = 0;  // S^D / tile window nodes (window_use)
   Groups groups_{};
   SpreadMethod method_ = SpreadMethod::CudaGlobalAtomics;

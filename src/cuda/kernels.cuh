@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include <cub/block/block_exchange.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/block/block_radix_sort.cuh>
 
 #include "core/layout.hpp"
@@ -1007,6 +1008,263 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   __syncthreads();
 
   flush_window<K, D, T, W, NP, kDeterministic>(layout, tile, accumulator, scale, pass);
+}
+
+// ---------------------------------------------------------------------------------
+// P2M for dense cells: cell moments (SpreadMethod::CudaCellMoments).
+//
+// All particles whose home node is the same (a "cell" here) weight their S^D nodes by
+// the same S polynomials per dimension: the kernel's pieces, written in t = s - 1/2
+// (kernels::centered_pieces). So the cell's contribution to its node k is
+//   sum_p q_p prod_d w_{k_d}(t_{p,d}) = sum_j prod_d C[k_d][j_d] * M[j],
+//   M[j] = sum_p q_p prod_d t_{p,d}^{j_d},
+// S^D moments that one thread sums in registers over its cell's particles, then turns
+// into the S^D node values, one dimension at a time (S^D x S x D multiply-adds), and
+// adds to the block's window once. The tile kernel pays S^D shared atomics and
+// conversions a particle; this pays them a cell, plus the contraction, so it wins where
+// a block sees several particles a cell (tuning::kCellMomentsMinPerCell).
+//
+// A block takes a span (up to tuning::kCellSpanParticles of one tile, in binned order),
+// ranks its particles within their cells by shared atomics and lists them in cell order
+// (16-bit indices in shared memory; the records stay where they are). Then, property by
+// property: the values gathered in that order, the block's scale from their sum of |q|
+// (as the tile kernel's fast mode), the cells summed and contracted, and at the end the
+// window flushed as the tile kernel does. The order of the particles inside a cell
+// follows the atomics, so the float sums may differ in the last bits between runs: fast
+// mode only.
+
+// Spans: each tile cut into ceil(count / span) pieces of equal size (span, span, rest
+// would leave a block with a few particles where a tile is just over the cap).
+static __global__ void span_fill_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
+                                        const std::uint32_t* span_start, std::uint32_t span, Chunk* spans) {
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= num_tiles) return;
+  const std::uint32_t begin = bucket_start[t << buckets.sub_bits];
+  const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - begin;
+  const std::uint32_t pieces = (count + span - 1) / span;
+  for (std::uint32_t k = 0; k < pieces; ++k) {
+    const auto lo = static_cast<std::uint32_t>(std::uint64_t(count) * k / pieces);
+    const auto hi = static_cast<std::uint32_t>(std::uint64_t(count) * (k + 1) / pieces);
+    spans[span_start[t] + k] = Chunk{t, begin + lo, hi - lo};
+  }
+}
+
+// One cell's S^D moments (index x fastest), summed and then contracted in registers:
+// every loop has compile-time bounds and every coefficient is an immediate.
+template <class K, int D, class T>
+struct CellMoments {
+  static constexpr int S = K::support;
+  static constexpr int kCount = D == 3 ? S * S * S : S * S;
+  T m[kCount];
+
+  __device__ __forceinline__ void clear() {
+    PMKIT_UNROLL
+    for (int i = 0; i < kCount; ++i) m[i] = T(0);
+  }
+
+  // m[j] += q prod_d t_d^{j_d}.
+  __device__ __forceinline__ void add(T q, const T (&t)[D]) {
+    T px[S], py[S];
+    px[0] = T(1);
+    py[0] = D == 2 ? q : T(1);
+    PMKIT_UNROLL
+    for (int a = 1; a < S; ++a) {
+      px[a] = px[a - 1] * t[0];
+      py[a] = py[a - 1] * t[1];
+    }
+    if constexpr (D == 2) {
+      PMKIT_UNROLL
+      for (int b = 0; b < S; ++b)
+        PMKIT_UNROLL
+        for (int a = 0; a < S; ++a) m[b * S + a] = fma(py[b], px[a], m[b * S + a]);
+    } else {
+      T pz = q;
+      PMKIT_UNROLL
+      for (int c = 0; c < S; ++c) {
+        PMKIT_UNROLL
+        for (int b = 0; b < S; ++b) {
+          const T zy = pz * py[b];
+          PMKIT_UNROLL
+          for (int a = 0; a < S; ++a) m[(c * S + b) * S + a] = fma(zy, px[a], m[(c * S + b) * S + a]);
+        }
+        pz *= t[2];
+      }
+    }
+  }
+
+  // Moments -> node values in place: m[k] = sum_j prod_d C[k_d][j_d] m[j].
+  __device__ __forceinline__ void contract() {
+    contract_along<1>();
+    contract_along<S>();
+    if constexpr (D == 3) contract_along<S * S>();
+  }
+
+ private:
+  // The 1D map along the dimension whose index has this stride.
+  template <int kStride>
+  __device__ __forceinline__ void contract_along() {
+    constexpr kernels::PieceTable<S> C = kernels::centered_pieces(K::pieces());
+    PMKIT_UNROLL
+    for (int hi = 0; hi < kCount / (S * kStride); ++hi)
+      PMKIT_UNROLL
+      for (int lo = 0; lo < kStride; ++lo) {
+        const int base = hi * S * kStride + lo;
+        T in[S];
+        PMKIT_UNROLL
+        for (int j = 0; j < S; ++j) in[j] = m[base + j * kStride];
+        PMKIT_UNROLL
+        for (int k = 0; k < S; ++k) {
+          T v = T(0);
+          PMKIT_UNROLL
+          for (int j = 0; j < S; ++j)
+            if (C.c[k][j] != 0.0) v = fma(T(C.c[k][j]), in[j], v);
+          m[base + k * kStride] = v;
+        }
+      }
+  }
+};
+
+// The rounded fixed-point value of x (already scaled): one word in float fast mode,
+// 64 bits for the double words (FixedPoint<3>).
+template <int W>
+__device__ __forceinline__ long long fixed_of(double x) {
+  if constexpr (W == 1) return __double2int_rn(x);
+  else return __double2ll_rn(x);
+}
+
+// Dynamic shared memory of spread_cells_kernel: the window's words (rounded up to 16
+// bytes), the staged values (first the ranks), the cell-order list.
+template <class K, int D, class T, int W, int NP>
+struct CellShared {
+  static constexpr int kAccumulatorWords = (NP * W * TileWindow<K, D>::kNodes + 3) / 4 * 4;
+  static constexpr std::size_t kBytes = kAccumulatorWords * sizeof(int) +
+                                        tuning::kCellSpanParticles * (sizeof(T) + sizeof(std::uint16_t));
+  static_assert(sizeof(T) >= sizeof(std::uint32_t), "ranks are staged where the values go");
+};
+
+template <class K, int D, class T, int W, int NP>
+__global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
+    spread_cells_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* spans,
+                        const Packed<T>* particles, const std::uint32_t* perm, PropPass<T> pass) {
+  using Window = TileWindow<K, D>;
+  using Shared = CellShared<K, D, T, W, NP>;
+  constexpr int S = K::support;
+  constexpr int kEdge = Window::kEdge;
+  constexpr int kEdgeBits = kEdge == 8 ? 3 : kEdge == 16 ? 4 : 5;
+  static_assert(kEdge == 1 << kEdgeBits, "tile edges of 8, 16 or 32 cells");
+  constexpr int kCells = D == 3 ? kEdge * kEdge * kEdge : kEdge * kEdge;
+  constexpr int kCellsPerThread = kCells / tuning::kCellThreads;
+  static_assert(kCellsPerThread * tuning::kCellThreads == kCells, "whole cells a thread");
+  static_assert(tuning::kCellSpanParticles <= 65536 && kCells <= 65536, "16-bit indices and ranks");
+  constexpr std::uint32_t kNoCell = 0xffffffffu;
+  using Scan = cub::BlockScan<std::uint32_t, tuning::kCellThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ std::uint32_t cell_start[kCells + 1];  // counts, then their exclusive scan
+  __shared__ double block_abs[NP];
+  __shared__ double scale[NP];
+  extern __shared__ __align__(16) unsigned char cell_shared[];
+  int* accumulator = reinterpret_cast<int*>(cell_shared);  // [NP][W][Window::kNodes]
+  T* staged = reinterpret_cast<T*>(accumulator + Shared::kAccumulatorWords);
+  std::uint32_t* code = reinterpret_cast<std::uint32_t*>(staged);  // (cell << 16 | rank), before the values
+  std::uint16_t* order = reinterpret_cast<std::uint16_t*>(staged + tuning::kCellSpanParticles);
+
+  const Chunk span = spans[blockIdx.x];
+  for (int k = threadIdx.x; k < Shared::kAccumulatorWords; k += blockDim.x) accumulator[k] = 0;
+  for (int k = threadIdx.x; k <= kCells; k += blockDim.x) cell_start[k] = 0;
+  if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;
+  int tile[D];
+  geo.tile_coords(span.tile, tile);
+  __syncthreads();
+
+  // Rank every particle within its cell (tile-local: x fastest, kEdge a side).
+  for (std::uint32_t i = threadIdx.x; i < span.count; i += blockDim.x) {
+    const std::uint32_t cell = particles[span.begin + i].cell;
+    std::uint32_t c = kNoCell;
+    if (cell != kAwayCell) {
+      int home[D];
+      geo.decode(cell, home);
+      int local = 0;
+      PMKIT_UNROLL
+      for (int d = D - 1; d >= 0; --d) local = local * kEdge + home[d] - tile[d] * kEdge;
+      c = static_cast<std::uint32_t>(local) << 16 | atomicAdd(&cell_start[local], 1u);
+    }
+    code[i] = c;
+  }
+  __syncthreads();
+  {
+    std::uint32_t counts[kCellsPerThread], aggregate;
+    PMKIT_UNROLL
+    for (int r = 0; r < kCellsPerThread; ++r) counts[r] = cell_start[threadIdx.x * kCellsPerThread + r];
+    Scan(scan_storage).ExclusiveSum(counts, counts, aggregate);
+    PMKIT_UNROLL
+    for (int r = 0; r < kCellsPerThread; ++r) cell_start[threadIdx.x * kCellsPerThread + r] = counts[r];
+    if (threadIdx.x == 0) cell_start[kCells] = aggregate;
+  }
+  __syncthreads();
+  for (std::uint32_t i = threadIdx.x; i < span.count; i += blockDim.x) {
+    const std::uint32_t c = code[i];
+    if (c != kNoCell) order[cell_start[c >> 16] + (c & 0xffffu)] = static_cast<std::uint16_t>(i);
+  }
+  __syncthreads();
+  const std::uint32_t placed = cell_start[kCells];
+
+#pragma unroll 1
+  for (int j = 0; j < NP; ++j) {
+    // The values in cell order (one random read each, as in every spread), and the scale.
+    double abs_sum = 0;
+    for (std::uint32_t k = threadIdx.x; k < placed; k += blockDim.x) {
+      const T q = load_prop(pass, j, perm[span.begin + order[k]]);
+      staged[k] = q;
+      abs_sum += fabs(static_cast<double>(q));
+    }
+    for (int o = 16; o > 0; o /= 2) abs_sum += __shfl_xor_sync(0xffffffffu, abs_sum, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], abs_sum);
+    __syncthreads();
+    if (threadIdx.x == 0) scale[j] = pow2_scale(block_abs[j] * geo.peak_weight, FixedPoint<W>::kContributionBits);
+    __syncthreads();
+    const double sc = scale[j];
+    int* words = accumulator + j * W * Window::kNodes;
+    // Consecutive lanes take consecutive cells (along x): their window rows are close.
+#pragma unroll 1
+    for (int r = 0; r < kCellsPerThread; ++r) {
+      const int local = threadIdx.x + r * tuning::kCellThreads;
+      const std::uint32_t first = cell_start[local], last = cell_start[local + 1];
+      if (first == last) continue;
+      CellMoments<K, D, T> moments;
+      moments.clear();
+      for (std::uint32_t k = first; k < last; ++k) {
+        const Packed<T> p = particles[span.begin + order[k]];
+        T t[D];
+        PMKIT_UNROLL
+        for (int d = 0; d < D; ++d) t[d] = p.s[d] - T(0.5);
+        moments.add(staged[k], t);
+      }
+      moments.contract();
+      int origin = 0;  // the cell's first stencil node in the window
+      PMKIT_UNROLL
+      for (int d = D - 1; d >= 0; --d) origin = origin * Window::kWidth + ((local >> (d * kEdgeBits)) & (kEdge - 1));
+      if constexpr (D == 2) {
+        PMKIT_UNROLL
+        for (int b = 0; b < S; ++b)
+          PMKIT_UNROLL
+          for (int a = 0; a < S; ++a)
+            FixedPoint<W>::add(words + origin + b * Window::kWidth + a, Window::kNodes,
+                               fixed_of<W>(static_cast<double>(moments.m[b * S + a]) * sc));
+      } else {
+        PMKIT_UNROLL
+        for (int c = 0; c < S; ++c)
+          PMKIT_UNROLL
+          for (int b = 0; b < S; ++b)
+            PMKIT_UNROLL
+            for (int a = 0; a < S; ++a)
+              FixedPoint<W>::add(words + origin + (c * Window::kWidth + b) * Window::kWidth + a, Window::kNodes,
+                                 fixed_of<W>(static_cast<double>(moments.m[(c * S + b) * S + a]) * sc));
+      }
+    }
+    __syncthreads();  // the next property's values overwrite `staged`
+  }
+
+  flush_window<K, D, T, W, NP, false>(layout, tile, accumulator, scale, pass);
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).

@@ -83,6 +83,26 @@ constexpr int kChunkParticles = 1024;
 constexpr int kSpreadThreads = 256;
 constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
 
+// Cell moments (kernels.cuh, spread_cells_kernel; SpreadMethod::CudaCellMoments): a
+// block takes up to this many particles of one tile (a span; tiles with more are split
+// evenly), sorts them by cell in shared memory (16-bit indices, so at most 65536) and
+// reduces each cell in registers. Larger spans mean more particles a cell per block;
+// 8192 keeps a float block's shared memory near 48 KB (indices, staged properties).
+constexpr int kCellSpanParticles = 8192;
+constexpr int kCellThreads = 256;
+// Moments a cell holds in registers (S^D): up to M'4 and B-spline 4 in 3D.
+constexpr int kCellMaxNodes = 64;
+constexpr bool cell_moments_fit(int support, int dims) {
+  int nodes = 1;
+  for (int d = 0; d < dims; ++d) nodes *= support;
+  return nodes <= kCellMaxNodes;
+}
+// Auto takes cell moments from this many particles a cell of a span (particles over the
+// cells of the spans' tiles). NOT YET MEASURED: a model's guess (a cell's contraction,
+// S^D x S x D multiply-adds, against S^D shared atomics a particle), to be replaced by
+// the crossover that bench/device.sh's methods step measures.
+constexpr double kCellMomentsMinPerCell = 4.0;
+
 // Properties accumulated together per pass of the tile kernels, which are compiled per
 // count (1, 2 or 3): a 3-vector in one pass; more properties take more passes.
 constexpr int kPropsPerPass = 3;
