@@ -86,9 +86,11 @@ constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
 // Cell moments (kernels.cuh, spread_cells_kernel; SpreadMethod::CudaCellMoments): a
 // block takes up to this many particles of one tile (a span; tiles with more are split
 // evenly), sorts them by cell in shared memory (16-bit indices, so at most 65536) and
-// reduces each cell in registers. Larger spans mean more particles a cell per block;
-// 8192 keeps a float block's shared memory near 48 KB (indices, staged properties).
-constexpr int kCellSpanParticles = 8192;
+// reduces each cell in registers. Larger spans mean more particles a cell per block.
+// 5120: a float 3D block's shared memory (coordinates, values, indices: 18 bytes a
+// particle) stays near 100 KB, two blocks an SM; and a tile of 8^3 cells at 8 a cell
+// (4096 +- 64 particles) stays one span, where 4096 would halve about half of them.
+constexpr int kCellSpanParticles = 5120;
 constexpr int kCellThreads = 256;
 // Moments a cell holds in registers (S^D): up to M'4 and B-spline 4 in 3D.
 constexpr int kCellMaxNodes = 64;
