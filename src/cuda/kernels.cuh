@@ -1026,10 +1026,11 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 //
 // A block takes a span (up to tuning::kCellSpanParticles of one tile, in binned order),
 // ranks its particles within their cells by shared atomics and lists them in cell order
-// (16-bit indices in shared memory; the records stay where they are). Then, property by
-// property: the values gathered in that order, the block's scale from their sum of |q|
-// (as the tile kernel's fast mode), the cells summed and contracted, and at the end the
-// window flushed as the tile kernel does. The order of the particles inside a cell
+// (16-bit indices in shared memory; the records stay where they are, their local
+// coordinates are staged). Then, property by property: the values gathered into shared
+// memory, the block's scale from their sum of |q| (as the tile kernel's fast mode), the
+// cells summed and contracted, and at the end the window flushed as the tile kernel
+// does. The order of the particles inside a cell
 // follows the atomics, so the float sums may differ in the last bits between runs: fast
 // mode only.
 
@@ -1149,6 +1150,7 @@ struct CellShared {
 // that a thread has that many in flight (one at a time, the loops were a chain of
 // dependent global loads at 16 warps an SM: d58b1b2 measured 1.7x slower than tiles).
 constexpr int kCellBatch = 4;
+constexpr int kCellGatherBatch = 8;
 
 template <class K, int D, class T, int W, int NP>
 __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
@@ -1175,7 +1177,7 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
   extern __shared__ __align__(16) unsigned char cell_shared[];
   int* accumulator = reinterpret_cast<int*>(cell_shared);  // [NP][W][Window::kNodes]
   T* coords = reinterpret_cast<T*>(accumulator + Shared::kAccumulatorWords);  // [D][kSpan], by arrival
-  T* staged = coords + D * kSpan;  // values in cell order
+  T* staged = coords + D * kSpan;  // values, by arrival
   std::uint32_t* code = reinterpret_cast<std::uint32_t*>(staged);  // (cell << 16 | rank), before the values
   std::uint16_t* order = reinterpret_cast<std::uint16_t*>(staged + kSpan);
 
@@ -1234,32 +1236,34 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
 
 #pragma unroll 1
   for (int j = 0; j < NP; ++j) {
-    // The values in cell order (random reads, as in every spread), and the scale.
-    double abs_sum = 0;
-    for (std::uint32_t base = threadIdx.x; base < placed; base += kStride) {
-      std::uint32_t caller[kCellBatch];
+    // The values by arrival (perm read coalesced, then one random read each, as in
+    // every spread; ncu at 6f215f9: gathered in cell order, the dependent perm and
+    // property loads took 40% of the stall samples), and the scale.
+    float abs_part = 0;
+    for (std::uint32_t base = threadIdx.x; base < span.count; base += kCellGatherBatch * tuning::kCellThreads) {
+      T q[kCellGatherBatch];
       PMKIT_UNROLL
-      for (int r = 0; r < kCellBatch; ++r) {
-        const std::uint32_t k = base + r * tuning::kCellThreads;
-        caller[r] = k < placed ? perm[span.begin + order[k]] : 0;
+      for (int r = 0; r < kCellGatherBatch; ++r) {
+        const std::uint32_t i = base + r * tuning::kCellThreads;
+        q[r] = i < span.count ? load_prop(pass, j, perm[span.begin + i]) : T(0);
       }
-      T q[kCellBatch];
       PMKIT_UNROLL
-      for (int r = 0; r < kCellBatch; ++r)
-        q[r] = base + r * tuning::kCellThreads < placed ? load_prop(pass, j, caller[r]) : T(0);
-      PMKIT_UNROLL
-      for (int r = 0; r < kCellBatch; ++r) {
-        const std::uint32_t k = base + r * tuning::kCellThreads;
-        if (k < placed) staged[k] = q[r];
-        abs_sum += fabs(static_cast<double>(q[r]));
+      for (int r = 0; r < kCellGatherBatch; ++r) {
+        const std::uint32_t i = base + r * tuning::kCellThreads;
+        if (i < span.count) staged[i] = q[r];
+        abs_part += fabsf(static_cast<float>(q[r]));  // a bound for the scale: float is close enough
       }
     }
+    double abs_sum = abs_part;
     for (int o = 16; o > 0; o /= 2) abs_sum += __shfl_xor_sync(0xffffffffu, abs_sum, o);
     if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], abs_sum);
     __syncthreads();
     if (threadIdx.x == 0) scale[j] = pow2_scale(block_abs[j] * geo.peak_weight, FixedPoint<W>::kContributionBits);
     __syncthreads();
     const double sc = scale[j];
+    // A power of two: exact as a T where it is within T's range (it is not only for
+    // blocks of values near the smallest floats).
+    const bool scale_fits = static_cast<double>(static_cast<T>(sc)) == sc;
     int* words = accumulator + j * W * Window::kNodes;
     // Consecutive lanes take consecutive cells (along x): their window rows are close.
 #pragma unroll 1
@@ -1278,7 +1282,8 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
         T t[D];
         PMKIT_UNROLL
         for (int d = 0; d < D; ++d) t[d] = coords[d * kSpan + i] - T(0.5);
-        moments.add(static_cast<T>(static_cast<double>(staged[k]) * sc), t);
+        const T q = staged[i];
+        moments.add(scale_fits ? q * static_cast<T>(sc) : static_cast<T>(static_cast<double>(q) * sc), t);
       }
       moments.contract();
       int origin = 0;  // the cell's first stencil node in the window
