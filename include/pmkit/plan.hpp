@@ -45,7 +45,8 @@ enum class SpreadMethod {
   // pieces, in registers, and adds the cell's S^D node values to the tile once. One
   // shared atomic per cell and node instead of per particle and node. Kernels of up to
   // 64 nodes a particle (linear, TSC, M'4 and B-spline 4 in 3D; all in 2D); not in
-  // deterministic mode (the sums' order within a cell varies between runs).
+  // deterministic mode (the sums' order within a cell varies between runs). Auto does
+  // not take it: measured slower than CudaSharedTiles (bench/NOTES.md 31).
   CudaCellMoments,
 };
 

@@ -238,7 +238,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::set_points::chunk_count");
     scan(chunk_count_.get(), chunk_start_.get(), tiles + 1);
     chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, chunk_start_.get(),
-                                                       tuning::kChunkParticles, spare_.chunks.get());
+                                                       tuning::kChunkParticles, false, spare_.chunks.get());
     check_launch("pmkit::cuda::set_points::chunk_fill");
     std::uint32_t chunks = 0;
     check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
@@ -249,8 +249,8 @@ class CudaBackend final : public detail::Backend<T, D> {
                                                           tuning::kCellSpanParticles, chunk_count_.get());
       check_launch("pmkit::cuda::set_points::span_count");
       scan(chunk_count_.get(), chunk_start_.get(), tiles + 1);
-      span_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, chunk_start_.get(),
-                                                        tuning::kCellSpanParticles, spare_.spans.get());
+      chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, chunk_start_.get(),
+                                                         tuning::kCellSpanParticles, true, spare_.spans.get());
       check_launch("pmkit::cuda::set_points::span_fill");
       check(cudaMemcpy(&spans, chunk_start_.get() + tiles, sizeof(spans), cudaMemcpyDeviceToHost),
             "set_points: binning");
@@ -480,7 +480,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::set_points::piece_count");
     scan(piece_count_.get(), piece_start_.get(), groups.count + 1);
     chunk_fill_kernel<<<blocks_for(groups.count, 256), 256>>>(groups.count, whole, group_start_.get(),
-                                                              piece_start_.get(), B::kItems, pieces_.get());
+                                                              piece_start_.get(), B::kItems, false, pieces_.get());
     check_launch("pmkit::cuda::set_points::piece_fill");
     // max_pieces blocks; those past the real count (piece_start_[groups]) return at once.
     const unsigned piece_blocks = static_cast<unsigned>(max_pieces);
@@ -524,23 +524,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     method_ = (options_.deterministic || (tiles_fit && window_use() >= tuning::kSpreadTileMinNodesPerWindowNode))
                   ? SpreadMethod::CudaSharedTiles
                   : SpreadMethod::CudaGlobalAtomics;
-    if (cells_wanted() && cells_per_span_cell() >= tuning::kCellMomentsMinPerCell)
-      method_ = SpreadMethod::CudaCellMoments;
+    // Never cell moments: slower than tiles where measured (tuning.hpp, after kCellSpanParticles).
   }
 
-  // Whether set_points cuts spans for cell moments: the kernel and the mode allow them,
-  // and they are asked for or Auto may choose them.
-  bool cells_wanted() const {
-    return cell_props_per_pass_ > 0 &&
-           (options_.spread_method == SpreadMethod::Auto || options_.spread_method == SpreadMethod::CudaCellMoments);
-  }
-
-  // Particles a cell of the spans' tiles holds on average, in the current binning.
-  double cells_per_span_cell() const {
-    constexpr double kTileCells = D == 3 ? double(tuning::kTileEdge3D) * tuning::kTileEdge3D * tuning::kTileEdge3D
-                                         : double(tuning::kTileEdge2D) * tuning::kTileEdge2D;
-    return current_.num_spans ? double(current_.n) / (current_.num_spans * kTileCells) : 0.0;
-  }
+  // Whether set_points cuts spans for cell moments: only where they are asked for (Auto
+  // never takes them; the constructor checked that they can run).
+  bool cells_wanted() const { return options_.spread_method == SpreadMethod::CudaCellMoments; }
 
   template <class P>
   void require_device(const P* ptr, const char* what, std::size_t index) const {

@@ -234,15 +234,23 @@ static __global__ void chunk_count_kernel(std::uint32_t num_tiles, Buckets bucke
   chunk_count[t] = (count + chunk - 1) / chunk;
 }
 
+// even: the pieces of a tile all of one size (the cell moments' spans: chunk, chunk, rest
+// would leave a block with a few particles where a tile is just over the cap); else
+// chunk, chunk, ..., the rest.
 static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
-                                         const std::uint32_t* chunk_start, std::uint32_t chunk, Chunk* chunks) {
+                                         const std::uint32_t* chunk_start, std::uint32_t chunk, bool even,
+                                         Chunk* chunks) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
   const std::uint32_t begin = bucket_start[t << buckets.sub_bits];
   const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - begin;
-  std::uint32_t c = chunk_start[t];
-  for (std::uint32_t done = 0; done < count; done += chunk, ++c)
-    chunks[c] = Chunk{t, begin + done, min(count - done, chunk)};
+  const std::uint32_t pieces = (count + chunk - 1) / chunk;
+  for (std::uint32_t k = 0; k < pieces; ++k) {
+    const auto lo = static_cast<std::uint32_t>(even ? std::uint64_t(count) * k / pieces : std::uint64_t(k) * chunk);
+    const auto hi =
+        static_cast<std::uint32_t>(even ? std::uint64_t(count) * (k + 1) / pieces : min(count, (k + 1) * chunk));
+    chunks[chunk_start[t] + k] = Chunk{t, begin + lo, hi - lo};
+  }
 }
 
 // Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
@@ -1021,8 +1029,9 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 // S^D moments that one thread sums in registers over its cell's particles, then turns
 // into the S^D node values, one dimension at a time (S^D x S x D multiply-adds), and
 // adds to the block's window once. The tile kernel pays S^D shared atomics and
-// conversions a particle; this pays them a cell, plus the contraction, so it wins where
-// a block sees several particles a cell (tuning::kCellMomentsMinPerCell).
+// conversions a particle; this pays them a cell, plus the contraction and a sort by cell.
+// Measured, the sort and the gather cost more than the atomics saved (bench/NOTES.md
+// 31), so only an explicit SpreadMethod::CudaCellMoments runs it.
 //
 // A block takes a span (up to tuning::kCellSpanParticles of one tile, in binned order),
 // ranks its particles within their cells by shared atomics and lists them in cell order
@@ -1030,25 +1039,8 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 // coordinates are staged). Then, property by property: the values gathered into shared
 // memory, the block's scale from their sum of |q| (as the tile kernel's fast mode), the
 // cells summed and contracted, and at the end the window flushed as the tile kernel
-// does. The order of the particles inside a cell
-// follows the atomics, so the float sums may differ in the last bits between runs: fast
-// mode only.
-
-// Spans: each tile cut into ceil(count / span) pieces of equal size (span, span, rest
-// would leave a block with a few particles where a tile is just over the cap).
-static __global__ void span_fill_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
-                                        const std::uint32_t* span_start, std::uint32_t span, Chunk* spans) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= num_tiles) return;
-  const std::uint32_t begin = bucket_start[t << buckets.sub_bits];
-  const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - begin;
-  const std::uint32_t pieces = (count + span - 1) / span;
-  for (std::uint32_t k = 0; k < pieces; ++k) {
-    const auto lo = static_cast<std::uint32_t>(std::uint64_t(count) * k / pieces);
-    const auto hi = static_cast<std::uint32_t>(std::uint64_t(count) * (k + 1) / pieces);
-    spans[span_start[t] + k] = Chunk{t, begin + lo, hi - lo};
-  }
-}
+// does. The order of the particles inside a cell follows the atomics, so the float sums
+// may differ in the last bits between runs: fast mode only.
 
 // One cell's S^D moments (index x fastest), summed and then contracted in registers:
 // every loop has compile-time bounds and every coefficient is an immediate.

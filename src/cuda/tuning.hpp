@@ -99,11 +99,11 @@ constexpr bool cell_moments_fit(int support, int dims) {
   for (int d = 0; d < dims; ++d) nodes *= support;
   return nodes <= kCellMaxNodes;
 }
-// Auto takes cell moments from this many particles a cell of a span (particles over the
-// cells of the spans' tiles). NOT YET MEASURED: a model's guess (a cell's contraction,
-// S^D x S x D multiply-adds, against S^D shared atomics a particle), to be replaced by
-// the crossover that bench/device.sh's methods step measures.
-constexpr double kCellMomentsMinPerCell = 4.0;
+// Auto never takes cell moments: measured slower than tiles in every case but one
+// (bench/NOTES.md 31, e2adec2, spread ms tiles / cells: M'4 128^3 0.579 / 0.838, 64^3
+// 0.541 / 0.777, linear 128^3 0.512 / 0.551, 2D M'4 512^2 0.471 / 0.497; only M'4 with
+// 2^20 clustered at 256 a cell 0.046 / 0.041, and linear clustered was slower there). A
+// span holds at most 10 particles a cell of a full tile, too few to repay its sort.
 
 // Properties accumulated together per pass of the tile kernels, which are compiled per
 // count (1, 2 or 3): a 3-vector in one pass; more properties take more passes.
