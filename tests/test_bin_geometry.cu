@@ -1,4 +1,4 @@
-// The CUDA backend's cell encoding (BinGeometry, src/cuda/kernels.cuh), tested on the
+// The CUDA backend's cell encoding (BinGeometry, src/cuda/binning.cuh), tested on the
 // host: both forms must give back every home node they encode, stay below the away
 // marker, and be chosen as documented. The bit-field form runs end to end in every CUDA
 // test; the mixed-radix fallback needs grids of 2^29 nodes and more, so its arithmetic is
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <random>
 
-#include "cuda/kernels.cuh"
+#include "cuda/binning.cuh"
 
 namespace {
 

@@ -137,7 +137,7 @@ TEST(Cuda, DensitiesDistributionsAndBoundaries) {
       }
 }
 
-// set_points' partition (kernels.cuh, "Partition") with two levels (more than
+// set_points' partition (binning.cuh, "Partition") with two levels (more than
 // tuning::kPartitionGroups tiles: groups of several tiles, pass 2 sorting inside each)
 // and groups split over many pieces of pass 2 (clustered: 90% in three cells, ~250
 // pieces in one group), in float and double, 3D and 2D, periodic and bounded.

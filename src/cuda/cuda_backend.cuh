@@ -1,6 +1,7 @@
 #pragma once
 // The CUDA backend behind pmkit::Plan: memory, launches and the method choice. The
-// kernels are in kernels.cuh; this file decides what runs and owns every buffer.
+// kernels are in binning.cuh, tiles.cuh, spread.cuh and interp.cuh (kernels.cuh includes
+// them all); this file decides what runs and owns every buffer.
 //
 // set_points: the scatter into tile order, by partition (count, then block-sorted
 // passes into groups of tiles and inside each group, every big store coalesced) for
@@ -434,7 +435,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
   }
 
-  // The scatter by partition (kernels.cuh, "Partition"; n > 0): count, pass 1 into
+  // The scatter by partition (binning.cuh, "Partition"; n > 0): count, pass 1 into
   // groups of tiles, then, where groups hold several tiles, pass 2 inside each group's
   // pieces and the composed slot. Returns each tile's first slot (tiles + 1 entries).
   const std::uint32_t* partition_scatter(std::size_t n, const PositionArrays<T, D>& pos, Groups groups,
@@ -797,7 +798,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   detail::Layout<D> layout_;
   Kernel kernel_;
   Options options_;
-  // set_points writes a bank-interleaved order for the tile kernels (kernels.cuh).
+  // set_points writes a bank-interleaved order for the tile kernels (tiles.cuh).
   bool interleaved_ = tuning::interleave_pays(kernel_.support(), D);
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
@@ -813,7 +814,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   // set_points scratch. rank_: the one-pass scatter's ranks; in the partition's two
   // levels, each pass-1 place's caller index, then its binned slot (place_kernel).
   DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;
-  // the partition (kernels.cuh): per group, per piece of pass 2; records and tile keys
+  // the partition (binning.cuh): per group, per piece of pass 2; records and tile keys
   // in pass-1 order
   DeviceBuffer<std::uint32_t> same_pairs_, block_count_, block_start_, group_start_, piece_count_, piece_start_,
       piece_count_tiles_;

@@ -14,7 +14,7 @@ constexpr int kTileEdge2D = 32;
 constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D; }
 
 // The one-pass scatter of set_points (binned input, small inputs) splits each tile's
-// counter into sub-buckets by warp (kernels.cuh, Buckets), so that where tiles are few
+// counter into sub-buckets by warp (binning.cuh, Buckets), so that where tiles are few
 // and full the counter atomics do not queue on one address (64 per cell: 3.80 -> 1.80
 // ms, bench/NOTES.md 11), while tiles x sub-buckets stays within this many open write
 // fronts (2^16 lines: 8 MB of the 50 MB L2; NOTES 17 later showed that the fronts' count
@@ -22,7 +22,7 @@ constexpr int tile_edge(int dims) { return dims == 3 ? kTileEdge3D : kTileEdge2D
 constexpr unsigned kMaxWriteFronts = 1u << 16;
 constexpr int kMaxSubBucketBits = 5;
 
-// set_points' scatter by partition (kernels.cuh, "Partition"): unsorted input in passes
+// set_points' scatter by partition (binning.cuh, "Partition"): unsorted input in passes
 // that sort each block locally and store runs with consecutive lanes, because a
 // scattered store costs one L2 request per lane (bench/NOTES.md 17: the one-pass scatter,
 // 1.34 ms at 2^24 / 256^3, is its store pattern; 80850e8's partition, ranked with shared
@@ -56,7 +56,7 @@ constexpr unsigned kBinnedProbePairs = 1u << 16;
 constexpr double kBinnedPairFraction = 0.5;
 
 // set_points orders each chunk so that a warp's particles start in different shared-
-// memory banks (kernels.cuh, interleave_kernel) where a particle has at least this many
+// memory banks (tiles.cuh, interleave_kernel) where a particle has at least this many
 // stencil nodes. Measured (bench/NOTES.md 11): it pays for M'4 and wider in 3D (B-spline
 // 6 spread 1.69 -> 1.16 ms, double M'4 1.68 -> 1.25); with 8 (linear, 3D) or 16 (M'4,
 // 2D) nodes the indirection cost more than the conflicts (linear 3D spread 0.588 ->
@@ -69,7 +69,7 @@ constexpr bool interleave_pays(int support, int dims) {
 }
 
 // The spread tile kernel rounds float contributions to fixed point with one DFMA instead
-// of a float-to-int conversion (kernels.cuh, to_fixed) where that pays. Measured A/B
+// of a float-to-int conversion (tiles.cuh, to_fixed) where that pays. Measured A/B
 // (bench/NOTES.md 16): B-spline 6 (216 nodes a particle), one property, 1.148 -> 1.021
 // ms; M'4 (64 nodes) unchanged with one property (0.707 -> 0.708) and slower with three
 // (2.03 -> 2.14). So only for supports of 5 and more, one property a pass (wider
@@ -83,7 +83,7 @@ constexpr int kChunkParticles = 1024;
 constexpr int kSpreadThreads = 256;
 constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
 
-// Cell moments (kernels.cuh, spread_cells_kernel; SpreadMethod::CudaCellMoments): a
+// Cell moments (spread.cuh, spread_cells_kernel; SpreadMethod::CudaCellMoments): a
 // block takes up to this many particles of one tile (a span; tiles with more are split
 // evenly), sorts them by cell in shared memory (16-bit indices, so at most 65536) and
 // reduces each cell in registers. Larger spans mean more particles a cell per block.
@@ -114,7 +114,7 @@ constexpr int kPropsPerPass = 3;
 // capping float at 48 registers gives 5 blocks (62.5%) without spills. Double needs
 // its registers (it spills at 48).
 constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes) { return value_bytes == 4 ? 5 : 2; }
-// The interp tile kernel holds its window as row spans (kernels.cuh, RowSpan: S values
+// The interp tile kernel holds its window as row spans (interp.cuh, RowSpan: S values
 // padded to 2, 4 or 8, one vector load a stencil row) in 3D float, where they take at
 // most this much shared memory a block (M'4: 1 or 2 properties, 21 KB each; 5 blocks an
 // SM still fit). Measured A/B (bench/NOTES.md 20): 3D float M'4 and B-spline 4 2-4%

@@ -1,0 +1,160 @@
+#pragma once
+// M2P kernels: one thread per particle gathering from the mesh, or the tile's window
+// staged in shared memory; then unbin_kernel, the caller's order.
+#include <cstdint>
+
+#include "cuda/tiles.cuh"
+
+namespace pmkit::cuda {
+
+// ---------------------------------------------------------------------------------
+// M2P: one thread per particle in tile order (neighbours read neighbouring nodes, so
+// the gathers hit in cache), results in binned order (unbin_kernel puts them in the
+// caller's). Also serves the away list of update_points (slots: each record's slot).
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kPointThreads)
+    interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
+                  const std::uint32_t* slots, std::size_t n, PropPass<T> pass, T* binned_values,
+                  std::size_t binned_stride) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const Packed<T> particle = particles[i];
+  if (particle.cell == kAwayCell) return;
+  int base[D];
+  T s[D];
+  unpack<K, D>(particle, geo, base, s);
+  T acc[tuning::kPropsPerPass] = {};
+  detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
+#pragma unroll
+    for (int j = 0; j < tuning::kPropsPerPass; ++j)
+      if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
+  });
+  const std::size_t slot = slots ? slots[i] : i;
+#pragma unroll
+  for (int j = 0; j < tuning::kPropsPerPass; ++j)
+    if (j < pass.count) binned_values[j * binned_stride + slot] = acc[j];
+}
+
+// The S window values that start at one node, padded to a power of two and aligned as
+// a whole, so that interp reads a stencil row with one vector load (two for S > 4 in
+// float, S > 2 in double) instead of S scalar ones: the kernel was issue-bound (ncu,
+// bench/NOTES.md 14: IPC 2.78, 69% of issue slots), and a row of M'4 took 4 LDS.32.
+template <class T, int S>
+struct RowSpan {
+  static constexpr int kPad = S <= 2 ? 2 : S <= 4 ? 4 : 8;
+  static constexpr int kAlign = kPad * sizeof(T) < 16 ? kPad * sizeof(T) : 16;
+  struct alignas(kAlign) Values {
+    T v[kPad];
+  };
+};
+
+// Whether interp stages its window as row spans (tuning::interp_row_spans_pay).
+template <class K, int D, class T, int NP>
+constexpr bool interp_row_spans() {
+  return tuning::interp_row_spans_pay(D, sizeof(T)) &&
+         std::size_t(NP) * TileWindow<K, D>::kNodes * sizeof(typename RowSpan<T, K::support>::Values) <=
+             tuning::kInterpRowSpanBytes;
+}
+template <class K, int D, class T, int NP>
+constexpr std::size_t interp_tiles_shared_bytes() {
+  return std::size_t(NP) * TileWindow<K, D>::kNodes *
+         (interp_row_spans<K, D, T, NP>() ? sizeof(typename RowSpan<T, K::support>::Values) : sizeof(T));
+}
+
+// M2P through shared memory: a block loads its tile's window of each mesh once (with
+// the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
+// from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
+// to their binned slots (unbin_kernel puts them in the caller's order). The thread's
+// particles are loaded before the window, so that the two loads' latencies overlap (ncu:
+// stalled on the window load, then on the particle load). Where it fits, the window is
+// held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1).
+template <class K, int D, class T, int NP>
+__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T)))
+    interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                        const Packed<T>* particles, const std::uint16_t* order, std::size_t n, PropPass<T> pass,
+                        T* binned_values) {
+  using Window = TileWindow<K, D>;
+  constexpr int S = K::support;
+  using Span = typename RowSpan<T, S>::Values;
+  constexpr bool kSpans = interp_row_spans<K, D, T, NP>();
+  extern __shared__ __align__(16) unsigned char interp_shared[];
+  T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
+  Span* window_spans = reinterpret_cast<Span*>(interp_shared);  // [NP][Window::kNodes] (kSpans)
+  const Chunk chunk = chunks[blockIdx.x];
+  Packed<T> mine[kSlots] = {};
+  std::uint32_t local[kSlots] = {};
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i < chunk.count) {
+      local[r] = taken(order, chunk, i);
+      mine[r] = particles[chunk.begin + local[r]];
+    }
+  }
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
+    std::int64_t index;
+    const bool inside = Window::mesh_index(layout, tile, k, index);
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const T value = inside ? __ldg(pass.meshes[j] + index) : T(0);
+      if constexpr (kSpans) {
+        // Node k is entry a of the spans that start a nodes earlier. Entries past the
+        // window's end, and those that run into the next row, are never read.
+        PMKIT_UNROLL
+        for (int a = 0; a < S; ++a)
+          if (k >= a) window_spans[j * Window::kNodes + k - a].v[a] = value;
+      } else {
+        window_values[j * Window::kNodes + k] = value;
+      }
+    }
+  }
+  __syncthreads();
+
+#pragma unroll 1
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    const Packed<T> particle = pick(mine, r);
+    if (particle.cell == kAwayCell) continue;
+    const int origin = Window::origin(geo, particle.cell, tile);
+    T s[D];
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    T acc[NP] = {};
+    for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
+#pragma unroll
+      for (int j = 0; j < NP; ++j) {
+        T sum = 0;
+        if constexpr (kSpans) {
+          const Span span = window_spans[j * Window::kNodes + row];
+#pragma unroll
+          for (int a = 0; a < S; ++a) sum += wx[a] * span.v[a];
+        } else {
+          const T* values = window_values + j * Window::kNodes + row;
+#pragma unroll
+          for (int a = 0; a < S; ++a) sum += wx[a] * values[a];
+        }
+        acc[j] += row_weight * sum;
+      }
+    });
+#pragma unroll
+    for (int j = 0; j < NP; ++j) binned_values[j * n + chunk.begin + pick(local, r)] = acc[j];
+  }
+}
+
+// M2P's last step: each caller's particle reads its value from its binned slot. A
+// coalesced write and a scattered read; the other way round (writing through perm),
+// every 4-byte store is a read-modify-write of a whole sector (interp was 3-4x the
+// floor that way).
+template <class T>
+__global__ void unbin_kernel(PropPass<T> pass, const T* binned_values, std::size_t n, const std::uint32_t* slot) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::uint32_t from = slot[i];
+  for (int j = 0; j < pass.count; ++j)
+    pass.values[j][static_cast<std::ptrdiff_t>(i) * pass.value_stride[j]] = binned_values[j * n + from];
+}
+
+}  // namespace pmkit::cuda

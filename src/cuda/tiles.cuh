@@ -1,0 +1,236 @@
+#pragma once
+// What the spread and interp kernels share: a binned record's stencil, the tile's window
+// in shared memory (TileWindow) and the order a tile kernel takes a chunk's particles in
+// (interleave_kernel, computed by set_points).
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/binning.cuh"
+
+namespace pmkit::cuda {
+
+// ---------------------------------------------------------------------------------
+// Per-particle helpers
+
+template <class K, int D, class T>
+__device__ __forceinline__ void unpack(const Packed<T>& p, const BinGeometry<D>& geo, int (&base)[D],
+                                       T (&s)[D]) {
+  geo.decode(p.cell, base);
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) {
+    base[d] -= (K::support - 1) / 2;
+    s[d] = p.s[d];
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T load_prop(const PropPass<T>& pass, int j, std::uint32_t p) {
+  return __ldg(pass.props[j] + static_cast<std::ptrdiff_t>(p) * pass.prop_stride[j]);
+}
+
+
+// A tile's window: the tile's nodes plus the kernel's reach, as a small mesh of its own
+// (node m of the window is logical node tile * edge - (S-1)/2 + m, no wrap inside).
+// Its sizes are compile-time constants, so every stencil offset inside it is an
+// immediate operand of the shared-memory instruction (ncu on the run-time version: ~14
+// instructions per node, of which one was the shared atomic).
+template <class K, int D>
+struct TileWindow {
+  static constexpr int kEdge = BinGeometry<D>::kEdge;
+  static constexpr int kWidth = kEdge + K::support - 1;
+  static constexpr int kNodes = D == 3 ? kWidth * kWidth * kWidth : kWidth * kWidth;
+  static constexpr int kLead = (K::support - 1) / 2;  // nodes the stencil starts before home
+
+  // Window offset of a particle's first stencil node: its home node's place in the tile.
+  __device__ __forceinline__ static int origin(const BinGeometry<D>& geo, std::uint32_t cell, const int (&tile)[D]) {
+    int home[D];
+    geo.decode(cell, home);
+    int offset = 0;
+    PMKIT_UNROLL
+    for (int d = D - 1; d >= 0; --d) offset = offset * kWidth + home[d] - tile[d] * kEdge;
+    return offset;
+  }
+
+  // Mesh index of the y (and z) part of window row `row`; false where the window
+  // reaches past every node a particle of the tile can touch (the last tiles of
+  // bounded axes).
+  __device__ __forceinline__ static bool row_index(const detail::Layout<D>& layout, const int (&tile)[D], int row,
+                                                   std::int64_t& index) {
+    index = 0;
+    bool inside = true;
+    PMKIT_UNROLL
+    for (int d = 1; d < D; ++d) {
+      const int local = row % kWidth;
+      row /= kWidth;
+      const int node = layout.axis[d].node(tile[d] * kEdge - kLead + local);
+      inside = inside && node >= 0 && node < layout.axis[d].nodes;
+      index += static_cast<std::int64_t>(node) * layout.stride[d];
+    }
+    return inside;
+  }
+
+  // Mesh index of window node k (the same rule, with x).
+  __device__ __forceinline__ static bool mesh_index(const detail::Layout<D>& layout, const int (&tile)[D], int k,
+                                                    std::int64_t& index) {
+    const bool inside = row_index(layout, tile, k / kWidth, index);
+    const int node = layout.axis[0].node(tile[0] * kEdge - kLead + k % kWidth);
+    index += node;
+    return inside && node >= 0 && node < layout.axis[0].nodes;
+  }
+
+  // Quads: the window's x-rows cut at multiples of 4 of the logical x, so that a flush
+  // can add 4 nodes with one float4 atomic. Valid where x is periodic with a multiple
+  // of 4 nodes (a quad then never straddles the seam) and the mesh is 16-byte aligned.
+  static constexpr int kQuads = (kWidth + 3) / 4 + 1;  // covers the row at any alignment
+  __device__ __forceinline__ static int first_quad_x(const int (&tile)[D]) {
+    const int x0 = tile[0] * kEdge - kLead;
+    return x0 >= 0 ? x0 / 4 * 4 : -((3 - x0) / 4 * 4);  // floor to a multiple of 4
+  }
+};
+
+// The particle's stencil inside a window, one x-row at a time: f(offset of the row's
+// first node, the row's weight w_y (w_z), the S x-weights). Callers fold per-row factors
+// (the charge, the scale) into the row weight once instead of once per node.
+template <class K, int D, class T, class F>
+__device__ __forceinline__ void for_each_window_row(int origin, const T (&s)[D], F&& f) {
+  constexpr int S = K::support;
+  constexpr int kWidth = TileWindow<K, D>::kWidth;
+  T w[D][S];
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) kernels::weights_1d<K>(s[d], w[d]);
+  if constexpr (D == 2) {
+    PMKIT_UNROLL
+    for (int b = 0; b < S; ++b) f(origin + b * kWidth, w[1][b], w[0]);
+  } else {
+    PMKIT_UNROLL
+    for (int c = 0; c < S; ++c)
+      PMKIT_UNROLL
+      for (int b = 0; b < S; ++b) f(origin + (c * kWidth + b) * kWidth, w[2][c] * w[1][b], w[0]);
+  }
+}
+
+// a[r] for a run-time r: selects with constant indices, so that `a` stays in registers
+// (a dynamically indexed register array goes to local memory).
+template <int N, class V>
+__device__ __forceinline__ V pick(const V (&a)[N], int r) {
+  V v = a[0];
+  PMKIT_UNROLL
+  for (int k = 1; k < N; ++k) v = r == k ? a[k] : v;
+  return v;
+}
+
+template <class T, int N>
+struct Values {
+  T v[N];
+};
+
+// Calls f(std::integral_constant<int, NP>{}) for a pass of `count` properties: the tile
+// kernels are compiled per property count, so their loops over properties have no
+// run-time bound (ncu: the run-time bound cost a branch and a load per node).
+template <class F>
+void with_prop_count(int count, F&& f) {
+  static_assert(tuning::kPropsPerPass == 3, "one case per count");
+  switch (count) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    default: f(std::integral_constant<int, 3>{}); break;
+  }
+}
+
+// The contribution a * b (the row's scaled weight times an x-weight) as the fixed-point
+// integer: one word in float fast mode (fits 32 bits by the per-block scale), 64 bits
+// otherwise. kFma (float only, tuning::fma_rounding_pays): the product is formed in
+// double (exact: 24 x 24 bits) and rounded by adding 1.5 * 2^52 in the same fused
+// operation, which leaves round(a * b) in the low bits of the result: one FP64
+// instruction instead of a float-to-integer conversion on the quarter-rate XU pipe.
+// Exact while |a * b| < 2^51; float contributions stay below 2^41 (FixedPoint<2>).
+template <int W, bool kFma, class T>
+__device__ __forceinline__ long long to_fixed(T a, T b) {
+  if constexpr (sizeof(T) == 4 && kFma) {
+    constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52: its units are 1
+    const double x = __fma_rn(static_cast<double>(a), static_cast<double>(b), kRound);
+    if constexpr (W == 1) return __double2loint(x);  // round(a * b) mod 2^32, and |a * b| < 2^31
+    else return __double_as_longlong(x) - __double_as_longlong(kRound);
+  } else if constexpr (sizeof(T) == 4 && W == 1) {
+    return __float2int_rn(a * b);
+  } else if constexpr (sizeof(T) == 4) {
+    return __float2ll_rn(a * b);
+  } else {
+    return __double2ll_rn(a * b);  // double contributions reach 2^62 (FixedPoint<3>)
+  }
+}
+
+// The chunk-local index of the k-th particle a tile kernel takes (see interleave_kernel).
+__device__ __forceinline__ std::uint32_t taken(const std::uint16_t* order, const Chunk& chunk, std::uint32_t k) {
+  return order ? order[chunk.begin + k] : k;
+}
+
+// Particles a thread of a tile kernel handles: threadIdx.x + r * blockDim.x, r < kSlots.
+constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
+static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk = threads * slots");
+
+// ---------------------------------------------------------------------------------
+// The order in which a tile kernel takes its chunk's particles.
+//
+// A warp of a tile kernel takes 32 particles; each lane adds (or reads) its stencil at
+// window offset origin + o, with the same o in all lanes at once. In the scatter's
+// (arrival) order the origins are random, and a warp's 32 accesses fall into ~3
+// shared-memory wavefronts on average (ncu: 67% of the spread kernel's wavefronts were
+// bank conflicts, bench/NOTES.md 8). So set_points also records, per chunk, an order in
+// levels: level r holds the r-th particle of every bank that has one, in bank order.
+// 32 consecutive particles of a full level start in 32 different banks: one wavefront
+// per access. Only the last, partial levels of a chunk mix.
+//
+// The records stay in arrival order (moving them would need a scattered update of
+// `slot`, one random store per particle); order[chunk.begin + k] is the chunk-local
+// index of the k-th particle to take. Kernels with few nodes a particle skip it
+// (tuning::interleave_pays): order is then null and the arrival order is used.
+constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
+
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    interleave_kernel(BinGeometry<D> geo, const Chunk* chunks, const Packed<T>* particles, std::uint16_t* order) {
+  static_assert(tuning::kChunkParticles <= 65536, "chunk-local indices are 16-bit");
+  __shared__ std::uint32_t bank_count[kSharedBanks];
+  __shared__ std::uint16_t level_first[tuning::kChunkParticles];  // a level's first place in the chunk
+  __shared__ std::uint32_t level_banks[tuning::kChunkParticles];  // bit b: the level has bank b
+  const Chunk chunk = chunks[blockIdx.x];
+  if (threadIdx.x < kSharedBanks) bank_count[threadIdx.x] = 0;
+  __syncthreads();
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  std::uint32_t bank[kSlots], rank[kSlots];
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    bank[r] = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, particles[chunk.begin + i].cell, tile)) %
+              kSharedBanks;
+    rank[r] = atomicAdd(&bank_count[bank[r]], 1u);
+  }
+  __syncthreads();
+  std::uint32_t levels = 0;
+#pragma unroll
+  for (int b = 0; b < kSharedBanks; ++b) levels = max(levels, bank_count[b]);
+  for (std::uint32_t r = threadIdx.x; r < levels; r += blockDim.x) {
+    std::uint32_t first = 0, banks = 0;
+#pragma unroll
+    for (int b = 0; b < kSharedBanks; ++b) {
+      const std::uint32_t c = bank_count[b];
+      first += min(c, r);  // particles of bank b in the levels before r
+      banks |= static_cast<std::uint32_t>(c > r) << b;
+    }
+    level_first[r] = static_cast<std::uint16_t>(first);
+    level_banks[r] = banks;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    const std::uint32_t place = level_first[rank[r]] + __popc(level_banks[rank[r]] & ((1u << bank[r]) - 1u));
+    order[chunk.begin + place] = static_cast<std::uint16_t>(i);
+  }
+}
+
+}  // namespace pmkit::cuda
