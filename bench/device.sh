@@ -13,6 +13,10 @@
 # cost on the device; "shared" (never in the default) bench/shared_probe, what the spread's
 # shared-memory adds cost alone. "profile" (never in the default) runs Nsight Compute on the tile kernels of
 # PMKIT_PROFILE_CASE (a gpu_bench case) and prints their details and hottest SASS lines.
+# "kernels" (never in the default) prints the median device time of every kernel that
+# gpu_bench --case PMKIT_KERNELS_CASE launches (ncu, gpu__time_duration.sum; the first
+# PMKIT_KERNELS_LAUNCHES launches whose name matches PMKIT_KERNELS_REGEX), through
+# bench/kernel_times.py: where set_points' time goes, kernel by kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
@@ -109,5 +113,12 @@ for k in ${PMKIT_PROFILE_KERNELS:-spread_tiles interp_tiles scatter classify}; d
   echo "-- $k"
   grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|L1/TEX Hit|L2 Hit|Theoretical Occ|Block Limit" "$out/prof-$k-details.txt" | head -20
 done
+fi
+if want kernels; then
+step "device time per kernel (ncu) of ${PMKIT_KERNELS_CASE:=p2m-mp4-3d-f-2^22-128}"
+ncu --metrics gpu__time_duration.sum --csv --kernel-name "regex:${PMKIT_KERNELS_REGEX:-.}" \
+  --launch-count "${PMKIT_KERNELS_LAUNCHES:-400}" ./build-device/bench/gpu_bench --case "$PMKIT_KERNELS_CASE" \
+  >"$out/kernel-times.csv" 2>&1 || echo "ncu failed: $(tail -3 "$out/kernel-times.csv")"
+python3 bench/kernel_times.py "$out/kernel-times.csv"
 fi
 exit $status
