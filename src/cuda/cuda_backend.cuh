@@ -103,9 +103,11 @@ class CudaBackend final : public detail::Backend<T, D> {
     groups_ = partition_groups();
     tile_props_per_pass_ = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, shared_optin_ / per_prop));
 
-    // Cell moments: kernels of up to tuning::kCellMaxNodes nodes, fast mode, as many
-    // properties a pass as the block's shared memory holds.
-    if (tuning::cell_moments_fit(kernel.support(), D) && !options.deterministic)
+    // Cell moments, only where asked for (Auto never takes them): kernels of up to
+    // tuning::kCellMaxNodes nodes, fast mode, as many properties a pass as the block's
+    // shared memory holds.
+    if (options.spread_method == SpreadMethod::CudaCellMoments && tuning::cell_moments_fit(kernel.support(), D) &&
+        !options.deterministic)
       kernels::dispatch(kernel, [&](auto k) {
         using K = decltype(k);
         if constexpr (tuning::cell_moments_fit(K::support, D)) {
@@ -234,28 +236,25 @@ class CudaBackend final : public detail::Backend<T, D> {
       one_pass_scatter(n, pos, buckets);
       tile_buckets = buckets;
     }
-    chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start,
-                                                        tuning::kChunkParticles, chunk_count_.get());
-    check_launch("pmkit::cuda::set_points::chunk_count");
-    scan(chunk_count_.get(), chunk_start_.get(), tiles + 1);
-    chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, chunk_start_.get(),
-                                                       tuning::kChunkParticles, false, spare_.chunks.get());
-    check_launch("pmkit::cuda::set_points::chunk_fill");
-    std::uint32_t chunks = 0;
-    check(cudaMemcpy(&chunks, chunk_start_.get() + tiles, sizeof(chunks), cudaMemcpyDeviceToHost),
-          "set_points: binning");
-    std::uint32_t spans = 0;
-    if (cells_wanted() && chunks > 0) {  // the chunk counters are free again; their last entry is still 0
-      chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start,
-                                                          tuning::kCellSpanParticles, chunk_count_.get());
-      check_launch("pmkit::cuda::set_points::span_count");
+    // Each tile cut into pieces of at most `cap` particles (`even`: all of one size), into
+    // `out`; returns their count. The counters' last entry stays 0 (memset above) for the
+    // scan's total.
+    auto cut_tiles = [&](std::uint32_t cap, bool even, Chunk* out) {
+      chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, cap,
+                                                          chunk_count_.get());
+      check_launch("pmkit::cuda::set_points::chunk_count");
       scan(chunk_count_.get(), chunk_start_.get(), tiles + 1);
-      chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, chunk_start_.get(),
-                                                         tuning::kCellSpanParticles, true, spare_.spans.get());
-      check_launch("pmkit::cuda::set_points::span_fill");
-      check(cudaMemcpy(&spans, chunk_start_.get() + tiles, sizeof(spans), cudaMemcpyDeviceToHost),
+      chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start,
+                                                         chunk_start_.get(), cap, even, out);
+      check_launch("pmkit::cuda::set_points::chunk_fill");
+      std::uint32_t pieces = 0;
+      check(cudaMemcpy(&pieces, chunk_start_.get() + tiles, sizeof(pieces), cudaMemcpyDeviceToHost),
             "set_points: binning");
-    }
+      return pieces;
+    };
+    const std::uint32_t chunks = cut_tiles(tuning::kChunkParticles, false, spare_.chunks.get());
+    const std::uint32_t spans =
+        cells_wanted() && chunks > 0 ? cut_tiles(tuning::kCellSpanParticles, true, spare_.spans.get()) : 0;
     if (chunks > 0 && interleaved_) {
       kernels::dispatch(kernel_, [&](auto k) {
         interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(
@@ -529,8 +528,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   // Whether set_points cuts spans for cell moments: only where they are asked for (Auto
-  // never takes them; the constructor checked that they can run).
-  bool cells_wanted() const { return options_.spread_method == SpreadMethod::CudaCellMoments; }
+  // never takes them; the constructor sized them, or refused the plan).
+  bool cells_wanted() const { return cell_props_per_pass_ > 0; }
 
   template <class P>
   void require_device(const P* ptr, const char* what, std::size_t index) const {
@@ -803,7 +802,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
   int tile_props_per_pass_ = 0;
-  int cell_props_per_pass_ = 0;  // 0: cell moments do not apply (kernel, mode or shared memory)
+  int cell_props_per_pass_ = 0;  // 0: cell moments not asked for
   double stencil_per_window_node_ = 0;  // S^D / tile window nodes (window_use)
   Groups groups_{};
   SpreadMethod method_ = SpreadMethod::CudaGlobalAtomics;

@@ -26,7 +26,6 @@ __device__ __forceinline__ double deterministic_scale(double max_abs, std::size_
   return pow2_scale(max_abs, target);
 }
 
-
 // The fast float flush by quads (TileWindow::first_quad_x): one float4 atomic adds four
 // x-neighbours (global float atomics are done in L2, which takes a float4 as one
 // operation: ~2.75x fewer of them for an 11-node row).
@@ -285,15 +284,6 @@ struct CellMoments {
       }
   }
 };
-
-// The fixed-point value of a node sum already in scaled units: one word in float fast
-// mode, 64 bits for the double words (FixedPoint<3>).
-template <int W, class T>
-__device__ __forceinline__ long long fixed_of(T x) {
-  if constexpr (sizeof(T) == 4 && W == 1) return __float2int_rn(x);
-  else if constexpr (sizeof(T) == 4) return __float2ll_rn(x);
-  else return __double2ll_rn(x);
-}
 
 // Dynamic shared memory of spread_cells_kernel, in this order: the window's words
 // (rounded up to 16 bytes); each particle's local coordinates by arrival (D arrays);

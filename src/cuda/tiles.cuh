@@ -137,6 +137,15 @@ void with_prop_count(int count, F&& f) {
   }
 }
 
+// A value already in scaled units as the fixed-point integer: one word in float fast
+// mode, 64 bits otherwise (double contributions reach 2^62, FixedPoint<3>).
+template <int W, class T>
+__device__ __forceinline__ long long fixed_of(T x) {
+  if constexpr (sizeof(T) == 4 && W == 1) return __float2int_rn(x);
+  else if constexpr (sizeof(T) == 4) return __float2ll_rn(x);
+  else return __double2ll_rn(x);
+}
+
 // The contribution a * b (the row's scaled weight times an x-weight) as the fixed-point
 // integer: one word in float fast mode (fits 32 bits by the per-block scale), 64 bits
 // otherwise. kFma (float only, tuning::fma_rounding_pays): the product is formed in
@@ -151,12 +160,8 @@ __device__ __forceinline__ long long to_fixed(T a, T b) {
     const double x = __fma_rn(static_cast<double>(a), static_cast<double>(b), kRound);
     if constexpr (W == 1) return __double2loint(x);  // round(a * b) mod 2^32, and |a * b| < 2^31
     else return __double_as_longlong(x) - __double_as_longlong(kRound);
-  } else if constexpr (sizeof(T) == 4 && W == 1) {
-    return __float2int_rn(a * b);
-  } else if constexpr (sizeof(T) == 4) {
-    return __float2ll_rn(a * b);
   } else {
-    return __double2ll_rn(a * b);  // double contributions reach 2^62 (FixedPoint<3>)
+    return fixed_of<W>(a * b);
   }
 }
 
