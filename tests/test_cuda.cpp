@@ -33,18 +33,19 @@ void expect_points_kept(Plan<float, 3>& plan, std::size_t n, double tolerance) {
 }
 
 // One case: fresh random particles (uniform or clustered) spread and interpolated with
-// device pointers by the given method, against the float64 reference.
+// device pointers by the given method, against the float64 reference. At least
+// `min_particles` of them, also under PMKIT_TEST_SMALL (a path chosen by size).
 template <class T, int D>
 void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> cells, BoundaryKind boundary,
                              double per_cell, Distribution dist, SpreadMethod method, bool deterministic,
-                             int nprops) {
+                             int nprops, std::size_t min_particles = 0) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   const Grid<D> grid = make_grid<D>(cells, boundary);
   double volume_cells = 1;
   for (int d = 0; d < D; ++d) volume_cells *= static_cast<double>(cells[d]);
-  const std::size_t n = scaled(static_cast<std::size_t>(per_cell * volume_cells) + 1);
+  const std::size_t n = std::max(min_particles, scaled(static_cast<std::size_t>(per_cell * volume_cells) + 1));
   const auto pos = make_positions<T, D>(grid, dist, n, rng);
   std::uniform_real_distribution<double> unit(-1.0, 1.0);
 
@@ -140,44 +141,81 @@ TEST(Cuda, DensitiesDistributionsAndBoundaries) {
 // set_points' partition (binning.cuh, "Partition") with two levels (more than
 // tuning::kPartitionGroups tiles: groups of several tiles, pass 2 sorting inside each)
 // and groups split over many pieces of pass 2 (clustered: 90% in three cells, ~250
-// pieces in one group), in float and double, 3D and 2D, periodic and bounded.
+// pieces in one group), in float and double, 3D and 2D, periodic and bounded. Enough
+// particles for the partition (tuning::kPartitionMinParticles) also under the sanitizers.
 TEST(Cuda, PartitionIntoGroupsOfTiles) {
   PMKIT_REQUIRE_GPU();
+  const std::size_t partitioned = pmkit::cuda::tuning::kPartitionMinParticles + 4096;
   for (auto dist : {Distribution::Uniform, Distribution::Clustered}) {
     check_against_reference<float, 3>(Kernel::mp4(), {96, 80, 72}, BoundaryKind::Periodic, 2.0, dist,
-                                      SpreadMethod::Auto, false, 1);
+                                      SpreadMethod::Auto, false, 1, partitioned);
     check_against_reference<double, 3>(Kernel::tsc(), {90, 81, 66}, BoundaryKind::MixedFold, 1.0, dist,
-                                       SpreadMethod::CudaGlobalAtomics, false, 1);
+                                       SpreadMethod::CudaGlobalAtomics, false, 1, partitioned);
     check_against_reference<float, 2>(Kernel::linear(), {1100, 700}, BoundaryKind::Keep, 1.5, dist,
-                                      SpreadMethod::Auto, false, 1);
+                                      SpreadMethod::Auto, false, 1, partitioned);
     check_against_reference<double, 2>(Kernel::mp4(), {800, 900}, BoundaryKind::Periodic, 0.5, dist,
-                                       SpreadMethod::CudaSharedTiles, false, 1);
+                                       SpreadMethod::CudaSharedTiles, false, 1, partitioned);
   }
 }
 
 // The partition's count reports the first bad particle in the caller's order, as the
 // one-pass scatter does, and a rejected set_points keeps the previous points.
+// set_points reports a rejected particle only after its last kernel (one wait for the
+// device), so every pass after the count must leave the particle out and the binning in
+// use must stay as it was. Both forms of the partition (one level: 216 tiles; two levels:
+// 2197) and the one-pass scatter (binned input).
 TEST(Cuda, PartitionReportsTheFirstBadParticle) {
   PMKIT_REQUIRE_GPU();
-  Plan<float, 3> plan(Grid<3>::bounded({40, 40, 40}), Kernel::mp4(), cuda_options());
-  const std::size_t n = 50000;
-  std::mt19937_64 rng(fresh_seed());
-  std::uniform_real_distribution<float> inside(4.0f, 36.0f);
-  std::vector<float> x(n), y(n), z(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    x[i] = inside(rng);
-    y[i] = inside(rng);
-    z[i] = inside(rng);
+  for (const std::int64_t cells : {40, 100}) {
+    for (const bool binned_input : {false, true}) {
+      SCOPED_TRACE(std::to_string(cells) + "^3 cells, " + (binned_input ? "binned" : "random") + " input");
+      Plan<float, 3> plan(Grid<3>::bounded({cells, cells, cells}), Kernel::mp4(),
+                          cuda_options());
+      const std::size_t n = std::max<std::size_t>(50000, pmkit::cuda::tuning::kPartitionMinParticles + 50000);
+      std::mt19937_64 rng(fresh_seed());
+      std::uniform_real_distribution<float> inside(4.0f, float(cells) - 4.0f);
+      std::vector<float> x(n), y(n), z(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = inside(rng);
+        y[i] = inside(rng);
+        z[i] = inside(rng);
+      }
+      if (binned_input) {  // in the plan's binned order: the probe sends it to the one-pass scatter
+        DeviceVector<float> dx(x), dy(y), dz(z);
+        plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+        DeviceVector<std::uint32_t> dorder(n);
+        plan.binned_order(dorder.view());
+        const auto order = dorder.download();
+        std::vector<float> xs(n), ys(n), zs(n);
+        for (std::size_t k = 0; k < n; ++k) xs[k] = x[order[k]], ys[k] = y[order[k]], zs[k] = z[order[k]];
+        x.swap(xs), y.swap(ys), z.swap(zs);
+      }
+      DeviceVector<float> dx(x), dy(y), dz(z);
+      plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+      std::vector<float> q(n);
+      std::uniform_real_distribution<float> charge(0.5f, 1.5f);
+      for (auto& v : q) v = charge(rng);
+      DeviceVector<float> dq(q), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+      plan.spread({dq.cview()}, {dmesh.view()});
+      const auto before = dmesh.download();
+      std::vector<float> xb = x;
+      xb[40000] = std::nanf("");
+      xb[30001] = float(cells) + 0.5f;
+      DeviceVector<float> dxb(xb);
+      expect_pmkit_error(ErrorCode::OutOfBounds, "positions[0][30001]",
+                         [&] { plan.set_points({dxb.cview(), dy.cview(), dz.cview()}); }, "set_points, two bad");
+      // The binning in use is the one before the failed call: the same spread.
+      plan.spread({dq.cview()}, {dmesh.view()});
+      const auto after = dmesh.download();
+      double worst = 0, peak = 0;
+      for (std::size_t k = 0; k < after.size(); ++k) {
+        worst = std::max(worst, std::abs(double(after[k]) - double(before[k])));
+        peak = std::max(peak, std::abs(double(before[k])));
+      }
+      EXPECT_LE(worst, 1e-6 * peak);
+      expect_points_kept(plan, n, 1e-3 * n);
+    }
   }
-  DeviceVector<float> dx(x), dy(y), dz(z);
-  plan.set_points({dx.cview(), dy.cview(), dz.cview()});
-  std::vector<float> xb = x;
-  xb[40000] = std::nanf("");
-  xb[30001] = 40.5f;
-  DeviceVector<float> dxb(xb);
-  expect_pmkit_error(ErrorCode::OutOfBounds, "positions[0][30001]",
-                     [&] { plan.set_points({dxb.cview(), dy.cview(), dz.cview()}); }, "set_points, two bad");
-  expect_points_kept(plan, n, 1e-3 * n);
 }
 
 // set_points' partition is a stable sort by tile: the binned order is the caller's order
@@ -194,7 +232,8 @@ TEST(Cuda, PartitionOrderIsStableAndReproducible) {
     const std::size_t tiles = std::size_t((cells[0] + edge - 1) / edge) * ((cells[1] + edge - 1) / edge) *
                               ((cells[2] + edge - 1) / edge);
     SCOPED_TRACE(std::to_string(tiles) + " tiles");
-    const auto pos = make_positions<float, 3>(grid, Distribution::Uniform, 300000, rng);
+    const auto pos = make_positions<float, 3>(grid, Distribution::Uniform,
+                                               pmkit::cuda::tuning::kPartitionMinParticles + 300000, rng);
     const std::size_t n = pos[0].size();
     DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
     std::vector<std::uint32_t> first;

@@ -260,10 +260,12 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
                                std::uint32_t* perm, std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const std::uint32_t dst = bucket_start[buckets.of(tile_of[i], i)] + rank[i];
   Packed<T> p;
   std::uint32_t tile;
-  bin_particle(layout, geo, pos, i, p, tile);  // classify validated every position
+  // classify recorded a rejected particle and gave it no rank; set_points reports it
+  // after the last kernel, so the scatter only has to leave it out.
+  if (!bin_particle(layout, geo, pos, i, p, tile)) return;
+  const std::uint32_t dst = bucket_start[buckets.of(tile, i)] + rank[i];
   store_record(particles + dst, p);
   perm[dst] = static_cast<std::uint32_t>(i);
   slot[i] = dst;
@@ -287,6 +289,11 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 // Every place comes from counts in block order (scans, not atomic cursors) and the block
 // sorts are stable, so the whole is a stable sort by tile: a tile's particles keep the
 // caller's order, the same in every run (bench/NOTES.md 26).
+
+// The place of a rejected particle: set_points goes on to its last kernel and reports the
+// rejection then (one wait for the device instead of one after the count), so every pass
+// after the count leaves rejected particles out.
+constexpr std::uint32_t kNoPlace = 0xffffffffu;
 
 // Pass 1's groups: tile >> bits; count of them; key_bits: the sort's bits, enough for
 // the key `count` that marks a block's unused items.
@@ -466,6 +473,8 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   const std::size_t base = blockIdx.x * static_cast<std::size_t>(B::kItems);
   std::uint16_t key[B::kPerThread];
   std::uint32_t value[B::kPerThread];  // block-local index | tile within the group << 16
+  static_assert(B::kPerThread <= 32, "one bit an item");
+  unsigned placed = 0;  // bit k: item local(k) is a valid particle (it gets a place)
 #pragma unroll
   for (int k = 0; k < B::kPerThread; ++k) {
     const std::uint32_t j = B::local(k);
@@ -475,6 +484,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
     Packed<T> record;
     std::uint32_t tile;
     if (i < n && bin_particle(layout, geo, pos, i, record, tile)) {
+      placed |= 1u << k;
       sh.records[j] = record;
       tile_of[i] = tile;
       const std::uint32_t g = tile >> groups.bits;
@@ -492,10 +502,11 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
         if (out.keys) out.keys[dst] = static_cast<std::uint16_t>(v >> 16);
         sh.u.dst[j] = dst;
       });
+  // A rejected particle (set_points reports it after the last kernel) gets no place.
 #pragma unroll
   for (int k = 0; k < B::kPerThread; ++k) {
     const std::size_t i = base + B::local(k);
-    if (i < n) out.place[i] = sh.u.dst[B::local(k)];
+    if (i < n) out.place[i] = (placed >> k) & 1u ? sh.u.dst[B::local(k)] : kNoPlace;
   }
 }
 
@@ -584,7 +595,9 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
 // gather costs ~0.13-0.15 ms at 2^24; a scattered store instead, ~0.3-0.4).
 static __global__ void compose_slot_kernel(std::size_t n, const std::uint32_t* binned_of_place, std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) slot[i] = binned_of_place[slot[i]];
+  if (i >= n) return;
+  const std::uint32_t place = slot[i];
+  if (place != kNoPlace) slot[i] = binned_of_place[place];
 }
 
 // update_points, one thread per particle in the caller's order (positions, tile and

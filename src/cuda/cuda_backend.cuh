@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include <cmath>
@@ -162,6 +163,18 @@ class CudaBackend final : public detail::Backend<T, D> {
       staging_meshes_.reserve(static_cast<std::size_t>(layout_.size) * tuning::kPropsPerPass, "mesh staging");
     check(cudaEventCreate(&events_[0]), "cudaEventCreate");
     check(cudaEventCreate(&events_[1]), "cudaEventCreate");
+    HostStatus* status = nullptr;
+    check(cudaMallocHost(&status, sizeof(HostStatus)), "cudaMallocHost (status read back from the device)");
+    host_.reset(status);
+    // Once, not in every set_points (the partition's blocks use more than 48 KB).
+    if (kPlaceShared <= static_cast<std::size_t>(shared_optin_)) {
+      check(cudaFuncSetAttribute(partition_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kPartitionShared)),
+            "cudaFuncSetAttribute");
+      check(cudaFuncSetAttribute(place_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kPlaceShared)),
+            "cudaFuncSetAttribute");
+    }
   }
 
   ~CudaBackend() override {
@@ -174,6 +187,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     const std::size_t tiles = geo_.num_tiles;
     const Groups groups = groups_;
     const bool may_partition = partition_fits(n, groups);
+    const std::size_t max_chunks = tiles + n / tuning::kChunkParticles + 1;
     const std::size_t max_pieces = n / PartitionBlock<T>::kItems + groups.count + 1;
     const std::size_t block_counts = may_partition ? partition_counts(n, groups) : 0;
     // Every allocation first: nothing of the current binning changes until all succeed.
@@ -210,7 +224,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.perm.reserve(n, "binned particles");
     spare_.slot.reserve(n, "binned particles");
     if (interleaved_) spare_.order.reserve(n, "binned particles");
-    spare_.chunks.reserve(tiles + n / tuning::kChunkParticles + 1, "binned particles");
+    spare_.chunks.reserve(max_chunks, "binned particles");
     if (cells_wanted()) spare_.spans.reserve(tiles + n / tuning::kCellSpanParticles + 1, "binned particles");
     std::size_t scan_bytes = 0;
     for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
@@ -237,9 +251,10 @@ class CudaBackend final : public detail::Backend<T, D> {
       tile_buckets = buckets;
     }
     // Each tile cut into pieces of at most `cap` particles (`even`: all of one size), into
-    // `out`; returns their count. The counters' last entry stays 0 (memset above) for the
-    // scan's total.
-    auto cut_tiles = [&](std::uint32_t cap, bool even, Chunk* out) {
+    // `out`; their count goes to *total, copied back without waiting (it lands with the
+    // final wait below). The counters' last entry stays 0 (memset above) for the scan's
+    // total, which stays in chunk_start_[tiles] until the next cut.
+    auto cut_tiles = [&](std::uint32_t cap, bool even, Chunk* out, std::uint32_t* total) {
       chunk_count_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start, cap,
                                                           chunk_count_.get());
       check_launch("pmkit::cuda::set_points::chunk_count");
@@ -247,25 +262,29 @@ class CudaBackend final : public detail::Backend<T, D> {
       chunk_fill_kernel<<<blocks_for(tiles, 256), 256>>>(geo_.num_tiles, tile_buckets, tile_start,
                                                          chunk_start_.get(), cap, even, out);
       check_launch("pmkit::cuda::set_points::chunk_fill");
-      std::uint32_t pieces = 0;
-      check(cudaMemcpy(&pieces, chunk_start_.get() + tiles, sizeof(pieces), cudaMemcpyDeviceToHost),
+      check(cudaMemcpyAsync(total, chunk_start_.get() + tiles, sizeof(*total), cudaMemcpyDeviceToHost),
             "set_points: binning");
-      return pieces;
     };
-    const std::uint32_t chunks = cut_tiles(tuning::kChunkParticles, false, spare_.chunks.get());
-    const std::uint32_t spans =
-        cells_wanted() && chunks > 0 ? cut_tiles(tuning::kCellSpanParticles, true, spare_.spans.get()) : 0;
-    if (chunks > 0 && interleaved_) {
+    cut_tiles(tuning::kChunkParticles, false, spare_.chunks.get(), &host_->chunks);
+    if (n > 0 && interleaved_) {
+      // As many blocks as there can be chunks; those past the count return at once.
       kernels::dispatch(kernel_, [&](auto k) {
-        interleave_kernel<decltype(k), D, T><<<chunks, tuning::kSpreadThreads>>>(
-            geo_, spare_.chunks.get(), spare_.particles.get(), spare_.order.get());
+        interleave_kernel<decltype(k), D, T><<<static_cast<unsigned>(max_chunks), tuning::kSpreadThreads>>>(
+            geo_, spare_.chunks.get(), chunk_start_.get() + tiles, spare_.particles.get(), spare_.order.get());
       });
       check_launch("pmkit::cuda::set_points::interleave");
     }
-    timings_.compute_s += stop_timer();
+    host_->spans = 0;
+    if (cells_wanted()) cut_tiles(tuning::kCellSpanParticles, true, spare_.spans.get(), &host_->spans);
+    check(cudaMemcpyAsync(&host_->first_bad, bad_.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost),
+          "set_points: position check");
+    timings_.compute_s += stop_timer();  // the call's one wait (two where the probe ran)
+    // A rejected particle: the error, with the binning in use left as it was (every kernel
+    // above wrote only to spare_ and scratch, and left the rejected particles out).
+    reject_if_bad(pos, host_->first_bad);
     spare_.n = n;
-    spare_.num_chunks = chunks;
-    spare_.num_spans = spans;
+    spare_.num_chunks = host_->chunks;
+    spare_.num_spans = host_->spans;
     spare_.num_away = 0;
     std::swap(current_, spare_);
     resolve_method();
@@ -295,9 +314,12 @@ class CudaBackend final : public detail::Backend<T, D> {
       check_launch("pmkit::cuda::update_points");
     };
     run_update(false);
-    reject_if_bad(pos);
-    std::uint32_t away = 0;
-    check(cudaMemcpy(&away, away_count, sizeof(away), cudaMemcpyDeviceToHost), "update_points");
+    check(cudaMemcpyAsync(&host_->first_bad, bad_.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost),
+          "update_points: position check");
+    check(cudaMemcpyAsync(&host_->away, away_count, sizeof(host_->away), cudaMemcpyDeviceToHost), "update_points");
+    check(cudaStreamSynchronize(0), "update_points");
+    reject_if_bad(pos, host_->first_bad);
+    const std::uint32_t away = host_->away;
     if (away > options_.max_away_fraction * static_cast<double>(n)) {
       timings_.compute_s += stop_timer();
       const Timings update = timings_;
@@ -309,7 +331,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     b.away_slot.reserve(away, "update_points away list");
     b.away_particles.reserve(away, "update_points away list");
     run_update(true);
-    check(cudaDeviceSynchronize(), "update_points");
     b.num_away = away;
     timings_.compute_s += stop_timer();
   }
@@ -393,11 +414,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     return std::size_t(groups.count) * blocks_for(n, PartitionBlock<T>::kItems);
   }
 
-  // Whether set_points may partition: at least one block of particles, groups within
-  // bounds, and the blocks' shared memory available on this device.
+  // Whether set_points may partition: enough particles (tuning::kPartitionMinParticles),
+  // groups within bounds, and the blocks' shared memory available on this device.
   bool partition_fits(std::size_t n, Groups groups) const {
     static_assert(tuning::kPartitionGroups <= tuning::kMaxPartitionKeys, "partition_groups() keeps count within");
-    return n >= static_cast<std::size_t>(PartitionBlock<T>::kItems) && groups.bits <= tuning::kMaxGroupBits &&
+    return n >= std::max<std::size_t>(PartitionBlock<T>::kItems, tuning::kPartitionMinParticles) &&
+           groups.bits <= tuning::kMaxGroupBits &&
            kPlaceShared <= static_cast<std::size_t>(shared_optin_);
   }
 
@@ -424,7 +446,6 @@ class CudaBackend final : public detail::Backend<T, D> {
           layout_, geo_, pos, n, buckets, spare_.tile_of.get(), rank_.get(), bucket_count_.get(), bad_.get());
       check_launch("pmkit::cuda::set_points::classify");
     }
-    reject_if_bad(pos);
     scan(bucket_count_.get(), bucket_start_.get(), num_buckets + 1);
     if (n > 0) {
       scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
@@ -448,7 +469,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     count_groups_kernel<T, D><<<pass1_blocks, B::kThreads>>>(layout_, geo_, pos, n, groups, block_start_.get(),
                                                              bad_.get());
     check_launch("pmkit::cuda::set_points::count_groups");
-    reject_if_bad(pos);
     transpose_counts_kernel<<<dim3((groups.count + 31) / 32, (pass1_blocks + 31) / 32), dim3(32, 8)>>>(
         block_start_.get(), pass1_blocks, groups.count, block_count_.get());
     check_launch("pmkit::cuda::set_points::transpose_counts");
@@ -463,9 +483,6 @@ class CudaBackend final : public detail::Backend<T, D> {
                                     ? PartitionOut<T>{parted_.get(), rank_.get(), part_key_.get(), spare_.slot.get()}
                                     : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
                                                       spare_.slot.get()};
-    check(cudaFuncSetAttribute(partition_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kPartitionShared)),
-          "cudaFuncSetAttribute");
     partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared>>>(
         layout_, geo_, pos, n, groups, block_start_.get(), spare_.tile_of.get(), out);
     check_launch("pmkit::cuda::set_points::partition");
@@ -490,9 +507,6 @@ class CudaBackend final : public detail::Backend<T, D> {
                                                              piece_count_tiles_.get());
     check_launch("pmkit::cuda::set_points::count_piece_tiles");
     scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
-    check(cudaFuncSetAttribute(place_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kPlaceShared)),
-          "cudaFuncSetAttribute");
     place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(
         groups, pieces_.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(), rank_.get(),
         bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(), spare_.perm.get());
@@ -568,9 +582,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   // Throws the CPU backend's error for the first rejected particle, if a kernel found one.
-  void reject_if_bad(const PositionArrays<T, D>& pos) {
-    unsigned long long bad = 0;
-    check(cudaMemcpy(&bad, bad_.get(), sizeof(bad), cudaMemcpyDeviceToHost), "position check");
+  // `bad`: the smallest index of a rejected particle, read back from bad_ (all ones: none).
+  void reject_if_bad(const PositionArrays<T, D>& pos, unsigned long long bad) {
     if (bad == std::numeric_limits<unsigned long long>::max()) return;
     double x[D];
     for (int d = 0; d < D; ++d) {
@@ -821,6 +834,16 @@ class CudaBackend final : public detail::Backend<T, D> {
   DeviceBuffer<Packed<T>> parted_;
   DeviceBuffer<std::uint16_t> part_key_;
   DeviceBuffer<unsigned long long> bad_;
+  // What set_points and update_points read back, in pinned memory: the copies are
+  // asynchronous and land with the call's one wait for the device.
+  struct HostStatus {
+    unsigned long long first_bad;
+    std::uint32_t chunks, spans, away;
+  };
+  struct FreeHost {
+    void operator()(HostStatus* p) const { cudaFreeHost(p); }
+  };
+  std::unique_ptr<HostStatus, FreeHost> host_;
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode
   DeviceBuffer<unsigned long long> exact_, max_abs_;

@@ -194,11 +194,14 @@ constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
-    interleave_kernel(BinGeometry<D> geo, const Chunk* chunks, const Packed<T>* particles, std::uint16_t* order) {
+    interleave_kernel(BinGeometry<D> geo, const Chunk* chunks, const std::uint32_t* num_chunks,
+                      const Packed<T>* particles, std::uint16_t* order) {
   static_assert(tuning::kChunkParticles <= 65536, "chunk-local indices are 16-bit");
   __shared__ std::uint32_t bank_count[kSharedBanks];
   __shared__ std::uint16_t level_first[tuning::kChunkParticles];  // a level's first place in the chunk
   __shared__ std::uint32_t level_banks[tuning::kChunkParticles];  // bit b: the level has bank b
+  // Launched with a bound on the chunk count (set_points does not wait for the count).
+  if (blockIdx.x >= *num_chunks) return;
   const Chunk chunk = chunks[blockIdx.x];
   if (threadIdx.x < kSharedBanks) bank_count[threadIdx.x] = 0;
   __syncthreads();

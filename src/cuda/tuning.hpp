@@ -31,6 +31,13 @@ constexpr int kMaxSubBucketBits = 5;
 // probe of neighbour pairs detects, and for inputs below one block. Measured (NOTES 18):
 // 2^24 / 256^3 2.02 -> 1.67 ms, 64 per cell 1.79 -> 1.09, double 3.51 -> 2.17.
 constexpr int kPartitionThreads = 512;
+// Below this many particles set_points takes the one-pass scatter for every input (and
+// skips the probe). There the partition's passes are latency-bound (64 blocks at 2^18,
+// fewer than the SMs) and its ~15 launches cost more than the scattered stores, which
+// then stay in L2: at 2^18 on 2048^2 the partition's kernels take ~120 us, the one-pass
+// scatter's (classify, scan, scatter) are predicted at ~35 (bench/NOTES.md 32). The
+// binned order is then the order of the classify's atomics, not the caller's.
+constexpr std::size_t kPartitionMinParticles = 0;
 // Items a thread holds: float records stage 4096 a block in 64 KB of shared memory,
 // double (32-byte records) 2048 in the same 64 KB.
 constexpr int partition_items_per_thread(std::size_t value_bytes) { return value_bytes == 4 ? 8 : 4; }
