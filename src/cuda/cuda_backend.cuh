@@ -6,9 +6,10 @@
 // set_points: the scatter into tile order, by partition (count, then block-sorted
 // passes into groups of tiles and inside each group, every big store coalesced) for
 // unsorted input, or in one pass (classify: validate, tile, rank -> scan -> scatter) for
-// input already in binned order; then chunks -> the bank-interleaved order of each
-// chunk, all on the device; only the index of a rejected particle, the chunk count and
-// the probe's count of same-tile pairs come back.
+// input already in binned order and for small inputs; then chunks -> the bank-
+// interleaved order of each chunk, all on the device; only the index of a rejected
+// particle and the chunk count (asynchronously, with the one wait at the end) and the
+// probe's count of same-tile pairs come back.
 // spread: SharedTiles (fixed-point accumulation in shared memory, one flush per block)
 // or GlobalAtomics (sorted particles, global atomicAdd); interp: the tile's window of
 // the mesh staged in shared memory, or a per-particle gather where tiles are sparse.

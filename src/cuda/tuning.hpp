@@ -34,10 +34,12 @@ constexpr int kPartitionThreads = 512;
 // Below this many particles set_points takes the one-pass scatter for every input (and
 // skips the probe). There the partition's passes are latency-bound (64 blocks at 2^18,
 // fewer than the SMs) and its ~15 launches cost more than the scattered stores, which
-// then stay in L2: at 2^18 on 2048^2 the partition's kernels take ~120 us, the one-pass
-// scatter's (classify, scan, scatter) are predicted at ~35 (bench/NOTES.md 32). The
-// binned order is then the order of the classify's atomics, not the caller's.
-constexpr std::size_t kPartitionMinParticles = 0;
+// then stay in L2. Measured (bench/NOTES.md 32), set_points in ms, partition -> one-pass:
+// 2D 2^16 0.170-0.184 -> 0.074-0.082, 2D 2^18 0.158-0.165 -> 0.084, 3D 2^18 (256^3)
+// 0.228 -> 0.148-0.161; at 2^20 mixed (sparse 0.27 -> 0.24, 64 a cell the same,
+// clustered 0.20 -> 0.27), so the switch sits between. The binned order is then that of
+// the classify's atomics, not the caller's.
+constexpr std::size_t kPartitionMinParticles = std::size_t(1) << 19;
 // Items a thread holds: float records stage 4096 a block in 64 KB of shared memory,
 // double (32-byte records) 2048 in the same 64 KB.
 constexpr int partition_items_per_thread(std::size_t value_bytes) { return value_bytes == 4 ? 8 : 4; }
