@@ -93,9 +93,12 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
   }
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
+  __shared__ typename Window::IndexTables tables;
+  Window::fill_index_tables(layout, tile, tables);
+  __syncthreads();
   for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
     std::int64_t index;
-    const bool inside = Window::mesh_index(layout, tile, k, index);
+    const bool inside = Window::table_index(tables, k, index);
 #pragma unroll
     for (int j = 0; j < NP; ++j) {
       const T value = inside ? __ldg(pass.meshes[j] + index) : T(0);

@@ -78,6 +78,37 @@ struct TileWindow {
     return inside && node >= 0 && node < layout.axis[0].nodes;
   }
 
+  // The same as mesh_index, from tables that a block fills once (fill_index_tables):
+  // each row's y/z part and each x's node, -1 outside. A window node then costs a
+  // division by a constant and two shared loads instead of a wrap or fold per axis (the
+  // interp kernel's staging, ~1.4 nodes a particle for linear at 1 a cell and 2.6 for
+  // M'4, was most of its instructions: bench/NOTES.md 28).
+  static constexpr int kRows = kNodes / kWidth;
+  struct IndexTables {
+    std::int64_t row[kRows];
+    int x[kWidth];
+  };
+  // All threads call; a barrier must follow before the tables are read.
+  __device__ __forceinline__ static void fill_index_tables(const detail::Layout<D>& layout, const int (&tile)[D],
+                                                           IndexTables& tables) {
+    for (int r = threadIdx.x; r < kRows + kWidth; r += blockDim.x) {
+      if (r < kRows) {
+        std::int64_t index;
+        tables.row[r] = row_index(layout, tile, r, index) ? index : -1;
+      } else {
+        const int node = layout.axis[0].node(tile[0] * kEdge - kLead + (r - kRows));
+        tables.x[r - kRows] = node >= 0 && node < layout.axis[0].nodes ? node : -1;
+      }
+    }
+  }
+  __device__ __forceinline__ static bool table_index(const IndexTables& tables, int k, std::int64_t& index) {
+    const int row = k / kWidth;
+    const std::int64_t base = tables.row[row];
+    const int x = tables.x[k - row * kWidth];
+    index = base + x;
+    return base >= 0 && x >= 0;
+  }
+
   // Quads: the window's x-rows cut at multiples of 4 of the logical x, so that a flush
   // can add 4 nodes with one float4 atomic. Valid where x is periodic with a multiple
   // of 4 nodes (a quad then never straddles the seam) and the mesh is 16-byte aligned.
