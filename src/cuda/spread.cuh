@@ -39,8 +39,9 @@ __device__ __forceinline__ void unscales(const double* scale, double (&unscale)[
 // x-neighbours (global float atomics are done in L2, which takes a float4 as one
 // operation: ~2.75x fewer of them for an 11-node row).
 template <class K, int D, int NP>
-__device__ __forceinline__ void flush_quads(const detail::Layout<D>& layout, const int (&tile)[D],
-                                            const int* accumulator, const double* scale, const PropPass<float>& pass) {
+__device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::IndexTables& tables,
+                                            const int (&tile)[D], const int* accumulator, const double* scale,
+                                            const PropPass<float>& pass) {
   using Window = TileWindow<K, D>;
   const int x0 = tile[0] * Window::kEdge - Window::kLead;
   const int qx0 = Window::first_quad_x(tile);
@@ -49,11 +50,12 @@ __device__ __forceinline__ void flush_quads(const detail::Layout<D>& layout, con
   unscales(scale, unscale);
   for (int k = threadIdx.x; k < kRows * Window::kQuads; k += blockDim.x) {
     const int row = k / Window::kQuads;
-    const int qx = qx0 + 4 * (k % Window::kQuads);  // logical x of the quad's first node
+    const int quad = k - row * Window::kQuads;
+    const int qx = qx0 + 4 * quad;  // logical x of the quad's first node
     if (qx >= x0 + Window::kWidth) continue;
-    std::int64_t index;
-    if (!Window::row_index(layout, tile, row, index)) continue;
-    index += layout.axis[0].node(qx);
+    const std::int64_t row_base = tables.row[row];
+    if (row_base < 0) continue;
+    const std::int64_t index = row_base + tables.quad[quad];
 #pragma unroll
     for (int j = 0; j < NP; ++j) {
       float v[4];
@@ -111,12 +113,13 @@ __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], c
 // where the mesh allows). A NaN scale (non-finite properties in this block) writes NaN
 // to the whole window, as float arithmetic would.
 template <class K, int D, class T, int W, int NP, bool kDeterministic>
-__device__ __forceinline__ void flush_window(const detail::Layout<D>& layout, const int (&tile)[D],
-                                             const int* accumulator, const double* scale, const PropPass<T>& pass) {
+__device__ __forceinline__ void flush_window(const typename TileWindow<K, D>::IndexTables& tables,
+                                             const int (&tile)[D], const int* accumulator, const double* scale,
+                                             const PropPass<T>& pass) {
   using Window = TileWindow<K, D>;
   if constexpr (W == 1 && !kDeterministic && sizeof(T) == 4) {
     if (pass.quad_flush) {
-      flush_quads<K, D, NP>(layout, tile, accumulator, scale, pass);
+      flush_quads<K, D, NP>(tables, tile, accumulator, scale, pass);
       return;
     }
   }
@@ -129,7 +132,7 @@ __device__ __forceinline__ void flush_window(const detail::Layout<D>& layout, co
     for (int j = 0; j < NP; ++j) {
       const long long v = FixedPoint<W>::combine(accumulator + j * W * Window::kNodes + k, Window::kNodes);
       if (v == 0 && !(isnan(scale[j]) && !kDeterministic)) continue;
-      if (index < 0) inside = Window::mesh_index(layout, tile, k, index);
+      if (index < 0) inside = Window::table_index(tables, k, index);
       if (!inside) continue;
       if constexpr (kDeterministic)
         atomicAdd(pass.exact[j] + index, static_cast<unsigned long long>(v));
@@ -163,10 +166,13 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
     for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
 
-  block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
-
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
+  __shared__ typename Window::IndexTables tables;  // for the flush; block_scales' barriers order them
+  Window::fill_index_tables(layout, tile, tables);
+
+  block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
+
 #pragma unroll 1  // the stencil is unrolled already; kSlots copies of it only bloat the code
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
@@ -196,7 +202,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   }
   __syncthreads();
 
-  flush_window<K, D, T, W, NP, kDeterministic>(layout, tile, accumulator, scale, pass);
+  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass);
 }
 
 // ---------------------------------------------------------------------------------
@@ -351,6 +357,8 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
   if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;
   int tile[D];
   geo.tile_coords(span.tile, tile);
+  __shared__ typename Window::IndexTables tables;  // for the flush
+  Window::fill_index_tables(layout, tile, tables);
   __syncthreads();
 
   // Stage every particle's local coordinates, and rank it within its cell (tile-local
@@ -474,7 +482,7 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
     __syncthreads();  // the next property's values overwrite `staged`
   }
 
-  flush_window<K, D, T, W, NP, false>(layout, tile, accumulator, scale, pass);
+  flush_window<K, D, T, W, NP, false>(tables, tile, accumulator, scale, pass);
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).
