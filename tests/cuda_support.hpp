@@ -25,7 +25,8 @@ inline bool have_gpu() {
   if (!::pmkit::test::have_gpu()) GTEST_SKIP() << "no CUDA device"
 
 // Sizes shrink under compute-sanitizer (PMKIT_TEST_SMALL), which is ~100x slower.
-inline std::size_t scaled(std::size_t n) { return std::getenv("PMKIT_TEST_SMALL") ? std::max<std::size_t>(n / 16, 1) : n; }
+inline bool sanitizing() { return std::getenv("PMKIT_TEST_SMALL") != nullptr; }
+inline std::size_t scaled(std::size_t n) { return sanitizing() ? std::max<std::size_t>(n / 16, 1) : n; }
 
 template <class T>
 struct DeviceVector {
