@@ -19,7 +19,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include <cmath>
 
@@ -72,7 +71,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, options.device), "cudaGetDeviceProperties");
     shared_optin_ = static_cast<int>(prop.sharedMemPerBlockOptin);
-    num_sms_ = static_cast<unsigned>(prop.multiProcessorCount);
 
     // Binning geometry.
     std::uint64_t keys = 1, tiles = 1;
@@ -544,22 +542,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     // Never cell moments: slower than tiles where measured (tuning.hpp, after kCellSpanParticles).
   }
 
-  // Blocks of `kernel` (kSpreadThreads threads, `shared` dynamic bytes) that the device
-  // holds at once, from the occupancy calculator, once per kernel (a plan's shared bytes
-  // per kernel do not change).
-  template <class Kernel>
-  unsigned resident_blocks(Kernel* kernel, std::size_t shared) {
-    const void* key = reinterpret_cast<const void*>(kernel);
-    auto found = resident_blocks_.find(key);
-    if (found != resident_blocks_.end()) return found->second;
-    int per_sm = 0;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, tuning::kSpreadThreads, shared),
-          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    const unsigned blocks = std::max(1u, static_cast<unsigned>(per_sm) * num_sms_);
-    resident_blocks_.emplace(key, blocks);
-    return blocks;
-  }
-
   // Whether set_points cuts spans for cell moments: only where they are asked for (Auto
   // never takes them; the constructor sized them, or refused the plan).
   bool cells_wanted() const { return cell_props_per_pass_ > 0; }
@@ -723,11 +705,10 @@ class CudaBackend final : public detail::Backend<T, D> {
       if (shared > 48 * 1024)
         check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
               "cudaFuncSetAttribute");
-      // At most as many blocks as the SMs hold at once; each loops over its chunks.
-      const unsigned blocks = std::min<unsigned>(current_.num_chunks, resident_blocks(kernel, shared));
-      kernel<<<blocks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(), current_.num_chunks,
-                                                         current_.particles.get(), taken_order(),
-                                                         current_.perm.get(), current_.n, pass);
+      kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
+                                                                      current_.particles.get(),
+                                                                      taken_order(), current_.perm.get(),
+                                                                      current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
     });
   }
@@ -854,8 +835,6 @@ class CudaBackend final : public detail::Backend<T, D> {
   DeviceBuffer<Packed<T>> parted_;
   DeviceBuffer<std::uint16_t> part_key_;
   DeviceBuffer<unsigned long long> bad_;
-  unsigned num_sms_ = 0;
-  std::unordered_map<const void*, unsigned> resident_blocks_;  // by kernel: resident_blocks()
   // What set_points and update_points read back, in pinned memory: the copies are
   // asynchronous and land with the call's one wait for the device.
   struct HostStatus {

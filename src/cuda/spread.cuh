@@ -142,30 +142,9 @@ __device__ __forceinline__ void flush_window(const typename TileWindow<K, D>::In
   }
 }
 
-// A thread's properties of one chunk (the caller's order: one random read each, behind
-// the order and perm loads), into registers: they serve both the scale and the
-// accumulation.
-template <int NP, class T>
-__device__ __forceinline__ void gather_props(const Chunk& chunk, const std::uint16_t* order, const std::uint32_t* perm,
-                                             const PropPass<T>& pass, Values<T, NP> (&q)[kSlots]) {
-#pragma unroll
-  for (int r = 0; r < kSlots; ++r) {
-    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + taken(order, chunk, i)] : 0;
-#pragma unroll
-    for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
-  }
-}
-
-// P2M through the tile's window in shared memory. A block takes chunks blockIdx.x,
-// blockIdx.x + gridDim.x, ... (the grid is what the SMs hold at once): while it
-// accumulates one chunk, the properties of its next are on their way. They sit behind
-// three dependent loads (order, perm, then a random read that misses L2), which a block
-// would otherwise wait for at its start, as it waited for its flush at its end (bench/
-// NOTES.md 33, 35).
 template <class K, int D, class T, int W, int NP, bool kDeterministic>
-__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::spread_tile_min_blocks(K::support, NP, sizeof(T)))
-    spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks, std::uint32_t num_chunks,
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                         const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
                         std::size_t n, PropPass<T> pass) {
   using Window = TileWindow<K, D>;
@@ -173,64 +152,57 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::spread_tile_mi
   constexpr bool kFmaRounding = tuning::fma_rounding_pays(S, NP);
   extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
   __shared__ double scale[NP];
-  __shared__ typename Window::IndexTables tables;  // for the flush
-  std::uint32_t c = blockIdx.x;  // the grid is at most num_chunks blocks
-  Chunk chunk = chunks[c];
-  Values<T, NP> q[kSlots];
-  gather_props<NP>(chunk, order, perm, pass, q);
-  for (;;) {
-    for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
-    int tile[D];
-    geo.tile_coords(chunk.tile, tile);
-    Window::fill_index_tables(layout, tile, tables);
-    // Its barriers also order the zeroing and the tables before their use.
-    block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
+  const Chunk chunk = chunks[blockIdx.x];
+  for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
 
-    const std::uint32_t next = c + gridDim.x;  // the same in the whole block
-    Chunk next_chunk{};
-    Values<T, NP> next_q[kSlots];
-    if (next < num_chunks) {
-      next_chunk = chunks[next];
-      gather_props<NP>(next_chunk, order, perm, pass, next_q);
-    }
+  // Each thread's properties are gathered (the caller's order: one random read each)
+  // once, into registers, and serve both the scale and the accumulation.
+  Values<T, NP> q[kSlots];
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + taken(order, chunk, i)] : 0;
+#pragma unroll
+    for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
+  }
+
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  __shared__ typename Window::IndexTables tables;  // for the flush; block_scales' barriers order them
+  Window::fill_index_tables(layout, tile, tables);
+
+  block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
 
 #pragma unroll 1  // the stencil is unrolled already; kSlots copies of it only bloat the code
-    for (int r = 0; r < kSlots; ++r) {
-      const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-      if (i >= chunk.count) break;
-      const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
-      if (particle.cell == kAwayCell) continue;
-      const Values<T, NP> qr = pick(q, r);
-      const int origin = Window::origin(geo, particle.cell, tile);
-      T s[D];
-      PMKIT_UNROLL
-      for (int d = 0; d < D; ++d) s[d] = particle.s[d];
-      // q times the power-of-two scale, in double (the deterministic scale can pass
-      // float's range; the product cannot): contributions are then row weight x q x w_x.
-      T qs[NP];
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
+    if (particle.cell == kAwayCell) continue;
+    const Values<T, NP> qr = pick(q, r);
+    const int origin = Window::origin(geo, particle.cell, tile);
+    T s[D];
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    // q times the power-of-two scale, in double (the deterministic scale can pass
+    // float's range; the product cannot): contributions are then row weight x q x w_x.
+    T qs[NP];
 #pragma unroll
-      for (int j = 0; j < NP; ++j) qs[j] = static_cast<T>(static_cast<double>(qr.v[j]) * scale[j]);
-      for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
+    for (int j = 0; j < NP; ++j) qs[j] = static_cast<T>(static_cast<double>(qr.v[j]) * scale[j]);
+    for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
 #pragma unroll
-        for (int j = 0; j < NP; ++j) {
-          const T wq = row_weight * qs[j];
-          int* words = accumulator + j * W * Window::kNodes + row;
+      for (int j = 0; j < NP; ++j) {
+        const T wq = row_weight * qs[j];
+        int* words = accumulator + j * W * Window::kNodes + row;
 #pragma unroll
-          for (int a = 0; a < S; ++a)
-            FixedPoint<W>::add(words + a, Window::kNodes, to_fixed<W, kFmaRounding>(wq, wx[a]));
-        }
-      });
-    }
-    __syncthreads();
-
-    flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass);
-    if (next >= num_chunks) break;
-    __syncthreads();  // the flush has read the accumulator, the tables and the scales
-    c = next;
-    chunk = next_chunk;
-#pragma unroll
-    for (int r = 0; r < kSlots; ++r) q[r] = next_q[r];
+        for (int a = 0; a < S; ++a)
+          FixedPoint<W>::add(words + a, Window::kNodes, to_fixed<W, kFmaRounding>(wq, wx[a]));
+      }
+    });
   }
+  __syncthreads();
+
+  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass);
 }
 
 // ---------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ constexpr int kMaxSubBucketBits = 5;
 // 1.34 ms at 2^24 / 256^3, is its store pattern; 80850e8's partition, ranked with shared
 // atomics and stored lane by lane, was as slow: 13). The one-pass scatter stays for
 // input already in binned order (its stores are then consecutive: 0.88 ms), which a
-// probe of neighbour pairs detects, and for small inputs (kPartitionMinParticles, below
-// the partition's own constants). Measured (NOTES 18):
+// probe of neighbour pairs detects, and for inputs below one block. Measured (NOTES 18):
 // 2^24 / 256^3 2.02 -> 1.67 ms, 64 per cell 1.79 -> 1.09, double 3.51 -> 2.17.
 constexpr int kPartitionThreads = 512;
 // Below this many particles set_points takes the one-pass scatter for every input (and
@@ -41,7 +40,6 @@ constexpr int kPartitionThreads = 512;
 // clustered 0.20 -> 0.27), so the switch sits between. The binned order is then that of
 // the classify's atomics, not the caller's.
 constexpr std::size_t kPartitionMinParticles = std::size_t(1) << 19;
-
 // Items a thread holds: float records stage 4096 a block in 64 KB of shared memory,
 // double (32-byte records) 2048 in the same 64 KB.
 constexpr int partition_items_per_thread(std::size_t value_bytes) { return value_bytes == 4 ? 8 : 4; }
@@ -115,14 +113,6 @@ constexpr bool cell_moments_fit(int support, int dims) {
 // 0.541 / 0.777, linear 128^3 0.512 / 0.551, 2D M'4 512^2 0.471 / 0.497; only M'4 with
 // 2^20 clustered at 256 a cell 0.046 / 0.041, and linear clustered was slower there). A
 // span holds at most 10 particles a cell of a full tile, too few to repay its sort.
-
-// Resident blocks per SM the tile spread is compiled for: 8 (32 registers, every thread
-// slot of the SM) for one float property and supports up to 4, which fit without spills
-// and which the loop over chunks (spread.cuh) would otherwise take to 40 registers and 6
-// blocks; the others as the compiler finds.
-constexpr int spread_tile_min_blocks(int support, int props, std::size_t value_bytes) {
-  return props == 1 && support <= 4 && value_bytes == 4 ? 8 : 0;
-}
 
 // Properties accumulated together per pass of the tile kernels, which are compiled per
 // count (1, 2 or 3): a 3-vector in one pass; more properties take more passes.
