@@ -28,7 +28,8 @@ constexpr int kMaxSubBucketBits = 5;
 // 1.34 ms at 2^24 / 256^3, is its store pattern; 80850e8's partition, ranked with shared
 // atomics and stored lane by lane, was as slow: 13). The one-pass scatter stays for
 // input already in binned order (its stores are then consecutive: 0.88 ms), which a
-// probe of neighbour pairs detects, and for inputs below one block. Measured (NOTES 18):
+// probe of neighbour pairs detects, and for small inputs (kPartitionMinParticles, below
+// the partition's own constants). Measured (NOTES 18):
 // 2^24 / 256^3 2.02 -> 1.67 ms, 64 per cell 1.79 -> 1.09, double 3.51 -> 2.17.
 constexpr int kPartitionThreads = 512;
 // Below this many particles set_points takes the one-pass scatter for every input (and
@@ -40,6 +41,7 @@ constexpr int kPartitionThreads = 512;
 // clustered 0.20 -> 0.27), so the switch sits between. The binned order is then that of
 // the classify's atomics, not the caller's.
 constexpr std::size_t kPartitionMinParticles = std::size_t(1) << 19;
+
 // Items a thread holds: float records stage 4096 a block in 64 KB of shared memory,
 // double (32-byte records) 2048 in the same 64 KB.
 constexpr int partition_items_per_thread(std::size_t value_bytes) { return value_bytes == 4 ? 8 : 4; }
