@@ -69,20 +69,11 @@ struct TileWindow {
     return inside;
   }
 
-  // Mesh index of window node k (the same rule, with x).
-  __device__ __forceinline__ static bool mesh_index(const detail::Layout<D>& layout, const int (&tile)[D], int k,
-                                                    std::int64_t& index) {
-    const bool inside = row_index(layout, tile, k / kWidth, index);
-    const int node = layout.axis[0].node(tile[0] * kEdge - kLead + k % kWidth);
-    index += node;
-    return inside && node >= 0 && node < layout.axis[0].nodes;
-  }
-
-  // The same as mesh_index, from tables that a block fills once (fill_index_tables):
-  // each row's y/z part and each x's node, -1 outside. A window node then costs a
-  // division by a constant and two shared loads instead of a wrap or fold per axis (the
-  // interp kernel's staging, ~1.4 nodes a particle for linear at 1 a cell and 2.6 for
-  // M'4, was most of its instructions: bench/NOTES.md 28).
+  // Mesh index of window node k, the same rule with x, from tables that a block fills
+  // once (fill_index_tables): each row's y/z part (row_index) and each x's node, -1
+  // outside. A window node then costs a division by a constant and two shared loads
+  // instead of a wrap or fold per axis (the interp kernel's staging, ~1.4 nodes a
+  // particle for linear at 1 a cell and 2.6 for M'4; the flush: bench/NOTES.md 33-34).
   static constexpr int kRows = kNodes / kWidth;
   static constexpr int kQuads = (kWidth + 3) / 4 + 1;  // see first_quad_x
   struct IndexTables {
