@@ -17,6 +17,11 @@
 # gpu_bench --case PMKIT_KERNELS_CASE launches (ncu, gpu__time_duration.sum; the first
 # PMKIT_KERNELS_LAUNCHES launches whose name matches PMKIT_KERNELS_REGEX), through
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
+# "ab" (never in the default) times this tree against a base tree, the way bench/NOTES.md's
+# experiments are measured: PMKIT_AB_BASE is a tarball of the base (git archive REV -o
+# .snap/base.tar, carried to the device), both gpu_benches run the cases PMKIT_AB_CASES
+# (default: five of the reference table) one after the other, PMKIT_AB_ROUNDS rounds
+# (default 2), so that a slow spell of the machine falls on both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
@@ -120,5 +125,26 @@ ncu --metrics gpu__time_duration.sum --csv --kernel-name "regex:${PMKIT_KERNELS_
   --launch-count "${PMKIT_KERNELS_LAUNCHES:-400}" ./build-device/bench/gpu_bench --case "$PMKIT_KERNELS_CASE" \
   >"$out/kernel-times.csv" 2>&1 || echo "ncu failed: $(tail -3 "$out/kernel-times.csv")"
 python3 bench/kernel_times.py "$out/kernel-times.csv"
+fi
+if want ab; then
+step "A/B: ${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball} (base) against this tree (new)"
+ab_base="${TMPDIR:-/tmp}/pmkit-ab-base"
+rm -rf "$ab_base" && mkdir -p "$ab_base" && tar -xf "$PMKIT_AB_BASE" -C "$ab_base" &&
+  (cd "$ab_base" && cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON \
+     -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build-ab-base.log" 2>&1 &&
+   cmake --build build-device -j"$jobs" --target gpu_bench >>"$out/build-ab-base.log" 2>&1) ||
+  { echo "base build failed"; tail -20 "$out/build-ab-base.log"; exit 1; }
+ab_args=()
+for c in ${PMKIT_AB_CASES:-p2m-mp4-3d-f-2^24-256 p2m-mp4-3d-f-2^24-128 p2m-linear-3d-f-2^24-256 p2m-mp4-2d-f-2^22-2048 p2m-mp4-3d-f-2^24-256-binned}; do
+  ab_args+=(--case "$c")
+done
+for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
+  for side in base new; do
+    exe=./build-device/bench/gpu_bench
+    [ "$side" = base ] && exe="$ab_base/build-device/bench/gpu_bench"
+    echo "-- round $round: $side"
+    "$exe" "${ab_args[@]}" 2>&1 | sed -n '/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'
+  done
+done
 fi
 exit $status
