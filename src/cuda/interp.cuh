@@ -16,23 +16,18 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
                   const std::uint32_t* slots, std::size_t n, PropPass<T> pass, T* binned_values,
                   std::size_t binned_stride) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const Packed<T> particle = particles[i];
-  if (particle.cell == kAwayCell) return;
-  int base[D];
-  T s[D];
-  unpack<K, D>(particle, geo, base, s);
-  T acc[tuning::kPropsPerPass] = {};
-  detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
+  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+    T acc[tuning::kPropsPerPass] = {};
+    detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
+#pragma unroll
+      for (int j = 0; j < tuning::kPropsPerPass; ++j)
+        if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
+    });
+    const std::size_t slot = slots ? slots[i] : i;
 #pragma unroll
     for (int j = 0; j < tuning::kPropsPerPass; ++j)
-      if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
+      if (j < pass.count) binned_values[j * binned_stride + slot] = acc[j];
   });
-  const std::size_t slot = slots ? slots[i] : i;
-#pragma unroll
-  for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < pass.count) binned_values[j * binned_stride + slot] = acc[j];
 }
 
 // The S window values that start at one node, padded to a power of two and aligned as

@@ -532,21 +532,16 @@ template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     spread_atomics_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
                           const std::uint32_t* slots, const std::uint32_t* perm, std::size_t n, PropPass<T> pass) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const Packed<T> particle = particles[i];
-  if (particle.cell == kAwayCell) return;
-  int base[D];
-  T s[D];
-  unpack<K, D>(particle, geo, base, s);
-  const std::uint32_t p = perm[slots ? slots[i] : i];
-  T q[tuning::kPropsPerPass];
+  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+    const std::uint32_t p = perm[slots ? slots[i] : i];
+    T q[tuning::kPropsPerPass];
 #pragma unroll
-  for (int j = 0; j < tuning::kPropsPerPass; ++j) q[j] = j < pass.count ? load_prop(pass, j, p) : T(0);
-  detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
+    for (int j = 0; j < tuning::kPropsPerPass; ++j) q[j] = j < pass.count ? load_prop(pass, j, p) : T(0);
+    detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
 #pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j)
-      if (j < pass.count) atomicAdd(pass.meshes[j] + node, q[j] * w);
+      for (int j = 0; j < tuning::kPropsPerPass; ++j)
+        if (j < pass.count) atomicAdd(pass.meshes[j] + node, q[j] * w);
+    });
   });
 }
 

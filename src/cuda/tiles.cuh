@@ -12,15 +12,25 @@ namespace pmkit::cuda {
 // ---------------------------------------------------------------------------------
 // Per-particle helpers
 
-template <class K, int D, class T>
-__device__ __forceinline__ void unpack(const Packed<T>& p, const BinGeometry<D>& geo, int (&base)[D],
-                                       T (&s)[D]) {
+// The head of the one-thread-per-particle kernels: thread i takes binned record i and
+// calls f(i, base, s) with its stencil's first logical node and local coordinates,
+// unless i is past n or the record is away (update_points' list handles it).
+template <class K, int D, class T, class F>
+__device__ __forceinline__ void with_own_record(const BinGeometry<D>& geo, const Packed<T>* particles,
+                                                std::size_t n, F&& f) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const Packed<T> p = particles[i];
+  if (p.cell == kAwayCell) return;
+  int base[D];
+  T s[D];
   geo.decode(p.cell, base);
   PMKIT_UNROLL
   for (int d = 0; d < D; ++d) {
     base[d] -= (K::support - 1) / 2;
     s[d] = p.s[d];
   }
+  f(i, base, s);
 }
 
 template <class T>
