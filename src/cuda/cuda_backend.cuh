@@ -121,6 +121,15 @@ class CudaBackend final : public detail::Backend<T, D> {
           while (cell_props_per_pass_ < tuning::kPropsPerPass &&
                  fixed + cell_props_per_pass_ * per_prop <= static_cast<std::size_t>(shared_optin_))
             ++cell_props_per_pass_;
+          // The blocks' dynamic shared memory opted into once, not in every spread.
+          for (int np = 1; np <= cell_props_per_pass_; ++np)
+            with_prop_count(np, [&](auto props) {
+              constexpr int NP = decltype(props)::value;
+              check(cudaFuncSetAttribute(spread_cells_kernel<K, D, T, kFastWords<T>, NP>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(CellShared<K, D, T, kFastWords<T>, NP>::kBytes)),
+                    "cudaFuncSetAttribute");
+            });
         }
       });
 
@@ -719,12 +728,9 @@ class CudaBackend final : public detail::Backend<T, D> {
     constexpr int W = kFastWords<T>;
     with_prop_count(pass.count, [&](auto np) {
       constexpr int NP = decltype(np)::value;
-      const std::size_t shared = CellShared<K, D, T, W, NP>::kBytes;
-      auto kernel = spread_cells_kernel<K, D, T, W, NP>;
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-            "cudaFuncSetAttribute");
-      kernel<<<current_.num_spans, tuning::kCellThreads, shared>>>(layout_, geo_, current_.spans.get(),
-                                                                  current_.particles.get(), current_.perm.get(), pass);
+      const std::size_t shared = CellShared<K, D, T, W, NP>::kBytes;  // opted into by the constructor
+      spread_cells_kernel<K, D, T, W, NP><<<current_.num_spans, tuning::kCellThreads, shared>>>(
+          layout_, geo_, current_.spans.get(), current_.particles.get(), current_.perm.get(), pass);
       check_launch("pmkit::cuda::spread::cell_moments");
     });
   }
