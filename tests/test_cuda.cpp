@@ -104,6 +104,17 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   EXPECT_LE(rel_l2<T>(View<const T>(dvalues.download()), want), tolerance<T>()) << "interp, " << kernel.name();
 }
 
+// Densities from nearly empty to `densest` a cell, uniform, clustered and on the periodic
+// seam, periodic and mixed boundaries: M'4 in 3D and linear in 2D, spread by `method`.
+void check_densities(SpreadMethod method, double densest) {
+  for (double per_cell : {0.01, 1.0, 20.0, densest})
+    for (auto dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Seam})
+      for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::MixedKeep}) {
+        check_against_reference<float, 3>(Kernel::mp4(), {16, 9, 13}, boundary, per_cell, dist, method, false, 1);
+        check_against_reference<float, 2>(Kernel::linear(), {40, 37}, boundary, per_cell, dist, method, false, 1);
+      }
+}
+
 // Several properties at once by `method`: 3 (one pass) and 5 (two passes), in a float
 // M'4 and a clustered double TSC case.
 void check_several_properties(SpreadMethod method, bool deterministic) {
@@ -139,14 +150,7 @@ TEST(Cuda, EveryKernelAgainstReference2D) {
 
 TEST(Cuda, DensitiesDistributionsAndBoundaries) {
   PMKIT_REQUIRE_GPU();
-  for (double per_cell : {0.01, 1.0, 20.0, 120.0})
-    for (auto dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Seam})
-      for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::MixedKeep}) {
-        check_against_reference<float, 3>(Kernel::mp4(), {16, 9, 13}, boundary, per_cell, dist,
-                                          SpreadMethod::Auto, false, 1);
-        check_against_reference<float, 2>(Kernel::linear(), {40, 37}, boundary, per_cell, dist,
-                                          SpreadMethod::Auto, false, 1);
-      }
+  check_densities(SpreadMethod::Auto, 120.0);
 }
 
 // set_points' partition (binning.cuh, "Partition") with two levels (more than
@@ -305,14 +309,7 @@ TEST(Cuda, CellMomentsAgainstReference) {
 // split over several spans), particles on the periodic seam; several properties.
 TEST(Cuda, CellMomentsDensitiesAndProperties) {
   PMKIT_REQUIRE_GPU();
-  for (double per_cell : {0.01, 1.0, 20.0, 150.0})
-    for (auto dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Seam})
-      for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::MixedKeep}) {
-        check_against_reference<float, 3>(Kernel::mp4(), {16, 9, 13}, boundary, per_cell, dist,
-                                          SpreadMethod::CudaCellMoments, false, 1);
-        check_against_reference<float, 2>(Kernel::linear(), {40, 37}, boundary, per_cell, dist,
-                                          SpreadMethod::CudaCellMoments, false, 1);
-      }
+  check_densities(SpreadMethod::CudaCellMoments, 150.0);
   check_several_properties(SpreadMethod::CudaCellMoments, false);
 }
 
