@@ -19,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <cmath>
 
@@ -71,6 +72,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, options.device), "cudaGetDeviceProperties");
     shared_optin_ = static_cast<int>(prop.sharedMemPerBlockOptin);
+    mesh_beyond_l2_ = static_cast<double>(layout_.size) * sizeof(T) > static_cast<double>(prop.l2CacheSize);
 
     // Binning geometry.
     std::uint64_t keys = 1, tiles = 1;
@@ -538,14 +540,17 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   // Auto: shared tiles unless blocks touch too few nodes of their window to repay its
-  // flush (tuning::kSpreadTileMinNodesPerWindowNode).
+  // flush (tuning::kSpreadTileMinNodesPerWindowNode; fewer where the mesh is larger than
+  // L2, and every global atomic of the one-thread method may go to DRAM).
   void resolve_method() {
     if (options_.spread_method != SpreadMethod::Auto) {
       method_ = options_.spread_method;
       return;
     }
     const bool tiles_fit = tile_props_per_pass_ > 0;
-    method_ = (options_.deterministic || (tiles_fit && window_use() >= tuning::kSpreadTileMinNodesPerWindowNode))
+    const double min_use = mesh_beyond_l2_ ? tuning::kSpreadTileMinNodesPerWindowNodeBeyondL2
+                                           : tuning::kSpreadTileMinNodesPerWindowNode;
+    method_ = (options_.deterministic || (tiles_fit && window_use() >= min_use))
                   ? SpreadMethod::CudaSharedTiles
                   : SpreadMethod::CudaGlobalAtomics;
     // Never cell moments: slower than tiles where measured (tuning.hpp, after kCellSpanParticles).
@@ -711,15 +716,26 @@ class CudaBackend final : public detail::Backend<T, D> {
       constexpr int NP = decltype(np)::value;
       const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
       auto kernel = spread_tiles_kernel<K, D, T, W, NP, kDeterministic>;
-      if (shared > 48 * 1024)
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-              "cudaFuncSetAttribute");
+      opt_in_shared(kernel, shared);
       kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
                                                                       current_.particles.get(),
                                                                       taken_order(), current_.perm.get(),
                                                                       current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
     });
+  }
+
+  // Lets `kernel` take `bytes` of dynamic shared memory past the default 48 KB: once per
+  // kernel in the plan's life, not in every launch (the plan's kernels and sizes are fixed
+  // by its kernel, precision and property counts).
+  template <class Kernel>
+  void opt_in_shared(Kernel* kernel, std::size_t bytes) {
+    if (bytes <= 48 * 1024) return;
+    const void* key = reinterpret_cast<const void*>(kernel);
+    if (std::find(opted_in_.begin(), opted_in_.end(), key) != opted_in_.end()) return;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+          "cudaFuncSetAttribute");
+    opted_in_.push_back(key);
   }
 
   template <class K>
@@ -751,9 +767,7 @@ class CudaBackend final : public detail::Backend<T, D> {
         constexpr int NP = decltype(np)::value;
         const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();
         auto kernel = interp_tiles_kernel<K, D, T, NP>;
-        if (shared > 48 * 1024)
-          check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-                "cudaFuncSetAttribute");
+        opt_in_shared(kernel, shared);
         kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(
             layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, pass, binned);
         check_launch("pmkit::cuda::interp::shared_tiles");
@@ -821,6 +835,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   bool interleaved_ = tuning::interleave_pays(kernel_.support(), D);
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
+  std::vector<const void*> opted_in_;  // kernels opt_in_shared has raised (each to its one size)
+  bool mesh_beyond_l2_ = false;  // one property's mesh is larger than the L2 cache (resolve_method)
   int tile_props_per_pass_ = 0;
   int cell_props_per_pass_ = 0;  // 0: cell moments not asked for
   double stencil_per_window_node_ = 0;  // S^D / tile window nodes (window_use)

@@ -147,5 +147,12 @@ constexpr bool interp_row_spans_pay(int dims, std::size_t value_bytes) { return 
 // model) put 2D linear at 64 a tile on the slower side of both.
 constexpr double kSpreadTileMinNodesPerWindowNode = 1.0;
 constexpr double kInterpTileMinNodesPerWindowNode = 3.0;
+// Where one property's mesh is larger than the device's L2 cache, a global atomic on a
+// line not in L2 goes to DRAM, and one thread a particle pays for every one of its
+// particle's nodes that way; a tile's flush adds each node once. The forced-method table
+// at ac10420 (bench/NOTES.md 37): M'4, 3D, 2^18 on 256^3 (64 MB, window use 0.38),
+// tiles 0.202 ms against atomics 0.284; in 2D on 2048^2 (16 MB, in L2) atomics stay
+// ahead at 0.21 and 0.24.
+constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.25;
 
 }  // namespace pmkit::cuda::tuning
