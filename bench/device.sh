@@ -110,7 +110,7 @@ step "GPU benchmark"
 fi
 if want methods; then
 step "spread methods forced, around Auto's switch between them"
-method_cases="${PMKIT_METHOD_CASES:-p2m-mp4-3d-f-2^20-256 p2m-mp4-3d-f-2^18-256 p2m-mp4-3d-f-2^17-256 p2m-linear-2d-f-2^18-2048 p2m-mp4-2d-f-2^16-2048 p2m-mp4-2d-f-2^20-4096 p2m-linear-2d-f-2^20-4096 p2m-mp4-3d-f-2^20-64 p2m-mp4-3d-f-2^20-128-clustered p2m-mp4-2d-f-2^20-1024-clustered}"
+method_cases="${PMKIT_METHOD_CASES:-p2m-mp4-3d-f-2^20-256 p2m-mp4-3d-f-2^18-256 p2m-mp4-3d-f-2^17-256 p2m-mp4-3d-f-2^16-256 p2m-linear-2d-f-2^18-2048 p2m-mp4-2d-f-2^16-2048 p2m-mp4-2d-f-2^20-4096 p2m-linear-2d-f-2^20-4096 p2m-mp4-3d-f-2^20-64 p2m-mp4-3d-f-2^20-128-clustered p2m-mp4-2d-f-2^20-1024-clustered}"
 args=()
 for c in $method_cases; do args+=(--case "$c"); done
 for m in tiles atomics cells; do

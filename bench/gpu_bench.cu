@@ -367,11 +367,12 @@ int main(int argc, char** argv) {
       {"p2m-linear-3d-f-2^20-128-clustered", 3, "linear", false, 20, 128, 1, false, false, true},
       {"p2m-mp4-2d-f-2^20-1024-clustered", 2, "mp4", false, 20, 1024, 1, false, false, true},
       // Sparse: around Auto's switches between tiles and one thread a particle (tuning,
-      // kSpreadTileMinNodesPerWindowNode): 32, 8 and 4 a tile in 3D, 64 and 16 in 2D; the
+      // kSpreadTileMinNodesPerWindowNode): 32, 8, 4 and 2 a tile in 3D, 64 and 16 in 2D; the
       // 256^3 and 4096^2 meshes (64 MB) are larger than the H100's L2, 2048^2 is not.
       {"p2m-mp4-3d-f-2^20-256", 3, "mp4", false, 20, 256, 1, false},
       {"p2m-mp4-3d-f-2^18-256", 3, "mp4", false, 18, 256, 1, false},
       {"p2m-mp4-3d-f-2^17-256", 3, "mp4", false, 17, 256, 1, false},
+      {"p2m-mp4-3d-f-2^16-256", 3, "mp4", false, 16, 256, 1, false},
       {"p2m-linear-2d-f-2^18-2048", 2, "linear", false, 18, 2048, 1, false},
       {"p2m-mp4-2d-f-2^16-2048", 2, "mp4", false, 16, 2048, 1, false},
       {"p2m-mp4-2d-f-2^20-4096", 2, "mp4", false, 20, 4096, 1, false},

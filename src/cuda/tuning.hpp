@@ -149,10 +149,12 @@ constexpr double kSpreadTileMinNodesPerWindowNode = 1.0;
 constexpr double kInterpTileMinNodesPerWindowNode = 3.0;
 // Where one property's mesh is larger than the device's L2 cache, a global atomic on a
 // line not in L2 goes to DRAM, and one thread a particle pays for every one of its
-// particle's nodes that way; a tile's flush adds each node once. The forced-method table
-// at ac10420 (bench/NOTES.md 37): M'4, 3D, 2^18 on 256^3 (64 MB, window use 0.38),
-// tiles 0.202 ms against atomics 0.284; in 2D on 2048^2 (16 MB, in L2) atomics stay
-// ahead at 0.21 and 0.24.
-constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.25;
+// particle's nodes that way; a tile's flush adds each node once. Forced methods at 19ec341
+// (bench/NOTES.md 37), tiles against atomics, ms: beyond L2 (64 MB meshes), M'4 3D on
+// 256^3 at window use 0.38 0.194 / 0.286 and at 0.19 0.184 / 0.205, 2D linear on 4096^2
+// at 0.235 0.106 / 0.118; in L2 (2048^2, 16 MB) at 0.21 and 0.24, 0.027-0.028 /
+// 0.026-0.027. A block's fixed costs (~0.18 ms for 32768 blocks on 256^3) against the
+// atomics' 0.12 ms + 0.08 per 2^17 particles put the switch near 0.13.
+constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.125;
 
 }  // namespace pmkit::cuda::tuning
