@@ -53,9 +53,12 @@ if want ab; then
 fi
 
 step "build (Release, sm_90)"
-# A run of the A/B step alone builds gpu_bench only.
-targets=()
-[ "$steps" = "ab" ] && targets=(--target gpu_bench)
+# A run of steps that only run gpu_bench (ab, methods, mesh, profile, kernels) builds
+# gpu_bench only.
+targets=(--target gpu_bench)
+for s in $steps; do
+  case $s in ab | methods | mesh | profile | kernels) ;; *) targets=() ;; esac
+done
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&
   cmake --build build-device -j"$jobs" ${targets[@]+"${targets[@]}"} >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "built"
