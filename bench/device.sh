@@ -19,9 +19,10 @@
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
 # "ab" (never in the default) times this tree against a base tree, the way bench/NOTES.md's
 # experiments are measured: PMKIT_AB_BASE is a tarball of the base (git archive REV -o
-# .snap/base.tar, carried to the device), both gpu_benches run the cases PMKIT_AB_CASES
-# (default: five of the reference table) one after the other, PMKIT_AB_ROUNDS rounds
-# (default 2), so that a slow spell of the machine falls on both.
+# .snap/base.tar, carried to the device), or several, space-separated (variants of a
+# constant: A/B/C), each labelled by its file name; every gpu_bench runs the cases
+# PMKIT_AB_CASES (default: five of the reference table) one after the other,
+# PMKIT_AB_ROUNDS rounds (default 2), so that a slow spell of the machine falls on all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
@@ -39,16 +40,21 @@ nvcc --version | tail -1
 # The device copy has no .git: the caller passes PMKIT_COMMIT (see bench/results/README.md).
 echo "commit ${PMKIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%F)"
 
-# The A/B step's base tree builds (gpu_bench only) alongside this tree, on half the cores:
-# one after the other, a cold machine took the whole 480 s of a call to build both.
-ab_base="${TMPDIR:-/tmp}/pmkit-ab-base"
+# The A/B step's base trees build (gpu_bench only) alongside this tree, sharing half the
+# cores: one after the other, a cold machine took the whole 480 s of a call to build two.
+ab_root="${TMPDIR:-/tmp}/pmkit-ab"
+ab_builds=()
 if want ab; then
-  : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball}"
-  rm -rf "$ab_base" && mkdir -p "$ab_base" && tar -xf "$PMKIT_AB_BASE" -C "$ab_base" || exit 1
-  (cd "$ab_base" && cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON \
-     -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build-ab-base.log" 2>&1 &&
-   cmake --build build-device -j$(( (jobs + 1) / 2 )) --target gpu_bench >>"$out/build-ab-base.log" 2>&1) &
-  ab_build=$!
+  : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball(s)}"
+  rm -rf "$ab_root" && mkdir -p "$ab_root"
+  for tarball in $PMKIT_AB_BASE; do
+    dir="$ab_root/$(basename "$tarball" .tar)"
+    mkdir -p "$dir" && tar -xf "$tarball" -C "$dir" || exit 1
+    (cd "$dir" && cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON \
+       -DCMAKE_CUDA_ARCHITECTURES=90 >build.log 2>&1 &&
+     cmake --build build-device -j$(( (jobs + 1) / 2 )) --target gpu_bench >>build.log 2>&1) &
+    ab_builds+=($!)
+  done
   jobs=$(( (jobs + 1) / 2 ))
 fi
 
@@ -63,7 +69,7 @@ cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CU
   cmake --build build-device -j"$jobs" ${targets[@]+"${targets[@]}"} >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "built"
 if want ab; then
-  wait "$ab_build" || { echo "base build failed"; tail -20 "$out/build-ab-base.log"; exit 1; }
+  for b in "${ab_builds[@]}"; do wait "$b" || { echo "a base build failed"; tail -20 "$ab_root"/*/build.log; exit 1; }; done
   jobs=$(nproc)
 fi
 
@@ -150,15 +156,15 @@ ncu --metrics gpu__time_duration.sum --csv --kernel-name "regex:${PMKIT_KERNELS_
 python3 bench/kernel_times.py "$out/kernel-times.csv"
 fi
 if want ab; then
-step "A/B: $PMKIT_AB_BASE (base, built above) against this tree (new)"
+step "A/B: $PMKIT_AB_BASE (bases, built above) against this tree (new)"
 ab_args=()
 for c in ${PMKIT_AB_CASES:-p2m-mp4-3d-f-2^24-256 p2m-mp4-3d-f-2^24-128 p2m-linear-3d-f-2^24-256 p2m-mp4-2d-f-2^22-2048 p2m-mp4-3d-f-2^24-256-binned}; do
   ab_args+=(--case "$c")
 done
 for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
-  for side in base new; do
-    exe=./build-device/bench/gpu_bench
-    [ "$side" = base ] && exe="$ab_base/build-device/bench/gpu_bench"
+  for tarball in $PMKIT_AB_BASE new; do
+    if [ "$tarball" = new ]; then side=new exe=./build-device/bench/gpu_bench
+    else side=$(basename "$tarball" .tar) exe="$ab_root/$side/build-device/bench/gpu_bench"; fi
     echo "-- round $round: $side"
     "$exe" "${ab_args[@]}" 2>&1 | sed -n '/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'
   done
