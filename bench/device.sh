@@ -8,7 +8,8 @@
 # the spread methods forced one by one (gpu_bench --method) on the cases around Auto's
 # switch between them (PMKIT_METHOD_CASES). PMKIT_SANITIZER_TOOLS
 # (default "memcheck racecheck") picks the sanitizer tools: racecheck alone takes ~6
-# minutes, so a run split over two device calls gives each call one. Results files come from
+# minutes, so a run split over two device calls gives each call one; PMKIT_SANITIZER_FILTER
+# (a gtest filter; default every CUDA test) narrows them to the tests of a change. Results files come from
 # full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
 # cost on the device; "shared" (never in the default) bench/shared_probe, what the spread's
 # shared-memory adds cost alone. "profile" (never in the default) runs Nsight Compute on the tile kernels of
@@ -85,7 +86,7 @@ if want sanitizer; then
 step "compute-sanitizer (every test that runs on CUDA)"
 for tool in ${PMKIT_SANITIZER_TOOLS:-memcheck racecheck}; do
   PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-    ./build-device/tests/pmkit_tests --gtest_filter='Cuda*:*/Cuda:*/Cuda_*' --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
+    ./build-device/tests/pmkit_tests --gtest_filter="${PMKIT_SANITIZER_FILTER:-Cuda*:*/Cuda:*/Cuda_*}" --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
   rc=$?
   echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
   [ $rc -eq 0 ] || status=1

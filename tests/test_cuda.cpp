@@ -148,6 +148,21 @@ TEST(Cuda, EveryKernelAgainstReference2D) {
     }
 }
 
+// Tiles forced where blocks hold at most one warp's particles (0.03 a cell: ~15 a tile),
+// which keep their arrival order and have no interleave order (tiles.cuh,
+// kMinInterleavedChunk), next to full ones (clustered), for a kernel that interleaves
+// (M'4, 3D) and one that does not (linear).
+TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
+  PMKIT_REQUIRE_GPU();
+  for (const Kernel& k : {Kernel::mp4(), Kernel::linear()})
+    for (auto dist : {Distribution::Uniform, Distribution::Clustered}) {
+      check_against_reference<float, 3>(k, {40, 33, 48}, BoundaryKind::Periodic, 0.03, dist,
+                                        SpreadMethod::CudaSharedTiles, false, 1);
+      check_against_reference<double, 3>(k, {24, 17, 30}, BoundaryKind::Fold, 0.03, dist,
+                                         SpreadMethod::CudaSharedTiles, true, 2);
+    }
+}
+
 TEST(Cuda, DensitiesDistributionsAndBoundaries) {
   PMKIT_REQUIRE_GPU();
   check_densities(SpreadMethod::Auto, 120.0);
