@@ -201,6 +201,10 @@ __device__ __forceinline__ long long to_fixed(T a, T b) {
   }
 }
 
+// The chunk-local index of the k-th particle a tile kernel takes (see interleave_kernel).
+__device__ __forceinline__ std::uint32_t taken(const std::uint16_t* order, const Chunk& chunk, std::uint32_t k) {
+  return order ? order[chunk.begin + k] : k;
+}
 
 // Particles a thread of a tile kernel handles: threadIdx.x + r * blockDim.x, r < kSlots.
 constexpr int kSlots = tuning::kChunkParticles / tuning::kSpreadThreads;
@@ -226,14 +230,10 @@ constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 
 // A chunk of at most one warp's particles sits in one warp in any order, and a warp's
 // bank conflicts depend on the set of its addresses, not on which lane holds which: such
-// chunks keep the arrival order, and interleave_kernel leaves them at once (at 8 a tile,
-// 2^18 particles on 256^3, that is every one of its 32768 blocks).
+// chunks keep the arrival order, written by a few lanes with no barrier (at 8 a tile,
+// 2^18 particles on 256^3, that is every one of the 32768 blocks; returning at once there
+// measured set_points 0.15 -> 0.11 ms, bench/NOTES.md 37).
 constexpr std::uint32_t kMinInterleavedChunk = kSharedBanks + 1;
-
-// The chunk-local index of the k-th particle a tile kernel takes.
-__device__ __forceinline__ std::uint32_t taken(const std::uint16_t* order, const Chunk& chunk, std::uint32_t k) {
-  return order && chunk.count >= kMinInterleavedChunk ? order[chunk.begin + k] : k;
-}
 
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
@@ -246,7 +246,10 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   // Launched with a bound on the chunk count (set_points does not wait for the count).
   if (blockIdx.x >= *num_chunks) return;
   const Chunk chunk = chunks[blockIdx.x];
-  if (chunk.count < kMinInterleavedChunk) return;  // taken() keeps its arrival order
+  if (chunk.count < kMinInterleavedChunk) {  // the arrival order
+    if (threadIdx.x < chunk.count) order[chunk.begin + threadIdx.x] = static_cast<std::uint16_t>(threadIdx.x);
+    return;
+  }
   if (threadIdx.x < kSharedBanks) bank_count[threadIdx.x] = 0;
   __syncthreads();
   int tile[D];
