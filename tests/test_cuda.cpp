@@ -149,9 +149,9 @@ TEST(Cuda, EveryKernelAgainstReference2D) {
 }
 
 // Tiles forced where blocks hold at most one warp's particles (0.03 a cell: ~15 a tile),
-// which keep their arrival order and have no interleave order (tiles.cuh,
-// kMinInterleavedChunk), next to full ones (clustered), for a kernel that interleaves
-// (M'4, 3D) and one that does not (linear).
+// whose order interleave_kernel writes as the arrival order, without its level sort
+// (tiles.cuh, kMinInterleavedChunk), next to full ones (clustered), for a kernel that
+// interleaves (M'4, 3D) and one that does not (linear).
 TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
   PMKIT_REQUIRE_GPU();
   for (const Kernel& k : {Kernel::mp4(), Kernel::linear()})
