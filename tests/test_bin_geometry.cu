@@ -2,14 +2,20 @@
 // host: both forms must give back every home node they encode, stay below the away
 // marker, and be chosen as documented. The bit-field form runs end to end in every CUDA
 // test; the mixed-radix fallback needs grids of 2^29 nodes and more, so its arithmetic is
-// checked here, where no GPU is needed.
+// checked here, where no GPU is needed. Also on the host: the fixed-point scales
+// (src/cuda/fixed_point.cuh) are powers of two, for which the kernels' multiplication by
+// 1 / scale gives the bits of a division, at every magnitude a double holds.
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <cstdint>
 #include <random>
 
 #include "cuda/binning.cuh"
+#include "cuda/fixed_point.cuh"
 
 namespace {
 
@@ -63,6 +69,50 @@ TEST(BinGeometry, EveryHomeNodeComesBack) {
     SCOPED_TRACE(testing::Message() << keys[0] << " x " << keys[1]
                                     << (g.bit_fields() ? " (bit fields)" : " (mixed radix)"));
     expect_round_trips(g, rng);
+  }
+}
+
+// v / scale and v * (1 / scale) as bits: the same for a power of two, where 1 / scale is
+// exact (subnormal included) and both round the same exact quotient once.
+void expect_multiply_divides(double scale, std::mt19937_64& rng) {
+  const double unscale = 1.0 / scale;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int bits = 1 + static_cast<int>(rng() % 62);  // |v| < 2^62: every 64-bit node sum
+    long long v = static_cast<long long>(rng() & ((std::uint64_t(1) << bits) - 1));
+    if (rng() & 1) v = -v;
+    const double quotient = static_cast<double>(v) / scale, product = static_cast<double>(v) * unscale;
+    ASSERT_EQ(std::memcmp(&quotient, &product, sizeof(double)), 0)
+        << "v = " << v << ", scale = " << scale << ": " << quotient << " against " << product;
+  }
+}
+
+TEST(FixedPointScale, PowersOfTwoWhoseReciprocalMultipliesExactly) {
+  using pmkit::cuda::deterministic_scale;
+  using pmkit::cuda::pow2_scale;
+  std::mt19937_64 rng(std::random_device{}());
+  EXPECT_EQ(pow2_scale(0.0, 30), 1.0);
+  EXPECT_TRUE(std::isnan(pow2_scale(std::numeric_limits<double>::infinity(), 30)));
+  EXPECT_TRUE(std::isnan(pow2_scale(std::nan(""), 30)));
+  // Bounds from the smallest subnormal to the largest double, as the block sums and max
+  // |q| of float and double properties can be.
+  for (int e = -1074; e <= 1023; e += 1 + static_cast<int>(rng() % 7)) {
+    const double bound = std::ldexp(1.0 + 0.999 * static_cast<double>(rng() % 1000) / 1000.0, e);
+    if (!std::isfinite(bound)) continue;
+    for (double scale : {pow2_scale(bound, 30), pow2_scale(bound, 62), deterministic_scale<2>(bound, 1 << 24),
+                         deterministic_scale<3>(bound, 3)}) {
+      SCOPED_TRACE(testing::Message() << "bound " << bound << ", scale " << scale);
+      ASSERT_TRUE(std::isfinite(scale));  // an infinite scale turned tiny values into zeros
+      int exponent = 0;
+      ASSERT_EQ(std::frexp(scale, &exponent), 0.5) << "not a power of two";
+      expect_multiply_divides(scale, rng);
+    }
+    // The scale's promise: bound * scale stays within 2^target_bits, and reaches at least
+    // half of it unless the scale is at its cap (bounds below ~1e-290).
+    for (int target : {30, 41, 62}) {
+      const double scale = pow2_scale(bound, target), scaled = bound * scale;
+      EXPECT_LE(scaled, std::ldexp(1.0, target)) << "target " << target;
+      if (scale < std::ldexp(1.0, 1023)) EXPECT_GT(scaled, std::ldexp(1.0, target - 1)) << "target " << target;
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 //
 // Integer sums do not depend on the order of the additions, which is what makes the
 // deterministic mode bit-for-bit reproducible.
+#include <cmath>
 #include <cstdint>
 
 namespace pmkit::cuda {
@@ -47,14 +48,30 @@ struct FixedPoint {
   }
 };
 
-// 2^e with e the largest integer such that bound * 2^e <= 2^target_bits (1 for bound 0;
-// NaN for a non-finite bound, so that non-finite inputs come out as NaN, not garbage).
-__device__ __forceinline__ double pow2_scale(double bound, int target_bits) {
-  if (!isfinite(bound)) return __longlong_as_double(0x7ff8000000000000ll);
+// 2^e with e the largest integer such that bound * 2^e <= 2^target_bits, capped at
+// 2^1023 (1 for bound 0; NaN for a non-finite bound, so that non-finite inputs come out
+// as NaN, not garbage). The cap bites only for bounds below ~2^(target_bits - 1023), that
+// is double values of ~1e-290 and less: they keep fewer bits, where an infinite scale
+// would have turned them into zeros. Always a power of two: the flush and the
+// deterministic finalize multiply by 1 / scale instead of dividing, which gives the same
+// bits only for a power of two (tests/test_bin_geometry.cu checks both).
+__host__ __device__ __forceinline__ double pow2_scale(double bound, int target_bits) {
+  if (!isfinite(bound)) return bound - bound;  // NaN
   if (!(bound > 0)) return 1.0;
   int exponent;
   frexp(bound, &exponent);  // bound <= 2^exponent
-  return ldexp(1.0, target_bits - exponent);
+  const int e = target_bits - exponent;
+  return ldexp(1.0, e < 1023 ? e : 1023);
+}
+
+// The deterministic mode's scale: one for all blocks and runs, from max |q| (times the
+// kernel's peak weight) and the particle count n, so that no 64-bit node sum overflows.
+template <int W>
+__host__ __device__ __forceinline__ double deterministic_scale(double max_abs, std::size_t n) {
+  int log2n = 1;
+  while ((std::size_t(1) << log2n) < n) ++log2n;
+  const int target = FixedPoint<W>::kContributionBits < 62 - log2n ? FixedPoint<W>::kContributionBits : 62 - log2n;
+  return pow2_scale(max_abs, target);
 }
 
 }  // namespace pmkit::cuda

@@ -18,13 +18,6 @@ namespace pmkit::cuda {
 // rounding is relative to what the block holds. Global scale (deterministic mode):
 // from max |q| over all particles and N, identical in every block and every run, and
 // the block's integer sums go to 64-bit integer meshes.
-template <int W>
-__device__ __forceinline__ double deterministic_scale(double max_abs, std::size_t n) {
-  int log2n = 1;
-  while ((std::size_t(1) << log2n) < n) ++log2n;
-  const int target = min(FixedPoint<W>::kContributionBits, 62 - log2n);
-  return pow2_scale(max_abs, target);
-}
 
 // 1 / scale, once a thread: a scale is a power of two (or 1, or NaN), so multiplying by
 // its reciprocal gives the quotient's exact bits, without a double division (a reciprocal
