@@ -562,7 +562,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   template <class P>
   void require_device(const P* ptr, const char* what, std::size_t index) const {
-    cuda::require_device(ptr, what, index, " (or set options.host_arrays = true to pass host arrays)");
+    checked_pointers_.require(ptr, what, index, " (or set options.host_arrays = true to pass host arrays)");
   }
 
   void start_timer() { check(cudaEventRecord(events_[0]), "cudaEventRecord"); }
@@ -836,6 +836,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   BinGeometry<D> geo_{};
   int shared_optin_ = 0;
   std::vector<const void*> opted_in_;  // kernels opt_in_shared has raised (each to its one size)
+  mutable DevicePointerCheck checked_pointers_;  // the caller's arrays found to be device memory
   bool mesh_beyond_l2_ = false;  // one property's mesh is larger than the L2 cache (resolve_method)
   int tile_props_per_pass_ = 0;
   int cell_props_per_pass_ = 0;  // 0: cell moments not asked for

@@ -109,16 +109,10 @@ struct DevicePairCells {
   PairMethod last_method{};  // PairMethod::Auto until a compute has run
   double last_kernel_s = 0;  // device time of the last traversal (CUDA events)
   cudaEvent_t events[2] = {nullptr, nullptr};
-  // Pointers already found to be device memory (the check costs microseconds per array,
-  // as much as a whole small compute).
-  std::vector<const void*> device_pointers;
+  cuda::DevicePointerCheck device_pointers;  // pointers already found to be device memory
 
   void require_device(const void* ptr, const char* what, std::size_t index) {
-    if (ptr == nullptr || std::find(device_pointers.begin(), device_pointers.end(), ptr) != device_pointers.end())
-      return;
-    cuda::require_device(ptr, what, index);
-    if (device_pointers.size() >= 64) device_pointers.erase(device_pointers.begin());
-    device_pointers.push_back(ptr);
+    device_pointers.require(ptr, what, index);
   }
   void use_device() const {
     int current = -1;

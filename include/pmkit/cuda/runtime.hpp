@@ -4,8 +4,10 @@
 // with nvcc (pmkit/cuda/pairs.cuh); host code only, so g++ may include it too.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "pmkit/error.hpp"
 
@@ -32,6 +34,25 @@ inline void require_device(const void* ptr, const char* what, std::size_t index,
     detail::fail(ErrorCode::InvalidArgument, what, "[", index,
                  "] is not device memory: the CUDA backend takes device pointers", alternative);
 }
+
+// require_device for the arrays of repeated calls: a pointer found to be device memory is
+// remembered (the last 64), because the check (cudaPointerGetAttributes) costs
+// microseconds per array, as much as a whole small spread or pair compute. A remembered
+// pointer is not checked again; one freed and reused for host memory since then would
+// fault in the kernel (a CUDA error at the next synchronisation) instead of being refused.
+class DevicePointerCheck {
+ public:
+  void require(const void* ptr, const char* what, std::size_t index, const char* alternative = "") {
+    if (ptr == nullptr || std::find(known_.begin(), known_.end(), ptr) != known_.end()) return;
+    require_device(ptr, what, index, alternative);
+    if (known_.size() >= kRemembered) known_.erase(known_.begin());
+    known_.push_back(ptr);
+  }
+
+ private:
+  static constexpr std::size_t kRemembered = 64;
+  std::vector<const void*> known_;
+};
 
 // Owning device allocation. Failure names the size asked for.
 template <class T>
