@@ -181,6 +181,65 @@ TEST(Cuda, DoublePropertiesNearTheBottomOfTheRange) {
       }
 }
 
+// A plan made for one device works while another is current, and leaves the caller's
+// device current after each call (one thread driving a plan per GPU). The deterministic
+// spread gives the same bits on both devices. Needs two devices (skipped otherwise).
+TEST(Cuda, PlansOnTwoDevicesLeaveTheCurrentOneAlone) {
+  PMKIT_REQUIRE_GPU();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "one CUDA device";
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<3> grid = make_grid<3>({16, 16, 16}, BoundaryKind::Periodic);
+  const std::size_t n = 5000;
+  const auto pos = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<float> q(n);
+  for (auto& v : q) v = unit(rng);
+  auto current = [] {
+    int d = -1;
+    cudaGetDevice(&d);
+    return d;
+  };
+  std::vector<float> meshes[2];
+  for (int device : {0, 1}) {
+    const int other = 1 - device;
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);  // the arrays live on the plan's device
+    DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]), dq(q),
+        dmesh(static_cast<std::size_t>(mesh_size(grid, Kernel::mp4().ghost_width())));
+    DeviceVector<float> dforces(n * 4);
+    ASSERT_EQ(cudaSetDevice(other), cudaSuccess);
+    Options opt = cuda_options();
+    opt.device = device;
+    opt.deterministic = true;
+    Plan<float, 3> plan(grid, Kernel::mp4(), opt);
+    EXPECT_EQ(current(), other) << "after the plan's construction";
+    plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+    EXPECT_EQ(current(), other) << "after set_points";
+    plan.spread({dq.cview()}, {dmesh.view()});
+    EXPECT_EQ(current(), other) << "after spread";
+    meshes[device] = dmesh.download();
+    plan.interp({dmesh.cview()}, {dq.view()});
+    EXPECT_EQ(current(), other) << "after interp";
+
+    PairOptions popt;
+    popt.backend = Backend::Cuda;
+    popt.device = device;
+    PairPlan<float, 3> pairs(Box<3>::periodic({1.0, 1.0, 1.0}), 0.2, popt);
+    pairs.set_points({dx.cview(), dy.cview(), dz.cview()});
+    EXPECT_EQ(current(), other) << "after the pair plan's set_points";
+    const pair_kernels::LennardJones<3> lj{1.0, 0.05, 0.2, 0.01};
+    float* f = dforces.ptr;
+    pairs.compute(lj, {}, {View<float>(f, n), View<float>(f + n, n), View<float>(f + 2 * n, n),
+                           View<float>(f + 3 * n, n)});
+    EXPECT_EQ(current(), other) << "after the pair compute";
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);  // free the arrays where they live
+  }
+  EXPECT_EQ(meshes[0], meshes[1]) << "the deterministic spread differs between devices";
+}
+
 TEST(Cuda, DensitiesDistributionsAndBoundaries) {
   PMKIT_REQUIRE_GPU();
   check_densities(SpreadMethod::Auto, 120.0);

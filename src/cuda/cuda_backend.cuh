@@ -68,7 +68,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     if (options.device < 0 || options.device >= devices)
       fail(ErrorCode::InvalidArgument, "options.device = ", options.device, ": there are ", devices,
            " CUDA devices");
-    check(cudaSetDevice(options.device), "cudaSetDevice");
+    const DeviceScope on_device(options.device);  // its buffers and events live there
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, options.device), "cudaGetDeviceProperties");
     shared_optin_ = static_cast<int>(prop.sharedMemPerBlockOptin);
@@ -195,6 +195,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
+    const DeviceScope on_device(options_.device);
     timings_ = {};
     const std::size_t tiles = geo_.num_tiles;
     const Groups groups = groups_;
@@ -307,6 +308,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   // particle. A full binning instead when too many are away, and in deterministic mode
   // (the away particles' spread would take float atomics).
   void update_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
+    const DeviceScope on_device(options_.device);
     if (options_.deterministic || n == 0) return set_points(n, positions);
     timings_ = {};
     Binned& b = current_;
@@ -350,16 +352,19 @@ class CudaBackend final : public detail::Backend<T, D> {
   std::size_t num_away() const override { return current_.num_away; }
 
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
+    const DeviceScope on_device(options_.device);
     timings_ = {};
     kernels::dispatch(kernel_, [&](auto k) { spread_all<decltype(k)>(props, meshes, mode); });
   }
 
   void interp(Span<View<const T>> meshes, Span<View<T>> values) override {
+    const DeviceScope on_device(options_.device);
     timings_ = {};
     kernels::dispatch(kernel_, [&](auto k) { interp_all<decltype(k)>(meshes, values); });
   }
 
   void binned_order(View<std::uint32_t> order) const override {
+    const DeviceScope on_device(options_.device);
     if (!options_.host_arrays) require_device(order.data, "order", 0);
     copy_strided(order.data, order.stride, current_.perm.get(), 1, current_.n,
                  options_.host_arrays ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice, "binned_order");

@@ -87,7 +87,7 @@ template <class T, int D>
 void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions) {
   using cuda::check;
   const std::size_t n = positions[0].size;
-  cells.use_device();
+  const cuda::DeviceScope on_device(cells.device);
   DevicePositions<T, D> x;
   for (int d = 0; d < D; ++d) {
     cells.require_device(positions[d].data, "positions", d);

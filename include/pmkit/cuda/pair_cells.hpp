@@ -114,10 +114,6 @@ struct DevicePairCells {
   void require_device(const void* ptr, const char* what, std::size_t index) {
     device_pointers.require(ptr, what, index);
   }
-  void use_device() const {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess || current != device) cuda::check(cudaSetDevice(device), "cudaSetDevice");
-  }
 
   DevicePairCells() = default;
   DevicePairCells(const DevicePairCells&) = delete;

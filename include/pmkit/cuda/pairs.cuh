@@ -703,7 +703,7 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
   namespace pt = pair_traversal;
   constexpr int kIn = pt::inputs_of<Kernel>(), kOut = Kernel::outputs;
   static_assert(Kernel::inputs <= 4, "the CUDA pair traversal takes at most 4 inputs per particle");
-  cells.use_device();
+  const cuda::DeviceScope on_device(cells.device);
   for (std::size_t k = 0; k < inputs.size(); ++k) cells.require_device(inputs[k].data, "inputs", k);
   for (std::size_t k = 0; k < outputs.size(); ++k) cells.require_device(outputs[k].data, "outputs", k);
 

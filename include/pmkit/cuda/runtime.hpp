@@ -35,6 +35,30 @@ inline void require_device(const void* ptr, const char* what, std::size_t index,
                  "] is not device memory: the CUDA backend takes device pointers", alternative);
 }
 
+// Makes a plan's device current for the length of a call and then gives the caller's
+// back: one thread may drive plans on several GPUs, and a plan's call must neither launch
+// on another device nor leave its own one current behind.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+    switched_ = previous_ != device;
+  }
+  ~DeviceScope() {
+    if (switched_ && previous_ >= 0) cudaSetDevice(previous_);  // no throw from a destructor
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
 // require_device for the arrays of repeated calls: a pointer found to be device memory is
 // remembered (the last 64), because the check (cudaPointerGetAttributes) costs
 // microseconds per array, as much as a whole small spread or pair compute. A remembered
