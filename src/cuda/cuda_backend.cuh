@@ -127,10 +127,8 @@ class CudaBackend final : public detail::Backend<T, D> {
           for (int np = 1; np <= cell_props_per_pass_; ++np)
             with_prop_count(np, [&](auto props) {
               constexpr int NP = decltype(props)::value;
-              check(cudaFuncSetAttribute(spread_cells_kernel<K, D, T, kFastWords<T>, NP>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(CellShared<K, D, T, kFastWords<T>, NP>::kBytes)),
-                    "cudaFuncSetAttribute");
+              opt_in_shared(spread_cells_kernel<K, D, T, kFastWords<T>, NP>,
+                            CellShared<K, D, T, kFastWords<T>, NP>::kBytes);
             });
         }
       });
@@ -180,12 +178,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     host_.reset(status);
     // Once, not in every set_points (the partition's blocks use more than 48 KB).
     if (kPlaceShared <= static_cast<std::size_t>(shared_optin_)) {
-      check(cudaFuncSetAttribute(partition_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(kPartitionShared)),
-            "cudaFuncSetAttribute");
-      check(cudaFuncSetAttribute(place_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(kPlaceShared)),
-            "cudaFuncSetAttribute");
+      opt_in_shared(partition_kernel<T, D>, kPartitionShared);
+      opt_in_shared(place_kernel<T>, kPlaceShared);
     }
   }
 
@@ -732,7 +726,9 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   // Lets `kernel` take `bytes` of dynamic shared memory past the default 48 KB: once per
   // kernel in the plan's life, not in every launch (the plan's kernels and sizes are fixed
-  // by its kernel, precision and property counts).
+  // by its kernel, precision and property counts). The binning's and the cell moments'
+  // kernels from the constructor, where their memory is sized; the tile kernels at their
+  // first launch.
   template <class Kernel>
   void opt_in_shared(Kernel* kernel, std::size_t bytes) {
     if (bytes <= 48 * 1024) return;

@@ -90,7 +90,7 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   const cuda::DeviceScope on_device(cells.device);
   DevicePositions<T, D> x;
   for (int d = 0; d < D; ++d) {
-    cells.require_device(positions[d].data, "positions", d);
+    cells.device_pointers.require(positions[d].data, "positions", d);
     x.data[d] = positions[d].data;
     x.stride[d] = positions[d].stride;
   }

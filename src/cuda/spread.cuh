@@ -505,15 +505,14 @@ __global__ void max_abs_kernel(PropPass<T> pass, std::size_t n, unsigned long lo
 // The global scale's reciprocal once a block, not a scale (a loop over n's bits, frexp,
 // ldexp) and a double division a node: the scale is a power of two, so v * (1 / scale)
 // has the quotient's exact bits (as the fast flush, bench/NOTES.md 33). Non-finite
-// properties (max |q| inf or NaN) give NaN everywhere.
+// properties (max |q| inf or NaN) give a NaN scale (pow2_scale), so NaN everywhere.
 template <class T, int W>
 __global__ void finalize_exact_kernel(PropPass<T> pass, std::int64_t size, std::size_t n, double peak_weight,
                                       bool accumulate) {
   __shared__ double unscale[tuning::kPropsPerPass];
   if (threadIdx.x < pass.count) {
     const double max_abs = __longlong_as_double(pass.max_abs_bits[threadIdx.x]);
-    unscale[threadIdx.x] =
-        isfinite(max_abs) ? 1.0 / deterministic_scale<W>(max_abs * peak_weight, n) : max_abs - max_abs;
+    unscale[threadIdx.x] = 1.0 / deterministic_scale<W>(max_abs * peak_weight, n);
   }
   __syncthreads();
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;

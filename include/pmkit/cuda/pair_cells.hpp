@@ -3,9 +3,7 @@
 // entry points between PairPlan (pairs_impl.hpp), the library (src/cuda/pair_cells.cu:
 // binning) and the traversal templates compiled for the caller's kernel
 // (pmkit/cuda/pairs.cuh). Host code only: g++ and nvcc both include it.
-#include <algorithm>
 #include <array>
-#include <vector>
 #include <cstdint>
 #include <map>
 #include <typeindex>
@@ -110,10 +108,6 @@ struct DevicePairCells {
   double last_kernel_s = 0;  // device time of the last traversal (CUDA events)
   cudaEvent_t events[2] = {nullptr, nullptr};
   cuda::DevicePointerCheck device_pointers;  // pointers already found to be device memory
-
-  void require_device(const void* ptr, const char* what, std::size_t index) {
-    device_pointers.require(ptr, what, index);
-  }
 
   DevicePairCells() = default;
   DevicePairCells(const DevicePairCells&) = delete;

@@ -704,8 +704,8 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
   constexpr int kIn = pt::inputs_of<Kernel>(), kOut = Kernel::outputs;
   static_assert(Kernel::inputs <= 4, "the CUDA pair traversal takes at most 4 inputs per particle");
   const cuda::DeviceScope on_device(cells.device);
-  for (std::size_t k = 0; k < inputs.size(); ++k) cells.require_device(inputs[k].data, "inputs", k);
-  for (std::size_t k = 0; k < outputs.size(); ++k) cells.require_device(outputs[k].data, "outputs", k);
+  for (std::size_t k = 0; k < inputs.size(); ++k) cells.device_pointers.require(inputs[k].data, "inputs", k);
+  for (std::size_t k = 0; k < outputs.size(); ++k) cells.device_pointers.require(outputs[k].data, "outputs", k);
 
   pt::Args<T, D, kIn, kOut> args;
   args.g = cells.geometry;
