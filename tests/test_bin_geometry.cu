@@ -13,6 +13,7 @@
 #include <limits>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "cuda/binning.cuh"
 #include "cuda/fixed_point.cuh"
@@ -94,9 +95,15 @@ TEST(FixedPointScale, PowersOfTwoWhoseReciprocalMultipliesExactly) {
   EXPECT_TRUE(std::isnan(pow2_scale(std::numeric_limits<double>::infinity(), 30)));
   EXPECT_TRUE(std::isnan(pow2_scale(std::nan(""), 30)));
   // Bounds from the smallest subnormal to the largest double, as the block sums and max
-  // |q| of float and double properties can be.
+  // |q| of float and double properties can be. Each exponent twice: an exact power of two
+  // (frexp's edge, where the scaled bound is exactly half the target) and a random
+  // mantissa above it.
+  std::vector<double> bounds;
   for (int e = -1074; e <= 1023; e += 1 + static_cast<int>(rng() % 7)) {
-    const double bound = std::ldexp(1.0 + 0.999 * static_cast<double>(rng() % 1000) / 1000.0, e);
+    bounds.push_back(std::ldexp(1.0, e));
+    bounds.push_back(std::ldexp(1.0 + 0.999 * static_cast<double>(rng() % 1000) / 1000.0, e));
+  }
+  for (double bound : bounds) {
     if (!std::isfinite(bound)) continue;
     for (double scale : {pow2_scale(bound, 30), pow2_scale(bound, 62), deterministic_scale<2>(bound, 1 << 24),
                          deterministic_scale<3>(bound, 3)}) {
@@ -111,7 +118,7 @@ TEST(FixedPointScale, PowersOfTwoWhoseReciprocalMultipliesExactly) {
     for (int target : {30, 41, 62}) {
       const double scale = pow2_scale(bound, target), scaled = bound * scale;
       EXPECT_LE(scaled, std::ldexp(1.0, target)) << "target " << target;
-      if (scale < std::ldexp(1.0, 1023)) EXPECT_GT(scaled, std::ldexp(1.0, target - 1)) << "target " << target;
+      if (scale < std::ldexp(1.0, 1023)) EXPECT_GE(scaled, std::ldexp(1.0, target - 1)) << "target " << target;
     }
   }
 }
