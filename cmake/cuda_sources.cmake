@@ -6,7 +6,6 @@ target_sources(pmkit PRIVATE
   src/cuda/backend_double_2d.cu
   src/cuda/backend_double_3d.cu
   src/cuda/pair_cells.cu
-  src/cuda/sort.cu
   src/cuda/pairs_builtin_float.cu
   src/cuda/pairs_builtin_double.cu)
 target_compile_definitions(pmkit PUBLIC PMKIT_WITH_CUDA)

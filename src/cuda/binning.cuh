@@ -272,42 +272,6 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 }
 
 // ---------------------------------------------------------------------------------
-// Radix: set_points' scatter as a device-wide sort (sort.hpp) of the tile keys, stable,
-// on the few bits the tile count needs:
-//   tile_keys_kernel: validates, packs each record in the caller's order, its tile as
-//     the key (num_tiles for a rejected particle: it sorts after every tile, and
-//     bucket_starts leaves it out), its index as the value;
-//   sort_pairs: keys -> tile order, values -> perm;
-//   gather_records_kernel: each binned slot reads its record (one 16- or 32-byte read
-//     a particle, in random order) and writes slot, the inverse permutation;
-//   bucket_starts: each tile's first slot from the sorted keys.
-// A tile's particles keep the caller's order, as in the partition.
-template <class T, int D>
-__global__ void tile_keys_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                                 std::size_t n, std::uint32_t* tile_of, std::uint32_t* index, Packed<T>* records,
-                                 unsigned long long* first_bad) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  Packed<T> p{};
-  std::uint32_t tile = 0;
-  if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) tile = geo.num_tiles;
-  tile_of[i] = tile;
-  index[i] = static_cast<std::uint32_t>(i);
-  store_record(records + i, p);
-}
-
-template <class T>
-__global__ void gather_records_kernel(std::size_t n, const std::uint32_t* __restrict__ perm,
-                                      const Packed<T>* __restrict__ records, Packed<T>* __restrict__ particles,
-                                      std::uint32_t* __restrict__ slot) {
-  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (k >= n) return;
-  const std::uint32_t i = perm[k];
-  store_record(particles + k, records[i]);
-  slot[i] = static_cast<std::uint32_t>(k);
-}
-
-// ---------------------------------------------------------------------------------
 // Partition: set_points' scatter in two passes whose big stores are coalesced.
 //
 // A scattered store costs one L2 request per lane, however few the open write fronts

@@ -3,10 +3,9 @@
 // kernels are in binning.cuh, tiles.cuh, spread.cuh and interp.cuh (kernels.cuh includes
 // them all); this file decides what runs and owns every buffer.
 //
-// set_points: the scatter into tile order, by a device-wide radix sort of the tile keys
-// (tuning::kRadixMinParticles..kRadixMaxParticles), by partition (count, then
-// block-sorted passes into groups of tiles and inside each group, every big store
-// coalesced) for unsorted input, or in one pass (classify: validate, tile, rank -> scan -> scatter) for
+// set_points: the scatter into tile order, by partition (count, then block-sorted
+// passes into groups of tiles and inside each group, every big store coalesced) for
+// unsorted input, or in one pass (classify: validate, tile, rank -> scan -> scatter) for
 // input already in binned order and for small inputs; then chunks -> the bank-
 // interleaved order of each chunk, all on the device; only the index of a rejected
 // particle and the chunk count (asynchronously, with the one wait at the end) and the
@@ -29,7 +28,6 @@
 #include "core/checks.hpp"
 #include "pmkit/cuda/runtime.hpp"
 #include "cuda/kernels.cuh"
-#include "cuda/sort.hpp"
 
 namespace pmkit::cuda {
 
@@ -196,7 +194,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     const std::size_t tiles = geo_.num_tiles;
     const Groups groups = groups_;
     const bool may_partition = partition_fits(n, groups);
-    const bool may_sort = radix_fits(n);
     const std::size_t max_chunks = tiles + n / tuning::kChunkParticles + 1;
     const std::size_t max_pieces = n / PartitionBlock<T>::kItems + groups.count + 1;
     const std::size_t block_counts = may_partition ? partition_counts(n, groups) : 0;
@@ -216,7 +213,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     chunk_count_.reserve(tiles + 1, "binning scratch");
     chunk_start_.reserve(tiles + 1, "binning scratch");
     bad_.reserve(1, "binning scratch");
-    if (may_sort) parted_.reserve(n, "binning scratch");
     if (may_partition) {
       same_pairs_.reserve(1, "binning scratch");
       block_count_.reserve(block_counts + 1, "binning scratch");
@@ -245,7 +241,6 @@ class CudaBackend final : public detail::Backend<T, D> {
             "cub::DeviceScan");
       scan_bytes = std::max(scan_bytes, bytes);
     }
-    if (may_sort) scan_bytes = std::max(scan_bytes, sort_pairs_temp_bytes(n, tile_key_bits()));
     scan_temp_.reserve(scan_bytes, "binning scratch");
 
     const PositionArrays<T, D> pos = device_positions(n, positions);
@@ -256,10 +251,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     // Where each tile's binned particles start (tiles + 1 entries, with tile_buckets).
     const std::uint32_t* tile_start = bucket_start_.get();
     Buckets tile_buckets{0};
-    const bool binned_input = may_partition && in_binned_order(n, pos);
-    if (may_sort && !binned_input) {
-      tile_start = radix_scatter(n, pos);
-    } else if (may_partition && !binned_input) {
+    if (may_partition && !in_binned_order(n, pos)) {
       tile_start = partition_scatter(n, pos, groups, max_pieces);
     } else {
       one_pass_scatter(n, pos, buckets);
@@ -472,32 +464,6 @@ class CudaBackend final : public detail::Backend<T, D> {
           spare_.particles.get(), spare_.perm.get(), spare_.slot.get());
       check_launch("pmkit::cuda::set_points::scatter");
     }
-  }
-
-  // Whether set_points sorts by tile with the device-wide radix sort (tuning::
-  // kRadixMinParticles, kRadixMaxParticles; cub counts items in an int).
-  static bool radix_fits(std::size_t n) {
-    return n > 0 && n >= tuning::kRadixMinParticles && n <= tuning::kRadixMaxParticles &&
-           n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
-  }
-  // The radix sort's key bits: tiles 0..num_tiles - 1, and num_tiles for a rejected particle.
-  int tile_key_bits() const { return bits_for(geo_.num_tiles); }
-
-  // The scatter by radix sort (binning.cuh, "Radix"; n > 0): keys and records in the
-  // caller's order -> stable sort by tile -> records gathered into tile order. Returns
-  // each tile's first slot (tiles + 1 entries).
-  const std::uint32_t* radix_scatter(std::size_t n, const PositionArrays<T, D>& pos) {
-    // The caller's indices go in through slot (rewritten by the gather) and come out as perm.
-    tile_keys_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-        layout_, geo_, pos, n, spare_.tile_of.get(), spare_.slot.get(), parted_.get(), bad_.get());
-    check_launch("pmkit::cuda::set_points::tile_keys");
-    sort_pairs(scan_temp_.get(), scan_temp_.size(), spare_.tile_of.get(), rank_.get(), spare_.slot.get(),
-               spare_.perm.get(), n, tile_key_bits());
-    gather_records_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-        n, spare_.perm.get(), parted_.get(), spare_.particles.get(), spare_.slot.get());
-    check_launch("pmkit::cuda::set_points::gather_records");
-    bucket_starts(rank_.get(), 0, n, geo_.num_tiles, bucket_start_.get());
-    return bucket_start_.get();
   }
 
   // The scatter by partition (binning.cuh, "Partition"; n > 0): count, pass 1 into

@@ -2,9 +2,10 @@
 // (CUB radix sort of the cell index, stable, on just the bits the cell count needs, plus
 // the particle's quantised x inside its cell when cells are dense),
 // gather the packed positions into that order and find where each cell starts.
+#include <cub/device/device_radix_sort.cuh>
+
 #include <limits>
 
-#include "cuda/sort.hpp"
 #include "pmkit/cuda/pair_cells.hpp"
 
 namespace pmkit::detail {
@@ -55,6 +56,19 @@ __global__ void gather_kernel(const P* __restrict__ wrapped, const std::uint32_t
                               P* __restrict__ sorted) {
   const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s < n) sorted[s] = wrapped[perm[s]];
+}
+
+// start[c] = first slot of cell c: each slot where the sorted key changes fills the
+// starts of the cells from the previous key (exclusive) to its own (inclusive).
+__global__ void cell_starts_kernel(const std::uint32_t* __restrict__ keys, int x_bits, std::uint32_t n,
+                                   std::uint32_t cells, std::uint32_t* __restrict__ start) {
+  const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= n) return;
+  const std::uint32_t key = keys[s] >> x_bits;
+  const std::uint32_t from = s == 0 ? 0 : (keys[s - 1] >> x_bits) + 1;
+  for (std::uint32_t c = from; c <= key; ++c) start[c] = s;
+  if (s == n - 1)
+    for (std::uint32_t c = key + 1; c <= cells; ++c) start[c] = n;
 }
 
 __global__ void max_per_cell_kernel(const std::uint32_t* __restrict__ start, std::uint32_t cells,
@@ -111,15 +125,20 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     cell_keys_kernel<T, D><<<blocks_for(n, 256), 256>>>(g, x, n32, cells.keys.get(), cells.index.get(),
                                                         cells.unsorted.get(), cells.status.get());
     cuda::check_launch("pmkit PairPlan::set_points: cell keys");
-    const std::size_t temp_bytes = cuda::sort_pairs_temp_bytes(n, bits);
+    std::size_t temp_bytes = 0;
+    check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
+                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits),
+          "cub::DeviceRadixSort");
     cells.temp.reserve(temp_bytes, "PairPlan::set_points: sort storage");
-    cuda::sort_pairs(cells.temp.get(), temp_bytes, cells.keys.get(), cells.keys_sorted.get(), cells.index.get(),
-                     cells.next_perm.get(), n, bits);
+    check(cub::DeviceRadixSort::SortPairs(cells.temp.get(), temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
+                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits),
+          "cub::DeviceRadixSort");
     gather_kernel<<<blocks_for(n, 256), 256>>>(cells.unsorted.get(), cells.next_perm.get(), n32,
                                                cells.next_pos.get());
     cuda::check_launch("pmkit PairPlan::set_points: gather");
-    cuda::bucket_starts(cells.keys_sorted.get(), x_bits, n, static_cast<std::uint32_t>(ncells),
-                        cells.next_start.get());
+    cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), x_bits, n32,
+                                                    static_cast<std::uint32_t>(ncells), cells.next_start.get());
+    cuda::check_launch("pmkit PairPlan::set_points: cell starts");
     max_per_cell_kernel<<<blocks_for(ncells, 256), 256>>>(cells.next_start.get(), static_cast<std::uint32_t>(ncells),
                                                           cells.status.get() + 1);
     cuda::check_launch("pmkit PairPlan::set_points: largest cell");

@@ -42,15 +42,6 @@ constexpr int kPartitionThreads = 512;
 // the classify's atomics, not the caller's.
 constexpr std::size_t kPartitionMinParticles = std::size_t(1) << 19;
 
-// set_points' scatter by a device-wide radix sort of the tile keys (binning.cuh, "Radix";
-// cub::DeviceRadixSort on the ~12-15 bits of the tile count: two passes), for unsorted
-// input of this many particles: fewer launches than the partition, its scattered
-// stores made coalesced by cub's own block sorts, but one random 16-byte record read
-// and one scattered 4-byte store (the inverse permutation) a particle. EXPERIMENT: all
-// sizes, to be measured against the partition and the one-pass scatter.
-constexpr std::size_t kRadixMinParticles = 1;
-constexpr std::size_t kRadixMaxParticles = std::size_t(1) << 40;
-
 // Items a thread holds: float records stage 4096 a block in 64 KB of shared memory,
 // double (32-byte records) 2048 in the same 64 KB.
 constexpr int partition_items_per_thread(std::size_t value_bytes) { return value_bytes == 4 ? 8 : 4; }
