@@ -181,6 +181,21 @@ TEST(Cuda, DoublePropertiesNearTheBottomOfTheRange) {
       }
 }
 
+// Double properties near the top of double's range, clustered so that blocks hold a
+// full chunk of 1024 particles: the fast mode's block sum of |q| (~1024 x 2e305) passed
+// DBL_MAX, and the block spread NaN over its window. The sum is now taken in units of
+// 2^11 (spread.cuh, block_scales). The node sums themselves stay near 1e307 (random
+// signs), so the float64 reference stays finite.
+TEST(Cuda, DoublePropertiesNearTheTopOfTheRange) {
+  PMKIT_REQUIRE_GPU();
+  for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics})
+    for (bool deterministic : {false, true}) {
+      if (deterministic && method == SpreadMethod::CudaGlobalAtomics) continue;  // refused: float atomics
+      check_against_reference<double, 3>(Kernel::mp4(), {20, 17, 24}, BoundaryKind::Periodic, 4.0,
+                                         Distribution::Clustered, method, deterministic, 1, 0, 4e305);
+    }
+}
+
 // A plan made for one device works while another is current, and leaves the caller's
 // device current after each call (one thread driving a plan per GPU). The deterministic
 // spread gives the same bits on both devices. Needs two devices (skipped otherwise).

@@ -3,6 +3,7 @@
 // seeds, grids of every boundary kind, particle distributions, error norms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -305,11 +306,19 @@ std::vector<double> to_double(const View<const T>& v) {
 // ||got - want||_2 / ||want||_2; NaN when got has a NaN.
 template <class T>
 double rel_l2(const View<const T>& got, const std::vector<double>& want) {
+  // In units of a power of two near the largest |want|: exact, and the squares neither
+  // underflow to 0 for values near 1e-300 (which made every error 0) nor overflow for
+  // values near 1e300. A NaN or inf in `got` still gives NaN or inf.
+  double largest = 0;
+  for (double w : want)
+    if (std::isfinite(w)) largest = std::max(largest, std::fabs(w));
+  int exponent = 0;
+  if (largest > 0) std::frexp(largest, &exponent);
   double e2 = 0, w2 = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
-    const double e = static_cast<double>(got[i]) - want[i];
-    e2 += e * e;
-    w2 += want[i] * want[i];
+    const double g = std::ldexp(static_cast<double>(got[i]), -exponent), w = std::ldexp(want[i], -exponent);
+    e2 += (g - w) * (g - w);
+    w2 += w * w;
   }
   return w2 > 0 ? std::sqrt(e2 / w2) : std::sqrt(e2);
 }

@@ -75,9 +75,16 @@ __device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::Ind
 // mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
 // has none), so the rounding is relative to what the block holds. Deterministic mode:
 // from max |q| over all particles and N, identical in every block and every run.
+// Double sums are taken in units of 2^kSumShift: a block's up to 1024 values of up to
+// DBL_MAX sum to at most 2^1034, which overflowed to inf (and a NaN window) from values
+// of ~2e305; scaled by 2^-11 (exact) they stay finite. The shift comes back out of the
+// target bits, so the scale is the one the unscaled sum gives.
 template <int W, int NP, bool kDeterministic, class T>
 __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], const PropPass<T>& pass,
                                              double peak_weight, std::size_t n, double* scale) {
+  static_assert(tuning::kChunkParticles <= 2048, "2^kSumShift covers a block's particles");
+  constexpr int kSumShift = sizeof(T) == 8 ? 11 : 0;  // float sums cannot overflow a double
+  constexpr double kSumUnit = 1.0 / (1 << kSumShift);
   __shared__ double block_abs[NP];
   if constexpr (kDeterministic) {
     if (threadIdx.x < NP)
@@ -90,13 +97,17 @@ __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], c
     for (int j = 0; j < NP; ++j) {
       double v = 0;
 #pragma unroll
-      for (int r = 0; r < kSlots; ++r) v += fabs(static_cast<double>(q[r].v[j]));
+      for (int r = 0; r < kSlots; ++r) {
+        if constexpr (kSumShift > 0) v += fabs(static_cast<double>(q[r].v[j])) * kSumUnit;
+        else v += fabs(static_cast<double>(q[r].v[j]));
+      }
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
     }
     __syncthreads();
     if (threadIdx.x < NP)
-      scale[threadIdx.x] = pow2_scale(block_abs[threadIdx.x] * peak_weight, FixedPoint<W>::kContributionBits);
+      scale[threadIdx.x] =
+          pow2_scale(block_abs[threadIdx.x] * peak_weight, FixedPoint<W>::kContributionBits - kSumShift);
   }
   __syncthreads();
 }
