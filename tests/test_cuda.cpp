@@ -169,13 +169,14 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
 // at 2^1023 (fixed_point.cuh, pow2_scale), so such values keep fewer bits the smaller
 // they are: a value q gets ~1023 + log2(q) of them, ~27 at 1e-300 and ~20 at 1e-302
 // (node errors near 1e-7 and 1e-5 relative, by a count of the roundings), where an
-// infinite scale made them zeros. From ~1e-280 up, the usual precision.
+// infinite scale made them zeros. From ~1e-280 up, the usual precision. Cell moments
+// summed their bound in float, where such values are 0: a scale of 1, and zeros.
 TEST(Cuda, DoublePropertiesNearTheBottomOfTheRange) {
   PMKIT_REQUIRE_GPU();
   for (double scale : {1e-300, 1e-302})
-    for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics})
+    for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics, SpreadMethod::CudaCellMoments})
       for (bool deterministic : {false, true}) {
-        if (deterministic && method == SpreadMethod::CudaGlobalAtomics) continue;  // refused: float atomics
+        if (deterministic && method != SpreadMethod::CudaSharedTiles) continue;  // refused in deterministic mode
         check_against_reference<double, 3>(Kernel::mp4(), {20, 17, 24}, BoundaryKind::Periodic, 4.0,
                                            Distribution::Uniform, method, deterministic, 1, 0, scale, 1e-4);
       }
@@ -183,14 +184,14 @@ TEST(Cuda, DoublePropertiesNearTheBottomOfTheRange) {
 
 // Double properties near the top of double's range, clustered so that blocks hold a
 // full chunk of 1024 particles: the fast mode's block sum of |q| (~1024 x 2e305) passed
-// DBL_MAX, and the block spread NaN over its window. The sum is now taken in units of
-// 2^11 (spread.cuh, block_scales). The node sums themselves stay near 1e307 (random
+// DBL_MAX, and the block spread NaN over its window (cell moments summed theirs in float:
+// NaN from 3.4e38). The sums are now taken in units of 2^11 or 2^13 (AbsSum). The node sums themselves stay near 1e307 (random
 // signs), so the float64 reference stays finite.
 TEST(Cuda, DoublePropertiesNearTheTopOfTheRange) {
   PMKIT_REQUIRE_GPU();
-  for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics})
+  for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics, SpreadMethod::CudaCellMoments})
     for (bool deterministic : {false, true}) {
-      if (deterministic && method == SpreadMethod::CudaGlobalAtomics) continue;  // refused: float atomics
+      if (deterministic && method != SpreadMethod::CudaSharedTiles) continue;  // refused in deterministic mode
       check_against_reference<double, 3>(Kernel::mp4(), {20, 17, 24}, BoundaryKind::Periodic, 4.0,
                                          Distribution::Clustered, method, deterministic, 1, 0, 4e305);
     }

@@ -64,6 +64,29 @@ __host__ __device__ __forceinline__ double pow2_scale(double bound, int target_b
   return ldexp(1.0, e < 1023 ? e : 1023);
 }
 
+// A block's bound on sum |q| (the fast mode's scale comes from it), over at most
+// kMaxTerms values. Double values are summed in units of 2^kShift, enough that kMaxTerms
+// values of up to DBL_MAX stay finite (the unscaled sum overflowed from ~2e305 and the
+// block spread NaN); scaling by a power of two is exact, and pow2_scale(sum, target -
+// kShift) is then the scale the unscaled sum gives. Float values cannot overflow: no shift.
+template <class T, int kMaxTerms>
+struct AbsSum {
+  static constexpr int kShift = [] {
+    int bits = 0;
+    if (sizeof(T) == 8)
+      while ((1 << bits) < kMaxTerms) ++bits;
+    return bits;
+  }();
+  static_assert(kShift < 31, "a shift of at most 30 bits");
+  __host__ __device__ __forceinline__ static double term(T q) {
+    if constexpr (kShift > 0) return fabs(static_cast<double>(q)) * (1.0 / (1 << kShift));
+    else return fabs(static_cast<double>(q));
+  }
+  __host__ __device__ __forceinline__ static double scale(double sum, double peak_weight, int target_bits) {
+    return pow2_scale(sum * peak_weight, target_bits - kShift);
+  }
+};
+
 // The deterministic mode's scale: one for all blocks and runs, from max |q| (times the
 // kernel's peak weight) and the particle count n, so that no 64-bit node sum overflows.
 template <int W>

@@ -75,16 +75,12 @@ __device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::Ind
 // mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
 // has none), so the rounding is relative to what the block holds. Deterministic mode:
 // from max |q| over all particles and N, identical in every block and every run.
-// Double sums are taken in units of 2^kSumShift: a block's up to 1024 values of up to
-// DBL_MAX sum to at most 2^1034, which overflowed to inf (and a NaN window) from values
-// of ~2e305; scaled by 2^-11 (exact) they stay finite. The shift comes back out of the
-// target bits, so the scale is the one the unscaled sum gives.
+// Double sums are taken in units of 2^11 (AbsSum), so that values up to DBL_MAX keep
+// their precision.
 template <int W, int NP, bool kDeterministic, class T>
 __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], const PropPass<T>& pass,
                                              double peak_weight, std::size_t n, double* scale) {
-  static_assert(tuning::kChunkParticles <= 2048, "2^kSumShift covers a block's particles");
-  constexpr int kSumShift = sizeof(T) == 8 ? 11 : 0;  // float sums cannot overflow a double
-  constexpr double kSumUnit = 1.0 / (1 << kSumShift);
+  using Bound = AbsSum<T, tuning::kChunkParticles>;
   __shared__ double block_abs[NP];
   if constexpr (kDeterministic) {
     if (threadIdx.x < NP)
@@ -97,17 +93,13 @@ __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], c
     for (int j = 0; j < NP; ++j) {
       double v = 0;
 #pragma unroll
-      for (int r = 0; r < kSlots; ++r) {
-        if constexpr (kSumShift > 0) v += fabs(static_cast<double>(q[r].v[j])) * kSumUnit;
-        else v += fabs(static_cast<double>(q[r].v[j]));
-      }
+      for (int r = 0; r < kSlots; ++r) v += Bound::term(q[r].v[j]);
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
     }
     __syncthreads();
     if (threadIdx.x < NP)
-      scale[threadIdx.x] =
-          pow2_scale(block_abs[threadIdx.x] * peak_weight, FixedPoint<W>::kContributionBits - kSumShift);
+      scale[threadIdx.x] = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
   }
   __syncthreads();
 }
@@ -415,7 +407,8 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
     // The values by arrival (perm read coalesced, then one random read each, as in
     // every spread; ncu at 6f215f9: gathered in cell order, the dependent perm and
     // property loads took 40% of the stall samples), and the scale.
-    float abs_part = 0;
+    using Bound = AbsSum<T, tuning::kCellSpanParticles>;
+    std::conditional_t<sizeof(T) == 4, float, double> abs_part = 0;
     for (std::uint32_t base = threadIdx.x; base < span.count; base += kCellGatherBatch * tuning::kCellThreads) {
       T q[kCellGatherBatch];
       PMKIT_UNROLL
@@ -427,14 +420,17 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
       for (int r = 0; r < kCellGatherBatch; ++r) {
         const std::uint32_t i = base + r * tuning::kCellThreads;
         if (i < span.count) staged[i] = q[r];
-        abs_part += fabsf(static_cast<float>(q[r]));  // a bound for the scale: float is close enough
+        // A bound for the scale: float values summed in float are close enough; double
+        // values take AbsSum's units, so that any double keeps its precision.
+        if constexpr (sizeof(T) == 4) abs_part += fabsf(q[r]);
+        else abs_part += Bound::term(q[r]);
       }
     }
     double abs_sum = abs_part;
     for (int o = 16; o > 0; o /= 2) abs_sum += __shfl_xor_sync(0xffffffffu, abs_sum, o);
     if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], abs_sum);
     __syncthreads();
-    if (threadIdx.x == 0) scale[j] = pow2_scale(block_abs[j] * geo.peak_weight, FixedPoint<W>::kContributionBits);
+    if (threadIdx.x == 0) scale[j] = Bound::scale(block_abs[j], geo.peak_weight, FixedPoint<W>::kContributionBits);
     __syncthreads();
     const double sc = scale[j];
     // A power of two: exact as a T where it is within T's range (it is not only for
