@@ -123,4 +123,40 @@ TEST(FixedPointScale, PowersOfTwoWhoseReciprocalMultipliesExactly) {
   }
 }
 
+// AbsSum (the fast mode's block bound): double values summed in units of 2^kShift give
+// the scale of the unscaled sum wherever that sum is finite, and a finite scale that
+// keeps 1024 (or 5120) values of DBL_MAX within the target where the unscaled sum is inf.
+TEST(FixedPointScale, AbsSumKeepsTheScaleOfTheUnscaledSum) {
+  using Chunk = pmkit::cuda::AbsSum<double, 1024>;
+  using Span = pmkit::cuda::AbsSum<double, 5120>;
+  static_assert(Chunk::kShift == 11 && Span::kShift == 13, "2^kShift holds the block's values");
+  static_assert(pmkit::cuda::AbsSum<float, 1024>::kShift == 0, "float sums are not shifted");
+  std::mt19937_64 rng(std::random_device{}());
+  const double peak = 0.296;  // M'4 in 3D: (2/3)^3
+  for (int e = -1000; e <= 1023; e += 1 + static_cast<int>(rng() % 13)) {
+    double unscaled = 0, scaled = 0;
+    for (int k = 0; k < 1024; ++k) {
+      const double q = std::ldexp(0.5 + 0.5 * static_cast<double>(rng() % 4096) / 4096.0, e) * ((k & 1) ? -1 : 1);
+      unscaled += std::fabs(q);
+      scaled += Chunk::term(q);
+    }
+    SCOPED_TRACE(testing::Message() << "values near 2^" << e);
+    for (int target : {30, 62}) {
+      const double scale = Chunk::scale(scaled, peak, target);
+      ASSERT_TRUE(std::isfinite(scale) && scale > 0);
+      if (std::isfinite(unscaled)) {
+        EXPECT_EQ(scale, pmkit::cuda::pow2_scale(unscaled * peak, target));
+      } else {  // the old bound: NaN, and a NaN block
+        EXPECT_TRUE(std::isnan(pmkit::cuda::pow2_scale(unscaled * peak, target)));
+        // The true bound, 2^kShift * scaled, times the scale stays within the target.
+        EXPECT_LE(std::ldexp(scaled * peak * scale, Chunk::kShift), std::ldexp(1.0, target));
+      }
+    }
+  }
+  double top = 0;
+  for (int k = 0; k < 5120; ++k) top += Span::term(std::numeric_limits<double>::max());
+  EXPECT_TRUE(std::isfinite(top));
+  EXPECT_LE(std::ldexp(top * peak * Span::scale(top, peak, 62), Span::kShift), std::ldexp(1.0, 62));
+}
+
 }  // namespace

@@ -65,16 +65,17 @@ __host__ __device__ __forceinline__ double pow2_scale(double bound, int target_b
 }
 
 // A block's bound on sum |q| (the fast mode's scale comes from it), over at most
-// kMaxTerms values. Double values are summed in units of 2^kShift, enough that kMaxTerms
-// values of up to DBL_MAX stay finite (the unscaled sum overflowed from ~2e305 and the
-// block spread NaN); scaling by a power of two is exact, and pow2_scale(sum, target -
-// kShift) is then the scale the unscaled sum gives. Float values cannot overflow: no shift.
+// kMaxTerms values. Double values are summed in units of 2^kShift > kMaxTerms, so that
+// kMaxTerms values of up to DBL_MAX sum to at most about DBL_MAX / 2, rounding included
+// (the unscaled sum overflowed from ~2e305 and the block spread NaN); scaling by a power
+// of two is exact, and pow2_scale(sum, target - kShift) is then the scale the unscaled
+// sum gives. Float values cannot overflow a double: no shift.
 template <class T, int kMaxTerms>
 struct AbsSum {
   static constexpr int kShift = [] {
     int bits = 0;
     if (sizeof(T) == 8)
-      while ((1 << bits) < kMaxTerms) ++bits;
+      while ((1 << bits) <= kMaxTerms) ++bits;
     return bits;
   }();
   static_assert(kShift < 31, "a shift of at most 30 bits");
