@@ -164,6 +164,17 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
     }
 }
 
+// Every spread method (and the deterministic tiles) on M'4 double properties of about
+// `scale`, against the float64 reference.
+void check_double_properties(double scale, Distribution dist, double spread_tolerance) {
+  for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics, SpreadMethod::CudaCellMoments})
+    for (bool deterministic : {false, true}) {
+      if (deterministic && method != SpreadMethod::CudaSharedTiles) continue;  // refused in deterministic mode
+      check_against_reference<double, 3>(Kernel::mp4(), {20, 17, 24}, BoundaryKind::Periodic, 4.0, dist, method,
+                                         deterministic, 1, 0, scale, spread_tolerance);
+    }
+}
+
 // Double properties near the bottom of double's range. The fixed-point scale of a block
 // (or, deterministic, of the whole spread) would have to pass 2^1023 there; it is capped
 // at 2^1023 (fixed_point.cuh, pow2_scale), so such values keep fewer bits the smaller
@@ -173,28 +184,17 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
 // summed their bound in float, where such values are 0: a scale of 1, and zeros.
 TEST(Cuda, DoublePropertiesNearTheBottomOfTheRange) {
   PMKIT_REQUIRE_GPU();
-  for (double scale : {1e-300, 1e-302})
-    for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics, SpreadMethod::CudaCellMoments})
-      for (bool deterministic : {false, true}) {
-        if (deterministic && method != SpreadMethod::CudaSharedTiles) continue;  // refused in deterministic mode
-        check_against_reference<double, 3>(Kernel::mp4(), {20, 17, 24}, BoundaryKind::Periodic, 4.0,
-                                           Distribution::Uniform, method, deterministic, 1, 0, scale, 1e-4);
-      }
+  for (double scale : {1e-300, 1e-302}) check_double_properties(scale, Distribution::Uniform, 1e-4);
 }
 
 // Double properties near the top of double's range, clustered so that blocks hold a
 // full chunk of 1024 particles: the fast mode's block sum of |q| (~1024 x 2e305) passed
 // DBL_MAX, and the block spread NaN over its window (cell moments summed theirs in float:
-// NaN from 3.4e38). The sums are now taken in units of 2^11 or 2^13 (AbsSum). The node sums themselves stay near 1e307 (random
-// signs), so the float64 reference stays finite.
+// NaN from 3.4e38). The sums are now taken in units of 2^11 or 2^13 (AbsSum). The node
+// sums themselves stay near 1e307 (random signs), so the float64 reference stays finite.
 TEST(Cuda, DoublePropertiesNearTheTopOfTheRange) {
   PMKIT_REQUIRE_GPU();
-  for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics, SpreadMethod::CudaCellMoments})
-    for (bool deterministic : {false, true}) {
-      if (deterministic && method != SpreadMethod::CudaSharedTiles) continue;  // refused in deterministic mode
-      check_against_reference<double, 3>(Kernel::mp4(), {20, 17, 24}, BoundaryKind::Periodic, 4.0,
-                                         Distribution::Clustered, method, deterministic, 1, 0, 4e305);
-    }
+  check_double_properties(4e305, Distribution::Clustered, tolerance<double>());
 }
 
 // A plan made for one device works while another is current, and leaves the caller's
