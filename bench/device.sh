@@ -28,6 +28,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
 mkdir -p "$out"
+# Everything printed also goes to $OUT/device-run.txt, so that a caller who keeps only the
+# tail of stdout still gets the whole output back as a file for bench/results.
+exec > >(tee "$out/device-run.txt") 2>&1
 quick="${1:-}"
 jobs=$(nproc)
 status=0
