@@ -486,27 +486,6 @@ TEST(Cuda, SeveralPropertiesInOnePass) {
   for (bool det : {false, true}) check_several_properties(SpreadMethod::Auto, det);
 }
 
-// Where a float property array is larger than the L2 cache, the tile kernels read the
-// properties from a copy in binned order (tuning::gather_props_first, gather_props_kernel)
-// instead of through perm: that path against the reference, fast and deterministic, one
-// and three properties; also under the sanitizers (one case: a path chosen by size).
-TEST(Cuda, PropertiesGatheredFirstBeyondL2) {
-  PMKIT_REQUIRE_GPU();
-  int l2 = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), cudaSuccess);
-  const std::size_t n = static_cast<std::size_t>(l2) / sizeof(float) + 4096;
-  ASSERT_TRUE(pmkit::cuda::tuning::gather_props_first(sizeof(float), n * sizeof(float), static_cast<std::size_t>(l2)));
-  check_against_reference<float, 3>(Kernel::linear(), {160, 150, 140}, BoundaryKind::Periodic, 0.5,
-                                    Distribution::Uniform, SpreadMethod::CudaSharedTiles, false, 1, n);
-  if (sanitizing()) return;
-  check_against_reference<float, 3>(Kernel::mp4(), {128, 128, 128}, BoundaryKind::MixedKeep, 1.0,
-                                    Distribution::Clustered, SpreadMethod::Auto, false, 3, n);
-  check_against_reference<float, 3>(Kernel::linear(), {96, 100, 90}, BoundaryKind::Periodic, 1.0,
-                                    Distribution::Uniform, SpreadMethod::Auto, true, 3, n);
-  check_against_reference<float, 2>(Kernel::mp4(), {2000, 1500}, BoundaryKind::Periodic, 1.0,
-                                    Distribution::Seam, SpreadMethod::Auto, true, 1, n);
-}
-
 TEST(Cuda, DeterministicAccuracy) {
   PMKIT_REQUIRE_GPU();
   for (const Kernel& k : all_kernels()) {

@@ -73,7 +73,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     check(cudaGetDeviceProperties(&prop, options.device), "cudaGetDeviceProperties");
     shared_optin_ = static_cast<int>(prop.sharedMemPerBlockOptin);
     mesh_beyond_l2_ = static_cast<double>(layout_.size) * sizeof(T) > static_cast<double>(prop.l2CacheSize);
-    l2_bytes_ = static_cast<std::size_t>(prop.l2CacheSize);
 
     // Binning geometry.
     std::uint64_t keys = 1, tiles = 1;
@@ -252,8 +251,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     // Where each tile's binned particles start (tiles + 1 entries, with tile_buckets).
     const std::uint32_t* tile_start = bucket_start_.get();
     Buckets tile_buckets{0};
-    spare_.caller_order_binned = may_partition && in_binned_order(n, pos);
-    if (may_partition && !spare_.caller_order_binned) {
+    if (may_partition && !in_binned_order(n, pos)) {
       tile_start = partition_scatter(n, pos, groups, max_pieces);
     } else {
       one_pass_scatter(n, pos, buckets);
@@ -395,9 +393,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<std::uint32_t> away_slot;
     DeviceBuffer<Packed<T>> away_particles;
     std::size_t num_away = 0;
-    // The probe found the caller's order binned already (perm is then nearly the
-    // identity, and the tile kernels read the properties through it as they are).
-    bool caller_order_binned = false;
   };
 
   // Exclusive sum of `items` counters (scan_temp_ holds the largest scan of set_points).
@@ -713,25 +708,9 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
   }
 
-  // The tile kernels read the properties through perm, or (tuning::gather_props_first)
-  // from a copy in binned order that gather_props_kernel makes first, in binned_values_.
   template <class K, int W, bool kDeterministic>
-  void launch_tiles(const PropPass<T>& caller_pass) {
+  void launch_tiles(const PropPass<T>& pass) {
     if (current_.num_chunks == 0) return;
-    PropPass<T> pass = caller_pass;
-    const std::uint32_t* perm = current_.perm.get();
-    if (!current_.caller_order_binned && tuning::gather_props_first(sizeof(T), current_.n * sizeof(T), l2_bytes_)) {
-      const std::size_t n = current_.n;
-      binned_values_.reserve(n * tuning::kPropsPerPass, "properties in binned order");
-      gather_props_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          caller_pass, perm, n, binned_values_.get());
-      check_launch("pmkit::cuda::spread::gather_props");
-      for (int j = 0; j < pass.count; ++j) {
-        pass.props[j] = binned_values_.get() + j * n;
-        pass.prop_stride[j] = 1;
-      }
-      perm = nullptr;
-    }
     with_prop_count(pass.count, [&](auto np) {
       constexpr int NP = decltype(np)::value;
       const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
@@ -739,7 +718,8 @@ class CudaBackend final : public detail::Backend<T, D> {
       opt_in_shared(kernel, shared);
       kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
                                                                       current_.particles.get(),
-                                                                      taken_order(), perm, current_.n, pass);
+                                                                      taken_order(), current_.perm.get(),
+                                                                      current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
     });
   }
@@ -859,7 +839,6 @@ class CudaBackend final : public detail::Backend<T, D> {
   std::vector<const void*> opted_in_;  // kernels opt_in_shared has raised (each to its one size)
   mutable DevicePointerCheck checked_pointers_;  // the caller's arrays found to be device memory
   bool mesh_beyond_l2_ = false;  // one property's mesh is larger than the L2 cache (resolve_method)
-  std::size_t l2_bytes_ = 0;
   int tile_props_per_pass_ = 0;
   int cell_props_per_pass_ = 0;  // 0: cell moments not asked for
   double stencil_per_window_node_ = 0;  // S^D / tile window nodes (window_use)
@@ -893,8 +872,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode
   DeviceBuffer<unsigned long long> exact_, max_abs_;
-  // interp: values in binned order, before unbin_kernel; spread: properties in binned
-  // order (launch_tiles)
+  // interp: values in binned order, before unbin_kernel
   DeviceBuffer<T> binned_values_;
   // host_arrays mode
   DeviceBuffer<T> staging_positions_, staging_particles_, staging_meshes_;

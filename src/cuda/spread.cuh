@@ -151,15 +151,13 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   const Chunk chunk = chunks[blockIdx.x];
   for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
 
-  // Each thread's properties are gathered (the caller's order: one random read each;
-  // perm == nullptr: the pass is in binned order already, gather_props_kernel) once, into
-  // registers, and serve both the scale and the accumulation.
+  // Each thread's properties are gathered (the caller's order: one random read each)
+  // once, into registers, and serve both the scale and the accumulation.
   Values<T, NP> q[kSlots];
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    const std::uint32_t slot = i < chunk.count ? chunk.begin + taken(order, chunk, i) : 0;
-    const std::uint32_t p = perm && i < chunk.count ? perm[slot] : slot;  // no perm: binned already
+    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + taken(order, chunk, i)] : 0;
 #pragma unroll
     for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
@@ -485,24 +483,6 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
   }
 
   flush_window<K, D, T, W, NP, false>(tables, tile, accumulator, scale, pass);
-}
-
-// The pass's properties in binned order, binned[j * n + slot] = props[j][perm[slot]], for
-// the tile kernel to read by slot (tuning::gather_props_first). Each lane's reads are
-// random but all independent, where the tile kernel's wait on them (bench/NOTES.md 46).
-template <class T>
-__global__ void __launch_bounds__(tuning::kPointThreads)
-    gather_props_kernel(PropPass<T> pass, const std::uint32_t* perm, std::size_t n, T* binned) {
-  const std::size_t slot = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (slot >= n) return;
-  const std::uint32_t p = perm[slot];
-  T q[tuning::kPropsPerPass];
-#pragma unroll
-  for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < pass.count) q[j] = load_prop(pass, j, p);
-#pragma unroll
-  for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < pass.count) binned[j * n + slot] = q[j];
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).

@@ -157,16 +157,4 @@ constexpr double kInterpTileMinNodesPerWindowNode = 3.0;
 // atomics' 0.12 ms + 0.08 per 2^17 particles put the switch near 0.13.
 constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.125;
 
-// The spread tile kernels read each property in the caller's order through perm, one
-// random 4-byte read a particle. Where a property array is larger than L2 those reads go
-// to DRAM, and the kernel waits on them: the binned-input rows of the tables (perm the
-// identity) are faster by 0.30 ms (linear, 256^3, 2^24: 0.586 against 0.285), 0.18 (M'4)
-// and 0.79 (three properties), while the same random gather alone, as interp's unbin,
-// takes 0.15 ms. So there the properties are gathered into binned order first, by a
-// kernel of their own (spread.cuh, gather_props_kernel). Double was left out: its
-// binned rows gain only 0.08 ms (bench/NOTES.md 46).
-constexpr bool gather_props_first(std::size_t value_bytes, std::size_t prop_array_bytes, std::size_t l2_bytes) {
-  return value_bytes == 4 && prop_array_bytes > l2_bytes;
-}
-
 }  // namespace pmkit::cuda::tuning
