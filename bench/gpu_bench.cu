@@ -123,6 +123,7 @@ struct Case {
   bool deterministic;
   bool binned_input = false;  // particle arrays first put in the plan's binned_order
   bool clustered = false;     // positions uniform in the first (cells / 8)^D corner: 512x (64x in 2D) denser
+  bool interleaved_props = false;  // one array x0 y0 z0 x1 ..., the properties strided views into it
   SpreadMethod method = SpreadMethod::Auto;  // --method
 };
 
@@ -158,13 +159,27 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
     x.push_back(new DeviceArray<T>(n));
     fill_uniform<<<(n + 255) / 256, 256>>>(x[d]->p, n, c.clustered ? c.cells / 8.0 : double(c.cells), 1000 + d);
   }
+  // Properties: one array each, or (interleaved_props) one array of all, where
+  // property j is the strided view q_base[j] with stride q_stride.
+  const int q_stride = c.interleaved_props ? c.props : 1;
+  if (c.interleaved_props) {
+    q.push_back(new DeviceArray<T>(n * c.props));
+    fill_uniform<<<(n * c.props + 255) / 256, 256>>>(q[0]->p, n * c.props, 1.0, 2000);
+  }
   for (int j = 0; j < c.props; ++j) {
-    q.push_back(new DeviceArray<T>(n));
-    fill_uniform<<<(n + 255) / 256, 256>>>(q[j]->p, n, 1.0, 2000 + j);
+    if (!c.interleaved_props) {
+      q.push_back(new DeviceArray<T>(n));
+      fill_uniform<<<(n + 255) / 256, 256>>>(q[j]->p, n, 1.0, 2000 + j);
+    }
     meshes.push_back(new DeviceArray<T>(mesh));
   }
+  auto q_base = [&](int j) { return c.interleaved_props ? q[0]->p + j : q[j]->p; };
   DeviceArray<T> values(n), naive_values(n);
   ck(cudaDeviceSynchronize(), "inputs");
+  if (c.binned_input && c.interleaved_props) {
+    std::fprintf(stderr, "gpu_bench: case %s: binned input takes one array a property\n", c.name.c_str());
+    std::exit(2);
+  }
   if (c.binned_input) {  // as a caller who keeps its particles in the plan's order would
     Options opt;
     opt.backend = Backend::Cuda;
@@ -196,7 +211,7 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   std::vector<View<const T>> props;
   std::vector<View<T>> mesh_views;
   for (int j = 0; j < c.props; ++j) {
-    props.emplace_back(q[j]->p, n);
+    props.emplace_back(q_base(j), n, q_stride);
     mesh_views.emplace_back(meshes[j]->p, mesh);
   }
   row.set_points = timer.median([&] { plan.set_points(pos); }, 5, 1);
@@ -221,8 +236,9 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   // Naive baselines on the same arrays.
   bench::Particles<D, T> raw{};
   for (int d = 0; d < D; ++d) raw.x[d] = x[d]->p;
-  for (int j = 0; j < c.props; ++j) raw.q[j] = q[j]->p;
+  for (int j = 0; j < c.props; ++j) raw.q[j] = q_base(j);
   raw.props = c.props;
+  raw.q_stride = q_stride;
   DeviceArray<T*> mesh_ptrs(c.props);
   std::vector<T*> hp;
   for (auto* m : meshes) hp.push_back(m->p);
@@ -239,7 +255,7 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   DeviceArray<unsigned> keys(n), keys_out(n), index(n), index_out(n);
   std::vector<DeviceArray<T>*> xs, qs;
   for (int d = 0; d < D; ++d) xs.push_back(new DeviceArray<T>(n));
-  for (int j = 0; j < c.props; ++j) qs.push_back(new DeviceArray<T>(n));
+  for (std::size_t j = 0; j < q.size(); ++j) qs.push_back(new DeviceArray<T>(n * q_stride));
   std::size_t temp_bytes = 0;
   cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.p, keys_out.p, index.p, index_out.p, static_cast<int>(n));
   DeviceArray<char> temp(temp_bytes);
@@ -249,11 +265,13 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
     bench::cell_keys<D, T><<<blocks, 256>>>(layout, raw, n, keys.p, index.p);
     cub::DeviceRadixSort::SortPairs(temp.p, temp_bytes, keys.p, keys_out.p, index.p, index_out.p, static_cast<int>(n), 0, bits);
     for (int d = 0; d < D; ++d) bench::gather_by<<<blocks, 256>>>(index_out.p, n, x[d]->p, xs[d]->p);
-    for (int j = 0; j < c.props; ++j) bench::gather_by<<<blocks, 256>>>(index_out.p, n, q[j]->p, qs[j]->p);
+    for (int j = 0; j < c.props; ++j)
+      bench::gather_by<<<blocks, 256>>>(index_out.p, n, q_base(j), (c.interleaved_props ? qs[0]->p + j : qs[j]->p),
+                                        q_stride, q_stride);
   }, 5, 1);
   bench::Particles<D, T> sorted = raw;
   for (int d = 0; d < D; ++d) sorted.x[d] = xs[d]->p;
-  for (int j = 0; j < c.props; ++j) sorted.q[j] = qs[j]->p;
+  for (int j = 0; j < c.props; ++j) sorted.q[j] = c.interleaved_props ? qs[0]->p + j : qs[j]->p;
   row.naive_sorted = timer.median([&] { naive_spread(sorted); });
   row.m2p_sorted = timer.median([&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, sorted, n, meshes[0]->p, naive_values.p); });
   ck(cudaGetLastError(), "baselines");
@@ -347,6 +365,9 @@ int main(int argc, char** argv) {
       {"p2m-bspline6-3d-f-2^24-128", 3, "bspline6", false, 24, 128, 1, false},
       {"p2m-mp4-3d-d-2^24-256", 3, "mp4", true, 24, 256, 1, false},
       {"p2m-mp4-3d-f-2^24-256-3props", 3, "mp4", false, 24, 256, 3, false},
+      // The same three properties as one interleaved array (a 3-vector stored x y z per
+      // particle), passed as strided views: one DRAM burst a particle for all three.
+      {"p2m-mp4-3d-f-2^24-256-3props-aos", 3, "mp4", false, 24, 256, 3, false, false, false, true},
       {"p2m-mp4-3d-d-2^22-128-3props", 3, "mp4", true, 22, 128, 3, false},
       {"p2m-mp4-2d-f-2^22-2048", 2, "mp4", false, 22, 2048, 1, false},
       {"p2m-linear-2d-f-2^22-2048", 2, "linear", false, 22, 2048, 1, false},

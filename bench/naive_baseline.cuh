@@ -16,6 +16,7 @@ struct Particles {
   const T* x[D];
   const T* q[4];
   int props;
+  int q_stride = 1;  // properties interleaved (x0 y0 z0 x1 ...): q[j] = base + j, stride props
 };
 
 template <class K, int D, class T>
@@ -38,7 +39,7 @@ __global__ void naive_p2m(detail::Layout<D> layout, Particles<D, T> p, std::size
   naive_locate<K>(layout, p, i, base, s);
   T q[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) q[j] = j < p.props ? p.q[j][i] : T(0);
+  for (int j = 0; j < 4; ++j) q[j] = j < p.props ? p.q[j][i * p.q_stride] : T(0);
   detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -74,10 +75,12 @@ __global__ void cell_keys(detail::Layout<D> layout, Particles<D, T> p, std::size
   index[i] = static_cast<unsigned>(i);
 }
 
+// dst[i] = src[index[i]], each with its stride (interleaved properties).
 template <class T>
-__global__ void gather_by(const unsigned* index, std::size_t n, const T* src, T* dst) {
+__global__ void gather_by(const unsigned* index, std::size_t n, const T* src, T* dst, int src_stride = 1,
+                          int dst_stride = 1) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) dst[i] = src[index[i]];
+  if (i < n) dst[i * dst_stride] = src[std::size_t(index[i]) * src_stride];
 }
 
 }  // namespace pmkit::bench
