@@ -15,8 +15,9 @@
 //   of all 3^(D-1) neighbouring rows into shared memory at once (in stages if they do not
 //   fit), and every target reads its three cells of each row from there. Where cells
 //   hold 4 or more particles the binning also sorts each cell by x, and each staged row
-//   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
-//   each lane's target, when a warp spans more than a cell);
+//   is cut by binary search to the x-window within a cutoff of the warp's targets, or,
+//   when a warp spans more than a cell, to each lane's own window, read off the starts of
+//   eighths of a cell that the binning keeps (sub_bin_window);
 // - block per cell: the x-pencil with L = 1.
 //
 // The fourth, the half shell, calls the kernel once per pair (Newton's third law): the
@@ -39,6 +40,7 @@ struct Args {
   PairGeometry<T, D> g;
   const PackedPosition<T, D>* __restrict__ pos;
   const std::uint32_t* __restrict__ start;
+  const std::uint32_t* __restrict__ sub_start;  // g.sub_bits > 0: each sub-bin's first slot
   const std::uint32_t* __restrict__ perm;
   const T* __restrict__ inputs;  // gathered into sorted order: inputs[k * n + slot]
   View<T> out[kOut];
@@ -378,6 +380,27 @@ __device__ __forceinline__ void target_cells(const Args<T, D, kIn, kOut>& a, con
   self = row.own ? mid_local + (i - mid) : 0xffffffffu;
 }
 
+// A lane window by sub-bins: of the target (x in cell cx, not on a seam: cx - 1 >= 0 and
+// cx + 1 < nx), the sources of a staged row from its cell cx - 1 on, from the sub-bin
+// where x - cutoff falls, through its cell cx + 1 to the sub-bin where x + cutoff falls,
+// as stage indices [lo, hi). A cell is at least a cutoff wide, so x - cutoff lies in cell
+// cx - 1 at or past x's own fraction of a cell, and x + cutoff in cx + 1 at or before it;
+// the bins are widened by x_slack for the rounding of the quantised keys.
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ void sub_bin_window(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row, int cx,
+                                               T x, std::uint32_t& lo, std::uint32_t& hi) {
+  const RowPieces<T>& rp = row.pieces;
+  const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
+  const std::uint32_t mid_local = row.base + (rp.middle ? rp.local[1] : rp.local[0]);
+  const int bins = 1 << a.g.sub_bits;
+  const T fraction = x * a.g.inv_width[0] - T(cx), slack = a.g.x_slack * a.g.inv_width[0];
+  const int bin_lo = min(max(static_cast<int>((fraction - slack) * T(bins)), 0), bins - 1);
+  const int bin_hi = min(static_cast<int>((fraction + slack) * T(bins)), bins - 1);
+  const std::uint32_t first = static_cast<std::uint32_t>(row.first_cell + cx - 1) << a.g.sub_bits;
+  lo = mid_local + (a.sub_start[first + bin_lo] - mid);
+  hi = mid_local + (a.sub_start[first + 2 * bins + bin_hi + 1] - mid);
+}
+
 // The x-range of the warp's active targets (+inf, -inf if none). All lanes call it.
 template <class T>
 __device__ __forceinline__ void warp_x_range(bool active, T x, T& lo, T& hi) {
@@ -453,8 +476,11 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         // This target's three cells cx-1 .. cx+1, as positions in the stage.
         std::uint32_t lo, hi, self;
         target_cells(a, rows[r], cx, i, lo, hi, self);
+        // Lane windows off the seams: the sub-bins give the window without a search.
+        const bool by_sub_bins = lane_windows && a.g.sub_bits > 0 && cx >= 1 && cx + 1 < a.g.ncell[0];
+        if (by_sub_bins) sub_bin_window(a, rows[r], cx, xi[0], lo, hi);
         std::uint32_t from = max(lo, base), to = min(hi, stop);
-        if (a.g.x_bits > 0 && from < to) {
+        if (a.g.x_bits > 0 && !by_sub_bins && from < to) {
           // Searches over the part of the row in this stage (warp windows: the same search in
           // every lane, broadcast reads) or over the lane's own three cells (lane windows:
           // fewer steps; a search inside a sub-range is as conservative).
@@ -711,6 +737,7 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
   args.g = cells.geometry;
   args.pos = cells.pos.get();
   args.start = cells.start.get();
+  args.sub_start = cells.geometry.sub_bits > 0 ? cells.sub_start.get() : nullptr;
   args.perm = cells.perm.get();
   args.n = static_cast<std::uint32_t>(cells.n);
   args.inputs = nullptr;
