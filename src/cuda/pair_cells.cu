@@ -58,18 +58,17 @@ __global__ void gather_kernel(const P* __restrict__ wrapped, const std::uint32_t
   if (s < n) sorted[s] = wrapped[perm[s]];
 }
 
-// start[c] = first slot of bin c, the bins being the sorted keys >> shift (cells: shift
-// = x_bits; sub-bins: x_bits - sub_bits): each slot where the bin changes fills the
-// starts of the bins from the previous slot's (exclusive) to its own (inclusive).
-__global__ void cell_starts_kernel(const std::uint32_t* __restrict__ keys, int shift, std::uint32_t n,
-                                   std::uint32_t bins, std::uint32_t* __restrict__ start) {
+// start[c] = first slot of cell c: each slot where the sorted key changes fills the
+// starts of the cells from the previous key (exclusive) to its own (inclusive).
+__global__ void cell_starts_kernel(const std::uint32_t* __restrict__ keys, int x_bits, std::uint32_t n,
+                                   std::uint32_t cells, std::uint32_t* __restrict__ start) {
   const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= n) return;
-  const std::uint32_t key = keys[s] >> shift;
-  const std::uint32_t from = s == 0 ? 0 : (keys[s - 1] >> shift) + 1;
+  const std::uint32_t key = keys[s] >> x_bits;
+  const std::uint32_t from = s == 0 ? 0 : (keys[s - 1] >> x_bits) + 1;
   for (std::uint32_t c = from; c <= key; ++c) start[c] = s;
   if (s == n - 1)
-    for (std::uint32_t c = key + 1; c <= bins; ++c) start[c] = n;
+    for (std::uint32_t c = key + 1; c <= cells; ++c) start[c] = n;
 }
 
 __global__ void max_per_cell_kernel(const std::uint32_t* __restrict__ start, std::uint32_t cells,
@@ -120,11 +119,6 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   PairGeometry<T, D> g = cells.geometry;  // the plan's copy changes only on success
   g.x_bits = x_bits;
   g.x_slack = T(2.0 / (double(g.inv_width[0]) * double(1 << x_bits)));
-  // Eighths of a cell: a lane's window over three cells then takes on average an eighth
-  // of a cell more than the exact cut (pencil_kernel, lane windows).
-  g.sub_bits = std::min(x_bits, 3);
-  const std::size_t sub_bins = ncells << g.sub_bits;
-  if (g.sub_bits > 0) cells.next_sub_start.reserve(sub_bins + 1, "PairPlan::set_points: sub-bin starts");
   bits += x_bits;
   if (n > 0) {
     const auto n32 = static_cast<std::uint32_t>(n);
@@ -145,11 +139,6 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), x_bits, n32,
                                                     static_cast<std::uint32_t>(ncells), cells.next_start.get());
     cuda::check_launch("pmkit PairPlan::set_points: cell starts");
-    if (g.sub_bits > 0) {
-      cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), x_bits - g.sub_bits, n32,
-                                                      static_cast<std::uint32_t>(sub_bins), cells.next_sub_start.get());
-      cuda::check_launch("pmkit PairPlan::set_points: sub-bin starts");
-    }
     max_per_cell_kernel<<<blocks_for(ncells, 256), 256>>>(cells.next_start.get(), static_cast<std::uint32_t>(ncells),
                                                           cells.status.get() + 1);
     cuda::check_launch("pmkit PairPlan::set_points: largest cell");
@@ -179,7 +168,6 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   std::swap(cells.pos, cells.next_pos);
   std::swap(cells.perm, cells.next_perm);
   std::swap(cells.start, cells.next_start);
-  if (g.sub_bits > 0) std::swap(cells.sub_start, cells.next_sub_start);
   cells.n = n;
   cells.max_per_cell = static_cast<std::uint32_t>(status[1]);
   cells.ready = true;

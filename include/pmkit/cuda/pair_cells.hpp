@@ -55,10 +55,6 @@ struct PairGeometry {
   // and the rounding of the quantisation.
   int x_bits;
   T x_slack;
-  // Each cell's x-range is also cut into 2^sub_bits sub-bins (0 <= sub_bits <= x_bits) by
-  // the quantised x, whose first slots DevicePairCells::sub_start holds: a target's
-  // window in a row of three cells is then two loads, not a search (pencil_kernel).
-  int sub_bits;
 };
 
 // The quantised x of a particle inside its cell k (0 <= step < 2^x_bits).
@@ -89,10 +85,9 @@ struct DevicePairCells {
   cuda::DeviceBuffer<PackedPosition<T, D>> pos;  // sorted, wrapped into the box
   cuda::DeviceBuffer<std::uint32_t> perm;         // sorted slot -> the caller's index
   cuda::DeviceBuffer<std::uint32_t> start;        // first slot of each cell, plus the end
-  cuda::DeviceBuffer<std::uint32_t> sub_start;    // first slot of each sub-bin (cell << sub_bits | bin), plus the end
   // set_points builds into these, then swaps (a failed call keeps the previous points).
   cuda::DeviceBuffer<PackedPosition<T, D>> next_pos;
-  cuda::DeviceBuffer<std::uint32_t> next_perm, next_start, next_sub_start;
+  cuda::DeviceBuffer<std::uint32_t> next_perm, next_start;
   // Scratch: keys and unsorted positions for the sort, CUB's temporary storage, the
   // error flag, the inputs gathered into sorted order, and the half shell's sums in
   // sorted order (its atomics then hit consecutive addresses).

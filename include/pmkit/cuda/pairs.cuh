@@ -15,9 +15,8 @@
 //   of all 3^(D-1) neighbouring rows into shared memory at once (in stages if they do not
 //   fit), and every target reads its three cells of each row from there. Where cells
 //   hold 4 or more particles the binning also sorts each cell by x, and each staged row
-//   is cut by binary search to the x-window within a cutoff of the warp's targets, or,
-//   when a warp spans more than a cell, to each lane's own window, read off the starts of
-//   eighths of a cell that the binning keeps (sub_bin_window);
+//   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
+//   each lane's target, when a warp spans more than a cell);
 // - block per cell: the x-pencil with L = 1.
 //
 // The fourth, the half shell, calls the kernel once per pair (Newton's third law): the
@@ -40,7 +39,6 @@ struct Args {
   PairGeometry<T, D> g;
   const PackedPosition<T, D>* __restrict__ pos;
   const std::uint32_t* __restrict__ start;
-  const std::uint32_t* __restrict__ sub_start;  // g.sub_bits > 0: each sub-bin's first slot
   const std::uint32_t* __restrict__ perm;
   const T* __restrict__ inputs;  // gathered into sorted order: inputs[k * n + slot]
   View<T> out[kOut];
@@ -380,27 +378,6 @@ __device__ __forceinline__ void target_cells(const Args<T, D, kIn, kOut>& a, con
   self = row.own ? mid_local + (i - mid) : 0xffffffffu;
 }
 
-// A lane window by sub-bins: of the target (x in cell cx, not on a seam: cx - 1 >= 0 and
-// cx + 1 < nx), the sources of a staged row from its cell cx - 1 on, from the sub-bin
-// where x - cutoff falls, through its cell cx + 1 to the sub-bin where x + cutoff falls,
-// as stage indices [lo, hi). A cell is at least a cutoff wide, so x - cutoff lies in cell
-// cx - 1 at or past x's own fraction of a cell, and x + cutoff in cx + 1 at or before it;
-// the bins are widened by x_slack for the rounding of the quantised keys.
-template <class T, int D, int kIn, int kOut>
-__device__ __forceinline__ void sub_bin_window(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row, int cx,
-                                               T x, std::uint32_t& lo, std::uint32_t& hi) {
-  const RowPieces<T>& rp = row.pieces;
-  const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
-  const std::uint32_t mid_local = row.base + (rp.middle ? rp.local[1] : rp.local[0]);
-  const int bins = 1 << a.g.sub_bits;
-  const T fraction = x * a.g.inv_width[0] - T(cx), slack = a.g.x_slack * a.g.inv_width[0];
-  const int bin_lo = min(max(static_cast<int>((fraction - slack) * T(bins)), 0), bins - 1);
-  const int bin_hi = min(static_cast<int>((fraction + slack) * T(bins)), bins - 1);
-  const std::uint32_t first = static_cast<std::uint32_t>(row.first_cell + cx - 1) << a.g.sub_bits;
-  lo = mid_local + (a.sub_start[first + bin_lo] - mid);
-  hi = mid_local + (a.sub_start[first + 2 * bins + bin_hi + 1] - mid);
-}
-
 // The x-range of the warp's active targets (+inf, -inf if none). All lanes call it.
 template <class T>
 __device__ __forceinline__ void warp_x_range(bool active, T x, T& lo, T& hi) {
@@ -438,9 +415,14 @@ __device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool 
   return cx;
 }
 
+// Float kernels are held to 3 blocks of 512 threads an SM (at most 42 registers; the
+// built-in ones take 38-40 without spills): the LJ kernel took 50, which at 100 a cell
+// (384-thread blocks) let 3 blocks an SM run instead of 4 (bench/NOTES.md P14). Double
+// kept its registers: it spills under that cap.
 template <class T, int D, class Kernel>
-__global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a,
-                                                     const Kernel kernel, const PencilShape shape) {
+__global__ void __launch_bounds__(512, sizeof(T) == 4 ? 3 : 1)
+    pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
+                  const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
   // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
@@ -476,11 +458,8 @@ __global__ void __launch_bounds__(512) pencil_kernel(const Args<T, D, inputs_of<
         // This target's three cells cx-1 .. cx+1, as positions in the stage.
         std::uint32_t lo, hi, self;
         target_cells(a, rows[r], cx, i, lo, hi, self);
-        // Lane windows off the seams: the sub-bins give the window without a search.
-        const bool by_sub_bins = lane_windows && a.g.sub_bits > 0 && cx >= 1 && cx + 1 < a.g.ncell[0];
-        if (by_sub_bins) sub_bin_window(a, rows[r], cx, xi[0], lo, hi);
         std::uint32_t from = max(lo, base), to = min(hi, stop);
-        if (a.g.x_bits > 0 && !by_sub_bins && from < to) {
+        if (a.g.x_bits > 0 && from < to) {
           // Searches over the part of the row in this stage (warp windows: the same search in
           // every lane, broadcast reads) or over the lane's own three cells (lane windows:
           // fewer steps; a search inside a sub-range is as conservative).
@@ -551,7 +530,7 @@ __device__ __forceinline__ void walk_chunk(const Kernel& kernel, const PackedPos
 // addresses; scatter_sums_kernel then writes them in the caller's order. The order in
 // which the atomics land varies, so the last bits do.
 template <class T, int D, class Kernel>
-__global__ void __launch_bounds__(512)
+__global__ void __launch_bounds__(512, sizeof(T) == 4 ? 3 : 1)  // as pencil_kernel
     half_shell_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
                       const PencilShape shape, T* __restrict__ sums) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
@@ -737,7 +716,6 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
   args.g = cells.geometry;
   args.pos = cells.pos.get();
   args.start = cells.start.get();
-  args.sub_start = cells.geometry.sub_bits > 0 ? cells.sub_start.get() : nullptr;
   args.perm = cells.perm.get();
   args.n = static_cast<std::uint32_t>(cells.n);
   args.inputs = nullptr;
