@@ -97,10 +97,12 @@ struct DevicePairCells {
   cuda::DeviceBuffer<unsigned long long> status;
   cuda::DeviceBuffer<T> sorted_inputs, sorted_outputs;
   // PairMethod::Auto: the method timed fastest for a kernel type, the x-pencil's
-  // targets per block with it, and the mean particles per cell it was timed at.
+  // targets per block and the register budget with it, and the mean particles per cell
+  // it was timed at.
   struct Choice {
     PairMethod method;
     int pencil_targets;
+    bool few_registers;
     double per_cell;
   };
   std::map<std::type_index, Choice> chosen;

@@ -415,12 +415,20 @@ __device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool 
   return cx;
 }
 
-// Float kernels are held to 3 blocks of 512 threads an SM (at most 42 registers; the
-// built-in ones take 38-40 without spills): the LJ kernel took 50, which at 100 a cell
-// (384-thread blocks) let 3 blocks an SM run instead of 4 (bench/NOTES.md P14). Double
-// kept its registers: it spills under that cap.
-template <class T, int D, class Kernel>
-__global__ void __launch_bounds__(512, sizeof(T) == 4 ? 3 : 1)
+// Register budget of the pencil and half-shell kernels: kFewRegisters (float only) holds
+// them to 3 blocks of 512 threads an SM, at most 42 registers (the built-in kernels then
+// take 38-40). At 100 a cell (384-thread blocks) the LJ kernels' 50-53 registers let 3
+// blocks an SM run, 40 let 4: 5-6% faster; at 1 and 10 a cell the held code was 2-4%
+// slower (bench/NOTES.md P14). So Auto times both; explicit methods take the default,
+// the compiler's own choice (0 blocks: no minimum, as `__launch_bounds__(512)`; a
+// minimum of 1 makes ptxas take other, larger allocations).
+template <class T, bool kFewRegisters>
+constexpr int min_blocks_of_512() {
+  return sizeof(T) == 4 && kFewRegisters ? 3 : 0;  // double spills under the cap
+}
+
+template <class T, int D, class Kernel, bool kFewRegisters>
+__global__ void __launch_bounds__(512, (min_blocks_of_512<T, kFewRegisters>()))
     pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
                   const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
@@ -529,8 +537,8 @@ __device__ __forceinline__ void walk_chunk(const Kernel& kernel, const PackedPos
 // (zeroed before) by atomics in sorted order, so that a warp's atomics hit consecutive
 // addresses; scatter_sums_kernel then writes them in the caller's order. The order in
 // which the atomics land varies, so the last bits do.
-template <class T, int D, class Kernel>
-__global__ void __launch_bounds__(512, sizeof(T) == 4 ? 3 : 1)  // as pencil_kernel
+template <class T, int D, class Kernel, bool kFewRegisters>
+__global__ void __launch_bounds__(512, (min_blocks_of_512<T, kFewRegisters>()))  // as pencil_kernel
     half_shell_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
                       const PencilShape shape, T* __restrict__ sums) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
@@ -666,8 +674,15 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
   return s;
 }
 
+// A launch of a method: its x-pencil targets per block and register budget (pencil and
+// half shell only).
+struct Variant {
+  int pencil_targets;
+  bool few_registers;
+};
+
 template <class T, int D, class Kernel>
-void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method, int pencil_targets,
+void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method, Variant variant,
             const Args<T, D, inputs_of<Kernel>(), Kernel::outputs>& args) {
   if (cells.n == 0) return;
   if (method == PairMethod::CudaThreadPerParticle) {
@@ -679,14 +694,18 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + inputs_of<Kernel>() * sizeof(T);
   const bool half = method == PairMethod::CudaHalfShell;
   const int staged_rows = half ? kHalfShellRows<D> : kNeighbourRows<D>;
-  const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0, pencil_targets,
-                                         bytes_per_source, staged_rows);
+  const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0,
+                                         variant.pencil_targets, bytes_per_source, staged_rows);
+  const bool few = sizeof(T) == 4 && variant.few_registers;
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
   const std::size_t shared = shape.capacity * bytes_per_source;
   if (!half) {
-    pencil_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+    if constexpr (sizeof(T) == 4) {  // double compiles one budget only
+      if (few) pencil_kernel<T, D, Kernel, true><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+    }
+    if (!few) pencil_kernel<T, D, Kernel, false><<<blocks, shape.threads, shared>>>(args, kernel, shape);
     cuda::check_launch("pmkit PairPlan: pencil kernel");
     return;
   }
@@ -694,7 +713,10 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   cells.sorted_outputs.reserve(kOut * cells.n, "PairPlan::compute: half-shell sums");
   T* sums = cells.sorted_outputs.get();
   cuda::check(cudaMemsetAsync(sums, 0, kOut * cells.n * sizeof(T)), "pmkit PairPlan: zero the half-shell sums");
-  half_shell_kernel<T, D, Kernel><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
+  if constexpr (sizeof(T) == 4) {
+    if (few) half_shell_kernel<T, D, Kernel, true><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
+  }
+  if (!few) half_shell_kernel<T, D, Kernel, false><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
   cuda::check_launch("pmkit PairPlan: half-shell kernel");
   scatter_sums_kernel<<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(args, static_cast<const T*>(sums));
   cuda::check_launch("pmkit PairPlan: half-shell scatter");
@@ -732,9 +754,9 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
 
   // One launch between the plan's two events: its device time in ms (synchronises).
   cells.make_events();
-  auto timed_launch = [&](PairMethod m, int pencil_targets) {
+  auto timed_launch = [&](PairMethod m, pt::Variant v) {
     cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
-    pt::launch(cells, kernel, m, pencil_targets, args);
+    pt::launch(cells, kernel, m, v, args);
     cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
     cuda::check(cudaEventSynchronize(cells.events[1]), "PairPlan::compute");
     float ms = 0;
@@ -742,47 +764,54 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
     return ms;
   };
 
-  int pencil_targets = pt::kPencilTargets[0];
+  pt::Variant variant{pt::kPencilTargets[0], false};
   auto found = cells.chosen.find(std::type_index(typeid(Kernel)));
-  if (found != cells.chosen.end()) pencil_targets = found->second.pencil_targets;
+  if (found != cells.chosen.end()) variant = {found->second.pencil_targets, false};
   if (method == PairMethod::Auto) {
     const double per_cell = cells.mean_per_cell();
     if (found != cells.chosen.end() && per_cell <= 2 * found->second.per_cell &&
         2 * per_cell >= found->second.per_cell) {
       method = found->second.method;
+      variant.few_registers = found->second.few_registers;
     } else {
       // One-time timing of each candidate (the x-pencil with three block sizes, the half
-      // shell with two): once untimed (it loads the kernel and allocates scratch), then the best
-      // of three timed runs. The half shell is timed with its zeroing and scatter.
+      // shell with two, each of the first sizes also with fewer registers in float): once
+      // untimed (it loads the kernel and allocates scratch), then the best of three timed
+      // runs. The half shell is timed with its zeroing and scatter.
       struct Candidate {
         PairMethod method;
-        int pencil_targets;
+        pt::Variant variant;
       };
-      const Candidate candidates[] = {{PairMethod::CudaThreadPerParticle, pt::kPencilTargets[0]},
-                                      {PairMethod::CudaBlockPerCell, pt::kPencilTargets[0]},
-                                      {PairMethod::CudaXPencil, pt::kPencilTargets[0]},
-                                      {PairMethod::CudaXPencil, pt::kPencilTargets[1]},
-                                      {PairMethod::CudaXPencil, pt::kPencilTargets[2]},
-                                      {PairMethod::CudaHalfShell, pt::kPencilTargets[0]},
-                                      {PairMethod::CudaHalfShell, pt::kPencilTargets[1]}};
+      const int* targets = pt::kPencilTargets;
+      const Candidate candidates[] = {{PairMethod::CudaThreadPerParticle, {targets[0], false}},
+                                      {PairMethod::CudaBlockPerCell, {targets[0], false}},
+                                      {PairMethod::CudaXPencil, {targets[0], false}},
+                                      {PairMethod::CudaXPencil, {targets[1], false}},
+                                      {PairMethod::CudaXPencil, {targets[2], false}},
+                                      {PairMethod::CudaXPencil, {targets[0], true}},
+                                      {PairMethod::CudaHalfShell, {targets[0], false}},
+                                      {PairMethod::CudaHalfShell, {targets[1], false}},
+                                      {PairMethod::CudaHalfShell, {targets[0], true}}};
       float best = 0;
       for (const Candidate& c : candidates) {
-        pt::launch(cells, kernel, c.method, c.pencil_targets, args);
-        const float ms = std::min({timed_launch(c.method, c.pencil_targets), timed_launch(c.method, c.pencil_targets),
-                                   timed_launch(c.method, c.pencil_targets)});
+        if (c.variant.few_registers && sizeof(T) != 4) continue;  // the same kernel as without
+        pt::launch(cells, kernel, c.method, c.variant, args);
+        const float ms = std::min(
+            {timed_launch(c.method, c.variant), timed_launch(c.method, c.variant), timed_launch(c.method, c.variant)});
         if (method == PairMethod::Auto || ms < best) {
           method = c.method;
-          pencil_targets = c.pencil_targets;
+          variant = c.variant;
           best = ms;
         }
       }
-      cells.chosen[std::type_index(typeid(Kernel))] = {method, pencil_targets, per_cell};
+      cells.chosen[std::type_index(typeid(Kernel))] = {method, variant.pencil_targets, variant.few_registers,
+                                                       per_cell};
     }
   }
   // Scratch allocated outside the timed launch (it synchronises).
   if (method == PairMethod::CudaHalfShell)
     cells.sorted_outputs.reserve(kOut * cells.n, "PairPlan::compute: half-shell sums");
-  const float ms = timed_launch(method, pencil_targets);
+  const float ms = timed_launch(method, variant);
   cells.last_kernel_s = 1e-3 * ms;
   cells.last_method = method;
 }
