@@ -61,9 +61,11 @@ struct Box {
 
 // How the CUDA backend walks the cell lists (the CPU backend ignores it).
 enum class PairMethod {
-  // Times each method below once (the x-pencil and the half shell with 256 and with 128
-  // targets a block), on the first compute of a kernel type after set_points (and again
-  // when the particles per cell change by 2x), then keeps the fastest. The timed calls
+  // Times each method below once (the x-pencil with 256, 128 and 512 targets a block,
+  // the half shell with 256 and 128; in float also the x-pencil and the half shell with
+  // 256 compiled to fewer registers), on the first compute of a kernel type after
+  // set_points (and again when the particles per cell change by 2x), then keeps the
+  // fastest. The timed calls
   // produce correct outputs too. It may pick the half shell, whose results are not
   // bit-for-bit reproducible (see below).
   Auto,
