@@ -87,14 +87,6 @@ constexpr bool interleave_pays(int support, int dims) {
 // kernels with several properties: not measured, left on the conversion).
 constexpr bool fma_rounding_pays(int support, int props_per_pass) { return support >= 5 && props_per_pass == 1; }
 
-// Resident blocks per SM the spread tile kernel is compiled for (0: the compiler's
-// choice). Several float properties in one pass take 48 registers, 5 blocks an SM, and
-// wait on their random property reads from DRAM (bench/NOTES.md 46-48); held to 6
-// blocks they take 40 (M'4 with three: an 8-byte spill).
-constexpr int spread_tile_min_blocks(std::size_t value_bytes, int props_per_pass) {
-  return value_bytes == 4 && props_per_pass > 1 ? 6 : 0;
-}
-
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
 // (fixed_point.cuh): never raise it above 1024.
