@@ -159,8 +159,12 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
     x.push_back(new DeviceArray<T>(n));
     fill_uniform<<<(n + 255) / 256, 256>>>(x[d]->p, n, c.clustered ? c.cells / 8.0 : double(c.cells), 1000 + d);
   }
+  if (c.binned_input && c.interleaved_props) {
+    std::fprintf(stderr, "gpu_bench: case %s: binned input takes one array a property\n", c.name.c_str());
+    std::exit(2);
+  }
   // Properties: one array each, or (interleaved_props) one array of all, where
-  // property j is the strided view q_base[j] with stride q_stride.
+  // property j starts at element j with stride q_stride; the sorted copies alike.
   const int q_stride = c.interleaved_props ? c.props : 1;
   if (c.interleaved_props) {
     q.push_back(new DeviceArray<T>(n * c.props));
@@ -173,13 +177,11 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
     }
     meshes.push_back(new DeviceArray<T>(mesh));
   }
-  auto q_base = [&](int j) { return c.interleaved_props ? q[0]->p + j : q[j]->p; };
+  auto prop_of = [&](const std::vector<DeviceArray<T>*>& arrays, int j) {
+    return c.interleaved_props ? arrays[0]->p + j : arrays[j]->p;
+  };
   DeviceArray<T> values(n), naive_values(n);
   ck(cudaDeviceSynchronize(), "inputs");
-  if (c.binned_input && c.interleaved_props) {
-    std::fprintf(stderr, "gpu_bench: case %s: binned input takes one array a property\n", c.name.c_str());
-    std::exit(2);
-  }
   if (c.binned_input) {  // as a caller who keeps its particles in the plan's order would
     Options opt;
     opt.backend = Backend::Cuda;
@@ -211,7 +213,7 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   std::vector<View<const T>> props;
   std::vector<View<T>> mesh_views;
   for (int j = 0; j < c.props; ++j) {
-    props.emplace_back(q_base(j), n, q_stride);
+    props.emplace_back(prop_of(q, j), n, q_stride);
     mesh_views.emplace_back(meshes[j]->p, mesh);
   }
   row.set_points = timer.median([&] { plan.set_points(pos); }, 5, 1);
@@ -236,7 +238,7 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   // Naive baselines on the same arrays.
   bench::Particles<D, T> raw{};
   for (int d = 0; d < D; ++d) raw.x[d] = x[d]->p;
-  for (int j = 0; j < c.props; ++j) raw.q[j] = q_base(j);
+  for (int j = 0; j < c.props; ++j) raw.q[j] = prop_of(q, j);
   raw.props = c.props;
   raw.q_stride = q_stride;
   DeviceArray<T*> mesh_ptrs(c.props);
@@ -266,12 +268,11 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
     cub::DeviceRadixSort::SortPairs(temp.p, temp_bytes, keys.p, keys_out.p, index.p, index_out.p, static_cast<int>(n), 0, bits);
     for (int d = 0; d < D; ++d) bench::gather_by<<<blocks, 256>>>(index_out.p, n, x[d]->p, xs[d]->p);
     for (int j = 0; j < c.props; ++j)
-      bench::gather_by<<<blocks, 256>>>(index_out.p, n, q_base(j), (c.interleaved_props ? qs[0]->p + j : qs[j]->p),
-                                        q_stride, q_stride);
+      bench::gather_by<<<blocks, 256>>>(index_out.p, n, prop_of(q, j), prop_of(qs, j), q_stride, q_stride);
   }, 5, 1);
   bench::Particles<D, T> sorted = raw;
   for (int d = 0; d < D; ++d) sorted.x[d] = xs[d]->p;
-  for (int j = 0; j < c.props; ++j) sorted.q[j] = c.interleaved_props ? qs[0]->p + j : qs[j]->p;
+  for (int j = 0; j < c.props; ++j) sorted.q[j] = prop_of(qs, j);
   row.naive_sorted = timer.median([&] { naive_spread(sorted); });
   row.m2p_sorted = timer.median([&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, sorted, n, meshes[0]->p, naive_values.p); });
   ck(cudaGetLastError(), "baselines");

@@ -133,9 +133,9 @@ TEST(CudaPairs, EveryMethodAgainstBruteForce) {
     // Most particles in a few cells: more sources than one shared-memory stage holds.
     check_case<double, 3>(Box<3>::periodic({4.0, 4.0, 4.0}), 0.8, lj3, scaled(3000), Layout::Clustered, opt);
     check_case<float, 3>(Box<3>::bounded({3.2, 3.2, 3.2}), 0.8, lj3, scaled(300), Layout::Uniform, opt);
-    // 10 a cell, where a warp's targets span several cells and each lane cuts its own
-    // x-window from the sub-bins: cells wider than the cutoff (0.84 x 1.0 x 0.92), and a
-    // lattice of the cutoff's spacing (particles on cell faces, pairs exactly at it).
+    // 10 a cell, where a warp's targets span several cells and each lane searches its
+    // own x-window: cells wider than the cutoff (0.84 x 1.0 x 0.92), and a lattice of the
+    // cutoff's spacing (particles on cell faces, pairs exactly at it).
     check_case<float, 3>(Box<3>::periodic({4.2, 3.0, 4.6}), 0.8, lj3, scaled(750), Layout::Uniform, opt);
     check_case<float, 3>(Box<3>::periodic({4.4, 4.4, 4.4}), 0.55, lj3, scaled(5120), Layout::Lattice, opt);
   }

@@ -65,9 +65,8 @@ enum class PairMethod {
   // the half shell with 256 and 128; in float also the x-pencil and the half shell with
   // 256 compiled to fewer registers), on the first compute of a kernel type after
   // set_points (and again when the particles per cell change by 2x), then keeps the
-  // fastest. The timed calls
-  // produce correct outputs too. It may pick the half shell, whose results are not
-  // bit-for-bit reproducible (see below).
+  // fastest. The timed calls produce correct outputs too. It may pick the half shell,
+  // whose results are not bit-for-bit reproducible (see below).
   Auto,
   // One thread per particle; sources read from global memory (through L1), the three
   // cells of each neighbouring x-row as one contiguous range.

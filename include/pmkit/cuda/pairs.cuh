@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <typeindex>
+#include <type_traits>
 
 #include "pmkit/pairs.hpp"
 
@@ -421,14 +422,23 @@ __device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool 
 // blocks an SM run, 40 let 4: 5-6% faster; at 1 and 10 a cell the held code was 2-4%
 // slower (bench/NOTES.md P14). So Auto times both; explicit methods take the default,
 // the compiler's own choice (0 blocks: no minimum, as `__launch_bounds__(512)`; a
-// minimum of 1 makes ptxas take other, larger allocations).
-template <class T, bool kFewRegisters>
-constexpr int min_blocks_of_512() {
-  return sizeof(T) == 4 && kFewRegisters ? 3 : 0;  // double spills under the cap
+// minimum of 1 makes ptxas take other, larger allocations). Double has the default
+// only: it spills under the cap.
+template <class T>
+constexpr bool kHasFewRegisters = sizeof(T) == 4;
+constexpr int min_blocks_of_512(bool few_registers) { return few_registers ? 3 : 0; }
+
+// f(std::true_type) for the held budget where asked and compiled, else f(std::false_type).
+template <class T, class F>
+void with_register_budget(bool few_registers, F&& f) {
+  if constexpr (kHasFewRegisters<T>) {
+    if (few_registers) return f(std::true_type{});
+  }
+  f(std::false_type{});
 }
 
 template <class T, int D, class Kernel, bool kFewRegisters>
-__global__ void __launch_bounds__(512, (min_blocks_of_512<T, kFewRegisters>()))
+__global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
     pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
                   const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
@@ -538,7 +548,7 @@ __device__ __forceinline__ void walk_chunk(const Kernel& kernel, const PackedPos
 // addresses; scatter_sums_kernel then writes them in the caller's order. The order in
 // which the atomics land varies, so the last bits do.
 template <class T, int D, class Kernel, bool kFewRegisters>
-__global__ void __launch_bounds__(512, (min_blocks_of_512<T, kFewRegisters>()))  // as pencil_kernel
+__global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as pencil_kernel
     half_shell_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
                       const PencilShape shape, T* __restrict__ sums) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
@@ -696,16 +706,14 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const int staged_rows = half ? kHalfShellRows<D> : kNeighbourRows<D>;
   const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0,
                                          variant.pencil_targets, bytes_per_source, staged_rows);
-  const bool few = sizeof(T) == 4 && variant.few_registers;
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
   const std::size_t shared = shape.capacity * bytes_per_source;
   if (!half) {
-    if constexpr (sizeof(T) == 4) {  // double compiles one budget only
-      if (few) pencil_kernel<T, D, Kernel, true><<<blocks, shape.threads, shared>>>(args, kernel, shape);
-    }
-    if (!few) pencil_kernel<T, D, Kernel, false><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+    with_register_budget<T>(variant.few_registers, [&](auto few) {
+      pencil_kernel<T, D, Kernel, decltype(few)::value><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+    });
     cuda::check_launch("pmkit PairPlan: pencil kernel");
     return;
   }
@@ -713,10 +721,9 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   cells.sorted_outputs.reserve(kOut * cells.n, "PairPlan::compute: half-shell sums");
   T* sums = cells.sorted_outputs.get();
   cuda::check(cudaMemsetAsync(sums, 0, kOut * cells.n * sizeof(T)), "pmkit PairPlan: zero the half-shell sums");
-  if constexpr (sizeof(T) == 4) {
-    if (few) half_shell_kernel<T, D, Kernel, true><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
-  }
-  if (!few) half_shell_kernel<T, D, Kernel, false><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
+  with_register_budget<T>(variant.few_registers, [&](auto few) {
+    half_shell_kernel<T, D, Kernel, decltype(few)::value><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
+  });
   cuda::check_launch("pmkit PairPlan: half-shell kernel");
   scatter_sums_kernel<<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(args, static_cast<const T*>(sums));
   cuda::check_launch("pmkit PairPlan: half-shell scatter");
@@ -794,7 +801,7 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
                                       {PairMethod::CudaHalfShell, {targets[0], true}}};
       float best = 0;
       for (const Candidate& c : candidates) {
-        if (c.variant.few_registers && sizeof(T) != 4) continue;  // the same kernel as without
+        if (c.variant.few_registers && !pt::kHasFewRegisters<T>) continue;  // not compiled: the default's twin
         pt::launch(cells, kernel, c.method, c.variant, args);
         const float ms = std::min(
             {timed_launch(c.method, c.variant), timed_launch(c.method, c.variant), timed_launch(c.method, c.variant)});
