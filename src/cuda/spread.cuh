@@ -139,7 +139,7 @@ __device__ __forceinline__ void flush_window(const typename TileWindow<K, D>::In
 }
 
 template <class K, int D, class T, int W, int NP, bool kDeterministic>
-__global__ void __launch_bounds__(tuning::kSpreadThreads, (tuning::spread_tile_min_blocks(sizeof(T), NP)))
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
     spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                         const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
                         std::size_t n, PropPass<T> pass) {

@@ -87,14 +87,6 @@ constexpr bool interleave_pays(int support, int dims) {
 // kernels with several properties: not measured, left on the conversion).
 constexpr bool fma_rounding_pays(int support, int props_per_pass) { return support >= 5 && props_per_pass == 1; }
 
-// Resident blocks per SM the spread tile kernel is compiled for (0: the compiler's
-// choice). Several float properties in one pass take 48 registers, 5 blocks an SM, and
-// wait on their random property reads from DRAM (bench/NOTES.md 46-48); held to 6
-// blocks they take 40 (M'4 with three: an 8-byte spill).
-constexpr int spread_tile_min_blocks(std::size_t value_bytes, int props_per_pass) {
-  return value_bytes == 4 && props_per_pass > 1 ? 6 : 0;
-}
-
 // Particles one block takes from a tile at most. Bounds the contributions any shared
 // accumulator word receives to 1024, which the fixed-point headroom relies on
 // (fixed_point.cuh): never raise it above 1024.
@@ -130,12 +122,13 @@ constexpr int kPropsPerPass = 3;
 
 // Resident blocks per SM the interp tile kernel is compiled for. Its particles are
 // loaded into registers ahead of the window (58 registers in float, 50% occupancy);
-// capping float at 48 registers gives 5 blocks (62.5%) without spills. Double needs
-// its registers (it spills at 48).
-// One float property with support <= 4 (linear, TSC, M'4, B-spline 2-4)
-// holds at 40 registers (ptxas; bench/NOTES.md 49): 6 blocks, under A/B.
+// capping float at 48 registers gives 5 blocks (62.5%) without spills. With one float
+// property and support 2 or 4, 40 registers (6 blocks) still spill nothing (ptxas;
+// support 3 spills 36 bytes): measured A/B (bench/NOTES.md 50) 3D M'4 256^3 0.572 ->
+// 0.564 ms, linear 0.400 -> 0.386. Double needs its registers (it spills at 48).
 constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes, int support, int props_per_pass) {
-  return value_bytes != 4 ? 2 : (props_per_pass == 1 && support <= 4 ? 6 : 5);
+  if (value_bytes != 4) return 2;
+  return props_per_pass == 1 && (support == 2 || support == 4) ? 6 : 5;
 }
 // The interp tile kernel holds its window as row spans (interp.cuh, RowSpan: S values
 // padded to 2, 4 or 8, one vector load a stencil row) in 3D float, where they take at
