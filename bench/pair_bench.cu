@@ -11,6 +11,10 @@
 // the methods and Auto of a row are timed in interleaved rounds, so that they see the
 // same machine;
 // "kernel" is the device time of the traversal alone (CUDA events inside the call).
+// A second table times the binning of a particle-mesh code that runs both plans on the
+// same particles: a mesh plan (M'4 on a grid of half the cutoff, the P3M proportion),
+// and the pair plan binned from the caller's arrays or from that mesh plan
+// (PairPlan::set_points(plan)); the LJ forces of the two pair plans are compared.
 // Checks are N * 27 * ppc (the candidate pairs, as BENCHMARKS.md counts them); pairs are
 // the ordered pairs within the cutoff, counted on the device by a counting kernel.
 //
@@ -122,6 +126,55 @@ struct Row {
   double pairs = 0;
 };
 
+// Binning for both plans of one particle set (ms).
+struct BinRow {
+  int d = 0, ppc = 0;
+  std::size_t n = 0;
+  double mesh = 0, pairs_alone = 0, pairs_from_mesh = 0, max_force_diff = 0;
+};
+
+BinRow time_binning(int d, int ppc, const Box<3>& box, const std::vector<const float*>& x, std::size_t n) {
+  BinRow row{d, ppc, n};
+  typename Plan<float, 3>::Positions pos;
+  for (int k = 0; k < 3; ++k) pos[k] = View<const float>(x[k], n);
+  Options mesh_options;
+  mesh_options.backend = Backend::Cuda;
+  Plan<float, 3> mesh(Grid<3>::periodic({2 * d, 2 * d, 2 * d}, 0.5), Kernel::mp4(), mesh_options);
+  PairOptions pair_options;
+  pair_options.backend = Backend::Cuda;
+  PairPlan<float, 3> alone(box, 1.0, pair_options), from_mesh(box, 1.0, pair_options);
+  mesh.set_points(pos);
+  alone.set_points(pos);
+  from_mesh.set_points(mesh);
+  const std::vector<double> ms = interleaved_medians_ms(
+      {[&] { mesh.set_points(pos); }, [&] { alone.set_points(pos); }, [&] { from_mesh.set_points(mesh); }});
+  row.mesh = ms[0];
+  row.pairs_alone = ms[1];
+  row.pairs_from_mesh = ms[2];
+  // The same forces up to the rounding of the mesh plan's positions.
+  const pair_kernels::LennardJones<3> lj{1.0, 0.8, 1.0, 0.0};
+  std::vector<std::unique_ptr<DeviceArray<float>>> a, b;
+  std::vector<View<float>> va, vb;
+  for (int k = 0; k < 4; ++k) {
+    a.push_back(std::make_unique<DeviceArray<float>>(n));
+    b.push_back(std::make_unique<DeviceArray<float>>(n));
+    va.push_back(View<float>(a.back()->p, n));
+    vb.push_back(View<float>(b.back()->p, n));
+  }
+  alone.compute(lj, {}, va);
+  from_mesh.compute(lj, {}, vb);
+  double scale = 0;
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<float> fa = a[k]->download(), fb = b[k]->download();
+    for (std::size_t i = 0; i < n; ++i) {
+      scale = std::max(scale, double(std::fabs(fa[i])));
+      row.max_force_diff = std::max(row.max_force_diff, double(std::fabs(fa[i] - fb[i])));
+    }
+  }
+  if (scale > 0) row.max_force_diff /= scale;
+  return row;
+}
+
 constexpr int kMethodCount = 4;
 constexpr PairMethod kMethods[kMethodCount] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell,
                                                PairMethod::CudaXPencil, PairMethod::CudaHalfShell};
@@ -204,6 +257,7 @@ int main(int argc, char** argv) {
   std::printf("Cutoff pair interactions, float, 3D periodic, cell width = cutoff = 1; %s\n", prop.name);
 
   std::vector<Row> rows;
+  std::vector<BinRow> bin_rows;
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const std::vector<int> sizes = quick ? std::vector<int>{8, 16} : std::vector<int>{8, 16, 32};
@@ -243,6 +297,7 @@ int main(int argc, char** argv) {
       time_kernel(lj, pair_kernels::LennardJones<3>{1.0, 0.8, 1.0, 0.0}, box, xs, n, w.p, outs, cpu_threads, hx, cpu);
       time_kernel(cheap, pair_kernels::CheapSynthetic{1.0}, box, xs, n, w.p, outs, cpu_threads, hx, false);
       time_kernel(expensive, pair_kernels::ExpensiveSynthetic{1.0}, box, xs, n, w.p, outs, cpu_threads, hx, false);
+      bin_rows.push_back(time_binning(d, ppc, box, xs, n));
       for (Row* r : {&lj, &cheap, &expensive}) {
         r->pairs = pairs;
         rows.push_back(*r);
@@ -269,6 +324,14 @@ int main(int argc, char** argv) {
                 cpu, speed);
   }
   std::printf("\nauto within 10%% of the best method in every row: %s\n", auto_ok ? "yes" : "NO");
+
+  std::printf("\nBinning both plans of one particle set (mesh: M'4, h = cutoff / 2), ms; 'both' = mesh + pairs\n");
+  std::printf("%-4s %-4s %9s | %8s | %11s %11s %7s | %10s %10s | %12s\n", "d", "ppc", "N", "mesh", "pairs alone",
+              "pairs<-mesh", "ratio", "both alone", "both<-mesh", "max |dF|/|F|");
+  for (const BinRow& r : bin_rows)
+    std::printf("%-4d %-4d %9zu | %8.4f | %11.4f %11.4f %6.2fx | %10.4f %10.4f | %12.2e\n", r.d, r.ppc, r.n, r.mesh,
+                r.pairs_alone, r.pairs_from_mesh, r.pairs_alone / r.pairs_from_mesh, r.mesh + r.pairs_alone,
+                r.mesh + r.pairs_from_mesh, r.max_force_diff);
   // Issue targets (H100, float, Lennard-Jones, 32^3 cells, interaction step alone).
   for (const Row& r : rows)
     if (r.d == 32 && !std::strcmp(r.kernel, "lennard-jones")) {

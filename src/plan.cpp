@@ -117,6 +117,14 @@ void Plan<T, D>::binned_order(View<std::uint32_t> order) const {
 }
 
 template <class T, int D>
+void Plan<T, D>::binned_positions(const std::array<View<T>, D>& offsets) const {
+  if (!has_points_) fail(ErrorCode::NotReady, "binned_positions called before set_points");
+  check_particle_arrays("positions", Span<View<T>>(offsets.data(), D), num_points_);
+  if (num_points_ == 0) return;
+  backend_->binned_positions(offsets);
+}
+
+template <class T, int D>
 void Plan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
   if (!has_points_) fail(ErrorCode::NotReady, "spread called before set_points");
   if (props.size() != meshes.size())

@@ -142,6 +142,12 @@ template <class K, class R>
 PMKIT_HD PMKIT_FORCEINLINE void locate(R u, int& base, R& s) {
   locate(K::support, u, base, s);
 }
+// The inverse of locate: the grid coordinate of a particle with first node `base` and
+// local coordinate s (within the rounding of s). Where a plan hands out the positions it
+// binned (Plan::binned_positions), so that they come from one formula on every backend.
+PMKIT_HD PMKIT_FORCEINLINE double unlocate(int support, int base, double s) {
+  return double(base) + double((support - 1) / 2) + s - (support % 2 == 1 ? 0.5 : 0.0);
+}
 
 // The S weights of one dimension at local coordinate s, by Horner.
 template <class K, class T>

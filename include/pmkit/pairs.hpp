@@ -205,6 +205,14 @@ class PairPlan {
   // Validates (finite, inside bounded axes) and bins the positions. A failed call keeps
   // the previous points.
   void set_points(const Positions& positions);
+  // The particles of a mesh plan over the same box (its grid's domain: the same origin,
+  // lengths to a relative 1e-12, and boundaries), taken as that plan binned them
+  // (Plan::binned_positions and binned_order, on the same backend and device): nothing of
+  // the caller's is read or validated again, and the cell sort reads positions in the mesh
+  // plan's spatial order. Results stay in the caller's order of the mesh plan's points.
+  // Positions are the mesh plan's, within a rounding of the caller's: a pair within that
+  // rounding of the cutoff may count or not.
+  void set_points(const Plan<T, D>& mesh);
 
   // Overwrites outputs[k][p] with particle p's accumulated output k of the kernel;
   // inputs[k][p] is its input k. Nothing the caller owns is written if a check fails.
@@ -224,6 +232,10 @@ class PairPlan {
   Timings last_timings() const { return timings_; }
 
  private:
+  // The CPU cell sort of offsets from the box origin plus `origin` (the box's own
+  // origin for the caller's positions, zeros for a mesh plan's offsets); with `order`,
+  // input k is the caller's particle order[k].
+  void bin_on_host(const Positions& positions, const std::array<double, D>& origin, const std::uint32_t* order);
   void check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in, Span<View<T>> out) const;
   Box<D> box_;
   double cutoff_;

@@ -167,6 +167,79 @@ void PairPlan<T, D>::set_points(const Positions& positions) {
     return;
   }
 #endif
+  bin_on_host(positions, box_.origin, nullptr);
+}
+
+template <class T, int D>
+void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
+  using detail::fail;
+  if (!mesh.has_points())
+    fail(ErrorCode::NotReady, "PairPlan::set_points(mesh plan): the mesh plan has no points (call its set_points first)");
+  const Grid<D>& grid = mesh.grid();
+  for (int d = 0; d < D; ++d) {
+    const double length = double(grid.cells[d]) * grid.spacing[d];
+    const double tolerance = 1e-12 * std::max(length, std::abs(grid.origin[d]));
+    if (grid.boundary[d] != box_.boundary[d] || std::abs(length - box_.length[d]) > tolerance ||
+        std::abs(grid.origin[d] - box_.origin[d]) > tolerance)
+      fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): dimension ", d,
+           " of the mesh plan's domain is [", grid.origin[d], ", ", grid.origin[d] + length, "] (",
+           grid.boundary[d] == Boundary::Periodic ? "periodic" : "bounded", "), of the pair plan's box [",
+           box_.origin[d], ", ", box_.origin[d] + box_.length[d], "] (",
+           box_.boundary[d] == Boundary::Periodic ? "periodic" : "bounded", "): they must be the same box");
+  }
+  if (mesh.options().backend != options_.backend)
+    fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan runs on the ",
+         mesh.options().backend == Backend::Cuda ? "CUDA" : "CPU", " backend, the pair plan on the ",
+         options_.backend == Backend::Cuda ? "CUDA" : "CPU", " backend");
+  const std::size_t n = mesh.num_points();
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
+  detail::CellList<T, D>& cl = *cells_;
+#ifdef PMKIT_WITH_CUDA
+  if (cl.device) {
+    if (mesh.options().device != options_.device)
+      fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan is on device ",
+           mesh.options().device, ", the pair plan on device ", options_.device);
+    if (mesh.options().host_arrays)
+      fail(ErrorCode::Unsupported, "PairPlan::set_points(mesh plan): the mesh plan takes host arrays "
+           "(Options::host_arrays), the CUDA pair plan device memory; pass the positions instead");
+    detail::DevicePairCells<T, D>& dev = *cl.device;
+    const cuda::DeviceScope on_device(options_.device);
+    dev.mesh_offsets.reserve(D * n, "PairPlan::set_points(mesh plan): offsets");
+    dev.mesh_order.reserve(n, "PairPlan::set_points(mesh plan): order");
+    std::array<View<T>, D> offsets;
+    Positions view;
+    for (int d = 0; d < D; ++d) {
+      offsets[d] = View<T>(dev.mesh_offsets.get() + d * n, n);
+      view[d] = offsets[d];
+    }
+    mesh.binned_positions(offsets);
+    mesh.binned_order(View<std::uint32_t>(dev.mesh_order.get(), n));
+    detail::device_pair_bin<T, D>(dev, view, dev.mesh_order.get());
+    cl.n = n;
+    cl.ready = true;
+    return;
+  }
+#endif
+  std::vector<T> offsets(D * n);
+  std::vector<std::uint32_t> order(n);
+  std::array<View<T>, D> out;
+  Positions view;
+  for (int d = 0; d < D; ++d) {
+    out[d] = View<T>(offsets.data() + d * n, n);
+    view[d] = out[d];
+  }
+  mesh.binned_positions(out);
+  mesh.binned_order(View<std::uint32_t>(order.data(), n));
+  bin_on_host(view, std::array<double, D>{}, order.data());
+}
+
+template <class T, int D>
+void PairPlan<T, D>::bin_on_host(const Positions& positions, const std::array<double, D>& origin,
+                                 const std::uint32_t* order) {
+  using detail::fail;
+  const std::size_t n = positions[0].size;
+  detail::CellList<T, D>& cl = *cells_;
   // Wrap and validate into a new sorted list; the plan changes only when all is well.
   std::vector<T> wrapped(D * n);
   std::vector<std::uint32_t> cell_of(n);
@@ -178,10 +251,12 @@ void PairPlan<T, D>::set_points(const Positions& positions) {
       const double x = positions[d][i];
       if (!std::isfinite(x))
         fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x, ": particle positions must be finite");
-      double u = x - box_.origin[d];
+      double u = x - origin[d];
       if (box_.boundary[d] == Boundary::Periodic) {
         u -= box_.length[d] * std::floor(u / box_.length[d]);
         if (u >= box_.length[d]) u = 0;
+      } else if (order) {  // a mesh plan's offset: inside, up to the rounding to T
+        u = std::min(std::max(u, 0.0), box_.length[d]);
       } else if (u < 0 || u > box_.length[d]) {
         fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x, " lies outside the bounded box [",
              box_.origin[d], ", ", box_.origin[d] + box_.length[d], "] of dimension ", d);
@@ -198,7 +273,7 @@ void PairPlan<T, D>::set_points(const Positions& positions) {
   std::vector<T> pos(D * n);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t slot = cursor[cell_of[i]]++;
-    perm[slot] = static_cast<std::uint32_t>(i);
+    perm[slot] = order ? order[i] : static_cast<std::uint32_t>(i);
     for (int d = 0; d < D; ++d) pos[d * n + slot] = wrapped[d * n + i];
   }
   cl.n = n;

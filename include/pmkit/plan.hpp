@@ -120,6 +120,13 @@ class Plan {
   // 1.2x (M'4) to 1.5x (linear) and interp 1.1x faster (bench/NOTES.md 10-11, 22). `order`
   // is device memory on the CUDA backend unless options.host_arrays.
   void binned_order(View<std::uint32_t> order) const;
+  // offsets[d][k] = the k-th binned particle's position relative to the grid origin (x -
+  // origin, wrapped into [0, cells h) on periodic axes), as the plan holds it since the
+  // last set_points or update_points: within a rounding of the caller's position (the
+  // plan keeps a stencil base and a local coordinate in T). With binned_order, what
+  // PairPlan::set_points(plan) bins from. Device memory on the CUDA backend unless
+  // options.host_arrays.
+  void binned_positions(const std::array<View<T>, D>& offsets) const;
   std::size_t num_points() const { return num_points_; }
   // The method spread runs with (Auto resolved), for logs and benchmarks.
   std::string spread_method_name() const;

@@ -22,6 +22,8 @@ class Backend {
   }
   virtual std::size_t num_away() const { return 0; }
   virtual void binned_order(View<std::uint32_t> order) const = 0;
+  // Each particle's position relative to the grid origin, as binned (Plan::binned_positions).
+  virtual void binned_positions(const std::array<View<T>, D>& offsets) const = 0;
   virtual void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) = 0;
   virtual void interp(Span<View<const T>> meshes, Span<View<T>> values) = 0;
   virtual std::string spread_method_name() const = 0;

@@ -38,6 +38,20 @@ struct Axis {
     return u >= 0.0 && u <= cells;
   }
 
+  // The inverse of coordinate, relative to the origin: (x - origin) for a grid coordinate
+  // u, wrapped again into [0, n h) on periodic axes (u may come back from a stencil's base
+  // and local coordinate a rounding outside [0, n)); on a bounded axis clamped to [0, n h].
+  PMKIT_HD double offset(double u) const {
+    if (kind == AxisKind::Periodic) {
+      if (u < 0.0) u += cells;
+      if (u >= cells) u -= cells;
+      if (u < 0.0 || u >= cells) u = 0.0;  // the seam
+    } else {
+      u = u < 0.0 ? 0.0 : u > cells ? double(cells) : u;
+    }
+    return u * spacing;
+  }
+
   // Storage index of logical node m (m may lie up to `ghost` past either end).
   PMKIT_HD int node(int m) const {
     switch (kind) {

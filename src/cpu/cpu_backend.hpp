@@ -72,6 +72,15 @@ class CpuBackend final : public detail::Backend<T, D> {
     for (std::size_t k = 0; k < current_.n; ++k) order[k] = current_.perm[k];
   }
 
+  void binned_positions(const std::array<View<T>, D>& offsets) const override {
+    const int support = kernel_.support();
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t k = 0; k < static_cast<std::int64_t>(current_.n); ++k)
+      for (int d = 0; d < D; ++d)
+        offsets[d][k] = static_cast<T>(
+            layout_.axis[d].offset(kernels::unlocate(support, current_.base[d][k], current_.frac[d][k])));
+  }
+
  private:
   // Row key of a particle: its home node (floor(u + shift), wrapped) in every
   // dimension but x; or only its plane when the row histogram would be too large.

@@ -630,4 +630,30 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   store_record(particles + s, p);
 }
 
+// Plan::binned_positions: record k's position relative to the grid origin, written at
+// binned slot k, or, with `slots` (update_points' away list), at slots[k]. The binned
+// slot of an away particle holds a stale record; its away record overwrites it in a
+// second launch, so the launches run binned records first.
+template <class T, int D>
+struct OffsetArrays {
+  T* data[D];
+  std::ptrdiff_t stride[D];
+};
+template <class T, int D>
+__global__ void binned_offsets_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* records,
+                                      const std::uint32_t* slots, std::size_t count, OffsetArrays<T, D> out) {
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (k >= count) return;
+  const Packed<T> p = records[k];
+  if (p.cell == kAwayCell) return;
+  const std::ptrdiff_t slot = slots ? slots[k] : static_cast<std::ptrdiff_t>(k);
+  int home[D];
+  geo.decode(p.cell, home);
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) {
+    const double u = kernels::unlocate(geo.support, home[d] - (geo.support - 1) / 2, static_cast<double>(p.s[d]));
+    out.data[d][slot * out.stride[d]] = static_cast<T>(layout.axis[d].offset(u));
+  }
+}
+
 }  // namespace pmkit::cuda

@@ -364,6 +364,33 @@ class CudaBackend final : public detail::Backend<T, D> {
                  options_.host_arrays ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice, "binned_order");
   }
 
+  void binned_positions(const std::array<View<T>, D>& offsets) const override {
+    const DeviceScope on_device(options_.device);
+    const std::size_t n = current_.n;
+    if (n == 0) return;
+    // host_arrays: written on the device, then copied (a rare call: scratch of its own).
+    DeviceBuffer<T> staged;
+    OffsetArrays<T, D> out;
+    if (options_.host_arrays) staged.reserve(D * n, "binned_positions staging");
+    for (int d = 0; d < D; ++d) {
+      if (!options_.host_arrays) require_device(offsets[d].data, "positions", d);
+      out.data[d] = options_.host_arrays ? staged.get() + d * n : offsets[d].data;
+      out.stride[d] = options_.host_arrays ? 1 : offsets[d].stride;
+    }
+    binned_offsets_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+        layout_, geo_, current_.particles.get(), nullptr, n, out);
+    check_launch("pmkit::cuda::binned_positions");
+    if (const std::size_t away = current_.num_away) {
+      binned_offsets_kernel<T, D><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, out);
+      check_launch("pmkit::cuda::binned_positions::away");
+    }
+    if (options_.host_arrays)
+      for (int d = 0; d < D; ++d)
+        copy_strided(offsets[d].data, offsets[d].stride, staged.get() + d * n, 1, n, cudaMemcpyDeviceToHost,
+                     "binned_positions");
+  }
+
   std::string spread_method_name() const override {
     if (method_ == SpreadMethod::CudaGlobalAtomics) return "cuda-global-atomics";
     if (method_ == SpreadMethod::CudaCellMoments)

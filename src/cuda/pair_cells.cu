@@ -22,7 +22,7 @@ struct DevicePositions {
 template <class T, int D>
 __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositions<T, D> x, std::uint32_t n,
                                  std::uint32_t* keys, std::uint32_t* index, PackedPosition<T, D>* wrapped,
-                                 unsigned long long* bad) {
+                                 unsigned long long* bad, bool from_mesh) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   PackedPosition<T, D> p{};
@@ -37,6 +37,8 @@ __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositio
     if (g.periodic[d]) {
       u -= g.length[d] * floor(u / g.length[d]);
       if (!(u < g.length[d]) || u < 0) u = 0;  // rounding at the seam
+    } else if (from_mesh) {  // a mesh plan's offset: inside, up to the rounding to T
+      u = u < 0 ? T(0) : u > g.length[d] ? g.length[d] : u;
     } else if (u < 0 || u > g.length[d]) {
       atomicMin(bad, i);
       return;
@@ -51,11 +53,16 @@ __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositio
   wrapped[i] = p;
 }
 
+// Sorted slot s takes its wrapped position; with `order` (points from a mesh plan,
+// whose binned slots the sort ran over) its permutation entry becomes the caller's index.
 template <class P>
-__global__ void gather_kernel(const P* __restrict__ wrapped, const std::uint32_t* __restrict__ perm, std::uint32_t n,
-                              P* __restrict__ sorted) {
+__global__ void gather_kernel(const P* __restrict__ wrapped, std::uint32_t* __restrict__ perm,
+                              const std::uint32_t* __restrict__ order, std::uint32_t n, P* __restrict__ sorted) {
   const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
-  if (s < n) sorted[s] = wrapped[perm[s]];
+  if (s >= n) return;
+  const std::uint32_t i = perm[s];
+  sorted[s] = wrapped[i];
+  if (order) perm[s] = order[i];
 }
 
 // start[c] = first slot of cell c: each slot where the sorted key changes fills the
@@ -84,7 +91,8 @@ unsigned blocks_for(std::size_t n, int threads) { return static_cast<unsigned>((
 }  // namespace
 
 template <class T, int D>
-void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions) {
+void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions,
+                     const std::uint32_t* order) {
   using cuda::check;
   const std::size_t n = positions[0].size;
   const cuda::DeviceScope on_device(cells.device);
@@ -120,10 +128,14 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   g.x_bits = x_bits;
   g.x_slack = T(2.0 / (double(g.inv_width[0]) * double(1 << x_bits)));
   bits += x_bits;
+  // Points from a mesh plan are offsets from the box origin already (the origins match).
+  PairGeometry<T, D> key_geometry = g;
+  if (order)
+    for (int d = 0; d < D; ++d) key_geometry.origin[d] = T(0);
   if (n > 0) {
     const auto n32 = static_cast<std::uint32_t>(n);
-    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256>>>(g, x, n32, cells.keys.get(), cells.index.get(),
-                                                        cells.unsorted.get(), cells.status.get());
+    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256>>>(key_geometry, x, n32, cells.keys.get(), cells.index.get(),
+                                                        cells.unsorted.get(), cells.status.get(), order != nullptr);
     cuda::check_launch("pmkit PairPlan::set_points: cell keys");
     std::size_t temp_bytes = 0;
     check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
@@ -133,7 +145,7 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     check(cub::DeviceRadixSort::SortPairs(cells.temp.get(), temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
                                           cells.index.get(), cells.next_perm.get(), n32, 0, bits),
           "cub::DeviceRadixSort");
-    gather_kernel<<<blocks_for(n, 256), 256>>>(cells.unsorted.get(), cells.next_perm.get(), n32,
+    gather_kernel<<<blocks_for(n, 256), 256>>>(cells.unsorted.get(), cells.next_perm.get(), order, n32,
                                                cells.next_pos.get());
     cuda::check_launch("pmkit PairPlan::set_points: gather");
     cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), x_bits, n32,
@@ -149,6 +161,9 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   check(cudaMemcpy(status, cells.status.get(), sizeof(status), cudaMemcpyDeviceToHost), "PairPlan::set_points");
   if (status[0] != none[0]) {
     const std::size_t i = static_cast<std::size_t>(status[0]);
+    // Offsets from a mesh plan were validated there and are rebuilt inside the box.
+    if (order) fail(ErrorCode::Device, "PairPlan::set_points(mesh plan): binned particle ", i,
+                    " of the mesh plan fell outside the pair plan's box");
     for (int d = 0; d < D; ++d) {
       T value;
       check(cudaMemcpy(&value, positions[d].data + static_cast<std::ptrdiff_t>(i) * positions[d].stride, sizeof(T),
@@ -173,9 +188,13 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   cells.ready = true;
 }
 
-template void device_pair_bin<float, 2>(DevicePairCells<float, 2>&, const std::array<View<const float>, 2>&);
-template void device_pair_bin<float, 3>(DevicePairCells<float, 3>&, const std::array<View<const float>, 3>&);
-template void device_pair_bin<double, 2>(DevicePairCells<double, 2>&, const std::array<View<const double>, 2>&);
-template void device_pair_bin<double, 3>(DevicePairCells<double, 3>&, const std::array<View<const double>, 3>&);
+template void device_pair_bin<float, 2>(DevicePairCells<float, 2>&, const std::array<View<const float>, 2>&,
+                                             const std::uint32_t*);
+template void device_pair_bin<float, 3>(DevicePairCells<float, 3>&, const std::array<View<const float>, 3>&,
+                                             const std::uint32_t*);
+template void device_pair_bin<double, 2>(DevicePairCells<double, 2>&, const std::array<View<const double>, 2>&,
+                                             const std::uint32_t*);
+template void device_pair_bin<double, 3>(DevicePairCells<double, 3>&, const std::array<View<const double>, 3>&,
+                                             const std::uint32_t*);
 
 }  // namespace pmkit::detail

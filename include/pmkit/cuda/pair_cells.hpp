@@ -96,6 +96,9 @@ struct DevicePairCells {
   cuda::DeviceBuffer<unsigned char> temp;
   cuda::DeviceBuffer<unsigned long long> status;
   cuda::DeviceBuffer<T> sorted_inputs, sorted_outputs;
+  // set_points(mesh plan): the mesh plan's binned offsets (D arrays) and binned order.
+  cuda::DeviceBuffer<T> mesh_offsets;
+  cuda::DeviceBuffer<std::uint32_t> mesh_order;
   // PairMethod::Auto: the method timed fastest for a kernel type, the x-pencil's
   // targets per block and the register budget with it, and the mean particles per cell
   // it was timed at.
@@ -127,9 +130,12 @@ struct DevicePairCells {
   double mean_per_cell() const { return cells ? double(n) / double(cells) : 0.0; }
 };
 
-// Library (src/cuda/pair_cells.cu): validates and bins device positions.
+// Library (src/cuda/pair_cells.cu): validates and bins device positions. With `order`
+// (device memory), the positions are a mesh plan's binned offsets from the box origin
+// (Plan::binned_positions) and order[k] the caller's index of offset k.
 template <class T, int D>
-void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions);
+void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T>, D>& positions,
+                     const std::uint32_t* order = nullptr);
 
 // The traversal for one kernel type, defined in pmkit/cuda/pairs.cuh (nvcc only); the
 // library instantiates it for the built-in kernels.

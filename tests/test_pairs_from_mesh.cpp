@@ -1,0 +1,337 @@
+// PairPlan::set_points(mesh plan): cell lists built from a mesh plan's binned particles
+// (Plan::binned_positions and binned_order). The offsets a plan hands out match the
+// caller's positions within rounding on every backend, kernel support and boundary; the
+// pair results from a mesh plan match the float64 brute force on the caller's positions,
+// also after update_points moved particles out of their tiles; bad combinations fail
+// cleanly and leave the pair plan as it was.
+#include "pair_cases.hpp"
+
+namespace pmkit::test {
+namespace {
+
+const Kernel kSupports[] = {Kernel::linear(), Kernel::tsc(), Kernel::mp4(), Kernel::bspline(5)};
+
+// The pair box of a grid's domain.
+template <int D>
+Box<D> box_of(const Grid<D>& grid) {
+  Box<D> box;
+  for (int d = 0; d < D; ++d) {
+    box.origin[d] = grid.origin[d];
+    box.length[d] = box_length(grid, d);
+    box.boundary[d] = grid.boundary[d];
+  }
+  return box;
+}
+
+// Positions as the CUDA backend wants them (device memory) or the host's.
+template <class T, int D>
+struct PositionsOn {
+  std::array<View<const T>, D> views;
+#if defined(PMKIT_WITH_CUDA)
+  std::vector<std::unique_ptr<DeviceVector<T>>> device;
+#endif
+  PositionsOn(const Positions<T, D>& pos, bool on_device) {
+    for (int d = 0; d < D; ++d) {
+      views[d] = View<const T>(pos[d]);
+#if defined(PMKIT_WITH_CUDA)
+      if (on_device) {
+        device.push_back(std::make_unique<DeviceVector<T>>(pos[d]));
+        views[d] = device.back()->cview();
+      }
+#endif
+    }
+  }
+};
+
+template <class T>
+std::vector<T> from_device(const T* data, std::size_t n, bool on_device) {
+  std::vector<T> host(data, data + (on_device ? 0 : n));
+#if defined(PMKIT_WITH_CUDA)
+  if (on_device) {
+    host.resize(n);
+    EXPECT_EQ(cudaMemcpy(host.data(), data, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+#endif
+  return host;
+}
+
+// Offsets from the origin within a few roundings of T of the caller's, modulo the box
+// length on periodic axes; binned_order a permutation.
+template <class T, int D>
+void check_binned_positions(const BackendCase& bc, const Kernel& kernel, BoundaryKind boundary, Distribution dist,
+                            std::size_t n, std::mt19937_64& rng) {
+  SCOPED_TRACE(std::string(bc.label) + " " + kernel.name() + " " + name(boundary) + " " + name(dist) +
+               " n = " + std::to_string(n) + " D = " + std::to_string(D) + (sizeof(T) == 4 ? " float" : " double"));
+  std::array<std::int64_t, D> cells;
+  if constexpr (D == 3) cells = {11, 20, 8};  // odd and even sizes
+  else cells = {23, 9};
+  const Grid<D> grid = make_grid<D>(cells, boundary);
+  Plan<T, D> plan(grid, kernel, options_for(bc));
+  const Positions<T, D> pos = make_positions<T, D>(grid, dist, n, rng);
+  plan.set_points(views_of<T, D>(pos));
+  Positions<T, D> offsets;
+  std::array<View<T>, D> out;
+  for (int d = 0; d < D; ++d) {
+    offsets[d].assign(n, T(-1));
+    out[d] = View<T>(offsets[d]);
+  }
+  plan.binned_positions(out);
+  std::vector<std::uint32_t> order(n);
+  plan.binned_order(View<std::uint32_t>(order));
+  std::vector<bool> seen(n, false);
+  for (std::size_t k = 0; k < n; ++k) {
+    ASSERT_LT(order[k], n);
+    ASSERT_FALSE(seen[order[k]]) << "binned_order repeats " << order[k];
+    seen[order[k]] = true;
+    for (int d = 0; d < D; ++d) {
+      const double length = box_length(grid, d);
+      const double got = offsets[d][k];
+      ASSERT_GE(got, 0.0);
+      ASSERT_LE(got, length);
+      double diff = got - (static_cast<double>(pos[d][order[k]]) - grid.origin[d]);
+      if (grid.boundary[d] == Boundary::Periodic) diff -= length * std::round(diff / length);
+      // The caller's x carries its own rounding to T at |x| up to a few box lengths away
+      // (Seam wraps from far away), the offset one more.
+      const double scale = std::max(length, std::fabs(static_cast<double>(pos[d][order[k]])));
+      ASSERT_LE(std::fabs(diff), 4 * std::numeric_limits<T>::epsilon() * scale)
+          << "particle " << order[k] << ", dimension " << d << ": x = " << pos[d][order[k]] << ", offset " << got;
+    }
+  }
+}
+
+TEST(PairsFromMesh, BinnedPositionsAreTheCallersWithinRounding) {
+  std::mt19937_64 rng(fresh_seed());
+  for (const BackendCase& bc : backends()) {
+    if (!unavailable_reason(bc).empty()) continue;
+    for (const Kernel& kernel : kSupports)
+      for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::Fold, BoundaryKind::MixedKeep})
+        for (Distribution dist : {Distribution::Uniform, Distribution::Seam, Distribution::Faces}) {
+          check_binned_positions<float, 3>(bc, kernel, boundary, dist, 3000, rng);
+          check_binned_positions<double, 2>(bc, kernel, boundary, dist, 2000, rng);
+        }
+  }
+}
+
+// A pair plan fed from a mesh plan on the caller's positions (moved with update_points
+// when `moves` > 0, in mesh cells) against the brute force on those positions.
+template <class T, int D, class PairKernel>
+void check_from_mesh(const Grid<D>& grid, const Kernel& kernel, const PairKernel& pair_kernel, double cutoff,
+                     Distribution dist, std::size_t n, const Options& mesh_options, const PairOptions& pair_options,
+                     double moves = 0) {
+  const std::uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  const bool on_device = mesh_options.backend == Backend::Cuda;
+  SCOPED_TRACE(seed_note(seed) + " " + kernel.name() + " " + name(dist) + " n = " + std::to_string(n) +
+               (on_device ? " CUDA " + std::string(to_string(pair_options.method)) : " CPU") +
+               (moves > 0 ? " after update_points" : ""));
+  Positions<T, D> pos = make_positions<T, D>(grid, dist, n, rng);
+  Plan<T, D> mesh(grid, kernel, mesh_options);
+  {
+    const PositionsOn<T, D> first(pos, on_device);
+    mesh.set_points(first.views);
+  }
+  if (moves > 0) {  // every particle a random step of up to `moves` cells, kept inside bounded axes
+    std::uniform_real_distribution<double> step(-moves, moves);
+    for (int d = 0; d < D; ++d)
+      for (T& x : pos[d]) {
+        double moved = x + step(rng) * grid.spacing[d];
+        if (grid.boundary[d] == Boundary::Bounded)
+          moved = std::min(std::max(moved, grid.origin[d]), grid.origin[d] + box_length(grid, d));
+        x = static_cast<T>(moved);
+      }
+    const PositionsOn<T, D> second(pos, on_device);
+    mesh.update_points(second.views);
+    if (on_device) {
+      EXPECT_GT(mesh.num_away(), 0u) << "the moves left no particle away from its tile";
+    }
+  }
+  const Box<D> box = box_of(grid);
+  PairPlan<T, D> pairs(box, cutoff, pair_options);
+  pairs.set_points(mesh);
+  ASSERT_EQ(pairs.num_points(), n);
+
+  std::array<std::vector<double>, D> xd;
+  for (int d = 0; d < D; ++d) xd[d].assign(pos[d].begin(), pos[d].end());
+  std::vector<std::vector<double>> in(PairKernel::inputs, std::vector<double>(n));
+  std::vector<std::vector<T>> in_t(PairKernel::inputs, std::vector<T>(n));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int k = 0; k < PairKernel::inputs; ++k)
+    for (std::size_t i = 0; i < n; ++i) in[k][i] = in_t[k][i] = static_cast<T>(unit(rng));
+  const auto want = brute_force<D>(box, cutoff, pair_kernel, xd, in);
+
+  std::vector<std::vector<T>> out(PairKernel::outputs, std::vector<T>(n, T(-7)));
+  if (!on_device) {
+    std::vector<View<const T>> in_views(in_t.begin(), in_t.end());
+    std::vector<View<T>> out_views(out.begin(), out.end());
+    pairs.compute(pair_kernel, in_views, out_views);
+  }
+#if defined(PMKIT_WITH_CUDA)
+  if (on_device) {
+    std::vector<std::unique_ptr<DeviceVector<T>>> din, dout;
+    std::vector<View<const T>> in_views;
+    std::vector<View<T>> out_views;
+    for (const auto& v : in_t) {
+      din.push_back(std::make_unique<DeviceVector<T>>(v));
+      in_views.push_back(din.back()->cview());
+    }
+    for (const auto& v : out) {
+      dout.push_back(std::make_unique<DeviceVector<T>>(v));
+      out_views.push_back(dout.back()->view());
+    }
+    pairs.compute(pair_kernel, in_views, out_views);
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = dout[k]->download();
+  }
+#endif
+  // The mesh plan's positions differ from the caller's by a rounding of T; the kernels
+  // amplify a position's error by at most ~13 r_c / r at the softened core.
+  const double tol = std::is_same<T, float>::value ? 2e-4 : 1e-11;
+  for (int k = 0; k < PairKernel::outputs; ++k) EXPECT_LE(rel_err(out[k], want[k]), tol) << "output " << k;
+}
+
+// The grids: cells of 0.5, 0.25, 0.75 (make_grid); cutoff 1.3 is no sum of squares of
+// those steps, so particles on cell faces never sit exactly at the cutoff.
+constexpr double kCutoff = 1.3;
+
+TEST(PairsFromMesh, AgreesWithBruteForce) {
+  pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
+  pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
+  pair_kernels::ExpensiveSynthetic expensive{kCutoff};
+  Options mesh_options;
+  mesh_options.num_threads = 2;
+  for (bool half : {true, false})
+    for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
+      for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold}) {
+        const Grid<3> grid3 = make_grid<3>({12, 20, 8}, boundary);  // 6 x 5 x 6
+        const Grid<2> grid2 = make_grid<2>({12, 40}, boundary);     // 6 x 10
+        for (Distribution dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Faces}) {
+          check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, dist, 1500, mesh_options, cpu_options(half, 2));
+          check_from_mesh<float, 2>(grid2, kernel, lj2, kCutoff, dist, 800, mesh_options, cpu_options(half, 2));
+        }
+        // The seam puts particles a few roundings of T apart (lo and just below it, wrapped):
+        // a softened LJ force there is its huge core slope times rounding noise, in the
+        // brute force as much as here, so the seam runs the smooth synthetic kernel.
+        check_from_mesh<double, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, 1500, mesh_options,
+                                   cpu_options(half, 2));
+        check_from_mesh<float, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, 800, mesh_options,
+                                  cpu_options(half, 2));
+        check_from_mesh<double, 3>(grid3, kernel, expensive, kCutoff, Distribution::Uniform, 6000, mesh_options,
+                                   cpu_options(half, 3));  // ~30 a cell
+        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 1, mesh_options,
+                                   cpu_options(half, 1));
+        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 0, mesh_options,
+                                   cpu_options(half, 1));
+      }
+}
+
+// Pair plans used alone still validate what the caller passes; from a mesh plan they
+// refuse what cannot be the same particles and box, and keep their previous points.
+TEST(PairsFromMesh, BadInput) {
+  const Grid<3> grid = make_grid<3>({12, 20, 8}, BoundaryKind::Periodic);
+  const Box<3> box = box_of(grid);
+  Plan<double, 3> mesh(grid, Kernel::mp4());
+  // The full shell sums each particle's pairs in a fixed order: equal bits from equal points.
+  PairPlan<double, 3> pairs(box, kCutoff, cpu_options(false, 2));
+  expect_pmkit_error(ErrorCode::NotReady, "no points", [&] { pairs.set_points(mesh); });
+  EXPECT_FALSE(pairs.has_points());
+
+  std::mt19937_64 rng(fresh_seed());
+  const Positions<double, 3> pos = make_positions<double, 3>(grid, Distribution::Uniform, 500, rng);
+  mesh.set_points(views_of<double, 3>(pos));
+  pairs.set_points(views_of<double, 3>(pos));
+  pair_kernels::CheapSynthetic cheap{kCutoff};
+  std::vector<double> before(500), after(500);
+  pairs.compute(cheap, {}, {View<double>(before)});
+
+  Box<3> longer = box, shifted = box, bounded = box;
+  longer.length[1] += 0.5;
+  shifted.origin[2] += 1e-3;
+  bounded.boundary[0] = Boundary::Bounded;
+  for (const Box<3>& other : {longer, shifted, bounded}) {
+    PairPlan<double, 3> mismatched(other, kCutoff);
+    expect_pmkit_error(ErrorCode::InvalidArgument, "same box", [&] { mismatched.set_points(mesh); });
+    EXPECT_FALSE(mismatched.has_points());
+  }
+  Plan<double, 3> smaller(make_grid<3>({12, 20, 6}, BoundaryKind::Periodic), Kernel::mp4());
+  smaller.set_points(views_of<double, 3>(make_positions<double, 3>(smaller.grid(), Distribution::Uniform, 70, rng)));
+  expect_pmkit_error(ErrorCode::InvalidArgument, "same box", [&] { pairs.set_points(smaller); });
+  // The failed calls kept the previous points.
+  ASSERT_EQ(pairs.num_points(), 500u);
+  pairs.compute(cheap, {}, {View<double>(after)});
+  EXPECT_EQ(before, after);
+
+  // A mesh plan of zero particles gives a pair plan of zero particles.
+  Plan<double, 3> empty(grid, Kernel::mp4());
+  const std::vector<double> none;
+  empty.set_points({View<const double>(none), View<const double>(none), View<const double>(none)});
+  pairs.set_points(empty);
+  EXPECT_EQ(pairs.num_points(), 0u);
+  std::vector<double> nothing;
+  pairs.compute(cheap, {}, {View<double>(nothing)});
+
+  // binned_positions checks its arrays like binned_order.
+  std::vector<double> short_x(499), y(500), z(500);
+  expect_pmkit_error(ErrorCode::SizeMismatch, "", [&] {
+    mesh.binned_positions({View<double>(short_x), View<double>(y), View<double>(z)});
+  });
+  Plan<double, 3> unset(grid, Kernel::mp4());
+  expect_pmkit_error(ErrorCode::NotReady, "", [&] { unset.binned_positions({View<double>(y), View<double>(y), View<double>(z)}); });
+}
+
+#if defined(PMKIT_WITH_CUDA)
+TEST(CudaPairsFromMesh, AgreesWithBruteForceAlsoAfterUpdatePoints) {
+  PMKIT_REQUIRE_GPU();
+  pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
+  pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
+  pair_kernels::ExpensiveSynthetic expensive{kCutoff};
+  Options mesh_options;
+  mesh_options.backend = Backend::Cuda;
+  PairOptions pair_options;
+  pair_options.backend = Backend::Cuda;
+  for (PairMethod method : {PairMethod::Auto, PairMethod::CudaThreadPerParticle, PairMethod::CudaXPencil}) {
+    pair_options.method = method;
+    for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
+      for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold}) {
+        const Grid<3> grid3 = make_grid<3>({24, 40, 16}, boundary);  // 12 x 10 x 12: tiles of 8^3 cells
+        const Grid<2> grid2 = make_grid<2>({40, 80}, boundary);
+        for (Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
+          check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, dist, scaled(20000), mesh_options, pair_options);
+          check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, dist, scaled(6000), mesh_options, pair_options);
+        }
+        check_from_mesh<float, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, scaled(20000), mesh_options,
+                                  pair_options);  // smooth kernel at the seam, as on the CPU
+        check_from_mesh<double, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, scaled(6000), mesh_options,
+                                   pair_options);
+        // Moves of up to 3 cells: some particles leave their 8^3 tile (the away list).
+        check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(20000), mesh_options,
+                                  pair_options, 3.0);
+        check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
+                                   pair_options, 3.0);
+      }
+  }
+}
+
+TEST(CudaPairsFromMesh, BadInput) {
+  PMKIT_REQUIRE_GPU();
+  const Grid<3> grid = make_grid<3>({12, 20, 8}, BoundaryKind::Periodic);
+  std::mt19937_64 rng(fresh_seed());
+  const Positions<float, 3> pos = make_positions<float, 3>(grid, Distribution::Uniform, 300, rng);
+  Options on_host;
+  on_host.backend = Backend::Cuda;
+  on_host.host_arrays = true;
+  Plan<float, 3> host_mesh(grid, Kernel::mp4(), on_host);
+  host_mesh.set_points(views_of<float, 3>(pos));
+  PairOptions cuda_pairs;
+  cuda_pairs.backend = Backend::Cuda;
+  PairPlan<float, 3> pairs(box_of(grid), kCutoff, cuda_pairs);
+  expect_pmkit_error(ErrorCode::Unsupported, "host_arrays", [&] { pairs.set_points(host_mesh); });
+  PairPlan<float, 3> cpu_pairs(box_of(grid), kCutoff);
+  expect_pmkit_error(ErrorCode::InvalidArgument, "backend", [&] { cpu_pairs.set_points(host_mesh); });
+  Plan<float, 3> cpu_mesh(grid, Kernel::mp4());
+  cpu_mesh.set_points(views_of<float, 3>(pos));
+  expect_pmkit_error(ErrorCode::InvalidArgument, "backend", [&] { pairs.set_points(cpu_mesh); });
+  EXPECT_FALSE(pairs.has_points());
+}
+#endif
+
+}  // namespace
+}  // namespace pmkit::test
