@@ -61,29 +61,21 @@ inline double rel_err(const std::vector<T>& got, const std::vector<double>& want
 
 enum class Layout { Uniform, Clustered, Lattice };
 
-// A plan's outputs for positions x and inputs in, from host arrays (CPU) or through
+// A plan's outputs (its points set) for inputs in, from host arrays (CPU) or through
 // device copies (CUDA).
-template <class T, int D, class Kernel, class Positions>
-std::vector<std::vector<T>> run_pairs(PairPlan<T, D>& plan, const Kernel& kernel, const Positions& x,
-                                      const std::vector<std::vector<T>>& in = {}) {
-  const std::size_t n = x[0].size();
+template <class T, int D, class Kernel>
+std::vector<std::vector<T>> compute_pairs(PairPlan<T, D>& plan, const Kernel& kernel,
+                                          const std::vector<std::vector<T>>& in = {}) {
+  const std::size_t n = plan.num_points();
   std::vector<std::vector<T>> out(Kernel::outputs, std::vector<T>(n, T(-7)));
   if (plan.options().backend == Backend::Cpu) {
-    typename PairPlan<T, D>::Positions views;
-    for (int d = 0; d < D; ++d) views[d] = x[d];
-    plan.set_points(views);
     std::vector<View<const T>> in_views(in.begin(), in.end());
     std::vector<View<T>> out_views(out.begin(), out.end());
     plan.compute(kernel, in_views, out_views);
     return out;
   }
 #if defined(PMKIT_WITH_CUDA)
-  std::vector<std::unique_ptr<DeviceVector<T>>> dx, din, dout;
-  typename PairPlan<T, D>::Positions views;
-  for (int d = 0; d < D; ++d) {
-    dx.push_back(std::make_unique<DeviceVector<T>>(x[d]));
-    views[d] = dx.back()->cview();
-  }
+  std::vector<std::unique_ptr<DeviceVector<T>>> din, dout;
   std::vector<View<const T>> in_views;
   std::vector<View<T>> out_views;
   for (const auto& v : in) {
@@ -94,11 +86,28 @@ std::vector<std::vector<T>> run_pairs(PairPlan<T, D>& plan, const Kernel& kernel
     dout.push_back(std::make_unique<DeviceVector<T>>(v));
     out_views.push_back(dout.back()->view());
   }
-  plan.set_points(views);
   plan.compute(kernel, in_views, out_views);
   for (std::size_t k = 0; k < out.size(); ++k) out[k] = dout[k]->download();
 #endif
   return out;
+}
+
+// Sets positions x (host arrays, copied to the device for CUDA) and computes.
+template <class T, int D, class Kernel, class Positions>
+std::vector<std::vector<T>> run_pairs(PairPlan<T, D>& plan, const Kernel& kernel, const Positions& x,
+                                      const std::vector<std::vector<T>>& in = {}) {
+  typename PairPlan<T, D>::Positions views;
+  for (int d = 0; d < D; ++d) views[d] = x[d];
+#if defined(PMKIT_WITH_CUDA)
+  std::vector<std::unique_ptr<DeviceVector<T>>> dx;
+  if (plan.options().backend == Backend::Cuda)
+    for (int d = 0; d < D; ++d) {
+      dx.push_back(std::make_unique<DeviceVector<T>>(x[d]));
+      views[d] = dx.back()->cview();
+    }
+#endif
+  plan.set_points(views);
+  return compute_pairs(plan, kernel, in);
 }
 
 // One case: fresh random particles (uniform, clustered or on a lattice whose spacing is

@@ -43,18 +43,6 @@ struct PositionsOn {
   }
 };
 
-template <class T>
-std::vector<T> from_device(const T* data, std::size_t n, bool on_device) {
-  std::vector<T> host(data, data + (on_device ? 0 : n));
-#if defined(PMKIT_WITH_CUDA)
-  if (on_device) {
-    host.resize(n);
-    EXPECT_EQ(cudaMemcpy(host.data(), data, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-#endif
-  return host;
-}
-
 // Offsets from the origin within a few roundings of T of the caller's, modulo the box
 // length on periodic axes; binned_order a permutation.
 template <class T, int D>
@@ -161,29 +149,7 @@ void check_from_mesh(const Grid<D>& grid, const Kernel& kernel, const PairKernel
     for (std::size_t i = 0; i < n; ++i) in[k][i] = in_t[k][i] = static_cast<T>(unit(rng));
   const auto want = brute_force<D>(box, cutoff, pair_kernel, xd, in);
 
-  std::vector<std::vector<T>> out(PairKernel::outputs, std::vector<T>(n, T(-7)));
-  if (!on_device) {
-    std::vector<View<const T>> in_views(in_t.begin(), in_t.end());
-    std::vector<View<T>> out_views(out.begin(), out.end());
-    pairs.compute(pair_kernel, in_views, out_views);
-  }
-#if defined(PMKIT_WITH_CUDA)
-  if (on_device) {
-    std::vector<std::unique_ptr<DeviceVector<T>>> din, dout;
-    std::vector<View<const T>> in_views;
-    std::vector<View<T>> out_views;
-    for (const auto& v : in_t) {
-      din.push_back(std::make_unique<DeviceVector<T>>(v));
-      in_views.push_back(din.back()->cview());
-    }
-    for (const auto& v : out) {
-      dout.push_back(std::make_unique<DeviceVector<T>>(v));
-      out_views.push_back(dout.back()->view());
-    }
-    pairs.compute(pair_kernel, in_views, out_views);
-    for (std::size_t k = 0; k < out.size(); ++k) out[k] = dout[k]->download();
-  }
-#endif
+  const std::vector<std::vector<T>> out = compute_pairs(pairs, pair_kernel, in_t);
   // The mesh plan's positions differ from the caller's by a rounding of T; the kernels
   // amplify a position's error by at most ~13 r_c / r at the softened core.
   const double tol = std::is_same<T, float>::value ? 2e-4 : 1e-11;
