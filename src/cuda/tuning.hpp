@@ -128,7 +128,7 @@ constexpr int kPropsPerPass = 3;
 // 0.564 ms, linear 0.400 -> 0.386. Double needs its registers (it spills at 48).
 constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes, int support, int props_per_pass) {
   if (value_bytes != 4) return 2;
-  return props_per_pass == 1 && (support == 2 || support == 4) ? 6 : 5;
+  return props_per_pass == 1 && support == 2 ? 8 : props_per_pass == 1 && support == 4 ? 6 : 5;
 }
 // The interp tile kernel holds its window as row spans (interp.cuh, RowSpan: S values
 // padded to 2, 4 or 8, one vector load a stencil row) in 3D float, where they take at
