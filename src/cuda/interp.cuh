@@ -64,7 +64,7 @@ constexpr std::size_t interp_tiles_shared_bytes() {
 // stalled on the window load, then on the particle load). Where it fits, the window is
 // held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1).
 template <class K, int D, class T, int NP>
-__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), K::support, NP))
+__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), D, K::support, NP))
     interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                         const Packed<T>* particles, const std::uint16_t* order, std::size_t n, PropPass<T> pass,
                         T* binned_values) {

@@ -122,13 +122,17 @@ constexpr int kPropsPerPass = 3;
 
 // Resident blocks per SM the interp tile kernel is compiled for. Its particles are
 // loaded into registers ahead of the window (58 registers in float, 50% occupancy);
-// capping float at 48 registers gives 5 blocks (62.5%) without spills. With one float
-// property and support 2 or 4, 40 registers (6 blocks) still spill nothing (ptxas;
-// support 3 spills 36 bytes): measured A/B (bench/NOTES.md 50) 3D M'4 256^3 0.572 ->
-// 0.564 ms, linear 0.400 -> 0.386. Double needs its registers (it spills at 48).
-constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes, int support, int props_per_pass) {
+// capping float at 48 registers gives 5 blocks (62.5%) without spills. Measured A/Bs
+// (bench/NOTES.md 50-51) with one float property: support 2 or 4 at 40 registers (6
+// blocks; no spill by ptxas, support 3 spills 36 bytes): 3D M'4 256^3 0.572 -> 0.564 ms,
+// linear 0.400 -> 0.386; 3D linear at 32 registers (8 blocks, an 8-byte spill): 0.380 ->
+// 0.370 at 256^3, 0.321 -> 0.307 at 128^3, while 2D linear at 8 blocks was no faster
+// than at 6 (0.101-0.103 both). Double needs its registers (it spills at 48).
+constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes, int dims, int support, int props_per_pass) {
   if (value_bytes != 4) return 2;
-  return props_per_pass == 1 && support == 2 ? 8 : props_per_pass == 1 && support == 4 ? 6 : 5;
+  if (props_per_pass != 1) return 5;
+  if (support == 2) return dims == 3 ? 8 : 6;
+  return support == 4 ? 6 : 5;
 }
 // The interp tile kernel holds its window as row spans (interp.cuh, RowSpan: S values
 // padded to 2, 4 or 8, one vector load a stencil row) in 3D float, where they take at
