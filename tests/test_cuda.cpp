@@ -164,6 +164,24 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
     }
 }
 
+// Interp writes straight to the caller's order where its outputs and mesh fit in L2
+// (every other test here); on a mesh beyond L2 it writes binned slots and unbins. Both
+// sizes below take that second path on any device of up to 80 MB of L2 (checked).
+TEST(Cuda, InterpThroughTheUnbinPassBeyondL2) {
+  PMKIT_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const double l2 = static_cast<double>(prop.l2CacheSize);
+  for (const double mesh_bytes : {4096.0 * 4096.0 * 4, 256.0 * 256.0 * 256.0 * 4})
+    ASSERT_FALSE(cuda::tuning::interp_direct_pays(0, mesh_bytes, l2)) << "L2 of " << l2 << " bytes";
+  for (const Kernel& k : {Kernel::linear(), Kernel::mp4()}) {
+    check_against_reference<float, 2>(k, {4096, 4096}, BoundaryKind::Periodic, 0.01, Distribution::Uniform,
+                                      SpreadMethod::CudaSharedTiles, false, 1);
+    check_against_reference<float, 3>(k, {256, 256, 256}, BoundaryKind::Periodic, 0.01, Distribution::Clustered,
+                                      SpreadMethod::CudaGlobalAtomics, false, 1);
+  }
+}
+
 // Every spread method (and the deterministic tiles) on M'4 double properties of about
 // `scale`, against the float64 reference.
 void check_double_properties(double scale, Distribution dist, double spread_tolerance) {

@@ -72,7 +72,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, options.device), "cudaGetDeviceProperties");
     shared_optin_ = static_cast<int>(prop.sharedMemPerBlockOptin);
-    mesh_beyond_l2_ = static_cast<double>(layout_.size) * sizeof(T) > static_cast<double>(prop.l2CacheSize);
+    l2_bytes_ = static_cast<double>(prop.l2CacheSize);
+    mesh_beyond_l2_ = static_cast<double>(layout_.size) * sizeof(T) > l2_bytes_;
 
     // Binning geometry.
     std::uint64_t keys = 1, tiles = 1;
@@ -781,12 +782,18 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   // Tiles (the window in shared memory) where blocks hold enough particles to repay
   // loading it, as for spread; else one thread per particle gathering from the mesh.
-  // Both write binned order into binned_values_; unbin_kernel then fills the outputs.
+  // Both write binned order into binned_values_ (then unbin_kernel fills the outputs), or
+  // the caller's order directly (InterpOutput).
   template <class K>
   void launch_interp(const PropPass<T>& pass) {
     const std::size_t n = current_.n;
     if (n == 0) return;
-    T* binned = binned_values_.get();
+    // Outputs written straight to the caller's order where they fit in L2 with the
+    // meshes read (tuning::interp_direct_pays), else to binned slots and then unbinned.
+    const double outputs_bytes = static_cast<double>(n) * pass.count * sizeof(T);
+    const double meshes_bytes = static_cast<double>(layout_.size) * pass.count * sizeof(T);
+    const bool direct = tuning::interp_direct_pays(outputs_bytes, meshes_bytes, l2_bytes_);
+    const InterpOutput<T> out{binned_values_.get(), n, direct ? current_.perm.get() : nullptr};
     // Scalar windows (the smallest a tile can take) decide whether tiles fit at all.
     const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
     if (window_use() >= tuning::kInterpTileMinNodesPerWindowNode &&
@@ -794,23 +801,24 @@ class CudaBackend final : public detail::Backend<T, D> {
       with_prop_count(pass.count, [&](auto np) {
         constexpr int NP = decltype(np)::value;
         const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();
-        auto kernel = interp_tiles_kernel<K, D, T, NP>;
+        auto kernel = direct ? interp_tiles_kernel<K, D, T, NP, true> : interp_tiles_kernel<K, D, T, NP, false>;
         opt_in_shared(kernel, shared);
         kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(
-            layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, pass, binned);
+            layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, pass, out);
         check_launch("pmkit::cuda::interp::shared_tiles");
       });
     } else {
       interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, current_.particles.get(), nullptr, n, pass, binned, n);
+          layout_, geo_, current_.particles.get(), nullptr, n, pass, out);
       check_launch("pmkit::cuda::interp::gather");
     }
     if (const std::size_t away = current_.num_away) {
       interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads>>>(
-          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, binned, n);
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
       check_launch("pmkit::cuda::interp::away");
     }
-    unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(pass, binned, n,
+    if (direct) return;
+    unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(pass, out.binned, n,
                                                                                     current_.slot.get());
     check_launch("pmkit::cuda::interp::unbin");
   }
@@ -865,6 +873,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   int shared_optin_ = 0;
   std::vector<const void*> opted_in_;  // kernels opt_in_shared has raised (each to its one size)
   mutable DevicePointerCheck checked_pointers_;  // the caller's arrays found to be device memory
+  double l2_bytes_ = 0;           // the device's L2 cache
   bool mesh_beyond_l2_ = false;  // one property's mesh is larger than the L2 cache (resolve_method)
   int tile_props_per_pass_ = 0;
   int cell_props_per_pass_ = 0;  // 0: cell moments not asked for

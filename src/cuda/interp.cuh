@@ -7,6 +7,42 @@
 
 namespace pmkit::cuda {
 
+// Where interp puts a particle's values: at its binned slot, for unbin_kernel to put in
+// the caller's order (coalesced stores here, a gather there), or, with `perm`, straight
+// at the caller's index (one scattered store a value; the backend takes it only where
+// the outputs fit in L2 beside the mesh, so the stores merge there instead of costing a
+// sector's read-modify-write in DRAM each, bench/NOTES.md 8 and 52).
+template <class T>
+struct InterpOutput {
+  T* binned;                   // [count][binned_stride]
+  std::size_t binned_stride;
+  const std::uint32_t* perm;   // binned slot -> caller's index, or null
+
+  // kDirect fixed at compile time (the tile kernels: a run-time choice there cost them
+  // 8 bytes of spill at their register budgets, ptxas), or read off perm.
+  template <bool kDirect, int N>
+  __device__ __forceinline__ void store_as(const PropPass<T>& pass, int count, std::size_t slot,
+                                           const T (&acc)[N]) const {
+    if constexpr (kDirect) {
+      const std::ptrdiff_t i = perm[slot];
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        if (j < count) pass.values[j][i * pass.value_stride[j]] = acc[j];
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        if (j < count) binned[j * binned_stride + slot] = acc[j];
+    }
+  }
+  template <int N>
+  __device__ __forceinline__ void store(const PropPass<T>& pass, int count, std::size_t slot, const T (&acc)[N]) const {
+    if (perm)
+      store_as<true>(pass, count, slot, acc);
+    else
+      store_as<false>(pass, count, slot, acc);
+  }
+};
+
 // ---------------------------------------------------------------------------------
 // M2P: one thread per particle in tile order (neighbours read neighbouring nodes, so
 // the gathers hit in cache), results in binned order (unbin_kernel puts them in the
@@ -14,8 +50,7 @@ namespace pmkit::cuda {
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                  const std::uint32_t* slots, std::size_t n, PropPass<T> pass, T* binned_values,
-                  std::size_t binned_stride) {
+                  const std::uint32_t* slots, std::size_t n, PropPass<T> pass, InterpOutput<T> out) {
   with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
     T acc[tuning::kPropsPerPass] = {};
     detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
@@ -23,10 +58,7 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
       for (int j = 0; j < tuning::kPropsPerPass; ++j)
         if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
     });
-    const std::size_t slot = slots ? slots[i] : i;
-#pragma unroll
-    for (int j = 0; j < tuning::kPropsPerPass; ++j)
-      if (j < pass.count) binned_values[j * binned_stride + slot] = acc[j];
+    out.store(pass, pass.count, slots ? slots[i] : i, acc);
   });
 }
 
@@ -59,15 +91,15 @@ constexpr std::size_t interp_tiles_shared_bytes() {
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
 // from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
-// to their binned slots (unbin_kernel puts them in the caller's order). The thread's
+// through `out` (InterpOutput: binned slots, or the caller's order). The thread's
 // particles are loaded before the window, so that the two loads' latencies overlap (ncu:
 // stalled on the window load, then on the particle load). Where it fits, the window is
 // held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1).
-template <class K, int D, class T, int NP>
+template <class K, int D, class T, int NP, bool kDirect>
 __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), D, K::support, NP))
     interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                         const Packed<T>* particles, const std::uint16_t* order, std::size_t n, PropPass<T> pass,
-                        T* binned_values) {
+                        InterpOutput<T> out) {
   using Window = TileWindow<K, D>;
   constexpr int S = K::support;
   using Span = typename RowSpan<T, S>::Values;
@@ -137,15 +169,14 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
         acc[j] += row_weight * sum;
       }
     });
-#pragma unroll
-    for (int j = 0; j < NP; ++j) binned_values[j * n + chunk.begin + pick(local, r)] = acc[j];
+    out.template store_as<kDirect>(pass, NP, chunk.begin + pick(local, r), acc);
   }
 }
 
-// M2P's last step: each caller's particle reads its value from its binned slot. A
-// coalesced write and a scattered read; the other way round (writing through perm),
-// every 4-byte store is a read-modify-write of a whole sector (interp was 3-4x the
-// floor that way).
+// M2P's last step where the outputs do not fit in L2: each caller's particle reads its
+// value from its binned slot. A coalesced write and a scattered read; the other way round
+// (writing through perm), every 4-byte store is a read-modify-write of a whole sector in
+// DRAM (interp at 2^24 was 3-4x the floor that way).
 template <class T>
 __global__ void unbin_kernel(PropPass<T> pass, const T* binned_values, std::size_t n, const std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;

@@ -134,6 +134,15 @@ constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes, int dims, int s
   if (support == 2) return dims == 3 ? 8 : 6;
   return support == 4 ? 6 : 5;
 }
+// Interp writes its outputs straight to the caller's order (scattered 4- or 8-byte
+// stores) instead of to binned slots plus the unbin pass where the outputs and the meshes
+// read fit in this share of L2: the scattered stores then merge in L2. Beyond it, each is
+// a sector's read-modify-write in DRAM (bench/NOTES.md 8: 2^24 in float, 3-4x the floor).
+// Measured A/B: bench/NOTES.md 52.
+constexpr double kInterpDirectL2Share = 0.75;
+constexpr bool interp_direct_pays(double outputs_bytes, double meshes_bytes, double l2_bytes) {
+  return outputs_bytes + meshes_bytes <= kInterpDirectL2Share * l2_bytes;
+}
 // The interp tile kernel holds its window as row spans (interp.cuh, RowSpan: S values
 // padded to 2, 4 or 8, one vector load a stencil row) in 3D float, where they take at
 // most this much shared memory a block (M'4: 1 or 2 properties, 21 KB each; 5 blocks an
