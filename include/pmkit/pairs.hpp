@@ -7,6 +7,9 @@
 //   pmkit::pair_kernels::LennardJones<3> lj{epsilon, sigma, cutoff};
 //   pairs.compute(lj, {}, {fx, fy, fz, energy});   // outputs in the caller's order
 //
+// With a particle-mesh plan on the same particles and box, pairs.set_points(mesh_plan)
+// bins the mesh plan's particles instead (validated once, by the mesh plan).
+//
 // A pair kernel is a functor with
 //   static constexpr int inputs;    // per-particle properties it reads (e.g. charge)
 //   static constexpr int outputs;   // per-particle values it accumulates
