@@ -10,7 +10,8 @@
 // synchronisation included), after warm-up calls (the first Auto call times the methods);
 // the methods and Auto of a row are timed in interleaved rounds, so that they see the
 // same machine;
-// "kernel" is the device time of the traversal alone (CUDA events inside the call).
+// "kernel" is the device time of the traversal alone (CUDA events inside the call);
+// "CPU bin" the CPU backend's set_points (its cell sort) on the same host cores.
 // A second table times the binning of a particle-mesh code that runs both plans on the
 // same particles: a mesh plan (M'4 on a grid of half the cutoff, the P3M proportion),
 // and the pair plan binned from the caller's arrays or from that mesh plan
@@ -121,7 +122,7 @@ struct Row {
   int d = 0, ppc = 0;
   const char* kernel = "";
   std::size_t n = 0;
-  double binning = 0, method[4] = {0, 0, 0, 0}, automatic = 0, automatic_kernel = 0, cpu = -1;
+  double binning = 0, method[4] = {0, 0, 0, 0}, automatic = 0, automatic_kernel = 0, cpu = -1, cpu_binning = -1;
   PairMethod chosen = PairMethod::Auto;
   double pairs = 0;
 };
@@ -219,7 +220,13 @@ void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::v
     PairPlan<float, 3> plan(box, 1.0, opt);
     typename PairPlan<float, 3>::Positions hpos;
     for (int d = 0; d < 3; ++d) hpos[d] = host_x[d];
-    plan.set_points(hpos);
+    std::vector<double> bin_ms;
+    for (int r = 0; r < 3; ++r) {
+      const auto a = std::chrono::steady_clock::now();
+      plan.set_points(hpos);
+      bin_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+    }
+    row.cpu_binning = median(bin_ms);
     std::vector<std::vector<float>> hout(Kernel::outputs, std::vector<float>(n));
     std::vector<View<float>> hv(hout.begin(), hout.end());
     std::vector<float> w(n, 1.0f);
@@ -305,23 +312,24 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "done d=%d ppc=%d\n", d, ppc);
     }
 
-  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s %9s | %9s %9s %-19s %6s | %8s %8s | %9s %7s\n", "d",
+  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s %9s | %9s %9s %-19s %6s | %8s %8s | %9s %7s %9s\n", "d",
               "ppc", "kernel", "N", "bin ms", "thread ms", "cell ms", "pencil ms", "half ms", "auto ms", "kernel ms",
-              "auto chose", "/best", "Gcheck/s", "Gpair/s", "CPU ms", "GPU/CPU");
+              "auto chose", "/best", "Gcheck/s", "Gpair/s", "CPU ms", "GPU/CPU", "CPU bin");
   bool auto_ok = true;
   for (const Row& r : rows) {
     const double best = *std::min_element(r.method, r.method + kMethodCount);
     const double checks = double(r.n) * 27.0 * r.ppc;
     auto_ok = auto_ok && r.automatic <= 1.10 * best;
-    char cpu[32] = "-", speed[32] = "-";
+    char cpu[32] = "-", speed[32] = "-", cpu_bin[32] = "-";
     if (r.cpu >= 0) {
       std::snprintf(cpu, sizeof cpu, "%.3f", r.cpu);
       std::snprintf(speed, sizeof speed, "%.1fx", r.cpu / r.automatic);
+      std::snprintf(cpu_bin, sizeof cpu_bin, "%.3f", r.cpu_binning);
     }
-    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f %9.4f | %9.4f %9.4f %-19s %6.2f | %8.1f %8.1f | %9s %7s\n",
+    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f %9.4f | %9.4f %9.4f %-19s %6.2f | %8.1f %8.1f | %9s %7s %9s\n",
                 r.d, r.ppc, r.kernel, r.n, r.binning, r.method[0], r.method[1], r.method[2], r.method[3], r.automatic,
                 r.automatic_kernel, to_string(r.chosen), r.automatic / best, checks / r.automatic * 1e-6, r.pairs / r.automatic * 1e-6,
-                cpu, speed);
+                cpu, speed, cpu_bin);
   }
   std::printf("\nauto within 10%% of the best method in every row: %s\n", auto_ok ? "yes" : "NO");
 
