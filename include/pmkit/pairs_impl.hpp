@@ -240,17 +240,14 @@ void PairPlan<T, D>::bin_on_host(const Positions& positions, const std::array<do
   using detail::fail;
   const std::size_t n = positions[0].size;
   detail::CellList<T, D>& cl = *cells_;
-  // Wrap and validate into a new sorted list; the plan changes only when all is well.
+  // Particle i's wrapped coordinates (into wrapped[d * n + i]) and cell; the dimension
+  // whose coordinate is rejected (not finite, or outside a bounded axis), else -1.
   std::vector<T> wrapped(D * n);
-  std::vector<std::uint32_t> cell_of(n);
-  const int ncells = cl.cells();
-  std::vector<std::uint32_t> start(static_cast<std::size_t>(ncells) + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
+  auto locate = [&](std::size_t i, std::uint32_t& cell_out) -> int {
     int cell = 0;
     for (int d = D - 1; d >= 0; --d) {
       const double x = positions[d][i];
-      if (!std::isfinite(x))
-        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x, ": particle positions must be finite");
+      if (!std::isfinite(x)) return d;
       double u = x - origin[d];
       if (box_.boundary[d] == Boundary::Periodic) {
         u -= box_.length[d] * std::floor(u / box_.length[d]);
@@ -258,23 +255,70 @@ void PairPlan<T, D>::bin_on_host(const Positions& positions, const std::array<do
       } else if (order) {  // a mesh plan's offset: inside, up to the rounding to T
         u = std::min(std::max(u, 0.0), box_.length[d]);
       } else if (u < 0 || u > box_.length[d]) {
-        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x, " lies outside the bounded box [",
-             box_.origin[d], ", ", box_.origin[d] + box_.length[d], "] of dimension ", d);
+        return d;
       }
       wrapped[d * n + i] = static_cast<T>(u);
       const int k = std::min(cl.ncell[d] - 1, static_cast<int>(u / cl.width[d]));
       cell = cell * cl.ncell[d] + k;
     }
-    cell_of[i] = static_cast<std::uint32_t>(cell);
-    ++start[cell + 1];
+    cell_out = static_cast<std::uint32_t>(cell);
+    return -1;
+  };
+  // A counting sort in parallel: the particles in `threads` contiguous shares, each
+  // share's cells counted, then placed at offsets that put share t's particles of a cell
+  // after those of shares < t. That is the serial counting sort's order (by index within
+  // a cell), whatever the thread count. Per-share counts are kept below 2^24 entries.
+  const std::size_t ncells = static_cast<std::size_t>(cl.cells());
+  int threads = std::max(1, std::min<int>(detail::openmp_threads(options_.num_threads),
+                                          static_cast<int>(std::min<std::size_t>(n / 8192 + 1, 1024))));
+  while (threads > 1 && ncells * static_cast<std::size_t>(threads) > (std::size_t(1) << 24)) --threads;
+  std::vector<std::uint32_t> cell_of(n), offset(ncells * threads, 0);
+  std::vector<std::size_t> first_bad(threads, n);
+  // Shares are processed share by share, so a team smaller than asked still does them all.
+#pragma omp parallel num_threads(threads)
+  for (int t = detail::openmp_thread_id(); t < threads; t += detail::openmp_team_size()) {
+    const std::size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    std::uint32_t* count = offset.data() + ncells * t;
+    for (std::size_t i = lo; i < hi; ++i) {
+      if (locate(i, cell_of[i]) >= 0) {
+        first_bad[t] = i;
+        break;
+      }
+      ++count[cell_of[i]];
+    }
   }
-  std::partial_sum(start.begin(), start.end(), start.begin());
-  std::vector<std::uint32_t> perm(n), cursor(start.begin(), start.end() - 1);
+  const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
+  if (bad < n) {  // the first rejected particle in the caller's order, as the serial loop would name it
+    std::uint32_t unused;
+    const int d = locate(bad, unused);
+    const double x = positions[d][bad];
+    if (!std::isfinite(x))
+      fail(ErrorCode::NonFinitePosition, "positions[", d, "][", bad, "] = ", x, ": particle positions must be finite");
+    fail(ErrorCode::OutOfBounds, "positions[", d, "][", bad, "] = ", x, " lies outside the bounded box [",
+         box_.origin[d], ", ", box_.origin[d] + box_.length[d], "] of dimension ", d);
+  }
+  std::vector<std::uint32_t> start(ncells + 1, 0);
+  std::uint32_t running = 0;
+  for (std::size_t c = 0; c < ncells; ++c) {
+    start[c] = running;
+    for (int t = 0; t < threads; ++t) {
+      const std::uint32_t count = offset[ncells * t + c];
+      offset[ncells * t + c] = running;
+      running += count;
+    }
+  }
+  start[ncells] = running;
+  std::vector<std::uint32_t> perm(n);
   std::vector<T> pos(D * n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t slot = cursor[cell_of[i]]++;
-    perm[slot] = order ? order[i] : static_cast<std::uint32_t>(i);
-    for (int d = 0; d < D; ++d) pos[d * n + slot] = wrapped[d * n + i];
+#pragma omp parallel num_threads(threads)
+  for (int t = detail::openmp_thread_id(); t < threads; t += detail::openmp_team_size()) {
+    const std::size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    std::uint32_t* cursor = offset.data() + ncells * t;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const std::uint32_t slot = cursor[cell_of[i]]++;
+      perm[slot] = order ? order[i] : static_cast<std::uint32_t>(i);
+      for (int d = 0; d < D; ++d) pos[d * n + slot] = wrapped[d * n + i];
+    }
   }
   cl.n = n;
   cl.start.swap(start);

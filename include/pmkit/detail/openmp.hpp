@@ -16,6 +16,14 @@ inline int openmp_threads(int asked = 0) {
   return 1;
 #endif
 }
+// Threads in the current team (1 outside a parallel region or without OpenMP).
+inline int openmp_team_size() {
+#if defined(_OPENMP)
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
 inline int openmp_thread_id() {
 #if defined(_OPENMP)
   return omp_get_thread_num();
