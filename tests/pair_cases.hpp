@@ -92,21 +92,32 @@ std::vector<std::vector<T>> compute_pairs(PairPlan<T, D>& plan, const Kernel& ke
   return out;
 }
 
-// Sets positions x (host arrays, copied to the device for CUDA) and computes.
-template <class T, int D, class Kernel, class Positions>
-std::vector<std::vector<T>> run_pairs(PairPlan<T, D>& plan, const Kernel& kernel, const Positions& x,
-                                      const std::vector<std::vector<T>>& in = {}) {
-  typename PairPlan<T, D>::Positions views;
-  for (int d = 0; d < D; ++d) views[d] = x[d];
+// Positions as the CUDA backend wants them (device memory) or the host's.
+template <class T, int D>
+struct PositionsOn {
+  std::array<View<const T>, D> views;
 #if defined(PMKIT_WITH_CUDA)
-  std::vector<std::unique_ptr<DeviceVector<T>>> dx;
-  if (plan.options().backend == Backend::Cuda)
-    for (int d = 0; d < D; ++d) {
-      dx.push_back(std::make_unique<DeviceVector<T>>(x[d]));
-      views[d] = dx.back()->cview();
-    }
+  std::vector<std::unique_ptr<DeviceVector<T>>> device;
 #endif
-  plan.set_points(views);
+  PositionsOn(const Positions<T, D>& pos, bool on_device) {
+    for (int d = 0; d < D; ++d) {
+      views[d] = View<const T>(pos[d]);
+#if defined(PMKIT_WITH_CUDA)
+      if (on_device) {
+        device.push_back(std::make_unique<DeviceVector<T>>(pos[d]));
+        views[d] = device.back()->cview();
+      }
+#endif
+    }
+  }
+};
+
+// Sets positions x (host arrays, copied to the device for CUDA) and computes.
+template <class T, int D, class Kernel, class HostPositions>
+std::vector<std::vector<T>> run_pairs(PairPlan<T, D>& plan, const Kernel& kernel, const HostPositions& x,
+                                      const std::vector<std::vector<T>>& in = {}) {
+  const PositionsOn<T, D> on(x, plan.options().backend == Backend::Cuda);
+  plan.set_points(on.views);
   return compute_pairs(plan, kernel, in);
 }
 

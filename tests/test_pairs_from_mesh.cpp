@@ -23,26 +23,6 @@ Box<D> box_of(const Grid<D>& grid) {
   return box;
 }
 
-// Positions as the CUDA backend wants them (device memory) or the host's.
-template <class T, int D>
-struct PositionsOn {
-  std::array<View<const T>, D> views;
-#if defined(PMKIT_WITH_CUDA)
-  std::vector<std::unique_ptr<DeviceVector<T>>> device;
-#endif
-  PositionsOn(const Positions<T, D>& pos, bool on_device) {
-    for (int d = 0; d < D; ++d) {
-      views[d] = View<const T>(pos[d]);
-#if defined(PMKIT_WITH_CUDA)
-      if (on_device) {
-        device.push_back(std::make_unique<DeviceVector<T>>(pos[d]));
-        views[d] = device.back()->cview();
-      }
-#endif
-    }
-  }
-};
-
 // Offsets from the origin within a few roundings of T of the caller's, modulo the box
 // length on periodic axes; binned_order a permutation.
 template <class T, int D>

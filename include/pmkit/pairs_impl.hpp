@@ -195,6 +195,16 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
   if (n >= std::numeric_limits<std::uint32_t>::max())
     fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
   detail::CellList<T, D>& cl = *cells_;
+  // The mesh plan's binned offsets into offsets[d * n + k] and its binned order into
+  // order (memory of the pair plan's backend), as the positions to bin.
+  auto take_binned = [&](T* offsets, std::uint32_t* order) {
+    std::array<View<T>, D> out;
+    Positions positions;
+    for (int d = 0; d < D; ++d) positions[d] = out[d] = View<T>(offsets + d * n, n);
+    mesh.binned_positions(out);
+    mesh.binned_order(View<std::uint32_t>(order, n));
+    return positions;
+  };
 #ifdef PMKIT_WITH_CUDA
   if (cl.device) {
     if (mesh.options().device != options_.device)
@@ -207,15 +217,8 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
     const cuda::DeviceScope on_device(options_.device);
     dev.mesh_offsets.reserve(D * n, "PairPlan::set_points(mesh plan): offsets");
     dev.mesh_order.reserve(n, "PairPlan::set_points(mesh plan): order");
-    std::array<View<T>, D> offsets;
-    Positions view;
-    for (int d = 0; d < D; ++d) {
-      offsets[d] = View<T>(dev.mesh_offsets.get() + d * n, n);
-      view[d] = offsets[d];
-    }
-    mesh.binned_positions(offsets);
-    mesh.binned_order(View<std::uint32_t>(dev.mesh_order.get(), n));
-    detail::device_pair_bin<T, D>(dev, view, dev.mesh_order.get());
+    detail::device_pair_bin<T, D>(dev, take_binned(dev.mesh_offsets.get(), dev.mesh_order.get()),
+                                  dev.mesh_order.get());
     cl.n = n;
     cl.ready = true;
     return;
@@ -223,15 +226,7 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
 #endif
   std::vector<T> offsets(D * n);
   std::vector<std::uint32_t> order(n);
-  std::array<View<T>, D> out;
-  Positions view;
-  for (int d = 0; d < D; ++d) {
-    out[d] = View<T>(offsets.data() + d * n, n);
-    view[d] = out[d];
-  }
-  mesh.binned_positions(out);
-  mesh.binned_order(View<std::uint32_t>(order.data(), n));
-  bin_on_host(view, std::array<double, D>{}, order.data());
+  bin_on_host(take_binned(offsets.data(), order.data()), std::array<double, D>{}, order.data());
 }
 
 template <class T, int D>

@@ -73,7 +73,6 @@ class CudaBackend final : public detail::Backend<T, D> {
     check(cudaGetDeviceProperties(&prop, options.device), "cudaGetDeviceProperties");
     shared_optin_ = static_cast<int>(prop.sharedMemPerBlockOptin);
     l2_bytes_ = static_cast<double>(prop.l2CacheSize);
-    mesh_beyond_l2_ = static_cast<double>(layout_.size) * sizeof(T) > l2_bytes_;
 
     // Binning geometry.
     std::uint64_t keys = 1, tiles = 1;
@@ -575,7 +574,7 @@ class CudaBackend final : public detail::Backend<T, D> {
       return;
     }
     const bool tiles_fit = tile_props_per_pass_ > 0;
-    const double min_use = mesh_beyond_l2_ ? tuning::kSpreadTileMinNodesPerWindowNodeBeyondL2
+    const double min_use = mesh_beyond_l2() ? tuning::kSpreadTileMinNodesPerWindowNodeBeyondL2
                                            : tuning::kSpreadTileMinNodesPerWindowNode;
     method_ = (options_.deterministic || (tiles_fit && window_use() >= min_use))
                   ? SpreadMethod::CudaSharedTiles
@@ -873,8 +872,9 @@ class CudaBackend final : public detail::Backend<T, D> {
   int shared_optin_ = 0;
   std::vector<const void*> opted_in_;  // kernels opt_in_shared has raised (each to its one size)
   mutable DevicePointerCheck checked_pointers_;  // the caller's arrays found to be device memory
-  double l2_bytes_ = 0;           // the device's L2 cache
-  bool mesh_beyond_l2_ = false;  // one property's mesh is larger than the L2 cache (resolve_method)
+  double l2_bytes_ = 0;  // the device's L2 cache
+  // One property's mesh is larger than the L2 cache (resolve_method).
+  bool mesh_beyond_l2() const { return static_cast<double>(layout_.size) * sizeof(T) > l2_bytes_; }
   int tile_props_per_pass_ = 0;
   int cell_props_per_pass_ = 0;  // 0: cell moments not asked for
   double stencil_per_window_node_ = 0;  // S^D / tile window nodes (window_use)
