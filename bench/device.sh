@@ -24,6 +24,8 @@
 # constant: A/B/C), each labelled by its file name; every gpu_bench runs the cases
 # PMKIT_AB_CASES (default: five of the reference table) one after the other,
 # PMKIT_AB_ROUNDS rounds (default 2), so that a slow spell of the machine falls on all.
+# PMKIT_AB_BENCH=pair_bench times the pair traversal instead: pair_bench --gpu-only with
+# PMKIT_AB_ARGS (default "--size 32"), its main table each round.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
@@ -48,6 +50,7 @@ echo "commit ${PMKIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo un
 # cores: one after the other, a cold machine took the whole 480 s of a call to build two.
 ab_root="${TMPDIR:-/tmp}/pmkit-ab"
 ab_builds=()
+ab_bench="${PMKIT_AB_BENCH:-gpu_bench}"
 if want ab; then
   : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball(s)}"
   rm -rf "$ab_root" && mkdir -p "$ab_root"
@@ -56,7 +59,7 @@ if want ab; then
     mkdir -p "$dir" && tar -xf "$tarball" -C "$dir" || exit 1
     (cd "$dir" && cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON \
        -DCMAKE_CUDA_ARCHITECTURES=90 >build.log 2>&1 &&
-     cmake --build build-device -j$(( (jobs + 1) / 2 )) --target gpu_bench >>build.log 2>&1) &
+     cmake --build build-device -j$(( (jobs + 1) / 2 )) --target "$ab_bench" >>build.log 2>&1) &
     ab_builds+=($!)
   done
   jobs=$(( (jobs + 1) / 2 ))
@@ -66,6 +69,7 @@ step "build (Release, sm_90)"
 # A run of steps that only run gpu_bench (ab, methods, mesh, profile, kernels) builds
 # gpu_bench only.
 targets=(--target gpu_bench)
+want ab && [ "$ab_bench" = pair_bench ] && targets+=(--target pair_bench)
 for s in $steps; do
   case $s in ab | methods | mesh | profile | kernels) ;; *) targets=() ;; esac
 done
@@ -167,10 +171,15 @@ for c in ${PMKIT_AB_CASES:-p2m-mp4-3d-f-2^24-256 p2m-mp4-3d-f-2^24-128 p2m-linea
 done
 for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
   for tarball in $PMKIT_AB_BASE new; do
-    if [ "$tarball" = new ]; then side=new exe=./build-device/bench/gpu_bench
-    else side=$(basename "$tarball" .tar) exe="$ab_root/$side/build-device/bench/gpu_bench"; fi
+    if [ "$tarball" = new ]; then side=new exe="./build-device/bench/$ab_bench"
+    else side=$(basename "$tarball" .tar) exe="$ab_root/$side/build-device/bench/$ab_bench"; fi
     echo "-- round $round: $side"
-    "$exe" "${ab_args[@]}" 2>&1 | sed -n '/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'
+    if [ "$ab_bench" = pair_bench ]; then
+      # shellcheck disable=SC2086
+      "$exe" --gpu-only ${PMKIT_AB_ARGS:---size 32} 2>/dev/null | sed -n '/^d  *ppc/,/^$/p'
+    else
+      "$exe" "${ab_args[@]}" 2>&1 | sed -n '/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'
+    fi
   done
 done
 fi

@@ -19,8 +19,9 @@
 // Checks are N * 27 * ppc (the candidate pairs, as BENCHMARKS.md counts them); pairs are
 // the ordered pairs within the cutoff, counted on the device by a counting kernel.
 //
-//   pair_bench [--quick] [--cpu-threads T] [--size D] [--ppc P]
-// (--size / --ppc: only those rows, e.g. for a profiler run)
+//   pair_bench [--quick] [--gpu-only] [--cpu-threads T] [--size D] [--ppc P]
+// (--size / --ppc: only those rows, e.g. for a profiler run; --gpu-only: no CPU backend
+// column, for device.sh's A/B rounds)
 #include <cuda_runtime.h>
 
 #include "bench/cuda_check.cuh"
@@ -247,15 +248,16 @@ void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::v
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, gpu_only = false;
   int cpu_threads = 0, only_size = 0, only_ppc = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--gpu-only")) gpu_only = true;
     else if (!std::strcmp(argv[i], "--cpu-threads") && i + 1 < argc) cpu_threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--size") && i + 1 < argc) only_size = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--ppc") && i + 1 < argc) only_ppc = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: pair_bench [--quick] [--cpu-threads T] [--size D] [--ppc P]\n");
+      std::fprintf(stderr, "usage: pair_bench [--quick] [--gpu-only] [--cpu-threads T] [--size D] [--ppc P]\n");
       return 2;
     }
   }
@@ -299,7 +301,7 @@ int main(int argc, char** argv) {
         plan.compute(PairCount{}, {}, {View<float>(outs[0]->p, n)});
         for (float c : outs[0]->download()) pairs += c;
       }
-      const bool cpu = !quick;  // Lennard-Jones only: the CPU backend, half shell
+      const bool cpu = !quick && !gpu_only;  // Lennard-Jones only: the CPU backend, half shell
       Row lj{d, ppc, "lennard-jones", n}, cheap{d, ppc, "cheap", n}, expensive{d, ppc, "expensive", n};
       time_kernel(lj, pair_kernels::LennardJones<3>{1.0, 0.8, 1.0, 0.0}, box, xs, n, w.p, outs, cpu_threads, hx, cpu);
       time_kernel(cheap, pair_kernels::CheapSynthetic{1.0}, box, xs, n, w.p, outs, cpu_threads, hx, false);
