@@ -416,91 +416,6 @@ __device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool 
   return cx;
 }
 
-// How far along x the sources of neighbouring row r (dy = r % 3 - 1, dz = r / 3 - 1, as
-// stage_row_table lays them out) can lie from a target at xi in the cell row (cy, cz) and
-// still be within the cutoff: sqrt(cutoff^2 - gap_y^2 - gap_z^2), where the gaps are the
-// target's distance across y and z to that row's cells, plus x_slack; negative when the
-// whole row lies beyond the cutoff. For a target in the middle of its cell this cuts a
-// side row's window to 1.7 cutoffs and a corner row's to 1.4 (12.5 instead of 18 cutoff
-// volumes of candidates over the 9 rows). The gaps are shortened by a rounding margin
-// (the cell coordinates and periodic shifts round to the box's last bits, here allowed
-// 16x over) and the cutoff lengthened by 2^-14, so that the window errs wide only: every
-// source the exact test would accept stays inside it.
-template <class T, int D>
-__device__ __forceinline__ T row_reach(const PairGeometry<T, D>& g, int r, const T (&xi)[D], int cy, int cz) {
-  T gap2 = 0;
-  const auto add_gap = [&](int d, int delta, int cell) {
-    if (delta == 0) return;
-    const T fraction = xi[d] * g.inv_width[d] - T(cell);  // of the target's own cell
-    const T margin = T(g.ncell[d] + 4) * T(1.0 / (1 << 20));
-    const T cells = (delta > 0 ? T(1) - fraction : fraction) - margin;
-    if (cells > T(0)) {
-      const T gap = cells / g.inv_width[d];
-      gap2 += gap * gap;
-    }
-  };
-  add_gap(1, r % 3 - 1, cy);
-  if constexpr (D == 3) add_gap(2, r / 3 - 1, cz);
-  const T left = g.cutoff2 * T(1 + 1.0 / (1 << 14)) - gap2;
-  return left < T(0) ? T(-1) : sqrt(left) + g.x_slack;
-}
-
-// The walk of a warp whose targets span more than a cell (lane windows): each lane cuts
-// every staged row to its own window (its three cells, and with x-sorted cells the
-// x-range row_reach allows), then walks its rows as one sequence. The rows' windows
-// differ from lane to lane, so a walk row by row takes as many steps as the row's
-// busiest lane in every row, and one sequence as many as the busiest lane in all
-// (bench/NOTES.md P16: ~160 instead of ~230 steps a warp at 10 a cell). Same sources in
-// the same order as row by row, so the same sums.
-template <int kInputs, class T, int D, class Kernel, int kIn, int kOut>
-__device__ __forceinline__ void walk_lane_windows(const Args<T, D, kIn, kOut>& a, const Kernel& kernel,
-                                                  const StagedRow<T>* rows, const Pencil& pencil, std::uint32_t i,
-                                                  int cx, std::uint32_t base, std::uint32_t stop,
-                                                  const PackedPosition<T, D>* src_pos, const T* src_in, int capacity,
-                                                  const T (&xi)[D], const T (&in_i)[kIn], T (&acc)[kOut]) {
-  constexpr int kRows = kNeighbourRows<D>;
-  // Each row's window as (first - base) | count << 16 (a stage holds < 2^16 sources).
-  std::uint32_t window[kRows];
-  std::uint32_t self = 0xffffffffu;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    window[r] = 0;
-    if (rows[r].pieces.count == 0) continue;
-    std::uint32_t lo, hi, own;
-    target_cells(a, rows[r], cx, i, lo, hi, own);
-    if (rows[r].own) self = own;
-    std::uint32_t from = max(lo, base), to = min(hi, stop);
-    if (a.g.x_bits > 0 && from < to) {
-      const T reach = row_reach(a.g, r, xi, pencil.cy, pencil.cz);
-      if (reach < T(0)) continue;
-      cut_to_x_window(src_pos, base, from, to, xi[0] - reach, xi[0] + reach, from, to);
-    }
-    if (from < to) window[r] = (from - base) | ((to - from) << 16);
-  }
-  const std::uint32_t self_in_stage = self - base;  // no match when outside the stage
-  T in_j[kIn];
-  std::uint32_t l = 0, end = 0;
-  for (int rows_left = kRows;;) {
-    while (l == end && rows_left > 0) {  // the next row: the windows shift down
-      l = window[0] & 0xffffu;
-      end = l + (window[0] >> 16);
-#pragma unroll
-      for (int r = 0; r + 1 < kRows; ++r) window[r] = window[r + 1];
-      --rows_left;
-    }
-    if (l == end) break;
-    T r_ij[D];
-    const T r2 = separation(xi, src_pos[l], r_ij);
-    if (r2 < a.g.cutoff2 && l != self_in_stage) {
-      T discard[kOut];
-#pragma unroll
-      for (int k = 0; k < kInputs; ++k) in_j[k] = src_in[k * capacity + l];
-      kernel(r_ij, r2, in_i, in_j, acc, discard);
-    }
-    ++l;
-  }
-}
-
 // Register budget of the pencil and half-shell kernels: kFewRegisters (float only) holds
 // them to 3 blocks of 512 threads an SM, at most 42 registers (the built-in kernels then
 // take 38-40). At 100 a cell (384-thread blocks) the LJ kernels' 50-53 registers let 3
@@ -542,23 +457,18 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
     // by one binary search the whole warp shares.
     T warp_lo, warp_hi;
     warp_x_range(active, xi[0], warp_lo, warp_hi);
-    // A warp spread over more than a cell (few particles a cell) cuts windows per lane
-    // instead (walk_lane_windows): each target then visits 2 rather than 3 cell widths of
-    // the own row, and less of the others.
+    // A warp spread over more than a cell (few particles a cell) searches per lane instead:
+    // each target then visits 2 rather than 3 cell widths of every row.
     const bool lane_windows = warp_hi - warp_lo > a.g.cutoff;
     const T reach = a.g.cutoff + a.g.x_slack;
-    const T window_lo = warp_lo - reach, window_hi = warp_hi + reach;
+    const T window_lo = (lane_windows ? xi[0] : warp_lo) - reach;
+    const T window_hi = (lane_windows ? xi[0] : warp_hi) + reach;
     for (std::uint32_t base = 0; base < *staged; base += shape.capacity) {
       const std::uint32_t stop = min(*staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
       stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
       if (!active) continue;
-      if (lane_windows) {
-        walk_lane_windows<Kernel::inputs>(a, kernel, rows, pencil, i, cx, base, stop, src_pos, src_in,
-                                          shape.capacity, xi, in_i, acc);
-        continue;
-      }
       for (int r = 0; r < kRows; ++r) {
         const RowPieces<T>& rp = rows[r].pieces;
         if (rp.count == 0) continue;
@@ -568,10 +478,12 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
         target_cells(a, rows[r], cx, i, lo, hi, self);
         std::uint32_t from = max(lo, base), to = min(hi, stop);
         if (a.g.x_bits > 0 && from < to) {
-          // The same search in every lane (broadcast reads), over the part of the row in
-          // this stage.
-          cut_to_x_window(src_pos, base, max(row_base, base), min(row_base + rp.local[rp.count], stop), window_lo,
-                          window_hi, from, to);
+          // Searches over the part of the row in this stage (warp windows: the same search in
+          // every lane, broadcast reads) or over the lane's own three cells (lane windows:
+          // fewer steps; a search inside a sub-range is as conservative).
+          const std::uint32_t search_from = lane_windows ? from : max(row_base, base);
+          const std::uint32_t search_to = lane_windows ? to : min(row_base + rp.local[rp.count], stop);
+          cut_to_x_window(src_pos, base, search_from, search_to, window_lo, window_hi, from, to);
         }
 #pragma unroll 4
         for (std::uint32_t l = from; l < to; ++l) {

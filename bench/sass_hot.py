@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""The hot SASS of one kernel from `ncu --page source --csv --print-source sass`: every
+instruction executed at least FRACTION (default 0.2) as often as the most executed one,
+with its warp-level execution count, average active threads and stall samples, in
+program order, and the kernel's totals. How bench/NOTES.md P16 counted the steps of
+the pair walk and what each costs.
+    python3 bench/sass_hot.py prof-KERNEL-sass.csv [FRACTION]
+"""
+import csv
+import sys
+
+rows = list(csv.reader(open(sys.argv[1])))
+fraction = float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
+header = next(r for r in rows if "Instructions Executed" in r)
+data = rows[rows.index(header) + 1:]
+executed = header.index("Instructions Executed")
+threads = header.index("Avg. Threads Executed")
+stalls = header.index("Warp Stall Sampling (All Samples)")
+source = header.index("Source")
+counts = [int(r[executed]) for r in data]
+print(f"instructions executed (warp level) {sum(counts)}, stall samples "
+      f"{sum(int(r[stalls]) for r in data)}, SASS lines {len(data)}")
+print(f"{'line':>5} {'executed':>10} {'threads':>7} {'stalls':>6}  instruction")
+top = max(counts)
+for k, r in enumerate(data):
+    if counts[k] >= top * fraction:
+        print(f"{k:>5} {counts[k]:>10} {r[threads]:>7} {r[stalls]:>6}  {r[source].strip()}")
