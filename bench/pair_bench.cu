@@ -109,16 +109,6 @@ struct DeviceArray {
 };
 
 // Counts each particle's neighbours within the cutoff (the pairs of the table).
-struct PairCount {
-  static constexpr int inputs = 0;
-  static constexpr int outputs = 1;
-  template <class T>
-  PMKIT_HD void operator()(const T*, T, const T*, const T*, T* out_i, T* out_j) const {
-    out_i[0] += T(1);
-    out_j[0] += T(1);
-  }
-};
-
 struct Row {
   int d = 0, ppc = 0;
   const char* kernel = "";
@@ -298,7 +288,7 @@ int main(int argc, char** argv) {
         opt.method = PairMethod::CudaThreadPerParticle;
         PairPlan<float, 3> plan(box, 1.0, opt);
         plan.set_points({View<const float>(x.p, n), View<const float>(y.p, n), View<const float>(z.p, n)});
-        plan.compute(PairCount{}, {}, {View<float>(outs[0]->p, n)});
+        plan.compute(pair_kernels::NeighbourCount{}, {}, {View<float>(outs[0]->p, n)});
         for (float c : outs[0]->download()) pairs += c;
       }
       const bool cpu = !quick && !gpu_only;  // Lennard-Jones only: the CPU backend, half shell

@@ -159,6 +159,18 @@ struct LennardJones {
   }
 };
 
+// Each particle's number of neighbours closer than the cutoff, as T (exact up to 2^24 in
+// float): neighbour statistics, SPH number densities, a check of a cell list.
+struct NeighbourCount {
+  static constexpr int inputs = 0;
+  static constexpr int outputs = 1;
+  template <class T>
+  PMKIT_HD void operator()(const T*, T, const T*, const T*, T* out_i, T* out_j) const {
+    out_i[0] += T(1);
+    out_j[0] += T(1);
+  }
+};
+
 // Synthetic kernels for benchmarking the traversal: a cheap one (a few flops) and an
 // expensive one (transcendental functions), both symmetric sums.
 struct CheapSynthetic {

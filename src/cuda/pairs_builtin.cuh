@@ -16,6 +16,8 @@ PMKIT_INSTANTIATE_PAIRS(2, pair_kernels::CheapSynthetic)
 PMKIT_INSTANTIATE_PAIRS(3, pair_kernels::CheapSynthetic)
 PMKIT_INSTANTIATE_PAIRS(2, pair_kernels::ExpensiveSynthetic)
 PMKIT_INSTANTIATE_PAIRS(3, pair_kernels::ExpensiveSynthetic)
+PMKIT_INSTANTIATE_PAIRS(2, pair_kernels::NeighbourCount)
+PMKIT_INSTANTIATE_PAIRS(3, pair_kernels::NeighbourCount)
 #undef PMKIT_INSTANTIATE_PAIRS
 
 }  // namespace pmkit::detail
