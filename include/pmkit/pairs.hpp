@@ -114,7 +114,15 @@ namespace detail {
 template <class T>
 PMKIT_HD inline T reciprocal(T x) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same<T, float>::value) return __fdividef(1.0f, x);
+  // rcp.approx.ftz: one MUFU.RCP. __fdividef(1, x) adds four instructions that rescue a
+  // denormal x (r^2 below 1e-38, where a pair's force overflows anyway) and returns the
+  // same value for every normal x; in the pair loops they are four of the LJ body's 22
+  // instructions (bench/NOTES.md P17).
+  if constexpr (std::is_same<T, float>::value) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
 #endif
   return T(1) / x;
 }
