@@ -41,6 +41,12 @@ struct CellList {
   }
 };
 
+// Cell lists number particles with 32-bit slots (the last value kept free).
+inline void check_pair_point_count(std::size_t n) {
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
+}
+
 }  // namespace detail
 
 template <class T, int D>
@@ -156,8 +162,7 @@ void PairPlan<T, D>::set_points(const Positions& positions) {
       fail(ErrorCode::SizeMismatch, "positions[", d, "].size = ", positions[d].size, " but positions[0].size = ", n);
     if (n > 0 && positions[d].data == nullptr) fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null");
   }
-  if (n >= std::numeric_limits<std::uint32_t>::max())
-    fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
+  detail::check_pair_point_count(n);
   detail::CellList<T, D>& cl = *cells_;
 #ifdef PMKIT_WITH_CUDA
   if (cl.device) {
@@ -176,6 +181,8 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
   if (!mesh.has_points())
     fail(ErrorCode::NotReady, "PairPlan::set_points(mesh plan): the mesh plan has no points (call its set_points first)");
   const Grid<D>& grid = mesh.grid();
+  auto boundary_name = [](Boundary b) { return b == Boundary::Periodic ? "periodic" : "bounded"; };
+  auto backend_name = [](Backend b) { return b == Backend::Cuda ? "CUDA" : "CPU"; };
   for (int d = 0; d < D; ++d) {
     const double length = double(grid.cells[d]) * grid.spacing[d];
     const double tolerance = 1e-12 * std::max(length, std::abs(grid.origin[d]));
@@ -183,17 +190,16 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
         std::abs(grid.origin[d] - box_.origin[d]) > tolerance)
       fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): dimension ", d,
            " of the mesh plan's domain is [", grid.origin[d], ", ", grid.origin[d] + length, "] (",
-           grid.boundary[d] == Boundary::Periodic ? "periodic" : "bounded", "), of the pair plan's box [",
+           boundary_name(grid.boundary[d]), "), of the pair plan's box [",
            box_.origin[d], ", ", box_.origin[d] + box_.length[d], "] (",
-           box_.boundary[d] == Boundary::Periodic ? "periodic" : "bounded", "): they must be the same box");
+           boundary_name(box_.boundary[d]), "): they must be the same box");
   }
   if (mesh.options().backend != options_.backend)
     fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan runs on the ",
-         mesh.options().backend == Backend::Cuda ? "CUDA" : "CPU", " backend, the pair plan on the ",
-         options_.backend == Backend::Cuda ? "CUDA" : "CPU", " backend");
+         backend_name(mesh.options().backend), " backend, the pair plan on the ", backend_name(options_.backend),
+         " backend");
   const std::size_t n = mesh.num_points();
-  if (n >= std::numeric_limits<std::uint32_t>::max())
-    fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
+  detail::check_pair_point_count(n);
   detail::CellList<T, D>& cl = *cells_;
   // The mesh plan's binned offsets into offsets[d * n + k] and its binned order into
   // order (memory of the pair plan's backend), as the positions to bin.
@@ -267,12 +273,16 @@ void PairPlan<T, D>::bin_on_host(const Positions& positions, const std::array<do
   int threads = std::max(1, std::min<int>(detail::openmp_threads(options_.num_threads),
                                           static_cast<int>(std::min<std::size_t>(n / 8192 + 1, 1024))));
   while (threads > 1 && ncells * static_cast<std::size_t>(threads) > (std::size_t(1) << 24)) --threads;
+  // share(t, lo, hi) for every share t of particles [lo, hi), in parallel; taken share by
+  // share, so that a team smaller than asked still does them all.
+  auto for_each_share = [&](auto&& share) {
+#pragma omp parallel num_threads(threads)
+    for (int t = detail::openmp_thread_id(); t < threads; t += detail::openmp_team_size())
+      share(t, n * t / threads, n * (t + 1) / threads);
+  };
   std::vector<std::uint32_t> cell_of(n), offset(ncells * threads, 0);
   std::vector<std::size_t> first_bad(threads, n);
-  // Shares are processed share by share, so a team smaller than asked still does them all.
-#pragma omp parallel num_threads(threads)
-  for (int t = detail::openmp_thread_id(); t < threads; t += detail::openmp_team_size()) {
-    const std::size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+  for_each_share([&](int t, std::size_t lo, std::size_t hi) {
     std::uint32_t* count = offset.data() + ncells * t;
     for (std::size_t i = lo; i < hi; ++i) {
       if (locate(i, cell_of[i]) >= 0) {
@@ -281,7 +291,7 @@ void PairPlan<T, D>::bin_on_host(const Positions& positions, const std::array<do
       }
       ++count[cell_of[i]];
     }
-  }
+  });
   const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
   if (bad < n) {  // the first rejected particle in the caller's order, as the serial loop would name it
     std::uint32_t unused;
@@ -305,16 +315,14 @@ void PairPlan<T, D>::bin_on_host(const Positions& positions, const std::array<do
   start[ncells] = running;
   std::vector<std::uint32_t> perm(n);
   std::vector<T> pos(D * n);
-#pragma omp parallel num_threads(threads)
-  for (int t = detail::openmp_thread_id(); t < threads; t += detail::openmp_team_size()) {
-    const std::size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+  for_each_share([&](int t, std::size_t lo, std::size_t hi) {
     std::uint32_t* cursor = offset.data() + ncells * t;
     for (std::size_t i = lo; i < hi; ++i) {
       const std::uint32_t slot = cursor[cell_of[i]]++;
       perm[slot] = order ? order[i] : static_cast<std::uint32_t>(i);
       for (int d = 0; d < D; ++d) pos[d * n + slot] = wrapped[d * n + i];
     }
-  }
+  });
   cl.n = n;
   cl.start.swap(start);
   cl.perm.swap(perm);
