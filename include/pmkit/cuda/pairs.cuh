@@ -416,6 +416,27 @@ __device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool 
   return cx;
 }
 
+// A target's walk over stage indices [from, to) of one staged row (stage index l at
+// l - base). Only the target's own row holds the target itself: the other rows (8 of 9
+// in 3D) are walked without the self test, two of a candidate's ~12 test instructions.
+template <bool kOwnRow, int kInputs, class T, int D, class Kernel, int kIn, int kOut>
+__device__ __forceinline__ void walk_staged(const Kernel& kernel, const PackedPosition<T, D>* src_pos,
+                                            const T* src_in, int capacity, std::uint32_t base, std::uint32_t from,
+                                            std::uint32_t to, std::uint32_t self, T cutoff2, const T (&xi)[D],
+                                            const T (&in_i)[kIn], T (&acc)[kOut]) {
+#pragma unroll 4
+  for (std::uint32_t l = from; l < to; ++l) {
+    T r_ij[D];
+    const T r2 = separation(xi, src_pos[l - base], r_ij);
+    if (r2 < cutoff2 && (!kOwnRow || l != self)) {
+      T in_j[kIn], discard[kOut];
+#pragma unroll
+      for (int k = 0; k < kInputs; ++k) in_j[k] = src_in[k * capacity + (l - base)];
+      kernel(r_ij, r2, in_i, in_j, acc, discard);
+    }
+  }
+}
+
 // Register budget of the pencil and half-shell kernels: kFewRegisters (float only) holds
 // them to 3 blocks of 512 threads an SM, at most 42 registers (the built-in kernels then
 // take 38-40). At 100 a cell (384-thread blocks) the LJ kernels' 50-53 registers let 3
@@ -450,7 +471,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
   for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
     const bool active = i < targets_end;
-    T xi[D] = {}, in_i[kIn] = {}, in_j[kIn], acc[kOut] = {};
+    T xi[D] = {}, in_i[kIn] = {}, acc[kOut] = {};
     const int cx = load_target<Kernel::inputs>(a, active, i, pencil.x0, xi, in_i);
     // The x-range of the warp's targets: with x-sorted cells, each staged row narrows to
     // the sources within a cutoff of it (2.3 instead of 3 cell widths at 100 a cell), found
@@ -485,17 +506,13 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
           const std::uint32_t search_to = lane_windows ? to : min(row_base + rp.local[rp.count], stop);
           cut_to_x_window(src_pos, base, search_from, search_to, window_lo, window_hi, from, to);
         }
-#pragma unroll 4
-        for (std::uint32_t l = from; l < to; ++l) {
-          T r_ij[D];
-          const T r2 = separation(xi, src_pos[l - base], r_ij);
-          if (r2 < a.g.cutoff2 && l != self) {
-            T discard[kOut];
-#pragma unroll
-            for (int k = 0; k < Kernel::inputs; ++k) in_j[k] = src_in[k * shape.capacity + (l - base)];
-            kernel(r_ij, r2, in_i, in_j, acc, discard);
-          }
-        }
+        // Only the own row holds the target itself (the same row in the whole block).
+        if (rows[r].own)
+          walk_staged<true, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
+                                            a.g.cutoff2, xi, in_i, acc);
+        else
+          walk_staged<false, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
+                                             a.g.cutoff2, xi, in_i, acc);
       }
     }
     if (active) write_outputs(a, i, acc);
