@@ -200,31 +200,6 @@ struct PencilShape {
   int capacity = 64;
 };
 
-// Binary searches over staged positions [lo, hi) (stage index l at stage[l - base])
-// whose x is sorted up to a disorder d <= x_slack / 2: first l with x >= value, and first
-// l with x > value. With value widened by x_slack, every source within the window lies
-// inside [first_at_least(a - slack), first_above(b + slack)) (see pair_cells.hpp).
-template <class T, int D>
-__device__ __forceinline__ std::uint32_t first_at_least(const PackedPosition<T, D>* stage, std::uint32_t base,
-                                                        std::uint32_t lo, std::uint32_t hi, T value) {
-  while (lo < hi) {
-    const std::uint32_t mid = (lo + hi) / 2;
-    if (stage[mid - base].x < value) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-template <class T, int D>
-__device__ __forceinline__ std::uint32_t first_above(const PackedPosition<T, D>* stage, std::uint32_t base,
-                                                     std::uint32_t lo, std::uint32_t hi, T value) {
-  while (lo < hi) {
-    const std::uint32_t mid = (lo + hi) / 2;
-    if (stage[mid - base].x <= value) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 // The x-rows around a pencil's own row (3^(D-1)), and those the half shell stages: the
 // rows ahead and its own.
 template <int D>
@@ -391,14 +366,37 @@ __device__ __forceinline__ void warp_x_range(bool active, T x, T& lo, T& hi) {
 }
 
 // [from, to) cut to the sources whose x may lie in [window_lo, window_hi] (the bounds
-// already widened by x_slack), by binary search over [search_from, search_to), a part
-// of a staged row holding [from, to).
+// already widened by x_slack), by binary search over [search_from, search_to), a part of
+// a staged row holding [from, to); stage index l at stage[l - base].
+//
+// The staged x are sorted up to a disorder d <= x_slack / 2 (see pair_cells.hpp), so a
+// search is conservative if the source before its lower bound was seen below window_lo
+// (every earlier one is then below window_lo + d) and the source at its upper bound was
+// seen above window_hi (or the bound is the end). Both bounds are searched in one
+// branch-free loop, so that their two shared loads a step issue together: one chain of
+// log2 n dependent loads instead of two. Each search keeps [at, at + n] around its bound;
+// a probe that fails keeps only [at, probe], so that the end of the range is always a
+// source seen failing (or search_to), and one that succeeds moves at to the probe.
 template <class T, int D>
 __device__ __forceinline__ void cut_to_x_window(const PackedPosition<T, D>* stage, std::uint32_t base,
                                                 std::uint32_t search_from, std::uint32_t search_to, T window_lo,
                                                 T window_hi, std::uint32_t& from, std::uint32_t& to) {
-  from = max(from, first_at_least(stage, base, search_from, search_to, window_lo));
-  to = min(to, first_above(stage, base, search_from, search_to, window_hi));
+  if (search_from >= search_to) return;
+  std::uint32_t lo_at = search_from, lo_n = search_to - search_from;  // first x >= window_lo
+  std::uint32_t hi_at = search_from, hi_n = lo_n;                     // first x > window_hi
+  // A finished search (n <= 1) probes its own `at` again: its n stays or drops to 0, its
+  // at stays, and its result is unchanged.
+  while (lo_n > 1 || hi_n > 1) {
+    const std::uint32_t lo_half = lo_n / 2, hi_half = hi_n / 2;
+    const bool below = stage[lo_at + lo_half - base].x < window_lo;
+    const bool not_above = stage[hi_at + hi_half - base].x <= window_hi;
+    lo_at += below ? lo_half : 0u;
+    lo_n = below ? lo_n - lo_half : lo_half;
+    hi_at += not_above ? hi_half : 0u;
+    hi_n = not_above ? hi_n - hi_half : hi_half;
+  }
+  from = max(from, lo_at + (stage[lo_at - base].x < window_lo ? 1u : 0u));
+  to = min(to, hi_at + (stage[hi_at - base].x <= window_hi ? 1u : 0u));
 }
 
 // A pencil block's target i (its lane active): position and inputs into xi and in_i, and
