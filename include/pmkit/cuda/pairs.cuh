@@ -284,7 +284,9 @@ __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, 
 // What the head of both pencil kernels sets up: the block's pencil, where its targets
 // end, and its shared memory: the staged sources (positions, then the inputs,
 // src_in[k * capacity + l]), the table of neighbouring rows, filled (`half`: the half
-// shell's rows), and the count of staged sources. Called by the whole block.
+// shell's rows), the count of staged sources, and where cells x0-1 .. x1+1 of each row
+// start in the stage (`cell_starts`, cell_starts_per_row(length) entries a row, after the
+// inputs). Called by the whole block.
 template <class T, int D>
 struct PencilBlock {
   Pencil pencil;
@@ -293,7 +295,26 @@ struct PencilBlock {
   T* src_in;
   StagedRow<T>* rows;
   const std::uint32_t* staged;
+  const std::uint32_t* cell_starts;
 };
+
+// Entries of a row of the cell-start table: cells x0-1 .. x0+length+1.
+__host__ __device__ constexpr int cell_starts_per_row(int pencil_length) { return pencil_length + 3; }
+
+// The stage index where cell c (x0-1 <= c <= x1+1) of a staged row starts: the row's
+// start for c = -1 (the periodic image of the last cell, or nothing), its end past cell
+// nx, else the cell's first sorted slot in the middle piece. A target's three cells
+// cx-1 .. cx+1 are then [start of cx-1, start of cx+2).
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ std::uint32_t staged_cell_start(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row,
+                                                           int c) {
+  const RowPieces<T>& rp = row.pieces;
+  if (c < 0) return row.base;
+  if (c > a.g.ncell[0]) return row.base + rp.local[rp.count];
+  const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
+  const std::uint32_t mid_local = row.base + (rp.middle ? rp.local[1] : rp.local[0]);
+  return mid_local + (a.start[row.first_cell + c] - mid);
+}
 
 template <class T, int D, int kIn, int kOut>
 __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, kOut>& a, const PencilShape& shape,
@@ -304,11 +325,21 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
   PencilBlock<T, D> b;
   b.src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
   b.src_in = reinterpret_cast<T*>(b.src_pos + shape.capacity);
+  std::uint32_t* cell_starts = reinterpret_cast<std::uint32_t*>(b.src_in + kIn * shape.capacity);
   b.rows = rows;
   b.staged = &staged;
+  b.cell_starts = cell_starts;
   b.pencil = pencil_of(a.g, shape.length);
   b.targets_end = a.start[b.pencil.own_row + b.pencil.x1];
   stage_row_table(a, b.pencil, half, rows, staged);
+  // Each target's cells in each row come from here rather than from global memory (a
+  // load's latency before every row's search; bench/NOTES.md P23, P24).
+  const int width = cell_starts_per_row(shape.length), cells = b.pencil.x1 - b.pencil.x0 + 3;
+  for (int e = threadIdx.x; e < kNeighbourRows<D> * cells; e += blockDim.x) {
+    const int r = e / cells, k = e % cells;
+    if (rows[r].pieces.count > 0) cell_starts[r * width + k] = staged_cell_start(a, rows[r], b.pencil.x0 - 1 + k);
+  }
+  __syncthreads();
   return b;
 }
 
@@ -337,20 +368,22 @@ __device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, co
   }
 }
 
-// A target's three cells cx-1 .. cx+1 of a staged row, as stage indices [lo, hi), and its
-// own stage index if the row is its own (else none). Of a half-shell own row (staged from
-// x0 on) only hi and self are meaningful.
-template <class T, int D, int kIn, int kOut>
-__device__ __forceinline__ void target_cells(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row, int cx,
-                                             std::uint32_t i, std::uint32_t& lo, std::uint32_t& hi,
-                                             std::uint32_t& self) {
+// A target's three cells cx-1 .. cx+1 of a staged row, as stage indices [lo, hi), where
+// cells cx and cx+1 start (cx_start, next_start), and its own stage index if the row is
+// its own (else none); `starts` is the row's part of the cell-start table, from cell
+// x0-1. Of a half-shell own row (staged from x0 on) only hi and self are meaningful.
+template <class T>
+__device__ __forceinline__ void target_cells(const StagedRow<T>& row, const std::uint32_t* starts, int cx, int x0,
+                                             std::uint32_t i, std::uint32_t& lo, std::uint32_t& cx_start,
+                                             std::uint32_t& next_start, std::uint32_t& hi, std::uint32_t& self) {
   const RowPieces<T>& rp = row.pieces;
-  const int nx = a.g.ncell[0];
-  const std::uint32_t row_base = row.base, first_cell = row.first_cell;
+  const int k = cx - x0;  // cell cx-1
+  lo = starts[k];
+  cx_start = starts[k + 1];
+  next_start = starts[k + 2];
+  hi = starts[k + 3];
   const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
-  const std::uint32_t mid_local = row_base + (rp.middle ? rp.local[1] : rp.local[0]);
-  lo = cx - 1 < 0 ? row_base : mid_local + (a.start[first_cell + cx - 1] - mid);
-  hi = cx + 1 >= nx ? row_base + rp.local[rp.count] : mid_local + (a.start[first_cell + cx + 2] - mid);
+  const std::uint32_t mid_local = row.base + (rp.middle ? rp.local[1] : rp.local[0]);
   self = row.own ? mid_local + (i - mid) : 0xffffffffu;
 }
 
@@ -381,20 +414,31 @@ __device__ __forceinline__ void warp_x_range(bool active, T x, T& lo, T& hi) {
 // follows a source seen below (or is search_from), and is a source seen not below (or
 // the end). The two searches' shared loads issue together: one chain of log2 n
 // dependent loads instead of two, ~13 instructions a step for both.
+//
+// The lower bound is searched in [lo_from, lo_to) and the upper one in [hi_from, hi_to)
+// (either may be empty: that bound is then left as it is); the sources before lo_from
+// and from hi_to on must be outside the window or outside [from, to) already.
 template <class T, int D>
 __device__ __forceinline__ void cut_to_x_window(const PackedPosition<T, D>* stage, std::uint32_t base,
-                                                std::uint32_t search_from, std::uint32_t search_to, T window_lo,
-                                                T window_hi, std::uint32_t& from, std::uint32_t& to) {
-  if (search_from >= search_to) return;
-  const std::uint32_t n = search_to - search_from, last = search_to - 1 - base;
-  std::uint32_t lo_at = search_from - 1 - base, hi_at = lo_at;  // stage offsets; wraps when 0, unwraps below
-  for (std::uint32_t step = 1u << (31 - __clz(n)); step > 0; step /= 2) {
-    const std::uint32_t lo_probe = min(lo_at + step, last), hi_probe = min(hi_at + step, last);
+                                                std::uint32_t lo_from, std::uint32_t lo_to, std::uint32_t hi_from,
+                                                std::uint32_t hi_to, T window_lo, T window_hi, std::uint32_t& from,
+                                                std::uint32_t& to) {
+  const bool has_lo = lo_from < lo_to, has_hi = hi_from < hi_to;
+  if (!has_lo && !has_hi) return;
+  // An empty range searches the other one's (valid stage indices) and is ignored.
+  if (!has_lo) lo_from = hi_from, lo_to = hi_to;
+  if (!has_hi) hi_from = lo_from, hi_to = lo_to;
+  const std::uint32_t lo_last = lo_to - 1 - base, hi_last = hi_to - 1 - base;
+  // Stage offsets; `at` wraps when its range starts at the stage's first source and
+  // unwraps below.
+  std::uint32_t lo_at = lo_from - 1 - base, hi_at = hi_from - 1 - base;
+  for (std::uint32_t step = 1u << (31 - __clz(max(lo_to - lo_from, hi_to - hi_from))); step > 0; step /= 2) {
+    const std::uint32_t lo_probe = min(lo_at + step, lo_last), hi_probe = min(hi_at + step, hi_last);
     if (stage[lo_probe].x < window_lo) lo_at = lo_probe;  // first x >= window_lo
     if (stage[hi_probe].x <= window_hi) hi_at = hi_probe;  // first x > window_hi
   }
-  from = max(from, lo_at + 1 + base);
-  to = min(to, hi_at + 1 + base);
+  if (has_lo) from = max(from, lo_at + 1 + base);
+  if (has_hi) to = min(to, hi_at + 1 + base);
 }
 
 // A pencil block's target i (its lane active): position and inputs into xi and in_i, and
@@ -462,7 +506,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
   constexpr int kRows = kNeighbourRows<D>;
   // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
   // stages of `capacity` sources if they do not fit), so that their loads overlap.
-  const auto [pencil, targets_end, src_pos, src_in, rows, staged] = pencil_block(a, shape, false);
+  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] = pencil_block(a, shape, false);
+  const int starts_width = cell_starts_per_row(shape.length);
 
   for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
@@ -491,16 +536,23 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
         if (rp.count == 0) continue;
         const std::uint32_t row_base = rows[r].base;
         // This target's three cells cx-1 .. cx+1, as positions in the stage.
-        std::uint32_t lo, hi, self;
-        target_cells(a, rows[r], cx, i, lo, hi, self);
+        std::uint32_t lo, cx_start, next_start, hi, self;
+        target_cells(rows[r], cell_starts + r * starts_width, cx, pencil.x0, i, lo, cx_start, next_start, hi, self);
         std::uint32_t from = max(lo, base), to = min(hi, stop);
         if (a.g.x_bits > 0 && from < to) {
-          // Searches over the part of the row in this stage (warp windows: the same search in
-          // every lane, broadcast reads) or over the lane's own three cells (lane windows:
-          // fewer steps; a search inside a sub-range is as conservative).
-          const std::uint32_t search_from = lane_windows ? from : max(row_base, base);
-          const std::uint32_t search_to = lane_windows ? to : min(row_base + rp.local[rp.count], stop);
-          cut_to_x_window(src_pos, base, search_from, search_to, window_lo, window_hi, from, to);
+          if (lane_windows) {
+            // The lane's window ends lie in its cells cx-1 and cx+1 (in cells at most a
+            // cutoff + x_slack wide; in wider ones the window only comes out wider), so each
+            // end is searched in one cell: a third of the range, two lifting steps fewer.
+            cut_to_x_window(src_pos, base, from, min(to, cx_start), max(from, next_start), to, window_lo, window_hi,
+                            from, to);
+          } else {
+            // The part of the row in this stage, the same search in every lane (broadcast reads).
+            const std::uint32_t search_from = max(row_base, base);
+            const std::uint32_t search_to = min(row_base + rp.local[rp.count], stop);
+            cut_to_x_window(src_pos, base, search_from, search_to, search_from, search_to, window_lo, window_hi,
+                            from, to);
+          }
         }
         // Only the own row holds the target itself (the same row in the whole block).
         if (rows[r].own)
@@ -567,7 +619,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
   constexpr unsigned kAll = 0xffffffffu;
-  const auto [pencil, targets_end, src_pos, src_in, rows, staged] = pencil_block(a, shape, true);
+  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] = pencil_block(a, shape, true);
+  const int starts_width = cell_starts_per_row(shape.length);
   const unsigned lane = threadIdx.x % 32;
 
   // blockDim.x is a multiple of 32 and every thread runs the same iterations, so each
@@ -594,8 +647,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
         const RowPieces<T>& rp = rows[r].pieces;
         if (rp.count == 0) continue;
         const std::uint32_t row_base = rows[r].base;
-        std::uint32_t lo, hi, self;
-        target_cells(a, rows[r], cx, i, lo, hi, self);
+        std::uint32_t lo, cx_start, next_start, hi, self;
+        target_cells(rows[r], cell_starts + r * starts_width, cx, pencil.x0, i, lo, cx_start, next_start, hi, self);
         if (rows[r].own) lo = self + 1;  // the own cell's pairs once; cell cx+1 whole
         std::uint32_t from = max(lo, base), to = min(hi, stop);
         if (!active || from >= to) {
@@ -611,7 +664,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
         if (a.g.x_bits > 0) {
           // The same search in every lane (broadcast reads), inside the walk: as conservative.
           const std::uint32_t search_from = walk_from, search_to = walk_to;
-          cut_to_x_window(src_pos, base, search_from, search_to, window_lo, window_hi, walk_from, walk_to);
+          cut_to_x_window(src_pos, base, search_from, search_to, search_from, search_to, window_lo, window_hi,
+                          walk_from, walk_to);
         }
         // A lane evaluates only inside the walk, whose chunks hand every share back to a
         // lane that adds it; the walk lies inside [base, stop) and inside this row.
@@ -676,6 +730,13 @@ __global__ void gather_inputs_kernel(const View<const T> in0, const View<const T
 // fuller blocks and less staged halo; the first is what an explicit method takes).
 constexpr int kPencilTargets[3] = {256, 128, 512};
 
+// Bytes of a pencil block's cell-start table (see PencilBlock), and the longest pencil.
+template <int D>
+constexpr std::size_t cell_starts_bytes(int pencil_length) {
+  return kNeighbourRows<D> * cell_starts_per_row(pencil_length) * sizeof(std::uint32_t);
+}
+constexpr int kMaxPencilLength = 224;
+
 // `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2).
 template <class T, int D>
 PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int targets_per_block,
@@ -688,11 +749,13 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
     const int pencils = (nx + want - 1) / want;
     length = (nx + pencils - 1) / pencils;
   }
-  s.length = std::max(1, std::min(length, nx));
+  // At most kMaxPencilLength cells, so that the cell-start table (9 rows) stays under 8 KB.
+  s.length = std::max(1, std::min({length, nx, kMaxPencilLength}));
   const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
   s.threads = std::clamp(targets, 64, 512);
   const int staged = static_cast<int>(rows * (s.length + 2) * per_cell * 1.3 + 31) / 32 * 32;
-  const int max_capacity = static_cast<int>(44 * 1024 / bytes_per_source);  // with the row table: < 48 KB, no opt-in
+  // The stage and the cell-start table in 44 KB; with the row table under 48 KB, no opt-in.
+  const int max_capacity = static_cast<int>((44 * 1024 - cell_starts_bytes<D>(s.length)) / bytes_per_source);
   s.capacity = std::clamp(staged, s.threads, std::max(s.threads, max_capacity));
   return s;
 }
@@ -722,7 +785,7 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
-  const std::size_t shared = shape.capacity * bytes_per_source;
+  const std::size_t shared = shape.capacity * bytes_per_source + cell_starts_bytes<D>(shape.length);
   if (!half) {
     with_register_budget<T>(variant.few_registers, [&](auto few) {
       pencil_kernel<T, D, Kernel, decltype(few)::value><<<blocks, shape.threads, shared>>>(args, kernel, shape);
