@@ -399,8 +399,8 @@ __device__ __forceinline__ void warp_x_range(bool active, T x, T& lo, T& hi) {
 }
 
 // [from, to) cut to the sources whose x may lie in [window_lo, window_hi] (the bounds
-// already widened by x_slack), by binary search over [search_from, search_to), a part of
-// a staged row holding [from, to); stage index l at stage[l - base].
+// already widened by x_slack), by binary searches over parts of the staged row that holds
+// [from, to) (ranges below); stage index l at stage[l - base].
 //
 // The staged x are sorted up to a disorder d <= x_slack / 2 (see pair_cells.hpp), so a
 // search is conservative if the source before its lower bound was seen below window_lo
@@ -411,8 +411,8 @@ __device__ __forceinline__ void warp_x_range(bool active, T x, T& lo, T& hi) {
 // lie below the bound (from - 1 at first), and steps s = 2^k, ..., 2, 1 move it to at + s
 // where that source (clamped to the last) is still below. Before step s, at + 2s is past
 // the end or a source seen not below, which gives both guarantees: the bound at + 1
-// follows a source seen below (or is search_from), and is a source seen not below (or
-// the end). The two searches' shared loads issue together: one chain of log2 n
+// follows a source seen below (or starts its range), and is a source seen not below (or
+// ends its range). The two searches' shared loads issue together: one chain of log2 n
 // dependent loads instead of two, ~13 instructions a step for both.
 //
 // The lower bound is searched in [lo_from, lo_to) and the upper one in [hi_from, hi_to)
