@@ -301,6 +301,15 @@ struct PencilBlock {
 // Entries of a row of the cell-start table: cells x0-1 .. x0+length+1.
 __host__ __device__ constexpr int cell_starts_per_row(int pencil_length) { return pencil_length + 3; }
 
+// The stage index of a sorted slot of a staged row's in-range cells (its middle piece).
+template <class T>
+__device__ __forceinline__ std::uint32_t staged_index(const StagedRow<T>& row, std::uint32_t slot) {
+  const RowPieces<T>& rp = row.pieces;
+  const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
+  const std::uint32_t mid_local = row.base + (rp.middle ? rp.local[1] : rp.local[0]);
+  return mid_local + (slot - mid);
+}
+
 // The stage index where cell c (x0-1 <= c <= x1+1) of a staged row starts: the row's
 // start for c = -1 (the periodic image of the last cell, or nothing), its end past cell
 // nx, else the cell's first sorted slot in the middle piece. A target's three cells
@@ -308,12 +317,9 @@ __host__ __device__ constexpr int cell_starts_per_row(int pencil_length) { retur
 template <class T, int D, int kIn, int kOut>
 __device__ __forceinline__ std::uint32_t staged_cell_start(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row,
                                                            int c) {
-  const RowPieces<T>& rp = row.pieces;
   if (c < 0) return row.base;
-  if (c > a.g.ncell[0]) return row.base + rp.local[rp.count];
-  const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
-  const std::uint32_t mid_local = row.base + (rp.middle ? rp.local[1] : rp.local[0]);
-  return mid_local + (a.start[row.first_cell + c] - mid);
+  if (c > a.g.ncell[0]) return row.base + row.pieces.local[row.pieces.count];
+  return staged_index(row, a.start[row.first_cell + c]);
 }
 
 template <class T, int D, int kIn, int kOut>
@@ -376,15 +382,12 @@ template <class T>
 __device__ __forceinline__ void target_cells(const StagedRow<T>& row, const std::uint32_t* starts, int cx, int x0,
                                              std::uint32_t i, std::uint32_t& lo, std::uint32_t& cx_start,
                                              std::uint32_t& next_start, std::uint32_t& hi, std::uint32_t& self) {
-  const RowPieces<T>& rp = row.pieces;
   const int k = cx - x0;  // cell cx-1
   lo = starts[k];
   cx_start = starts[k + 1];
   next_start = starts[k + 2];
   hi = starts[k + 3];
-  const std::uint32_t mid = rp.middle ? rp.begin[1] : rp.begin[0];
-  const std::uint32_t mid_local = row.base + (rp.middle ? rp.local[1] : rp.local[0]);
-  self = row.own ? mid_local + (i - mid) : 0xffffffffu;
+  self = row.own ? staged_index(row, i) : 0xffffffffu;
 }
 
 // The x-range of the warp's active targets (+inf, -inf if none). All lanes call it.
