@@ -322,7 +322,8 @@ __device__ __forceinline__ std::uint32_t staged_cell_start(const Args<T, D, kIn,
   return staged_index(row, a.start[row.first_cell + c]);
 }
 
-template <class T, int D, int kIn, int kOut>
+// kInputs: the kernel's inputs a source (0 for Lennard-Jones: its stage holds positions only).
+template <int kInputs, class T, int D, int kIn, int kOut>
 __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, kOut>& a, const PencilShape& shape,
                                                           bool half) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -331,7 +332,7 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
   PencilBlock<T, D> b;
   b.src_pos = reinterpret_cast<PackedPosition<T, D>*>(shared_bytes);
   b.src_in = reinterpret_cast<T*>(b.src_pos + shape.capacity);
-  std::uint32_t* cell_starts = reinterpret_cast<std::uint32_t*>(b.src_in + kIn * shape.capacity);
+  std::uint32_t* cell_starts = reinterpret_cast<std::uint32_t*>(b.src_in + kInputs * shape.capacity);
   b.rows = rows;
   b.staged = &staged;
   b.cell_starts = cell_starts;
@@ -509,7 +510,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
   constexpr int kRows = kNeighbourRows<D>;
   // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
   // stages of `capacity` sources if they do not fit), so that their loads overlap.
-  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] = pencil_block(a, shape, false);
+  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] =
+      pencil_block<Kernel::inputs>(a, shape, false);
   const int starts_width = cell_starts_per_row(shape.length);
 
   for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
@@ -622,7 +624,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
   constexpr unsigned kAll = 0xffffffffu;
-  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] = pencil_block(a, shape, true);
+  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] =
+      pencil_block<Kernel::inputs>(a, shape, true);
   const int starts_width = cell_starts_per_row(shape.length);
   const unsigned lane = threadIdx.x % 32;
 
@@ -780,7 +783,9 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
     cuda::check_launch("pmkit PairPlan: thread-per-particle kernel");
     return;
   }
-  const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + inputs_of<Kernel>() * sizeof(T);
+  // Only the kernel's own inputs: a kernel without any (Lennard-Jones) stages 16 bytes a
+  // float source, not 20 (at 10 a cell, 6 blocks an SM instead of 5; bench/NOTES.md P25).
+  const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + Kernel::inputs * sizeof(T);
   const bool half = method == PairMethod::CudaHalfShell;
   const int staged_rows = half ? kHalfShellRows<D> : kNeighbourRows<D>;
   const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0,
