@@ -132,6 +132,7 @@ PMKIT_HD inline T reciprocal(T x) {
 // `softening` is added to r^2 so that overlapping particles give finite values.
 // Outputs: the force on the particle (D components), then its potential energy (half
 // of each pair's energy goes to each particle, so the outputs sum to the total).
+// sigma must be positive (the body divides by it once, into constants).
 template <int D>
 struct LennardJones {
   static constexpr int inputs = 0;
@@ -149,17 +150,20 @@ struct LennardJones {
   }
   template <class T>
   PMKIT_HD void operator()(const T* r, T r2, const T*, const T*, T* out_i, T* out_j) const {
-    // One reciprocal per pair. In float on the GPU, the hardware reciprocal (2 ulp) rather
-    // than the IEEE division, whose slow-path branch costs a quarter of the pair.
-    const T inv = detail::reciprocal(r2 + T(softening * softening));
-    const T s2 = T(sigma * sigma) * inv;
+    // One reciprocal per pair, of a fused multiply-add: s2 = sigma^2 / (r^2 + soft^2) =
+    // 1 / (r^2 / sigma^2 + soft^2 / sigma^2), one instruction shorter than scaling the
+    // reciprocal of r^2 + soft^2 (bench/NOTES.md P26). In float on the GPU, the hardware
+    // reciprocal (2 ulp) rather than the IEEE division, whose slow-path branch costs a
+    // quarter of the pair.
+    const double inv_sigma2 = 1 / (sigma * sigma);  // once per thread: the compiler hoists it
+    const T s2 = detail::reciprocal(r2 * T(inv_sigma2) + T(softening * softening * inv_sigma2));
     const T s6 = s2 * s2 * s2;
     // With a = s^12 - s^6: U = 4 eps a and F_i = -dU/dr r_hat =
-    // 24 eps (2 s^12 - s^6) / (r^2 + soft^2) r = 24 eps (2 a + s6) / (r^2 + soft^2) r.
+    // 24 eps (2 s^12 - s^6) / (r^2 + soft^2) r = (24 eps / sigma^2) (2 a + s6) s2 r.
     // Written so, the body is two instructions shorter on the GPU (bench/NOTES.md P18),
     // and a = s6 s6 - s6 one fused multiply-add (P20).
     const T a = s6 * s6 - s6;
-    const T f = (T(2) * a + s6) * (T(24 * epsilon) * inv);
+    const T f = (T(2) * a + s6) * s2 * T(24 * epsilon * inv_sigma2);
     for (int d = 0; d < D; ++d) {
       out_i[d] += f * r[d];
       out_j[d] -= f * r[d];
