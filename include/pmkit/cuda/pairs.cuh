@@ -13,7 +13,9 @@
 //   a warp share cells, so the reads hit L1);
 // - x-pencil: a block takes L consecutive cells of an x-row; it stages cells x0-1 .. x0+L
 //   of all 3^(D-1) neighbouring rows into shared memory at once (in stages if they do not
-//   fit), and every target reads its three cells of each row from there. Where cells
+//   fit), and every target reads its three cells of each row from there. (Where cells
+//   are dense, a block's targets are whole warps, shifted by up to a warp into the next
+//   pencil, whose first cells it then stages too.) Where cells
 //   hold 4 or more particles the binning also sorts each cell by x, and each staged row
 //   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
 //   each lane's target, when a warp spans more than a cell);
@@ -26,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <typeindex>
 #include <type_traits>
@@ -193,11 +196,14 @@ __global__ void __launch_bounds__(128)
   write_outputs(a, i, acc);
 }
 
-// Launch shape of the pencil kernel: cells per pencil, threads, shared sources per stage.
+// Launch shape of the pencil kernel: cells per pencil, threads, shared sources per stage,
+// and `extend`: how many cells past its pencil a block may take targets from, so that its
+// targets fill whole warps (see pencil_targets).
 struct PencilShape {
   int length = 1;
   int threads = 64;
   int capacity = 64;
+  int extend = 0;
 };
 
 // The x-rows around a pencil's own row (3^(D-1)), and those the half shell stages: the
@@ -227,27 +233,28 @@ __device__ __forceinline__ std::uint32_t piece_slot(const RowPieces<T>& rp, std:
   return first_piece ? rp.begin[0] + m : third ? rp.begin[2] + (m - rp.local[2]) : rp.begin[1] + (m - rp.local[1]);
 }
 
-// The cells of a pencil block: target cells x0 .. x1-1 of the x-row (cy, cz), whose
-// first cell is own_row.
+// The cells of a pencil block: cells x0 .. x1-1 of the x-row (cy, cz), whose first cell
+// is own_row; its targets lie in cells x0 .. x_hi-1 (x_hi = x1 + extend, at most nx).
 struct Pencil {
-  int x0, x1, own_row, cy, cz;
+  int x0, x1, x_hi, own_row, cy, cz;
 };
 
 template <class T, int D>
-__device__ __forceinline__ Pencil pencil_of(const PairGeometry<T, D>& g, int length) {
+__device__ __forceinline__ Pencil pencil_of(const PairGeometry<T, D>& g, int length, int extend) {
   const int nx = g.ncell[0];
   const int pencils_per_row = (nx + length - 1) / length;
   const int row_index = blockIdx.x / pencils_per_row;
   Pencil p;
   p.x0 = (blockIdx.x % pencils_per_row) * length;
   p.x1 = min(p.x0 + length, nx);
+  p.x_hi = min(p.x1 + extend, nx);
   p.own_row = row_index * nx;
   p.cy = row_index % g.ncell[1];
   p.cz = D == 3 ? row_index / g.ncell[1] : 0;
   return p;
 }
 
-// The block's table of the 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, and the
+// The block's table of the 3^(D-1) neighbouring rows, cells x0-1 .. x_hi of each, and the
 // sources of all of them (`staged`). The half shell needs only the rows ahead (dz > 0, or
 // dz = 0 and dy >= 0) and its own row from x0 on: the others are left empty, so that they
 // are neither staged nor walked. Called by the whole block (it has barriers).
@@ -261,7 +268,7 @@ __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, 
     row.own = dy == 0 && dz == 0;
     const bool wanted = !half || dz > 0 || (dz == 0 && dy >= 0);
     if (wanted && row_of(a.g, p.cy, p.cz, dy, dz, row.first_cell, row.shift_y, row.shift_z)) {
-      row.pieces = row_pieces(a, row.first_cell, half && row.own ? p.x0 : p.x0 - 1, p.x1);
+      row.pieces = row_pieces(a, row.first_cell, half && row.own ? p.x0 : p.x0 - 1, p.x_hi);
     } else {
       row.pieces.count = 0;
       row.pieces.middle = 0;
@@ -281,16 +288,17 @@ __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, 
   __syncthreads();
 }
 
-// What the head of both pencil kernels sets up: the block's pencil, where its targets
-// end, and its shared memory: the staged sources (positions, then the inputs,
-// src_in[k * capacity + l]), the table of neighbouring rows, filled (`half`: the half
-// shell's rows), the count of staged sources, and where cells x0-1 .. x1+1 of each row
-// start in the stage (`cell_starts`, cell_starts_per_row(length) entries a row, after the
-// inputs). Called by the whole block.
+// What the head of both pencil kernels sets up: the block's pencil, its targets (sorted
+// slots [targets_begin, targets_end)), and its shared memory: the staged sources
+// (positions, then the inputs, src_in[k * capacity + l]), the table of neighbouring rows,
+// filled (`half`: the half shell's rows), the count of staged sources, and where cells
+// x0-1 .. x_hi+1 of each row start in the stage (`cell_starts`,
+// cell_starts_per_row(length + extend) entries a row, after the inputs). Called by the
+// whole block.
 template <class T, int D>
 struct PencilBlock {
   Pencil pencil;
-  std::uint32_t targets_end;
+  std::uint32_t targets_begin, targets_end;
   PackedPosition<T, D>* src_pos;
   T* src_in;
   StagedRow<T>* rows;
@@ -298,7 +306,7 @@ struct PencilBlock {
   const std::uint32_t* cell_starts;
 };
 
-// Entries of a row of the cell-start table: cells x0-1 .. x0+length+1.
+// Entries of a row of the cell-start table: cells x0-1 .. x0+cells+1.
 __host__ __device__ constexpr int cell_starts_per_row(int pencil_length) { return pencil_length + 3; }
 
 // The stage index of a sorted slot of a staged row's in-range cells (its middle piece).
@@ -310,7 +318,7 @@ __device__ __forceinline__ std::uint32_t staged_index(const StagedRow<T>& row, s
   return mid_local + (slot - mid);
 }
 
-// The stage index where cell c (x0-1 <= c <= x1+1) of a staged row starts: the row's
+// The stage index where cell c (x0-1 <= c <= x_hi+1) of a staged row starts: the row's
 // start for c = -1 (the periodic image of the last cell, or nothing), its end past cell
 // nx, else the cell's first sorted slot in the middle piece. A target's three cells
 // cx-1 .. cx+1 are then [start of cx-1, start of cx+2).
@@ -320,6 +328,23 @@ __device__ __forceinline__ std::uint32_t staged_cell_start(const Args<T, D, kIn,
   if (c < 0) return row.base;
   if (c > a.g.ncell[0]) return row.base + row.pieces.local[row.pieces.count];
   return staged_index(row, a.start[row.first_cell + c]);
+}
+
+// Where the targets of the pencil that starts at cell x of the row start (the row's end
+// for x = nx). A block's targets are a whole number of warps, counted from the row's
+// first slot: the first slot of cell x rounded up to the next warp, where that lies in
+// cells x .. x+extend-1 (else cell x+extend's first slot). So the block of cells x0 ..
+// x1-1 takes the end of cell x0 only from the next whole warp on and carries its last
+// warp up to `extend` cells past x1 (bench/NOTES.md P27); with extend 0, exactly the
+// targets of its cells.
+template <class T, int D, int kIn, int kOut>
+__device__ __forceinline__ std::uint32_t pencil_targets(const Args<T, D, kIn, kOut>& a, int own_row, int x,
+                                                        int extend) {
+  const int nx = a.g.ncell[0];
+  if (x >= nx) return a.start[own_row + nx];
+  const std::uint32_t row_first = a.start[own_row], cell_first = a.start[own_row + x];
+  const std::uint32_t whole_warps = row_first + (cell_first - row_first + 31u) / 32u * 32u;
+  return min(whole_warps, a.start[own_row + min(x + extend, nx)]);
 }
 
 // kInputs: the kernel's inputs a source (0 for Lennard-Jones: its stage holds positions only).
@@ -336,12 +361,13 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
   b.rows = rows;
   b.staged = &staged;
   b.cell_starts = cell_starts;
-  b.pencil = pencil_of(a.g, shape.length);
-  b.targets_end = a.start[b.pencil.own_row + b.pencil.x1];
+  b.pencil = pencil_of(a.g, shape.length, shape.extend);
+  b.targets_begin = pencil_targets(a, b.pencil.own_row, b.pencil.x0, shape.extend);
+  b.targets_end = pencil_targets(a, b.pencil.own_row, b.pencil.x1, shape.extend);
   stage_row_table(a, b.pencil, half, rows, staged);
   // Each target's cells in each row come from here rather than from global memory (a
   // load's latency before every row's search; bench/NOTES.md P23, P24).
-  const int width = cell_starts_per_row(shape.length), cells = b.pencil.x1 - b.pencil.x0 + 3;
+  const int width = cell_starts_per_row(shape.length + shape.extend), cells = b.pencil.x_hi - b.pencil.x0 + 3;
   for (int e = threadIdx.x; e < kNeighbourRows<D> * cells; e += blockDim.x) {
     const int r = e / cells, k = e % cells;
     if (rows[r].pieces.count > 0) cell_starts[r * width + k] = staged_cell_start(a, rows[r], b.pencil.x0 - 1 + k);
@@ -508,13 +534,13 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
                   const PencilShape shape) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
-  // The 3^(D-1) neighbouring rows, cells x0-1 .. x1 of each, are staged together (in
+  // The 3^(D-1) neighbouring rows, cells x0-1 .. x_hi of each, are staged together (in
   // stages of `capacity` sources if they do not fit), so that their loads overlap.
-  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] =
+  const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts] =
       pencil_block<Kernel::inputs>(a, shape, false);
-  const int starts_width = cell_starts_per_row(shape.length);
+  const int starts_width = cell_starts_per_row(shape.length + shape.extend);
 
-  for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
+  for (std::uint32_t first = targets_begin; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
     const bool active = i < targets_end;
     T xi[D] = {}, in_i[kIn] = {}, acc[kOut] = {};
@@ -624,14 +650,14 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
   constexpr unsigned kAll = 0xffffffffu;
-  const auto [pencil, targets_end, src_pos, src_in, rows, staged, cell_starts] =
+  const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts] =
       pencil_block<Kernel::inputs>(a, shape, true);
-  const int starts_width = cell_starts_per_row(shape.length);
+  const int starts_width = cell_starts_per_row(shape.length + shape.extend);
   const unsigned lane = threadIdx.x % 32;
 
   // blockDim.x is a multiple of 32 and every thread runs the same iterations, so each
   // warp is whole in the shuffles below.
-  for (std::uint32_t first = a.start[pencil.own_row + pencil.x0]; first < targets_end; first += blockDim.x) {
+  for (std::uint32_t first = targets_begin; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
     const bool active = i < targets_end;
     T xi[D] = {}, in_i[kIn] = {}, acc[kOut] = {};
@@ -742,6 +768,8 @@ constexpr std::size_t cell_starts_bytes(int pencil_length) {
   return kNeighbourRows<D> * cell_starts_per_row(pencil_length) * sizeof(std::uint32_t);
 }
 constexpr int kMaxPencilLength = 224;
+// Cells past its pencil a block may take targets from (PencilShape::extend).
+constexpr int kMaxExtend = 4;
 
 // `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2).
 template <class T, int D>
@@ -755,13 +783,21 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
     const int pencils = (nx + want - 1) / want;
     length = (nx + pencils - 1) / pencils;
   }
-  // At most kMaxPencilLength cells, so that the cell-start table (9 rows) stays under 8 KB.
+  // At most kMaxPencilLength cells, so that the cell-start table (9 rows) stays near 8 KB.
   s.length = std::max(1, std::min({length, nx, kMaxPencilLength}));
+  // Where a warp's 32 targets span at most kMaxExtend cells (8 or more a cell), a block's
+  // targets are whole warps: its last warp runs on into the next pencil's cells, which it
+  // stages too. Otherwise the block's partly filled last warp costs nearly a full one
+  // (about one warp in 10 at 100 a cell; bench/NOTES.md P27). Block per cell keeps to its
+  // own cell.
+  if (s.length > 1 && per_cell >= 32.0 / kMaxExtend)
+    s.extend = std::min(kMaxExtend, static_cast<int>(std::ceil(32 / per_cell)));
   const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
   s.threads = std::clamp(targets, 64, 512);
-  const int staged = static_cast<int>(rows * (s.length + 2) * per_cell * 1.3 + 31) / 32 * 32;
+  const int staged = static_cast<int>(rows * (s.length + s.extend + 2) * per_cell * 1.3 + 31) / 32 * 32;
   // The stage and the cell-start table in 44 KB; with the row table under 48 KB, no opt-in.
-  const int max_capacity = static_cast<int>((44 * 1024 - cell_starts_bytes<D>(s.length)) / bytes_per_source);
+  const int max_capacity =
+      static_cast<int>((44 * 1024 - cell_starts_bytes<D>(s.length + s.extend)) / bytes_per_source);
   s.capacity = std::clamp(staged, s.threads, std::max(s.threads, max_capacity));
   return s;
 }
@@ -793,7 +829,7 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
-  const std::size_t shared = shape.capacity * bytes_per_source + cell_starts_bytes<D>(shape.length);
+  const std::size_t shared = shape.capacity * bytes_per_source + cell_starts_bytes<D>(shape.length + shape.extend);
   if (!half) {
     with_register_budget<T>(variant.few_registers, [&](auto few) {
       pencil_kernel<T, D, Kernel, decltype(few)::value><<<blocks, shape.threads, shared>>>(args, kernel, shape);
