@@ -13,9 +13,7 @@
 //   a warp share cells, so the reads hit L1);
 // - x-pencil: a block takes L consecutive cells of an x-row; it stages cells x0-1 .. x0+L
 //   of all 3^(D-1) neighbouring rows into shared memory at once (in stages if they do not
-//   fit), and every target reads its three cells of each row from there. (Where cells
-//   are dense, a block's targets are whole warps, shifted by up to a warp into the next
-//   pencil, whose first cells it then stages too.) Where cells
+//   fit), and every target reads its three cells of each row from there. Where cells
 //   hold 4 or more particles the binning also sorts each cell by x, and each staged row
 //   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
 //   each lane's target, when a warp spans more than a cell);
@@ -25,6 +23,8 @@
 // x-pencil's blocks and staging on the rows ahead of the target only (see
 // half_shell_kernel), the source's share summed over a warp in registers and added with
 // one atomic per source and warp. Its results vary in the last bits from run to run.
+// Where cells are dense, its blocks' targets are whole warps, the last running on into the
+// next pencil's first cell (pencil_targets).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -197,8 +197,8 @@ __global__ void __launch_bounds__(128)
 }
 
 // Launch shape of the pencil kernel: cells per pencil, threads, shared sources per stage,
-// and `extend`: how many cells past its pencil a block may take targets from, so that its
-// targets fill whole warps (see pencil_targets).
+// and `extend` (half shell only): how many cells past its pencil a block may take targets
+// from, so that its targets fill whole warps (see pencil_targets).
 struct PencilShape {
   int length = 1;
   int threads = 64;
@@ -342,7 +342,9 @@ __device__ __forceinline__ std::uint32_t pencil_targets(const Args<T, D, kIn, kO
                                                         int extend) {
   const int nx = a.g.ncell[0];
   if (x >= nx) return a.start[own_row + nx];
-  const std::uint32_t row_first = a.start[own_row], cell_first = a.start[own_row + x];
+  const std::uint32_t cell_first = a.start[own_row + x];
+  if (extend == 0) return cell_first;
+  const std::uint32_t row_first = a.start[own_row];
   const std::uint32_t whole_warps = row_first + (cell_first - row_first + 31u) / 32u * 32u;
   return min(whole_warps, a.start[own_row + min(x + extend, nx)]);
 }
@@ -361,13 +363,16 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
   b.rows = rows;
   b.staged = &staged;
   b.cell_starts = cell_starts;
-  b.pencil = pencil_of(a.g, shape.length, shape.extend);
-  b.targets_begin = pencil_targets(a, b.pencil.own_row, b.pencil.x0, shape.extend);
-  b.targets_end = pencil_targets(a, b.pencil.own_row, b.pencil.x1, shape.extend);
+  // Whole warps for the half shell only: the x-pencil measured no faster with them
+  // (bench/NOTES.md P27), and with extend 0 its code is as before.
+  const int extend = half ? shape.extend : 0;
+  b.pencil = pencil_of(a.g, shape.length, extend);
+  b.targets_begin = pencil_targets(a, b.pencil.own_row, b.pencil.x0, extend);
+  b.targets_end = pencil_targets(a, b.pencil.own_row, b.pencil.x1, extend);
   stage_row_table(a, b.pencil, half, rows, staged);
   // Each target's cells in each row come from here rather than from global memory (a
   // load's latency before every row's search; bench/NOTES.md P23, P24).
-  const int width = cell_starts_per_row(shape.length + shape.extend), cells = b.pencil.x_hi - b.pencil.x0 + 3;
+  const int width = cell_starts_per_row(shape.length + extend), cells = b.pencil.x_hi - b.pencil.x0 + 3;
   for (int e = threadIdx.x; e < kNeighbourRows<D> * cells; e += blockDim.x) {
     const int r = e / cells, k = e % cells;
     if (rows[r].pieces.count > 0) cell_starts[r * width + k] = staged_cell_start(a, rows[r], b.pencil.x0 - 1 + k);
@@ -538,7 +543,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
   // stages of `capacity` sources if they do not fit), so that their loads overlap.
   const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts] =
       pencil_block<Kernel::inputs>(a, shape, false);
-  const int starts_width = cell_starts_per_row(shape.length + shape.extend);
+  const int starts_width = cell_starts_per_row(shape.length);
 
   for (std::uint32_t first = targets_begin; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
@@ -769,12 +774,13 @@ constexpr std::size_t cell_starts_bytes(int pencil_length) {
 }
 constexpr int kMaxPencilLength = 224;
 // Cells past its pencil a block may take targets from (PencilShape::extend).
-constexpr int kMaxExtend = 4;
+constexpr int kMaxExtend = 1;
 
-// `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2).
+// `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2);
+// `whole_warps`: the half shell's blocks take whole warps of targets where cells are dense.
 template <class T, int D>
 PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int targets_per_block,
-                         std::size_t bytes_per_source, int rows) {
+                         std::size_t bytes_per_source, int rows, bool whole_warps) {
   const double per_cell = std::max(cells.mean_per_cell(), 0.5);
   const int nx = cells.geometry.ncell[0];
   PencilShape s;
@@ -785,12 +791,12 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
   }
   // At most kMaxPencilLength cells, so that the cell-start table (9 rows) stays near 8 KB.
   s.length = std::max(1, std::min({length, nx, kMaxPencilLength}));
-  // Where a warp's 32 targets span at most kMaxExtend cells (8 or more a cell), a block's
-  // targets are whole warps: its last warp runs on into the next pencil's cells, which it
-  // stages too. Otherwise the block's partly filled last warp costs nearly a full one
-  // (about one warp in 10 at 100 a cell; bench/NOTES.md P27). Block per cell keeps to its
-  // own cell.
-  if (s.length > 1 && per_cell >= 32.0 / kMaxExtend)
+  // Half shell from 32 a cell: a block's targets are whole warps, its last warp running on
+  // into the next pencil's first cell, which it stages too. Otherwise the block's partly
+  // filled last warp costs a full one's shuffles and atomics (about one warp in 10 at 100
+  // a cell: -6 to -10% there). At 10 a cell (4 cells more staged a row) the larger stage
+  // cost a block an SM, and the x-pencil gained nothing (bench/NOTES.md P27).
+  if (whole_warps && s.length > 1 && per_cell >= 32.0 / kMaxExtend)
     s.extend = std::min(kMaxExtend, static_cast<int>(std::ceil(32 / per_cell)));
   const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
   s.threads = std::clamp(targets, 64, 512);
@@ -825,7 +831,7 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const bool half = method == PairMethod::CudaHalfShell;
   const int staged_rows = half ? kHalfShellRows<D> : kNeighbourRows<D>;
   const PencilShape shape = pencil_shape(cells, method == PairMethod::CudaBlockPerCell ? 1 : 0,
-                                         variant.pencil_targets, bytes_per_source, staged_rows);
+                                         variant.pencil_targets, bytes_per_source, staged_rows, half);
   const int nx = cells.geometry.ncell[0];
   const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
