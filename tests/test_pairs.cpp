@@ -157,12 +157,19 @@ TEST(CudaPairs, EveryMethodAgainstBruteForce) {
     // cutoff's spacing (particles on cell faces, pairs exactly at it).
     check_case<float, 3>(Box<3>::periodic({4.2, 3.0, 4.6}), 0.8, lj3, scaled(750), Layout::Uniform, opt);
     check_case<float, 3>(Box<3>::periodic({4.4, 4.4, 4.4}), 0.55, lj3, scaled(5120), Layout::Lattice, opt);
-    // Rows longer than a pencil, where a block's targets are whole warps and its last warp
-    // runs on into the next pencil's cells: 10 a cell on 40 x 3 x 3 cells, 40 a cell on a
-    // row bounded in x (the last pencil ends at the face), and clustered cells, where the
-    // next pencil's first cells may hold fewer than a warp.
+    // Rows longer than a pencil (where the half shell's blocks take whole warps, the last
+    // running on into the next pencil's first cell): 10 a cell on 40 x 3 x 3 cells, 40 a
+    // cell on a row bounded in x (the last pencil ends at the face), and clustered cells,
+    // where the next pencil's first cell may hold fewer than a warp.
     check_case<float, 3>(Box<3>::periodic({32.0, 2.4, 2.4}), 0.8, lj3, scaled(3600), Layout::Uniform, opt);
-    check_case<double, 3>(Box<3>::bounded({16.0, 2.4, 2.4}), 0.8, lj3, scaled(7200), Layout::Uniform, opt);
+    check_case<float, 3>(Box<3>::bounded({16.0, 2.4, 2.4}), 0.8, lj3, scaled(7200), Layout::Uniform, opt);
+    // 50 a cell in float, periodic in x and z only: rows missing past the bounded y faces
+    // and shifted across the periodic z faces.
+    {
+      Box<3> mixed = Box<3>::periodic({8.0, 3.2, 2.4});
+      mixed.boundary[1] = Boundary::Bounded;
+      check_case<float, 3>(mixed, 0.8, lj3, scaled(6000), Layout::Uniform, opt);
+    }
     check_case<double, 3>(Box<3>::periodic({8.0, 2.4, 2.4}), 0.8, lj3, scaled(4000), Layout::Clustered, opt);
   }
 }
@@ -341,9 +348,11 @@ TEST(CudaPairs, NeighbourCountsExactInEveryMethod) {
   check_counts<float, 3>(mixed, 0.5, 2100, rng);
   check_counts<float, 2>(Box<2>::periodic({4.0, 4.0}), 0.25, 2560, rng);
   check_counts<double, 3>(Box<3>::periodic({4.0, 3.0, 3.5}), 0.5, 3360, rng);
-  // Rows of 32 and 16 cells at 10 and 40 a cell: blocks of whole warps across pencils.
+  // Rows of 32 and 16 cells at 10 and 40 a cell: several pencils a row (the half shell's
+  // blocks of whole warps cross them).
   check_counts<float, 3>(Box<3>::periodic({16.0, 2.0, 2.0}), 0.5, 5120, rng);
   check_counts<float, 3>(Box<3>::periodic({8.0, 1.5, 1.5}), 0.5, 5760, rng);
+  check_counts<float, 3>(Box<3>::bounded({6.0, 2.0, 1.5}), 0.5, 6912, rng);  // 48 a cell, bounded
 }
 
 TEST(CudaPairs, BadInput) {
