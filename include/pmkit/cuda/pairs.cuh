@@ -28,7 +28,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <typeindex>
 #include <type_traits>
@@ -292,9 +291,8 @@ __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, 
 // slots [targets_begin, targets_end)), and its shared memory: the staged sources
 // (positions, then the inputs, src_in[k * capacity + l]), the table of neighbouring rows,
 // filled (`half`: the half shell's rows), the count of staged sources, and where cells
-// x0-1 .. x_hi+1 of each row start in the stage (`cell_starts`,
-// cell_starts_per_row(length + extend) entries a row, after the inputs). Called by the
-// whole block.
+// x0-1 .. x_hi+1 of each row start in the stage (`cell_starts`, `starts_width` entries a
+// row, after the inputs). Called by the whole block.
 template <class T, int D>
 struct PencilBlock {
   Pencil pencil;
@@ -304,10 +302,12 @@ struct PencilBlock {
   StagedRow<T>* rows;
   const std::uint32_t* staged;
   const std::uint32_t* cell_starts;
+  int starts_width;
 };
 
-// Entries of a row of the cell-start table: cells x0-1 .. x0+cells+1.
-__host__ __device__ constexpr int cell_starts_per_row(int pencil_length) { return pencil_length + 3; }
+// Entries of a row of the cell-start table for blocks of up to `cells` target cells
+// (length + extend): cells x0-1 .. x0+cells+1.
+__host__ __device__ constexpr int cell_starts_per_row(int cells) { return cells + 3; }
 
 // The stage index of a sorted slot of a staged row's in-range cells (its middle piece).
 template <class T>
@@ -372,10 +372,12 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
   stage_row_table(a, b.pencil, half, rows, staged);
   // Each target's cells in each row come from here rather than from global memory (a
   // load's latency before every row's search; bench/NOTES.md P23, P24).
-  const int width = cell_starts_per_row(shape.length + extend), cells = b.pencil.x_hi - b.pencil.x0 + 3;
+  b.starts_width = cell_starts_per_row(shape.length + extend);
+  const int cells = b.pencil.x_hi - b.pencil.x0 + 3;
   for (int e = threadIdx.x; e < kNeighbourRows<D> * cells; e += blockDim.x) {
     const int r = e / cells, k = e % cells;
-    if (rows[r].pieces.count > 0) cell_starts[r * width + k] = staged_cell_start(a, rows[r], b.pencil.x0 - 1 + k);
+    if (rows[r].pieces.count > 0)
+      cell_starts[r * b.starts_width + k] = staged_cell_start(a, rows[r], b.pencil.x0 - 1 + k);
   }
   __syncthreads();
   return b;
@@ -541,9 +543,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
   constexpr int kRows = kNeighbourRows<D>;
   // The 3^(D-1) neighbouring rows, cells x0-1 .. x_hi of each, are staged together (in
   // stages of `capacity` sources if they do not fit), so that their loads overlap.
-  const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts] =
+  const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts, starts_width] =
       pencil_block<Kernel::inputs>(a, shape, false);
-  const int starts_width = cell_starts_per_row(shape.length);
 
   for (std::uint32_t first = targets_begin; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
@@ -655,9 +656,8 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
   constexpr int kRows = kNeighbourRows<D>;
   constexpr unsigned kAll = 0xffffffffu;
-  const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts] =
+  const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts, starts_width] =
       pencil_block<Kernel::inputs>(a, shape, true);
-  const int starts_width = cell_starts_per_row(shape.length + shape.extend);
   const unsigned lane = threadIdx.x % 32;
 
   // blockDim.x is a multiple of 32 and every thread runs the same iterations, so each
@@ -773,8 +773,6 @@ constexpr std::size_t cell_starts_bytes(int pencil_length) {
   return kNeighbourRows<D> * cell_starts_per_row(pencil_length) * sizeof(std::uint32_t);
 }
 constexpr int kMaxPencilLength = 224;
-// Cells past its pencil a block may take targets from (PencilShape::extend).
-constexpr int kMaxExtend = 1;
 
 // `rows`: the neighbouring rows the method stages (3^(D-1), or the half shell's 5 or 2);
 // `whole_warps`: the half shell's blocks take whole warps of targets where cells are dense.
@@ -796,8 +794,7 @@ PencilShape pencil_shape(const DevicePairCells<T, D>& cells, int length, int tar
   // filled last warp costs a full one's shuffles and atomics (about one warp in 10 at 100
   // a cell: -6 to -10% there). At 10 a cell (4 cells more staged a row) the larger stage
   // cost a block an SM, and the x-pencil gained nothing (bench/NOTES.md P27).
-  if (whole_warps && s.length > 1 && per_cell >= 32.0 / kMaxExtend)
-    s.extend = std::min(kMaxExtend, static_cast<int>(std::ceil(32 / per_cell)));
+  s.extend = whole_warps && s.length > 1 && per_cell >= 32 ? 1 : 0;
   const int targets = static_cast<int>(s.length * per_cell * 1.25 + 31) / 32 * 32;
   s.threads = std::clamp(targets, 64, 512);
   const int staged = static_cast<int>(rows * (s.length + s.extend + 2) * per_cell * 1.3 + 31) / 32 * 32;
