@@ -1,5 +1,7 @@
 // Cutoff pair interactions on cell lists (CPU): against an O(N^2) float64 brute force on
 // fresh random inputs, both shells; an energy-conserving Lennard-Jones run; bad input.
+#include <algorithm>
+
 #include "pair_cases.hpp"
 
 namespace pmkit::test {
@@ -133,6 +135,60 @@ PairOptions cuda_options(PairMethod method) {
 }
 const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell,
                                    PairMethod::CudaXPencil, PairMethod::CudaHalfShell, PairMethod::Auto};
+
+// The corner lists' test (host-callable): a source of a corner row that lies within the
+// cutoff of any point of the x-row's cells is kept, whatever the rounding; and about the
+// expected share is left out (1 - pi/4 of a row where cells are a cutoff wide), so that
+// the lists cut at all. The distance is measured in double from the row's rectangle.
+template <class T>
+void check_corner_test(double cutoff, double width, std::mt19937_64& rng) {
+  detail::PairGeometry<T, 3> g{};
+  for (int d = 0; d < 3; ++d) {
+    g.ncell[d] = 7;
+    g.length[d] = static_cast<T>(7 * width);
+    g.inv_width[d] = static_cast<T>(1 / width);
+    g.periodic[d] = true;
+  }
+  g.cutoff = static_cast<T>(cutoff);
+  g.cutoff2 = g.cutoff * g.cutoff;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const int samples = 20000;
+  for (int q = 0; q < 4; ++q) {
+    const int sy = 3, sz = 3, ty = sy - detail::corner_dy(q), tz = sz - detail::corner_dz(q);
+    int tested = 0, kept = 0, missed = 0;
+    for (int k = 0; k < samples; ++k) {
+      detail::PackedPosition<T, 3> p{};
+      // A tenth of the sources on the cell's faces.
+      const double fy = k % 10 == 0 ? std::round(unit(rng)) : unit(rng), fz = unit(rng);
+      p.y = static_cast<T>((sy + fy) * width);
+      p.z = static_cast<T>((sz + fz) * width);
+      if (detail::pair_cell_coordinate(g, 1, p.y) != sy || detail::pair_cell_coordinate(g, 2, p.z) != sz) continue;
+      const double gy = std::max({0.0, ty * width - double(p.y), double(p.y) - (ty + 1) * width});
+      const double gz = std::max({0.0, tz * width - double(p.z), double(p.z) - (tz + 1) * width});
+      const bool live = detail::corner_source_live(g, q, sy, sz, p);
+      if (k % 10 != 0) {  // the share from the uniform sources only
+        ++tested;
+        kept += live;
+      }
+      if (!live && std::sqrt(gy * gy + gz * gz) < cutoff) ++missed;
+    }
+    EXPECT_EQ(missed, 0) << "corner " << q << ": sources within the cutoff of the x-row left out";
+    ASSERT_GT(tested, samples / 2);
+    const double culled = 1.0 - double(kept) / tested;
+    const double expected = 1.0 - 0.25 * M_PI * (cutoff / width) * (cutoff / width);
+    EXPECT_NEAR(culled, expected, 0.03) << "corner " << q << ", cells " << width / cutoff << " cutoffs wide";
+  }
+}
+
+TEST(CudaPairs, CornerListsKeepEverySourceInRange) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  check_corner_test<float>(0.8, 0.8, rng);
+  check_corner_test<float>(0.8, 1.0, rng);
+  check_corner_test<double>(0.5, 0.5, rng);
+  check_corner_test<double>(1e-3, 1.2e-3, rng);
+}
 
 TEST(CudaPairs, EveryMethodAgainstBruteForce) {
   PMKIT_REQUIRE_GPU();
@@ -306,6 +362,17 @@ void check_counts(const Box<D>& box, double cutoff, std::size_t n, std::mt19937_
       const double v = double(u[d][i - 1]) + cutoff;
       if (v < box.length[d]) u[d][i] = static_cast<T>(v);
       else if (box.boundary[d] == Boundary::Periodic) u[d][i] = static_cast<T>(v - box.length[d]);
+    } else if (D == 3 && roll < 0.53 && i > 0) {
+      // At the cutoff, or just inside it, from the previous particle across a diagonal of y
+      // and z: often in a corner row of its row, near where the corner lists cut.
+      const double reach = (unit(rng) < 0.5 ? 1.0 : 0.999) * cutoff / std::sqrt(2.0);
+      for (int e = 0; e < D; ++e) u[e][i] = u[e][i - 1];
+      for (int e = 1; e < D; ++e) {
+        double v = double(u[e][i - 1]) + (unit(rng) < 0.5 ? -reach : reach);
+        if (box.boundary[e] == Boundary::Periodic) v -= box.length[e] * std::floor(v / box.length[e]);
+        else v = std::clamp(v, 0.0, box.length[e]);
+        u[e][i] = static_cast<T>(v);
+      }
     }
     for (int e = 0; e < D; ++e)  // a value rounded up to the length wraps to 0, as the binning does
       if (box.boundary[e] == Boundary::Periodic && !(u[e][i] < T(box.length[e]))) u[e][i] = 0;

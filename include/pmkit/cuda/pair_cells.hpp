@@ -74,6 +74,35 @@ PMKIT_HD inline int pair_cell_coordinate(const PairGeometry<T, D>& g, int d, T u
   return k < g.ncell[d] - 1 ? k : g.ncell[d] - 1;
 }
 
+// The corner rows of an x-row in 3D: q = 0..3 is the row at (dy, dz) = corner_offset(q),
+// both -1 or +1. A source of the row at that offset can be within the cutoff of the x-row
+// only if its distance across y and z to the x-row's cells is below the cutoff: a quarter
+// disc of the row's cross-section, ~79% of its sources where cells are a cutoff wide.
+PMKIT_HD constexpr int corner_q(int dy, int dz) { return (dy > 0 ? 1 : 0) + (dz > 0 ? 2 : 0); }
+PMKIT_HD constexpr int corner_dy(int q) { return q & 1 ? 1 : -1; }
+PMKIT_HD constexpr int corner_dz(int q) { return q & 2 ? 1 : -1; }
+
+// Running counts of the four corner lists (a CUB scan's value type).
+struct CornerCounts {
+  std::uint32_t count[4];
+};
+
+// Whether a source at wrapped position p, in cell row (sy, sz), can be within the cutoff
+// of the x-row at minus corner offset q from its own: its distance across y and z to that
+// row's cells (the faces of its own cell that face them), with a margin for the rounding
+// of positions and cell bounds, so that it only errs towards keeping a source.
+template <class T, int D>
+PMKIT_HD inline bool corner_source_live(const PairGeometry<T, D>& g, int q, int sy, int sz,
+                                        const PackedPosition<T, D>& p) {
+  const T w_y = g.length[1] / T(g.ncell[1]), w_z = g.length[D - 1] / T(g.ncell[D - 1]);
+  // The x-row lies below (dy = +1: the source row is above it) or above the source's cell.
+  const T gap_y = corner_dy(q) > 0 ? p.y - T(sy) * w_y : T(sy + 1) * w_y - p.y;
+  const T gap_z = corner_dz(q) > 0 ? component(p, D - 1) - T(sz) * w_z : T(sz + 1) * w_z - component(p, D - 1);
+  const T margin = T(1e-3) * g.cutoff + T(1e-5) * (g.length[1] > g.length[D - 1] ? g.length[1] : g.length[D - 1]);
+  const T reach = g.cutoff + margin;
+  return gap_y < T(0) || gap_z < T(0) || gap_y * gap_y + gap_z * gap_z < reach * reach;
+}
+
 template <class T, int D>
 struct DevicePairCells {
   PairGeometry<T, D> geometry{};
@@ -85,13 +114,21 @@ struct DevicePairCells {
   cuda::DeviceBuffer<PackedPosition<T, D>> pos;  // sorted, wrapped into the box
   cuda::DeviceBuffer<std::uint32_t> perm;         // sorted slot -> the caller's index
   cuda::DeviceBuffer<std::uint32_t> start;        // first slot of each cell, plus the end
+  // Dense 3D cells only (corner_lists): for each of the 4 corner offsets q (see
+  // corner_offset), the sorted slots of the sources that can be within the cutoff of the
+  // x-row at minus that offset (corner_index[q * n + k], in sorted order) and where each
+  // cell's entries start (corner_start[q * (cells + 1) + c]); the pencil methods stage a
+  // corner row from these (bench/NOTES.md P30).
+  bool corner_lists = false;
+  cuda::DeviceBuffer<std::uint32_t> corner_index, corner_start;
   // set_points builds into these, then swaps (a failed call keeps the previous points).
   cuda::DeviceBuffer<PackedPosition<T, D>> next_pos;
-  cuda::DeviceBuffer<std::uint32_t> next_perm, next_start;
+  cuda::DeviceBuffer<std::uint32_t> next_perm, next_start, next_corner_index, next_corner_start;
   // Scratch: keys and unsorted positions for the sort, CUB's temporary storage, the
   // error flag, the inputs gathered into sorted order, and the half shell's sums in
   // sorted order (its atomics then hit consecutive addresses).
   cuda::DeviceBuffer<std::uint32_t> keys, keys_sorted, index;
+  cuda::DeviceBuffer<CornerCounts> corner_prefix;  // the corner lists' running counts
   cuda::DeviceBuffer<PackedPosition<T, D>> unsorted;
   cuda::DeviceBuffer<unsigned char> temp;
   cuda::DeviceBuffer<unsigned long long> status;

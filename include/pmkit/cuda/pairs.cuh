@@ -16,7 +16,10 @@
 //   fit), and every target reads its three cells of each row from there. Where cells
 //   hold 4 or more particles the binning also sorts each cell by x, and each staged row
 //   is cut by binary search to the x-window within a cutoff of the warp's targets (or of
-//   each lane's target, when a warp spans more than a cell);
+//   each lane's target, when a warp spans more than a cell). Where cells are dense (3D),
+//   the binning also lists, for each of the four corner rows (dy and dz both nonzero),
+//   only the sources that can be within the cutoff of the x-row, and those rows are
+//   staged from these lists (pair_cells.hpp, corner_source_live);
 // - block per cell: the x-pencil with L = 1.
 //
 // The fourth, the half shell, calls the kernel once per pair (Newton's third law): the
@@ -44,13 +47,17 @@ struct Args {
   const std::uint32_t* __restrict__ start;
   const std::uint32_t* __restrict__ perm;
   const T* __restrict__ inputs;  // gathered into sorted order: inputs[k * n + slot]
+  // The binning's corner lists (DevicePairCells), or null where it built none.
+  const std::uint32_t* __restrict__ corner_index;
+  const std::uint32_t* __restrict__ corner_start;
   View<T> out[kOut];
   std::uint32_t n;
 };
 
 // The sources of x-cells [x_lo, x_hi] of one row (x_lo may be -1 and x_hi may be nx: the
-// cells past the ends, which exist only as periodic images): up to three contiguous slot
-// ranges, in increasing x, each seen shifted by `shift` along x.
+// cells past the ends, which exist only as periodic images): up to three contiguous
+// ranges, in increasing x, each seen shifted by `shift` along x. The ranges are of sorted
+// slots, or of entries of a corner list (StagedRow::index), as the row's cell starts are.
 template <class T>
 struct RowPieces {
   std::uint32_t begin[3], end[3];
@@ -61,14 +68,15 @@ struct RowPieces {
 };
 
 template <class T, int D, int kIn, int kOut>
-__device__ __forceinline__ RowPieces<T> row_pieces(const Args<T, D, kIn, kOut>& a, int row, int x_lo, int x_hi) {
+__device__ __forceinline__ RowPieces<T> row_pieces(const Args<T, D, kIn, kOut>& a, const std::uint32_t* starts,
+                                                   int row, int x_lo, int x_hi) {
   const int nx = a.g.ncell[0];
   RowPieces<T> r;
   r.count = 0;
   r.local[0] = 0;
   auto add = [&](int first, int last, T shift) {
-    r.begin[r.count] = a.start[row + first];
-    r.end[r.count] = a.start[row + last + 1];
+    r.begin[r.count] = starts[row + first];
+    r.end[r.count] = starts[row + last + 1];
     r.shift[r.count] = shift;
     r.local[r.count + 1] = r.local[r.count] + (r.end[r.count] - r.begin[r.count]);
     ++r.count;
@@ -170,7 +178,7 @@ __global__ void __launch_bounds__(128)
   T in_i[kIn], in_j[kIn], acc[kOut] = {};
   load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
   for_each_row(a.g, cell[1], cell[2], [&](int row, T shift_y, T shift_z, bool) {
-    const RowPieces<T> rp = row_pieces(a, row, cell[0] - 1, cell[0] + 1);
+    const RowPieces<T> rp = row_pieces(a, a.start, row, cell[0] - 1, cell[0] + 1);
 #pragma unroll
     for (int q = 0; q < 3; ++q) {  // unrolled: rp stays in registers
       if (q >= rp.count) break;
@@ -213,7 +221,10 @@ template <int D>
 constexpr int kHalfShellRows = D == 3 ? 5 : 2;
 
 // One neighbouring row of a pencil as staged in shared memory: its pieces and shifts,
-// and where it starts in the stage (the rows are laid end to end).
+// and where it starts in the stage (the rows are laid end to end). A corner row of a
+// full-shell block, where the binning built corner lists, is staged from its list: its
+// pieces and cell starts (`starts`) then count list entries, and `index` maps them to
+// sorted slots (null: the row's own slots, starts = Args::start).
 template <class T>
 struct StagedRow {
   RowPieces<T> pieces;
@@ -221,6 +232,8 @@ struct StagedRow {
   std::uint32_t base;
   int first_cell;
   bool own;
+  const std::uint32_t* starts;
+  const std::uint32_t* index;
 };
 
 // The sorted slot of source m of a row's pieces laid end to end, and its piece's x shift.
@@ -265,9 +278,16 @@ __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, 
     StagedRow<T> row;
     const int dy = threadIdx.x % 3 - 1, dz = D == 3 ? static_cast<int>(threadIdx.x) / 3 - 1 : 0;
     row.own = dy == 0 && dz == 0;
+    // The half shell maps stage entries back to sorted slots for its atomics (piece_slot):
+    // it stages whole rows.
+    const bool from_list = !half && dy != 0 && dz != 0 && a.corner_index != nullptr;
+    const int q = corner_q(dy, dz);
+    const int starts_per_list = a.g.ncell[0] * a.g.ncell[1] * (D == 3 ? a.g.ncell[D - 1] : 1) + 1;
+    row.starts = from_list ? a.corner_start + q * starts_per_list : a.start;
+    row.index = from_list ? a.corner_index + std::size_t(q) * a.n : nullptr;
     const bool wanted = !half || dz > 0 || (dz == 0 && dy >= 0);
     if (wanted && row_of(a.g, p.cy, p.cz, dy, dz, row.first_cell, row.shift_y, row.shift_z)) {
-      row.pieces = row_pieces(a, row.first_cell, half && row.own ? p.x0 : p.x0 - 1, p.x_hi);
+      row.pieces = row_pieces(a, row.starts, row.first_cell, half && row.own ? p.x0 : p.x0 - 1, p.x_hi);
     } else {
       row.pieces.count = 0;
       row.pieces.middle = 0;
@@ -309,7 +329,8 @@ struct PencilBlock {
 // (length + extend): cells x0-1 .. x0+cells+1.
 __host__ __device__ constexpr int cell_starts_per_row(int cells) { return cells + 3; }
 
-// The stage index of a sorted slot of a staged row's in-range cells (its middle piece).
+// The stage index of a sorted slot (a list entry, for a row staged from a corner list) of
+// a staged row's in-range cells (its middle piece).
 template <class T>
 __device__ __forceinline__ std::uint32_t staged_index(const StagedRow<T>& row, std::uint32_t slot) {
   const RowPieces<T>& rp = row.pieces;
@@ -327,7 +348,7 @@ __device__ __forceinline__ std::uint32_t staged_cell_start(const Args<T, D, kIn,
                                                            int c) {
   if (c < 0) return row.base;
   if (c > a.g.ncell[0]) return row.base + row.pieces.local[row.pieces.count];
-  return staged_index(row, a.start[row.first_cell + c]);
+  return staged_index(row, row.starts[row.first_cell + c]);
 }
 
 // Where the targets of the pencil that starts at cell x of the row start (the row's end
@@ -394,9 +415,11 @@ __device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, co
     const RowPieces<T>& rp = rows[r].pieces;
     const std::uint32_t row_base = rows[r].base;
     const std::uint32_t from = max(row_base, base), to = min(row_base + rp.local[rp.count], stop);
+    const std::uint32_t* index = rows[r].index;
     for (std::uint32_t l = from + threadIdx.x; l < to; l += blockDim.x) {
       T shift_x;
-      const std::uint32_t slot = piece_slot(rp, l - row_base, shift_x);
+      std::uint32_t slot = piece_slot(rp, l - row_base, shift_x);
+      if (index) slot = index[slot];
       PackedPosition<T, D> p = a.pos[slot];
       p.x += shift_x;
       p.y += rows[r].shift_y;
@@ -869,6 +892,8 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
   args.pos = cells.pos.get();
   args.start = cells.start.get();
   args.perm = cells.perm.get();
+  args.corner_index = cells.corner_lists ? cells.corner_index.get() : nullptr;
+  args.corner_start = cells.corner_lists ? cells.corner_start.get() : nullptr;
   args.n = static_cast<std::uint32_t>(cells.n);
   args.inputs = nullptr;
   for (int k = 0; k < kOut; ++k) args.out[k] = outputs[k];
