@@ -4,8 +4,6 @@
 // gather the packed positions into that order and find where each cell starts.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 
 #include <limits>
 
@@ -89,47 +87,38 @@ __global__ void max_per_cell_kernel(const std::uint32_t* __restrict__ start, std
   if (threadIdx.x % 32 == 0 && count > 0) atomicMax(max_count, count);
 }
 
-// Sorted slot s -> which of the four corner lists keep it (0 or 1 each); none for s = n,
-// so that an exclusive scan over n + 1 slots ends with the lists' lengths.
-template <class T, int D>
-struct CornerLive {
-  PairGeometry<T, D> g;
-  const PackedPosition<T, D>* pos;
-  std::uint32_t n;
-  __device__ CornerCounts operator()(std::uint32_t s) const {
-    CornerCounts live{};
-    if (s >= n) return live;
-    const PackedPosition<T, D> p = pos[s];
-    const int sy = pair_cell_coordinate(g, 1, p.y), sz = pair_cell_coordinate(g, D - 1, component(p, D - 1));
-    for (int q = 0; q < 4; ++q) live.count[q] = corner_source_live(g, q, sy, sz, p) ? 1u : 0u;
-    return live;
-  }
-};
-
-struct AddCornerCounts {
-  __device__ CornerCounts operator()(const CornerCounts& a, const CornerCounts& b) const {
-    CornerCounts sum;
-    for (int q = 0; q < 4; ++q) sum.count[q] = a.count[q] + b.count[q];
-    return sum;
-  }
-};
-
-// From the running counts: each kept slot's entry in its lists, and each cell's start in
-// them (cells + 1 starts a list, the last its length).
-template <class T, int D>
-__global__ void corner_lists_kernel(const CornerLive<T, D> live, const CornerCounts* __restrict__ prefix,
+// The corner lists, one warp a cell in two passes: count each cell's kept sources for
+// each list (the last entry of each list's counts 0), then, from the exclusive scan of all
+// the counts (one array: the four lists end to end in one index array), write each kept
+// slot at its rank among the cell's kept ones, in sorted order. The cell's row (sy, sz)
+// comes from its index, as the binning placed the particle.
+template <class T, int D, bool kWrite>
+__global__ void corner_lists_kernel(const PairGeometry<T, D> g, const PackedPosition<T, D>* __restrict__ pos,
                                     const std::uint32_t* __restrict__ start, std::uint32_t cells,
-                                    std::uint32_t* __restrict__ index, std::uint32_t* __restrict__ list_start) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < live.n) {
-    const CornerCounts keep = live(i), at = prefix[i];
-    for (int q = 0; q < 4; ++q)
-      if (keep.count[q]) index[std::size_t(q) * live.n + at.count[q]] = i;
+                                    std::uint32_t* __restrict__ counts_or_starts, std::uint32_t* __restrict__ index) {
+  const std::uint32_t c = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (c > cells) return;  // the same in the whole warp
+  if (c == cells) {
+    if (!kWrite && lane < 4) counts_or_starts[lane * (cells + 1) + cells] = 0;
+    return;
   }
-  if (i <= cells) {
-    const CornerCounts at = prefix[start[i]];
-    for (int q = 0; q < 4; ++q) list_start[std::size_t(q) * (cells + 1) + i] = at.count[q];
+  const int row = static_cast<int>(c) / g.ncell[0];
+  const int sy = row % g.ncell[1], sz = row / g.ncell[1];
+  std::uint32_t at[4];
+  for (int q = 0; q < 4; ++q) at[q] = kWrite ? counts_or_starts[q * (cells + 1) + c] : 0;
+  const std::uint32_t first = start[c], end = start[c + 1];
+  for (std::uint32_t chunk = first; chunk < end; chunk += 32) {
+    const std::uint32_t s = chunk + lane;
+    PackedPosition<T, D> p{};
+    if (s < end) p = pos[s];
+    for (int q = 0; q < 4; ++q) {
+      const bool keep = s < end && corner_source_live(g, q, sy, sz, p);
+      const unsigned kept = __ballot_sync(0xffffffffu, keep);
+      if (kWrite && keep) index[at[q] + __popc(kept & ((1u << lane) - 1))] = s;
+      at[q] += __popc(kept);
+    }
   }
+  if (!kWrite && lane < 4) counts_or_starts[lane * (cells + 1) + c] = at[lane];
 }
 
 unsigned blocks_for(std::size_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
@@ -137,7 +126,7 @@ unsigned blocks_for(std::size_t n, int threads) { return static_cast<unsigned>((
 }  // namespace
 
 // From this many particles a cell on average (3D), set_points builds the corner lists
-// (one scan and one pass over the sorted positions), and the pencil methods stage corner
+// (two passes over the sorted positions), and the pencil methods stage corner
 // rows from them: about a fifth of each corner row's sources, 11% of the candidates a
 // target tests, never staged or tested (bench/NOTES.md P30). Measured at 100 a cell; below
 // 32 the lists are not built (the traversal is short against the binning there).
@@ -233,26 +222,30 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     fail(ErrorCode::Device, "PairPlan::set_points: particle ", i, " was rejected on the device");
   }
   // Dense 3D cells: the corner lists, built from the new points before anything is swapped.
-  const bool corner_lists = D == 3 && n > 0 && x_bits > 0 && per_cell >= kCornerListsFrom;
+  // (Their entries are 32-bit: four lists of up to n each.)
+  const bool corner_lists =
+      D == 3 && n > 0 && 4 * n < (std::size_t(1) << 32) && x_bits > 0 && per_cell >= kCornerListsFrom;
   if (corner_lists) {
-    const auto n32 = static_cast<std::uint32_t>(n);
     const auto cells32 = static_cast<std::uint32_t>(ncells);
+    const std::size_t entries = 4 * (ncells + 1);
     cells.next_corner_index.reserve(4 * n, "PairPlan::set_points: corner lists");
-    cells.next_corner_start.reserve(4 * (ncells + 1), "PairPlan::set_points: corner list starts");
-    cells.corner_prefix.reserve(n + 1, "PairPlan::set_points: corner list counts");
-    const CornerLive<T, D> live{g, cells.next_pos.get(), n32};
-    const auto flags = thrust::make_transform_iterator(thrust::counting_iterator<std::uint32_t>(0), live);
+    cells.next_corner_start.reserve(entries, "PairPlan::set_points: corner list starts");
+    cells.corner_counts.reserve(entries, "PairPlan::set_points: corner list counts");
+    const unsigned warps_blocks = blocks_for(32 * (ncells + 1), 256);
+    corner_lists_kernel<T, D, false><<<warps_blocks, 256>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
+                                                            cells.corner_counts.get(), nullptr);
+    cuda::check_launch("pmkit PairPlan::set_points: corner list counts");
     std::size_t temp_bytes = 0;
-    check(cub::DeviceScan::ExclusiveScan(nullptr, temp_bytes, flags, cells.corner_prefix.get(), AddCornerCounts{},
-                                         CornerCounts{}, n32 + 1),
+    check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, cells.corner_counts.get(), cells.next_corner_start.get(),
+                                        entries),
           "cub::DeviceScan");
     cells.temp.reserve(temp_bytes, "PairPlan::set_points: scan storage");
-    check(cub::DeviceScan::ExclusiveScan(cells.temp.get(), temp_bytes, flags, cells.corner_prefix.get(),
-                                         AddCornerCounts{}, CornerCounts{}, n32 + 1),
+    check(cub::DeviceScan::ExclusiveSum(cells.temp.get(), temp_bytes, cells.corner_counts.get(),
+                                        cells.next_corner_start.get(), entries),
           "cub::DeviceScan");
-    corner_lists_kernel<<<blocks_for(std::max(n, ncells + 1), 256), 256>>>(
-        live, cells.corner_prefix.get(), cells.next_start.get(), cells32, cells.next_corner_index.get(),
-        cells.next_corner_start.get());
+    corner_lists_kernel<T, D, true><<<warps_blocks, 256>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
+                                                           cells.next_corner_start.get(),
+                                                           cells.next_corner_index.get());
     cuda::check_launch("pmkit PairPlan::set_points: corner lists");
   }
   cells.geometry = g;

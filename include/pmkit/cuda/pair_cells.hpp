@@ -82,11 +82,6 @@ PMKIT_HD constexpr int corner_q(int dy, int dz) { return (dy > 0 ? 1 : 0) + (dz 
 PMKIT_HD constexpr int corner_dy(int q) { return q & 1 ? 1 : -1; }
 PMKIT_HD constexpr int corner_dz(int q) { return q & 2 ? 1 : -1; }
 
-// Running counts of the four corner lists (a CUB scan's value type).
-struct CornerCounts {
-  std::uint32_t count[4];
-};
-
 // Whether a source at wrapped position p, in cell row (sy, sz), can be within the cutoff
 // of the x-row at minus corner offset q from its own: its distance across y and z to that
 // row's cells (the faces of its own cell that face them), with a margin for the rounding
@@ -114,11 +109,11 @@ struct DevicePairCells {
   cuda::DeviceBuffer<PackedPosition<T, D>> pos;  // sorted, wrapped into the box
   cuda::DeviceBuffer<std::uint32_t> perm;         // sorted slot -> the caller's index
   cuda::DeviceBuffer<std::uint32_t> start;        // first slot of each cell, plus the end
-  // Dense 3D cells only (corner_lists): for each of the 4 corner offsets q (see
-  // corner_offset), the sorted slots of the sources that can be within the cutoff of the
-  // x-row at minus that offset (corner_index[q * n + k], in sorted order) and where each
-  // cell's entries start (corner_start[q * (cells + 1) + c]); the pencil methods stage a
-  // corner row from these (bench/NOTES.md P30).
+  // Dense 3D cells only (corner_lists): for each of the 4 corner offsets q (corner_q),
+  // the sorted slots of the sources that can be within the cutoff of the x-row at minus
+  // that offset, in sorted order, and where each cell's entries start in corner_index
+  // (corner_start[q * (cells + 1) + c]; the four lists lie end to end there); the pencil
+  // methods stage a corner row from these (bench/NOTES.md P30).
   bool corner_lists = false;
   cuda::DeviceBuffer<std::uint32_t> corner_index, corner_start;
   // set_points builds into these, then swaps (a failed call keeps the previous points).
@@ -128,7 +123,7 @@ struct DevicePairCells {
   // error flag, the inputs gathered into sorted order, and the half shell's sums in
   // sorted order (its atomics then hit consecutive addresses).
   cuda::DeviceBuffer<std::uint32_t> keys, keys_sorted, index;
-  cuda::DeviceBuffer<CornerCounts> corner_prefix;  // the corner lists' running counts
+  cuda::DeviceBuffer<std::uint32_t> corner_counts;  // each cell's count in each corner list
   cuda::DeviceBuffer<PackedPosition<T, D>> unsorted;
   cuda::DeviceBuffer<unsigned char> temp;
   cuda::DeviceBuffer<unsigned long long> status;

@@ -283,11 +283,12 @@ __device__ __forceinline__ void stage_row_table(const Args<T, D, kIn, kOut>& a, 
     const bool from_list = !half && dy != 0 && dz != 0 && a.corner_index != nullptr;
     const int q = corner_q(dy, dz);
     const int starts_per_list = a.g.ncell[0] * a.g.ncell[1] * (D == 3 ? a.g.ncell[D - 1] : 1) + 1;
-    row.starts = from_list ? a.corner_start + q * starts_per_list : a.start;
-    row.index = from_list ? a.corner_index + std::size_t(q) * a.n : nullptr;
+    const std::uint32_t* starts = from_list ? a.corner_start + q * starts_per_list : a.start;
+    row.starts = starts;
+    row.index = from_list ? a.corner_index : nullptr;
     const bool wanted = !half || dz > 0 || (dz == 0 && dy >= 0);
     if (wanted && row_of(a.g, p.cy, p.cz, dy, dz, row.first_cell, row.shift_y, row.shift_z)) {
-      row.pieces = row_pieces(a, row.starts, row.first_cell, half && row.own ? p.x0 : p.x0 - 1, p.x_hi);
+      row.pieces = row_pieces(a, starts, row.first_cell, half && row.own ? p.x0 : p.x0 - 1, p.x_hi);
     } else {
       row.pieces.count = 0;
       row.pieces.middle = 0;
@@ -342,13 +343,15 @@ __device__ __forceinline__ std::uint32_t staged_index(const StagedRow<T>& row, s
 // The stage index where cell c (x0-1 <= c <= x_hi+1) of a staged row starts: the row's
 // start for c = -1 (the periodic image of the last cell, or nothing), its end past cell
 // nx, else the cell's first sorted slot in the middle piece. A target's three cells
-// cx-1 .. cx+1 are then [start of cx-1, start of cx+2).
+// cx-1 .. cx+1 are then [start of cx-1, start of cx+2). `half`: the half shell's rows,
+// never staged from a list (its starts taken from the arguments: read from the row, the
+// pointer cost the LJ half shell 7 registers, 3 blocks an SM instead of 2).
 template <class T, int D, int kIn, int kOut>
 __device__ __forceinline__ std::uint32_t staged_cell_start(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row,
-                                                           int c) {
+                                                           bool half, int c) {
   if (c < 0) return row.base;
   if (c > a.g.ncell[0]) return row.base + row.pieces.local[row.pieces.count];
-  return staged_index(row, row.starts[row.first_cell + c]);
+  return staged_index(row, (half ? a.start : row.starts)[row.first_cell + c]);
 }
 
 // Where the targets of the pencil that starts at cell x of the row start (the row's end
@@ -398,15 +401,17 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
   for (int e = threadIdx.x; e < kNeighbourRows<D> * cells; e += blockDim.x) {
     const int r = e / cells, k = e % cells;
     if (rows[r].pieces.count > 0)
-      cell_starts[r * b.starts_width + k] = staged_cell_start(a, rows[r], b.pencil.x0 - 1 + k);
+      cell_starts[r * b.starts_width + k] = staged_cell_start(a, rows[r], half, b.pencil.x0 - 1 + k);
   }
   __syncthreads();
   return b;
 }
 
 // Stage indices [base, stop) of the rows into shared memory, each source shifted to the
-// image its targets see. Called by the whole block, between barriers.
-template <int kInputs, class T, int D, int kIn, int kOut>
+// image its targets see; kFromLists: rows may be staged from corner lists (the full
+// shell's; the half shell's code has no such load). Called by the whole block, between
+// barriers.
+template <int kInputs, bool kFromLists, class T, int D, int kIn, int kOut>
 __device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, const StagedRow<T>* rows,
                                               std::uint32_t base, std::uint32_t stop, int capacity,
                                               PackedPosition<T, D>* src_pos, T* src_in) {
@@ -415,11 +420,11 @@ __device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, co
     const RowPieces<T>& rp = rows[r].pieces;
     const std::uint32_t row_base = rows[r].base;
     const std::uint32_t from = max(row_base, base), to = min(row_base + rp.local[rp.count], stop);
-    const std::uint32_t* index = rows[r].index;
+    const std::uint32_t* index = kFromLists ? rows[r].index : nullptr;
     for (std::uint32_t l = from + threadIdx.x; l < to; l += blockDim.x) {
       T shift_x;
       std::uint32_t slot = piece_slot(rp, l - row_base, shift_x);
-      if (index) slot = index[slot];
+      if (kFromLists && index) slot = index[slot];
       PackedPosition<T, D> p = a.pos[slot];
       p.x += shift_x;
       p.y += rows[r].shift_y;
@@ -588,7 +593,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
     for (std::uint32_t base = 0; base < *staged; base += shape.capacity) {
       const std::uint32_t stop = min(*staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
-      stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
+      stage_sources<Kernel::inputs, true>(a, rows, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
       if (!active) continue;
       for (int r = 0; r < kRows; ++r) {
@@ -700,7 +705,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
     for (std::uint32_t base = 0; base < *staged; base += shape.capacity) {
       const std::uint32_t stop = min(*staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
-      stage_sources<Kernel::inputs>(a, rows, base, stop, shape.capacity, src_pos, src_in);
+      stage_sources<Kernel::inputs, false>(a, rows, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
       if (!warp_active) continue;  // the same in all lanes
       for (int r = 0; r < kRows; ++r) {
