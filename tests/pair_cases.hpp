@@ -46,6 +46,12 @@ std::vector<std::vector<double>> brute_force(const Box<D>& box, double cutoff, c
         out[k][j] += oj[k];
       }
     }
+  for (std::size_t i = 0; i < n; ++i) {  // the kernel's finish (pmkit/pairs.hpp), if any
+    double sums[Kernel::outputs];
+    for (int k = 0; k < Kernel::outputs; ++k) sums[k] = out[k][i];
+    detail::finish_outputs(kernel, sums);
+    for (int k = 0; k < Kernel::outputs; ++k) out[k][i] = sums[k];
+  }
   return out;
 }
 

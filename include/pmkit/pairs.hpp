@@ -18,7 +18,12 @@
 // called once per unordered pair {i, j} of distinct particles with |r| < cutoff (r = x_i - x_j, minimum
 // image on periodic axes, r2 = |r|^2); it adds the pair's share to out_i and out_j.
 // Both shells call it the same way: the half shell visits each pair once (Newton's third
-// law), the full shell twice, discarding out_j; results agree to rounding.
+// law), the full shell twice, discarding out_j; results agree to rounding. Optionally,
+//   template <class T> PMKIT_HD void finish(T* out) const;
+// turns a particle's summed outputs into its results, once, after all its pairs: a
+// factor common to every pair taken out of the pair's code (Lennard-Jones' 24 eps /
+// sigma^2, one instruction of its 13 on the GPU); it must be linear (the sums of the half
+// shell arrive in parts).
 //
 // CUDA backend (options.backend = Backend::Cuda): positions, inputs and outputs are device
 // pointers. The full-shell methods gather each particle's own outputs (no atomics, the same
@@ -32,6 +37,7 @@
 #include <cstddef>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "pmkit/config.hpp"
@@ -108,6 +114,20 @@ inline const char* to_string(PairMethod method) {
   return "?";
 }
 
+namespace detail {
+template <class Kernel, class T, class = void>
+struct HasFinish : std::false_type {};
+template <class Kernel, class T>
+struct HasFinish<Kernel, T, std::void_t<decltype(std::declval<const Kernel&>().finish(std::declval<T*>()))>>
+    : std::true_type {};
+
+// A particle's summed outputs into its results (the kernel's finish, where it has one).
+template <class Kernel, class T>
+PMKIT_HD inline void finish_outputs(const Kernel& kernel, T* out) {
+  if constexpr (HasFinish<Kernel, T>::value) kernel.finish(out);
+}
+}  // namespace detail
+
 namespace pair_kernels {
 
 namespace detail {
@@ -161,9 +181,10 @@ struct LennardJones {
     // With a = s^12 - s^6: U = 4 eps a and F_i = -dU/dr r_hat =
     // 24 eps (2 s^12 - s^6) / (r^2 + soft^2) r = (24 eps / sigma^2) (2 a + s6) s2 r.
     // Written so, the body is two instructions shorter on the GPU (bench/NOTES.md P18),
-    // and a = s6 s6 - s6 one fused multiply-add (P20).
+    // and a = s6 s6 - s6 one fused multiply-add (P20). The force is summed without its
+    // constant 24 eps / sigma^2, which finish applies once (P31).
     const T a = s6 * s6 - s6;
-    const T f = (T(2) * a + s6) * s2 * T(24 * epsilon * inv_sigma2);
+    const T f = (T(2) * a + s6) * s2;
     for (int d = 0; d < D; ++d) {
       out_i[d] += f * r[d];
       out_j[d] -= f * r[d];
@@ -172,6 +193,10 @@ struct LennardJones {
     const T u = T(2 * epsilon) * a - T(0.5) * energy(T(cutoff * cutoff));
     out_i[D] += u;
     out_j[D] += u;
+  }
+  template <class T>
+  PMKIT_HD void finish(T* out) const {
+    for (int d = 0; d < D; ++d) out[d] *= T(24 * epsilon / (sigma * sigma));
   }
 };
 

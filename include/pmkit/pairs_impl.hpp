@@ -445,12 +445,13 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
       }
       // Sum the threads' blocks in thread order (reproducible for a thread count).
 #pragma omp for schedule(static)
-      for (std::int64_t s = 0; s < static_cast<std::int64_t>(n); ++s)
-        for (int k = 0; k < kOut; ++k) {
-          T sum = 0;
-          for (int t = 0; t < threads; ++t) sum += cl.thread_outputs[block * t + k * n + s];
-          outputs[k][cl.perm[s]] = sum;
-        }
+      for (std::int64_t s = 0; s < static_cast<std::int64_t>(n); ++s) {
+        T sums[kOut] = {};
+        for (int k = 0; k < kOut; ++k)
+          for (int t = 0; t < threads; ++t) sums[k] += cl.thread_outputs[block * t + k * n + s];
+        detail::finish_outputs(kernel, sums);
+        for (int k = 0; k < kOut; ++k) outputs[k][cl.perm[s]] = sums[k];
+      }
     }
     return;
   }
@@ -471,6 +472,7 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
           load_inputs(b, in_b);
           kernel(r, r2, in_a, in_b, out_a, discard);
         }
+      detail::finish_outputs(kernel, out_a);
       for (int k = 0; k < kOut; ++k) outputs[k][cl.perm[a]] = out_a[k];
     }
   }

@@ -136,9 +136,10 @@ __device__ __forceinline__ void load_inputs(const T* __restrict__ inputs, std::u
   for (int k = 0; k < count; ++k) in[k] = inputs[std::size_t(k) * n + slot];
 }
 
-template <class T, int D, int kIn, int kOut>
-__device__ __forceinline__ void write_outputs(const Args<T, D, kIn, kOut>& a, std::uint32_t slot,
-                                              const T (&acc)[kOut]) {
+template <class T, int D, int kIn, int kOut, class Kernel>
+__device__ __forceinline__ void write_outputs(const Args<T, D, kIn, kOut>& a, const Kernel& kernel,
+                                              std::uint32_t slot, T (&acc)[kOut]) {
+  finish_outputs(kernel, acc);
   const std::uint32_t dst = a.perm[slot];
 #pragma unroll
   for (int k = 0; k < kOut; ++k) a.out[k][dst] = acc[k];
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(128)
       }
     }
   });
-  write_outputs(a, i, acc);
+  write_outputs(a, kernel, i, acc);
 }
 
 // Launch shape of the pencil kernel: cells per pencil, threads, shared sources per stage,
@@ -628,7 +629,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
                                              a.g.cutoff2, xi, in_i, acc);
       }
     }
-    if (active) write_outputs(a, i, acc);
+    if (active) write_outputs(a, kernel, i, acc);
   }
 }
 
@@ -768,15 +769,15 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
   }
 }
 
-// The half shell's sums, from sorted order to the caller's.
-template <class T, int D, int kIn, int kOut>
-__global__ void scatter_sums_kernel(const Args<T, D, kIn, kOut> a, const T* __restrict__ sums) {
+// The half shell's sums, from sorted order to the caller's (finished there).
+template <class T, int D, int kIn, int kOut, class Kernel>
+__global__ void scatter_sums_kernel(const Args<T, D, kIn, kOut> a, const Kernel kernel, const T* __restrict__ sums) {
   const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= a.n) return;
   T value[kOut];
 #pragma unroll
   for (int k = 0; k < kOut; ++k) value[k] = sums[std::size_t(k) * a.n + s];
-  write_outputs(a, s, value);
+  write_outputs(a, kernel, s, value);
 }
 
 template <class T>
@@ -876,7 +877,8 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
     half_shell_kernel<T, D, Kernel, decltype(few)::value><<<blocks, shape.threads, shared>>>(args, kernel, shape, sums);
   });
   cuda::check_launch("pmkit PairPlan: half-shell kernel");
-  scatter_sums_kernel<<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(args, static_cast<const T*>(sums));
+  scatter_sums_kernel<<<static_cast<unsigned>((cells.n + 255) / 256), 256>>>(args, kernel,
+                                                                              static_cast<const T*>(sums));
   cuda::check_launch("pmkit PairPlan: half-shell scatter");
 }
 
