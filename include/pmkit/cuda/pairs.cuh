@@ -344,9 +344,9 @@ __device__ __forceinline__ std::uint32_t staged_index(const StagedRow<T>& row, s
 // The stage index where cell c (x0-1 <= c <= x_hi+1) of a staged row starts: the row's
 // start for c = -1 (the periodic image of the last cell, or nothing), its end past cell
 // nx, else the cell's first sorted slot in the middle piece. A target's three cells
-// cx-1 .. cx+1 are then [start of cx-1, start of cx+2). `half`: the half shell's rows,
-// never staged from a list (its starts taken from the arguments: read from the row, the
-// pointer cost the LJ half shell 7 registers, 3 blocks an SM instead of 2).
+// cx-1 .. cx+1 are then [start of cx-1, start of cx+2). `half` as in stage_sources: the
+// starts come from the arguments then (the pointer read from the row table cost the LJ
+// half shell 7 registers, 2 blocks an SM instead of 3; bench/NOTES.md P30).
 template <class T, int D, int kIn, int kOut>
 __device__ __forceinline__ std::uint32_t staged_cell_start(const Args<T, D, kIn, kOut>& a, const StagedRow<T>& row,
                                                            bool half, int c) {
@@ -409,11 +409,11 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
 }
 
 // Stage indices [base, stop) of the rows into shared memory, each source shifted to the
-// image its targets see; kFromLists: rows may be staged from corner lists (the full
-// shell's; the half shell's code has no such load). Called by the whole block, between
+// image its targets see. `half`: the half shell's rows, never staged from a corner list
+// (stage_row_table), so its code has no list load. Called by the whole block, between
 // barriers.
-template <int kInputs, bool kFromLists, class T, int D, int kIn, int kOut>
-__device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, const StagedRow<T>* rows,
+template <int kInputs, class T, int D, int kIn, int kOut>
+__device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, const StagedRow<T>* rows, bool half,
                                               std::uint32_t base, std::uint32_t stop, int capacity,
                                               PackedPosition<T, D>* src_pos, T* src_in) {
   constexpr int kRows = kNeighbourRows<D>;
@@ -421,11 +421,11 @@ __device__ __forceinline__ void stage_sources(const Args<T, D, kIn, kOut>& a, co
     const RowPieces<T>& rp = rows[r].pieces;
     const std::uint32_t row_base = rows[r].base;
     const std::uint32_t from = max(row_base, base), to = min(row_base + rp.local[rp.count], stop);
-    const std::uint32_t* index = kFromLists ? rows[r].index : nullptr;
+    const std::uint32_t* index = half ? nullptr : rows[r].index;
     for (std::uint32_t l = from + threadIdx.x; l < to; l += blockDim.x) {
       T shift_x;
       std::uint32_t slot = piece_slot(rp, l - row_base, shift_x);
-      if (kFromLists && index) slot = index[slot];
+      if (index) slot = index[slot];
       PackedPosition<T, D> p = a.pos[slot];
       p.x += shift_x;
       p.y += rows[r].shift_y;
@@ -594,7 +594,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
     for (std::uint32_t base = 0; base < *staged; base += shape.capacity) {
       const std::uint32_t stop = min(*staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
-      stage_sources<Kernel::inputs, true>(a, rows, base, stop, shape.capacity, src_pos, src_in);
+      stage_sources<Kernel::inputs>(a, rows, false, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
       if (!active) continue;
       for (int r = 0; r < kRows; ++r) {
@@ -706,7 +706,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
     for (std::uint32_t base = 0; base < *staged; base += shape.capacity) {
       const std::uint32_t stop = min(*staged, base + shape.capacity);
       __syncthreads();  // the previous stage has been read
-      stage_sources<Kernel::inputs, false>(a, rows, base, stop, shape.capacity, src_pos, src_in);
+      stage_sources<Kernel::inputs>(a, rows, true, base, stop, shape.capacity, src_pos, src_in);
       __syncthreads();
       if (!warp_active) continue;  // the same in all lanes
       for (int r = 0; r < kRows; ++r) {
