@@ -108,6 +108,36 @@ struct DeviceArray {
   }
 };
 
+// What any one launch costs on this device, measured the two ways the table times a call:
+// an empty kernel between two events (as "kernel ms" and the baseline programs in
+// shared/anchors time a kernel) and launched and waited for on the host (as the whole
+// call). The small rows' times are mostly this.
+__global__ void empty_kernel() {}
+
+void print_launch_floor() {
+  cudaEvent_t e[2];
+  for (cudaEvent_t& x : e) ck(cudaEventCreate(&x), "cudaEventCreate");
+  auto launch = [] {
+    empty_kernel<<<1, 32>>>();
+    ck(cudaGetLastError(), "empty kernel");
+  };
+  std::vector<double> between_events;
+  for (int r = 0; r < 201; ++r) {
+    ck(cudaEventRecord(e[0]), "cudaEventRecord");
+    launch();
+    ck(cudaEventRecord(e[1]), "cudaEventRecord");
+    ck(cudaEventSynchronize(e[1]), "cudaEventSynchronize");
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, e[0], e[1]), "cudaEventElapsedTime");
+    between_events.push_back(ms);
+  }
+  const double waited = median_ms(launch, 5);
+  std::printf("\nlaunch floor: an empty kernel between two events %.4f ms (the 'kernel ms' measure), launched and "
+              "waited for %.4f ms (the whole-call measure)\n",
+              median(between_events), waited);
+  for (cudaEvent_t& x : e) cudaEventDestroy(x);
+}
+
 // Counts each particle's neighbours within the cutoff (the pairs of the table).
 struct Row {
   int d = 0, ppc = 0;
@@ -324,6 +354,7 @@ int main(int argc, char** argv) {
                 cpu, speed, cpu_bin);
   }
   std::printf("\nauto within 10%% of the best method in every row: %s\n", auto_ok ? "yes" : "NO");
+  print_launch_floor();
 
   std::printf("\nBinning both plans of one particle set (mesh: M'4, h = cutoff / 2), ms; 'both' = mesh + pairs\n");
   std::printf("%-4s %-4s %9s | %8s | %11s %11s %7s | %10s %10s | %12s\n", "d", "ppc", "N", "mesh", "pairs alone",
