@@ -525,12 +525,13 @@ __device__ __forceinline__ int load_target(const Args<T, D, kIn, kOut>& a, bool 
 // A target's walk over stage indices [from, to) of one staged row (stage index l at
 // l - base). Only the target's own row holds the target itself: the other rows (8 of 9
 // in 3D) are walked without the self test, two of a candidate's ~12 test instructions.
-template <bool kOwnRow, int kInputs, class T, int D, class Kernel, int kIn, int kOut>
+// kUnroll candidates a loop trip (see kDenseUnroll).
+template <bool kOwnRow, int kUnroll, int kInputs, class T, int D, class Kernel, int kIn, int kOut>
 __device__ __forceinline__ void walk_staged(const Kernel& kernel, const PackedPosition<T, D>* src_pos,
                                             const T* src_in, int capacity, std::uint32_t base, std::uint32_t from,
                                             std::uint32_t to, std::uint32_t self, T cutoff2, const T (&xi)[D],
                                             const T (&in_i)[kIn], T (&acc)[kOut]) {
-#pragma unroll 4
+#pragma unroll kUnroll
   for (std::uint32_t l = from; l < to; ++l) {
     T r_ij[D];
     const T r2 = separation(xi, src_pos[l - base], r_ij);
@@ -564,7 +565,13 @@ void with_register_budget(bool few_registers, F&& f) {
   f(std::false_type{});
 }
 
-template <class T, int D, class Kernel, bool kFewRegisters>
+// The x-pencil's walk unrolled by 8 where cells are dense (32 or more a cell, 3D float):
+// there each window holds hundreds of candidates, and a single 8-unrolled walk measured
+// -2.5% at 100 a cell but +2-3% at 10 (bench/NOTES.md P19, P29). Its own kernel, so that the
+// other launches keep their code.
+constexpr int kDenseUnroll = 8;
+
+template <class T, int D, class Kernel, bool kFewRegisters, int kUnroll>
 __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
     pencil_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel,
                   const PencilShape shape) {
@@ -622,10 +629,10 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
         }
         // Only the own row holds the target itself (the same row in the whole block).
         if (rows[r].own)
-          walk_staged<true, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
+          walk_staged<true, kUnroll, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
                                             a.g.cutoff2, xi, in_i, acc);
         else
-          walk_staged<false, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
+          walk_staged<false, kUnroll, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
                                              a.g.cutoff2, xi, in_i, acc);
       }
     }
@@ -863,8 +870,15 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
   const std::size_t shared = shape.capacity * bytes_per_source + cell_starts_bytes<D>(shape.length + shape.extend);
   if (!half) {
+    constexpr bool kMayUnroll = D == 3 && kHasFewRegisters<T>;
+    const bool dense = kMayUnroll && method == PairMethod::CudaXPencil && cells.mean_per_cell() >= 32;
     with_register_budget<T>(variant.few_registers, [&](auto few) {
-      pencil_kernel<T, D, Kernel, decltype(few)::value><<<blocks, shape.threads, shared>>>(args, kernel, shape);
+      constexpr bool kFew = decltype(few)::value;
+      if (dense)
+        pencil_kernel<T, D, Kernel, kFew, kMayUnroll ? kDenseUnroll : 4>
+            <<<blocks, shape.threads, shared>>>(args, kernel, shape);
+      else
+        pencil_kernel<T, D, Kernel, kFew, 4><<<blocks, shape.threads, shared>>>(args, kernel, shape);
     });
     cuda::check_launch("pmkit PairPlan: pencil kernel");
     return;
