@@ -133,7 +133,8 @@ PairOptions cuda_options(PairMethod method) {
   opt.method = method;
   return opt;
 }
-const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell,
+const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreadPerRow,
+                                   PairMethod::CudaBlockPerCell,
                                    PairMethod::CudaXPencil, PairMethod::CudaHalfShell, PairMethod::Auto};
 
 // The corner lists' test (host-callable): a source of a corner row that lies within the

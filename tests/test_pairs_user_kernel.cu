@@ -33,8 +33,9 @@ struct Yukawa {
 
 TEST(CudaPairs, UserKernelCompiledByTheCaller) {
   PMKIT_REQUIRE_GPU();
-  for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil,
-                            PairMethod::CudaHalfShell, PairMethod::Auto}) {
+  for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreadPerRow,
+                            PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
+                            PairMethod::Auto}) {
     PairOptions opt;
     opt.backend = Backend::Cuda;
     opt.method = method;

@@ -115,18 +115,10 @@ __device__ __forceinline__ bool row_of(const PairGeometry<T, D>& g, int cy, int 
   return true;
 }
 
-// Calls f(first cell of the row, shift of the row along y and z, whether it is the
-// target's own row unshifted) for each neighbouring x-row of the cell (cy, cz).
-template <class T, int D, class F>
-__device__ __forceinline__ void for_each_row(const PairGeometry<T, D>& g, int cy, int cz, F&& f) {
-  constexpr int kZ = D == 3 ? 1 : 0;
-  for (int dz = -kZ; dz <= kZ; ++dz)
-    for (int dy = -1; dy <= 1; ++dy) {
-      int first_cell;
-      T shift_y, shift_z;
-      if (row_of(g, cy, cz, dy, dz, first_cell, shift_y, shift_z)) f(first_cell, shift_y, shift_z, dy == 0 && dz == 0);
-    }
-}
+// The x-rows around a cell's own row (3^(D-1)), in the order (dz, dy) = (-1, -1), (-1, 0),
+// ..., (1, 1): row r is dy = r % 3 - 1, dz = r / 3 - 1.
+template <int D>
+constexpr int kNeighbourRows = D == 3 ? 9 : 3;
 
 // The kernel's `count` inputs of a sorted slot (the arrays have at least one element).
 template <int count, class T, int kIn>
@@ -162,46 +154,73 @@ constexpr int inputs_of() {
   return Kernel::inputs > 0 ? Kernel::inputs : 1;
 }
 
-template <class T, int D, class Kernel>
+// Lanes a target for the thread-per-row method: the 9 neighbouring x-rows of 3D shared
+// out over 8 lanes (the first takes two), the 3 of 2D over 4 (one idle); a power of two,
+// so that the lanes of a target are aligned in the warp for the shuffle sum.
+template <int D>
+constexpr int kRowLanes = D == 3 ? 8 : 4;
+
+// Thread per particle (kLanes = 1) and thread per row (kLanes = kRowLanes<D>): target i's
+// kLanes consecutive threads walk its neighbouring x-rows g, g + kLanes, ... (g the
+// thread's rank among them) from global memory, then sum their outputs by shuffles (in a
+// fixed order: the same bits every run) and the first writes them. Where cells hold few
+// particles a thread's nine rows are a serial chain of dependent loads, and there are too
+// few targets to fill the GPU with warps that hide it (bench/NOTES.md P34); split over
+// lanes, the chain is one or two rows long.
+template <class T, int D, class Kernel, int kLanes>
 __global__ void __launch_bounds__(128)
-    thread_per_particle_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel) {
+    thread_per_row_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel) {
   constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= a.n) return;
-  const PackedPosition<T, D> pi = a.pos[i];
-  T xi[D];
-  int cell[3] = {0, 0, 0};
+  const std::uint64_t thread = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint32_t i = static_cast<std::uint32_t>(thread / kLanes);
+  const int rank = static_cast<int>(thread % kLanes);
+  if (kLanes == 1 && i >= a.n) return;  // with lanes, every thread reaches the shuffles
+  T acc[kOut] = {};
+  if (i < a.n) {
+    const PackedPosition<T, D> pi = a.pos[i];
+    T xi[D];
+    int cell[3] = {0, 0, 0};
 #pragma unroll
-  for (int d = 0; d < D; ++d) {
-    xi[d] = component(pi, d);
-    cell[d] = pair_cell_coordinate(a.g, d, xi[d]);
-  }
-  T in_i[kIn], in_j[kIn], acc[kOut] = {};
-  load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
-  for_each_row(a.g, cell[1], cell[2], [&](int row, T shift_y, T shift_z, bool) {
-    const RowPieces<T> rp = row_pieces(a, a.start, row, cell[0] - 1, cell[0] + 1);
+    for (int d = 0; d < D; ++d) {
+      xi[d] = component(pi, d);
+      cell[d] = pair_cell_coordinate(a.g, d, xi[d]);
+    }
+    T in_i[kIn], in_j[kIn];
+    load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
+    for (int r = rank; r < kNeighbourRows<D>; r += kLanes) {
+      int row;
+      T shift_y, shift_z;
+      if (!row_of(a.g, cell[1], cell[2], r % 3 - 1, D == 3 ? r / 3 - 1 : 0, row, shift_y, shift_z)) continue;
+      const RowPieces<T> rp = row_pieces(a, a.start, row, cell[0] - 1, cell[0] + 1);
 #pragma unroll
-    for (int q = 0; q < 3; ++q) {  // unrolled: rp stays in registers
-      if (q >= rp.count) break;
-      // The target seen from the sources' image: r = x_i - (x_j + shift).
-      T t[D];
-      t[0] = xi[0] - rp.shift[q];
-      t[1] = xi[1] - shift_y;
-      if (D == 3) t[D - 1] = xi[D - 1] - shift_z;
-      // Unrolled so that several source loads are in flight (they hit L1, but in order).
+      for (int q = 0; q < 3; ++q) {  // unrolled: rp stays in registers
+        if (q >= rp.count) break;
+        // The target seen from the sources' image: r = x_i - (x_j + shift).
+        T t[D];
+        t[0] = xi[0] - rp.shift[q];
+        t[1] = xi[1] - shift_y;
+        if (D == 3) t[D - 1] = xi[D - 1] - shift_z;
+        // Unrolled so that several source loads are in flight (they hit L1, but in order).
 #pragma unroll 4
-      for (std::uint32_t j = rp.begin[q]; j < rp.end[q]; ++j) {
-        T r[D];
-        const T r2 = separation(t, a.pos[j], r);
-        if (r2 < a.g.cutoff2 && j != i) {
-          T discard[kOut];
-          load_inputs<Kernel::inputs>(a.inputs, a.n, j, in_j);
-          kernel(r, r2, in_i, in_j, acc, discard);
+        for (std::uint32_t j = rp.begin[q]; j < rp.end[q]; ++j) {
+          T r_ij[D];
+          const T r2 = separation(t, a.pos[j], r_ij);
+          if (r2 < a.g.cutoff2 && j != i) {
+            T discard[kOut];
+            load_inputs<Kernel::inputs>(a.inputs, a.n, j, in_j);
+            kernel(r_ij, r2, in_i, in_j, acc, discard);
+          }
         }
       }
     }
-  });
-  write_outputs(a, kernel, i, acc);
+  }
+  if constexpr (kLanes > 1) {
+#pragma unroll
+    for (int offset = kLanes / 2; offset > 0; offset /= 2)
+#pragma unroll
+      for (int k = 0; k < kOut; ++k) acc[k] += __shfl_down_sync(0xffffffffu, acc[k], offset, kLanes);
+  }
+  if (rank == 0 && i < a.n) write_outputs(a, kernel, i, acc);
 }
 
 // Launch shape of the pencil kernel: cells per pencil, threads, shared sources per stage,
@@ -214,10 +233,7 @@ struct PencilShape {
   int extend = 0;
 };
 
-// The x-rows around a pencil's own row (3^(D-1)), and those the half shell stages: the
-// rows ahead and its own.
-template <int D>
-constexpr int kNeighbourRows = D == 3 ? 9 : 3;
+// The half shell stages the rows ahead and its own.
 template <int D>
 constexpr int kHalfShellRows = D == 3 ? 5 : 2;
 
@@ -852,10 +868,15 @@ template <class T, int D, class Kernel>
 void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method, Variant variant,
             const Args<T, D, inputs_of<Kernel>(), Kernel::outputs>& args) {
   if (cells.n == 0) return;
-  if (method == PairMethod::CudaThreadPerParticle) {
-    const unsigned blocks = static_cast<unsigned>((cells.n + 127) / 128);
-    thread_per_particle_kernel<T, D, Kernel><<<blocks, 128>>>(args, kernel);
-    cuda::check_launch("pmkit PairPlan: thread-per-particle kernel");
+  if (method == PairMethod::CudaThreadPerParticle || method == PairMethod::CudaThreadPerRow) {
+    constexpr int kLanes = kRowLanes<D>;
+    const bool per_row = method == PairMethod::CudaThreadPerRow;
+    const unsigned blocks = static_cast<unsigned>((cells.n * (per_row ? kLanes : 1) + 127) / 128);
+    if (per_row)
+      thread_per_row_kernel<T, D, Kernel, kLanes><<<blocks, 128>>>(args, kernel);
+    else
+      thread_per_row_kernel<T, D, Kernel, 1><<<blocks, 128>>>(args, kernel);
+    cuda::check_launch("pmkit PairPlan: thread-per-particle / thread-per-row kernel");
     return;
   }
   // Only the kernel's own inputs: a kernel without any (Lennard-Jones) stages 16 bytes a
@@ -960,6 +981,7 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
       };
       const int* targets = pt::kPencilTargets;
       const Candidate candidates[] = {{PairMethod::CudaThreadPerParticle, {targets[0], false}},
+                                      {PairMethod::CudaThreadPerRow, {targets[0], false}},
                                       {PairMethod::CudaBlockPerCell, {targets[0], false}},
                                       {PairMethod::CudaXPencil, {targets[0], false}},
                                       {PairMethod::CudaXPencil, {targets[1], false}},
