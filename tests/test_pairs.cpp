@@ -133,7 +133,7 @@ PairOptions cuda_options(PairMethod method) {
   opt.method = method;
   return opt;
 }
-const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreadPerRow,
+const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
                                    PairMethod::CudaBlockPerCell,
                                    PairMethod::CudaXPencil, PairMethod::CudaHalfShell, PairMethod::Auto};
 

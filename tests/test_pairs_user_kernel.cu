@@ -33,7 +33,7 @@ struct Yukawa {
 
 TEST(CudaPairs, UserKernelCompiledByTheCaller) {
   PMKIT_REQUIRE_GPU();
-  for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreadPerRow,
+  for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
                             PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
                             PairMethod::Auto}) {
     PairOptions opt;

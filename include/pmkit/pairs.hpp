@@ -80,11 +80,11 @@ enum class PairMethod {
   // One thread per particle; sources read from global memory (through L1), the three
   // cells of each neighbouring x-row as one contiguous range.
   CudaThreadPerParticle,
-  // Thread per particle with a particle's neighbouring x-rows shared out over 8 threads
-  // (4 in 2D), their sums combined by warp shuffles in a fixed order: for few particles a
-  // cell, where one thread's nine rows in a row are a chain of dependent loads and too
-  // few particles keep the GPU busy meanwhile.
-  CudaThreadPerRow,
+  // Thread per particle with a particle's neighbouring x-rows split over three threads
+  // (in 3D one z-plane of three rows each, in 2D one row each), their outputs added in a
+  // fixed order: for few particles a cell, where one thread's rows one after the other
+  // are a chain of dependent loads and too few particles keep the GPU busy meanwhile.
+  CudaThreeThreadsPerParticle,
   // One block per cell; the sources of each neighbouring x-row staged in shared memory.
   CudaBlockPerCell,
   // One block per x-pencil of cells (as many as fill the block with targets); the
@@ -112,7 +112,7 @@ inline const char* to_string(PairMethod method) {
   switch (method) {
     case PairMethod::Auto: return "auto";
     case PairMethod::CudaThreadPerParticle: return "thread-per-particle";
-    case PairMethod::CudaThreadPerRow: return "thread-per-row";
+    case PairMethod::CudaThreeThreadsPerParticle: return "3-threads-per-particle";
     case PairMethod::CudaBlockPerCell: return "block-per-cell";
     case PairMethod::CudaXPencil: return "x-pencil";
     case PairMethod::CudaHalfShell: return "half-shell";

@@ -88,6 +88,18 @@ __device__ __forceinline__ RowPieces<T> row_pieces(const Args<T, D, kIn, kOut>& 
   return r;
 }
 
+// f(begin, end, shift_x) for each of row_pieces' ranges, in the same order, from
+// registers: RowPieces' arrays, filled at indices known only at run time, live in local
+// memory, a chain of local stores and loads before each row's walk.
+template <class T, int D, int kIn, int kOut, class F>
+__device__ __forceinline__ void for_each_row_range(const Args<T, D, kIn, kOut>& a, int row, int x_lo, int x_hi,
+                                                   F&& f) {
+  const int nx = a.g.ncell[0];
+  if (x_lo < 0 && a.g.periodic[0]) f(a.start[row + nx - 1], a.start[row + nx], -a.g.length[0]);
+  f(a.start[row + max(x_lo, 0)], a.start[row + min(x_hi, nx - 1) + 1], T(0));
+  if (x_hi >= nx && a.g.periodic[0]) f(a.start[row], a.start[row + 1], a.g.length[0]);
+}
+
 // The neighbouring x-row (dy, dz) of the cell (cy, cz): its first cell and its shift
 // along y and z; false past a bounded face (a row past a periodic face wraps, shifted).
 template <class T, int D>
@@ -154,27 +166,23 @@ constexpr int inputs_of() {
   return Kernel::inputs > 0 ? Kernel::inputs : 1;
 }
 
-// Lanes a target for the thread-per-row method: the 9 neighbouring x-rows of 3D shared
-// out over 8 lanes (the first takes two), the 3 of 2D over 4 (one idle); a power of two,
-// so that the lanes of a target are aligned in the warp for the shuffle sum.
-template <int D>
-constexpr int kRowLanes = D == 3 ? 8 : 4;
-
-// Thread per particle (kLanes = 1) and thread per row (kLanes = kRowLanes<D>): target i's
-// kLanes consecutive threads walk its neighbouring x-rows g, g + kLanes, ... (g the
-// thread's rank among them) from global memory, then sum their outputs by shuffles (in a
-// fixed order: the same bits every run) and the first writes them. Where cells hold few
-// particles a thread's nine rows are a serial chain of dependent loads, and there are too
-// few targets to fill the GPU with warps that hide it (bench/NOTES.md P34); split over
-// lanes, the chain is one or two rows long.
-template <class T, int D, class Kernel, int kLanes>
+// Thread per particle (kParts = 1) and three threads per particle (kParts = 3): target i's
+// neighbouring x-rows are split into kParts consecutive parts (three: one z-plane of three
+// rows each in 3D, one row each in 2D), each walked from global memory by a thread of a
+// warp of its own, so that a warp's 32 lanes (32 consecutive targets) walk the same
+// neighbouring rows and share their loads in L1. The parts' outputs meet in shared memory
+// and are added in a fixed order (the same bits every run). Where cells hold few particles
+// a thread's nine rows are a serial chain of dependent loads and there are too few targets
+// to fill the GPU with warps that hide it (bench/NOTES.md P34); in three parts the chain
+// is three rows long. Blocks are kParts warps of 32 targets, or 128 targets in one part.
+template <class T, int D, class Kernel, int kParts>
 __global__ void __launch_bounds__(128)
-    thread_per_row_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel) {
-  constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs;
-  const std::uint64_t thread = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::uint32_t i = static_cast<std::uint32_t>(thread / kLanes);
-  const int rank = static_cast<int>(thread % kLanes);
-  if (kLanes == 1 && i >= a.n) return;  // with lanes, every thread reaches the shuffles
+    thread_per_particle_kernel(const Args<T, D, inputs_of<Kernel>(), Kernel::outputs> a, const Kernel kernel) {
+  constexpr int kIn = inputs_of<Kernel>(), kOut = Kernel::outputs, kRows = kNeighbourRows<D>;
+  static_assert(kRows % kParts == 0, "the rows split evenly");
+  const int part = kParts == 1 ? 0 : static_cast<int>(threadIdx.x / 32);
+  const std::uint32_t i = kParts == 1 ? blockIdx.x * blockDim.x + threadIdx.x : blockIdx.x * 32 + threadIdx.x % 32;
+  if (kParts == 1 && i >= a.n) return;  // with parts, every thread reaches the barrier
   T acc[kOut] = {};
   if (i < a.n) {
     const PackedPosition<T, D> pi = a.pos[i];
@@ -187,22 +195,19 @@ __global__ void __launch_bounds__(128)
     }
     T in_i[kIn], in_j[kIn];
     load_inputs<Kernel::inputs>(a.inputs, a.n, i, in_i);
-    for (int r = rank; r < kNeighbourRows<D>; r += kLanes) {
+    for (int r = part * (kRows / kParts); r < (part + 1) * (kRows / kParts); ++r) {
       int row;
       T shift_y, shift_z;
       if (!row_of(a.g, cell[1], cell[2], r % 3 - 1, D == 3 ? r / 3 - 1 : 0, row, shift_y, shift_z)) continue;
-      const RowPieces<T> rp = row_pieces(a, a.start, row, cell[0] - 1, cell[0] + 1);
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {  // unrolled: rp stays in registers
-        if (q >= rp.count) break;
+      for_each_row_range(a, row, cell[0] - 1, cell[0] + 1, [&](std::uint32_t begin, std::uint32_t end, T shift_x) {
         // The target seen from the sources' image: r = x_i - (x_j + shift).
         T t[D];
-        t[0] = xi[0] - rp.shift[q];
+        t[0] = xi[0] - shift_x;
         t[1] = xi[1] - shift_y;
         if (D == 3) t[D - 1] = xi[D - 1] - shift_z;
         // Unrolled so that several source loads are in flight (they hit L1, but in order).
 #pragma unroll 4
-        for (std::uint32_t j = rp.begin[q]; j < rp.end[q]; ++j) {
+        for (std::uint32_t j = begin; j < end; ++j) {
           T r_ij[D];
           const T r2 = separation(t, a.pos[j], r_ij);
           if (r2 < a.g.cutoff2 && j != i) {
@@ -211,16 +216,22 @@ __global__ void __launch_bounds__(128)
             kernel(r_ij, r2, in_i, in_j, acc, discard);
           }
         }
-      }
+      });
     }
   }
-  if constexpr (kLanes > 1) {
+  if constexpr (kParts > 1) {
+    __shared__ T partial[kParts - 1][kOut][32];
+    if (part > 0)
 #pragma unroll
-    for (int offset = kLanes / 2; offset > 0; offset /= 2)
+      for (int k = 0; k < kOut; ++k) partial[part - 1][k][threadIdx.x % 32] = acc[k];
+    __syncthreads();
+    if (part > 0) return;
 #pragma unroll
-      for (int k = 0; k < kOut; ++k) acc[k] += __shfl_down_sync(0xffffffffu, acc[k], offset, kLanes);
+    for (int p = 0; p < kParts - 1; ++p)
+#pragma unroll
+      for (int k = 0; k < kOut; ++k) acc[k] += partial[p][k][threadIdx.x];
   }
-  if (rank == 0 && i < a.n) write_outputs(a, kernel, i, acc);
+  if (i < a.n) write_outputs(a, kernel, i, acc);
 }
 
 // Launch shape of the pencil kernel: cells per pencil, threads, shared sources per stage,
@@ -868,15 +879,16 @@ template <class T, int D, class Kernel>
 void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod method, Variant variant,
             const Args<T, D, inputs_of<Kernel>(), Kernel::outputs>& args) {
   if (cells.n == 0) return;
-  if (method == PairMethod::CudaThreadPerParticle || method == PairMethod::CudaThreadPerRow) {
-    constexpr int kLanes = kRowLanes<D>;
-    const bool per_row = method == PairMethod::CudaThreadPerRow;
-    const unsigned blocks = static_cast<unsigned>((cells.n * (per_row ? kLanes : 1) + 127) / 128);
-    if (per_row)
-      thread_per_row_kernel<T, D, Kernel, kLanes><<<blocks, 128>>>(args, kernel);
-    else
-      thread_per_row_kernel<T, D, Kernel, 1><<<blocks, 128>>>(args, kernel);
-    cuda::check_launch("pmkit PairPlan: thread-per-particle / thread-per-row kernel");
+  if (method == PairMethod::CudaThreadPerParticle) {
+    const unsigned blocks = static_cast<unsigned>((cells.n + 127) / 128);
+    thread_per_particle_kernel<T, D, Kernel, 1><<<blocks, 128>>>(args, kernel);
+    cuda::check_launch("pmkit PairPlan: thread-per-particle kernel");
+    return;
+  }
+  if (method == PairMethod::CudaThreeThreadsPerParticle) {
+    const unsigned blocks = static_cast<unsigned>((cells.n + 31) / 32);
+    thread_per_particle_kernel<T, D, Kernel, 3><<<blocks, 3 * 32>>>(args, kernel);
+    cuda::check_launch("pmkit PairPlan: three-threads-per-particle kernel");
     return;
   }
   // Only the kernel's own inputs: a kernel without any (Lennard-Jones) stages 16 bytes a
@@ -981,7 +993,7 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
       };
       const int* targets = pt::kPencilTargets;
       const Candidate candidates[] = {{PairMethod::CudaThreadPerParticle, {targets[0], false}},
-                                      {PairMethod::CudaThreadPerRow, {targets[0], false}},
+                                      {PairMethod::CudaThreeThreadsPerParticle, {targets[0], false}},
                                       {PairMethod::CudaBlockPerCell, {targets[0], false}},
                                       {PairMethod::CudaXPencil, {targets[0], false}},
                                       {PairMethod::CudaXPencil, {targets[1], false}},
