@@ -198,9 +198,9 @@ BinRow time_binning(int d, int ppc, const Box<3>& box, const std::vector<const f
 }
 
 constexpr int kMethodCount = 5;
-constexpr PairMethod kMethods[kMethodCount] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
-                                               PairMethod::CudaBlockPerCell,
-                                               PairMethod::CudaXPencil, PairMethod::CudaHalfShell};
+constexpr PairMethod kMethods[kMethodCount] = {
+    PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle, PairMethod::CudaBlockPerCell,
+    PairMethod::CudaXPencil, PairMethod::CudaHalfShell};
 
 template <class Kernel>
 void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::vector<const float*>& x,

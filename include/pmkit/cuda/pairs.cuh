@@ -3,7 +3,7 @@
 // file compiled by nvcc to use PairPlan::compute with your own kernel on the CUDA backend
 // (the built-in kernels are compiled into the library already).
 //
-// Three methods are full shell: every particle (a "target") sums its own outputs over the
+// Four methods are full shell: every particle (a "target") sums its own outputs over the
 // "sources" of the 3^D cells around its cell, so no two threads write the same output and
 // no atomics are needed. The particles are sorted by cell with x fastest, so the three
 // cells of one neighbouring x-row are one contiguous range of sorted slots: a row is one
@@ -11,6 +11,8 @@
 //
 // - thread per particle: each thread reads its sources from global memory (the threads of
 //   a warp share cells, so the reads hit L1);
+// - three threads per particle: the same with a particle's rows in three parts, each
+//   walked by a warp of its own (for few particles a cell: thread_per_particle_kernel);
 // - x-pencil: a block takes L consecutive cells of an x-row; it stages cells x0-1 .. x0+L
 //   of all 3^(D-1) neighbouring rows into shared memory at once (in stages if they do not
 //   fit), and every target reads its three cells of each row from there. Where cells
