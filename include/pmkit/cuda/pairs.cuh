@@ -595,9 +595,10 @@ void with_register_budget(bool few_registers, F&& f) {
 }
 
 // The x-pencil's walk unrolled by 8 where cells are dense (32 or more a cell, 3D float):
-// there each window holds hundreds of candidates, and a single 8-unrolled walk measured
-// -2.5% at 100 a cell but +2-3% at 10 (bench/NOTES.md P19, P29). Its own kernel, so that the
-// other launches keep their code.
+// there each window holds hundreds of candidates whose shared loads and FMA chains the
+// wider trip overlaps (Lennard-Jones at 100 a cell -2%, the expensive kernel's x-pencil
+// +1.7%; bench/NOTES.md P33), while at 10 a cell an 8-unrolled walk cost 2-3% (P19). Its
+// own kernel, so that the other launches keep their code.
 constexpr int kDenseUnroll = 8;
 
 template <class T, int D, class Kernel, bool kFewRegisters, int kUnroll>
@@ -659,10 +660,10 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
         // Only the own row holds the target itself (the same row in the whole block).
         if (rows[r].own)
           walk_staged<true, kUnroll, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
-                                            a.g.cutoff2, xi, in_i, acc);
+                                                     a.g.cutoff2, xi, in_i, acc);
         else
           walk_staged<false, kUnroll, Kernel::inputs>(kernel, src_pos, src_in, shape.capacity, base, from, to, self,
-                                             a.g.cutoff2, xi, in_i, acc);
+                                                      a.g.cutoff2, xi, in_i, acc);
       }
     }
     if (active) write_outputs(a, kernel, i, acc);
@@ -905,7 +906,7 @@ void launch(DevicePairCells<T, D>& cells, const Kernel& kernel, PairMethod metho
   const unsigned blocks = static_cast<unsigned>(rows * ((nx + shape.length - 1) / shape.length));
   const std::size_t shared = shape.capacity * bytes_per_source + cell_starts_bytes<D>(shape.length + shape.extend);
   if (!half) {
-    constexpr bool kMayUnroll = D == 3 && kHasFewRegisters<T>;
+    constexpr bool kMayUnroll = D == 3 && std::is_same_v<T, float>;
     const bool dense = kMayUnroll && method == PairMethod::CudaXPencil && cells.mean_per_cell() >= 32;
     with_register_budget<T>(variant.few_registers, [&](auto few) {
       constexpr bool kFew = decltype(few)::value;
