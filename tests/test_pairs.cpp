@@ -1,6 +1,7 @@
 // Cutoff pair interactions on cell lists (CPU): against an O(N^2) float64 brute force on
 // fresh random inputs, both shells; an energy-conserving Lennard-Jones run; bad input.
 #include <algorithm>
+#include <cstring>
 
 #include "pair_cases.hpp"
 
@@ -287,6 +288,37 @@ TEST(CudaPairs, HalfShellRepeatsToRounding) {
       scale += std::fabs(f[d][i]);
     }
     EXPECT_LE(std::fabs(sum_half), 1e-5 * scale + std::fabs(sum_full)) << "axis " << d;
+  }
+}
+
+// The full-shell methods sum each particle's outputs in a fixed order (three threads a
+// particle add their parts in a fixed order too): two runs on the same points, and a
+// second plan, give the same bits. Summing through atomics, as the half shell does,
+// would not.
+TEST(CudaPairs, FullShellMethodsRepeatBitForBit) {
+  PMKIT_REQUIRE_GPU();
+  const Box<3> box = Box<3>::periodic({4.0, 4.0, 4.0});  // 5^3 cells
+  pair_kernels::LennardJones<3> lj{1.0, 0.3, 0.8, 0.05};
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 4.0);
+  for (std::size_t n : {scaled(125), scaled(7500)}) {  // ~1 and ~60 a cell
+    std::array<std::vector<float>, 3> x;
+    for (auto& axis : x) {
+      axis.resize(n);
+      for (float& v : axis) v = static_cast<float>(unit(rng));
+    }
+    for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
+                              PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil}) {
+      SCOPED_TRACE(std::string(to_string(method)) + ", n = " + std::to_string(n));
+      PairPlan<float, 3> plan(box, 0.8, cuda_options(method)), again(box, 0.8, cuda_options(method));
+      const auto a = run_pairs(plan, lj, x), b = run_pairs(plan, lj, x), c = run_pairs(again, lj, x);
+      for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), n * sizeof(float))) << "output " << k;
+        EXPECT_EQ(0, std::memcmp(a[k].data(), c[k].data(), n * sizeof(float))) << "output " << k;
+      }
+    }
   }
 }
 
