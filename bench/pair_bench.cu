@@ -46,11 +46,11 @@ using namespace pmkit;
 
 using pmkit::bench::ck;
 
-// One timed call (ms, wall clock, synchronised).
-double time_call_ms(const std::function<void()>& f) {
+// One timed call (ms, wall clock); `device`: the clock stops after the device is done.
+double time_call_ms(const std::function<void()>& f, bool device = true) {
   const auto a = std::chrono::steady_clock::now();
   f();
-  ck(cudaDeviceSynchronize(), "sync");
+  if (device) ck(cudaDeviceSynchronize(), "sync");
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
 }
 
@@ -59,16 +59,20 @@ double median(std::vector<double> t) {
   return t[t.size() / 2];
 }
 
-// Median of timed runs (ms) after `warm` untimed ones: at least 5 runs, and up to 201
-// while the total stays under 0.3 s (small cases vary by a few microseconds a call).
-double median_ms(const std::function<void()>& f, int warm = 2) {
+// Median of timed calls (ms) after `warm` untimed ones: at least `min_calls`, and up to
+// `max_calls` while the total stays under 0.3 s (small cases vary by a few microseconds a
+// call), but no more once it passes `cap_ms` (a call longer than that is timed once).
+// `device`: as time_call_ms.
+double median_ms(const std::function<void()>& f, int warm = 2, bool device = true, std::size_t min_calls = 5,
+                 std::size_t max_calls = 201, double cap_ms = INFINITY) {
   for (int i = 0; i < warm; ++i) f();
-  ck(cudaDeviceSynchronize(), "warm-up");
+  if (device) ck(cudaDeviceSynchronize(), "warm-up");
   std::vector<double> t;
   double total = 0;
-  while (t.size() < 5 || (t.size() < 201 && total < 300)) {
-    t.push_back(time_call_ms(f));
+  while (t.size() < max_calls && (t.size() < min_calls || total < 300)) {
+    t.push_back(time_call_ms(f, device));
     total += t.back();
+    if (total > cap_ms) break;
   }
   return median(t);
 }
@@ -242,30 +246,21 @@ void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::v
     PairPlan<float, 3> plan(box, 1.0, opt);
     typename PairPlan<float, 3>::Positions hpos;
     for (int d = 0; d < 3; ++d) hpos[d] = host_x[d];
-    // Medians of at least 3 timed calls, up to 51 while they add up to under 0.3 s (one
-    // call of 32^3 x 100 takes ~2.5 s): with every host core in the team, a thread that
-    // the OS deschedules stalls a whole call by a time slice (~12 ms, seen in 2 of 3 calls
-    // of the small rows), and a few more calls keep those stalls out of the median.
-    auto host_median_ms = [](const std::function<void()>& call, bool warm) {
-      if (warm) call();
-      std::vector<double> t;
-      double total = 0;
-      while (t.size() < 3 || (t.size() < 51 && total < 300)) {
-        const auto a = std::chrono::steady_clock::now();
-        call();
-        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-        total += t.back();
-        if (total > 2000) break;  // the largest rows: as many calls as 2 s allow, at least one
-      }
-      return median(t);
+    // Host calls: medians of at least 3, up to 51 within 0.3 s, and as many as 2 s allow
+    // for the largest rows (one call of 32^3 x 100 takes ~2.5 s). With every host core in
+    // the team, a thread that the OS deschedules stalls a whole call by a time slice (~12
+    // ms, seen in 2 of 3 calls of the small rows), and a few more calls keep those stalls
+    // out of the median (bench/NOTES.md P37).
+    auto host_median_ms = [](const std::function<void()>& call, int warm) {
+      return median_ms(call, warm, false, 3, 51, 2000);
     };
-    row.cpu_binning = host_median_ms([&] { plan.set_points(hpos); }, false);
+    row.cpu_binning = host_median_ms([&] { plan.set_points(hpos); }, 0);
     std::vector<std::vector<float>> hout(Kernel::outputs, std::vector<float>(n));
     std::vector<View<float>> hv(hout.begin(), hout.end());
     std::vector<float> w(n, 1.0f);
     std::vector<View<const float>> hin;
     if (Kernel::inputs > 0) hin.push_back(w);
-    row.cpu = host_median_ms([&] { plan.compute(kernel, hin, hv); }, true);  // the first call allocates
+    row.cpu = host_median_ms([&] { plan.compute(kernel, hin, hv); }, 1);  // the first call allocates
   }
 }
 

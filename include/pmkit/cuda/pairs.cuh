@@ -92,7 +92,9 @@ __device__ __forceinline__ RowPieces<T> row_pieces(const Args<T, D, kIn, kOut>& 
 
 // f(begin, end, shift_x) for each of row_pieces' ranges, in the same order, from
 // registers: RowPieces' arrays, filled at indices known only at run time, live in local
-// memory, a chain of local stores and loads before each row's walk.
+// memory, a chain of local stores and loads before each row's walk. (row_pieces built on
+// this one moves the pencil kernels' SASS; branch wip/row-ranges-dedup waits for a
+// device run to show it costs nothing.)
 template <class T, int D, int kIn, int kOut, class F>
 __device__ __forceinline__ void for_each_row_range(const Args<T, D, kIn, kOut>& a, int row, int x_lo, int x_hi,
                                                    F&& f) {
