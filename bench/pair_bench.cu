@@ -142,12 +142,18 @@ void print_launch_floor() {
   for (cudaEvent_t& x : e) cudaEventDestroy(x);
 }
 
+// The CUDA methods of the table, in its column order.
+constexpr int kMethodCount = 5;
+constexpr PairMethod kMethods[kMethodCount] = {
+    PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle, PairMethod::CudaBlockPerCell,
+    PairMethod::CudaXPencil, PairMethod::CudaHalfShell};
+
 // Counts each particle's neighbours within the cutoff (the pairs of the table).
 struct Row {
   int d = 0, ppc = 0;
   const char* kernel = "";
   std::size_t n = 0;
-  double binning = 0, method[5] = {0, 0, 0, 0, 0}, automatic = 0, automatic_kernel = 0, cpu = -1, cpu_binning = -1;
+  double binning = 0, method[kMethodCount] = {}, automatic = 0, automatic_kernel = 0, cpu = -1, cpu_binning = -1;
   PairMethod chosen = PairMethod::Auto;
   double pairs = 0;
 };
@@ -200,11 +206,6 @@ BinRow time_binning(int d, int ppc, const Box<3>& box, const std::vector<const f
   if (scale > 0) row.max_force_diff /= scale;
   return row;
 }
-
-constexpr int kMethodCount = 5;
-constexpr PairMethod kMethods[kMethodCount] = {
-    PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle, PairMethod::CudaBlockPerCell,
-    PairMethod::CudaXPencil, PairMethod::CudaHalfShell};
 
 template <class Kernel>
 void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::vector<const float*>& x,

@@ -135,8 +135,8 @@ PairOptions cuda_options(PairMethod method) {
   return opt;
 }
 const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
-                                   PairMethod::CudaBlockPerCell,
-                                   PairMethod::CudaXPencil, PairMethod::CudaHalfShell, PairMethod::Auto};
+                                   PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
+                                   PairMethod::Auto};
 
 // The corner lists' test (host-callable): a source of a corner row that lies within the
 // cutoff of any point of the x-row's cells is kept, whatever the rounding; and about the
