@@ -108,8 +108,6 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
   T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
   Span* window_spans = reinterpret_cast<Span*>(interp_shared);  // [NP][Window::kNodes] (kSpans)
   const Chunk chunk = chunks[blockIdx.x];
-  particles = streamed(particles);
-  order = order ? streamed(order) : order;
   Packed<T> mine[kSlots] = {};
   std::uint32_t local[kSlots] = {};
 #pragma unroll
@@ -183,7 +181,7 @@ template <class T>
 __global__ void unbin_kernel(PropPass<T> pass, const T* binned_values, std::size_t n, const std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const std::uint32_t from = streamed(slot)[i];
+  const std::uint32_t from = slot[i];
   for (int j = 0; j < pass.count; ++j)
     pass.values[j][static_cast<std::ptrdiff_t>(i) * pass.value_stride[j]] = binned_values[j * n + from];
 }

@@ -150,9 +150,14 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   __shared__ double scale[NP];
   const Chunk chunk = chunks[blockIdx.x];
   for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
-  particles = streamed(particles);
-  order = order ? streamed(order) : order;
-  perm = streamed(perm);
+  if constexpr (!tuning::interleave_pays(S, D)) {
+    // Records and perm read once, coalesced (the arrival order): evict-first in L2 leaves
+    // it to the property gather and the mesh (linear 2^24 on 256^3 -3%, 2D M'4 2^22
+    // -10%). Not where a chunk is read in the interleaved order: its record lines serve
+    // several warps, some through L2 again (M'4 128^3 +5%; bench/NOTES.md 54).
+    particles = streamed(particles);
+    perm = streamed(perm);
+  }
 
   // Each thread's properties are gathered (the caller's order: one random read each)
   // once, into registers, and serve both the scale and the accumulation.
@@ -162,7 +167,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
     const std::uint32_t p = i < chunk.count ? perm[chunk.begin + taken(order, chunk, i)] : 0;
 #pragma unroll
-    for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop_kept(pass, j, p) : T(0);
+    for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
 
   int tile[D];

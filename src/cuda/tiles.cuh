@@ -40,27 +40,12 @@ __device__ __forceinline__ T load_prop(const PropPass<T>& pass, int j, std::uint
   return __ldg(pass.props[j] + static_cast<std::ptrdiff_t>(p) * pass.prop_stride[j]);
 }
 
-// L2 eviction priorities (CCCL's access properties: the policy rides in the load's
-// memory descriptor, no extra instruction; L1 keeps its normal policy, unlike the `.cs`
-// loads of bench/NOTES.md 15). A tile kernel reads its binned streams once (records,
-// order, perm: 22 bytes a particle, ~350 MB at 2^24), and in the caller's order the
-// property gather wants the L2 for itself: every miss there is a 64-byte DRAM burst for
-// 4 bytes (NOTES 14, 46). Loads through __ldg drop the association, so plain loads.
+// A pointer whose loads ask L2 to evict their lines first (CCCL's access property: the
+// policy rides in the load's memory descriptor, no extra instruction; L1 keeps its normal
+// policy, unlike the `.cs` loads of bench/NOTES.md 15). Loads through __ldg drop it.
 template <class P>
 __device__ __forceinline__ const P* streamed(const P* p) {
   return ::cuda::associate_access_property(p, ::cuda::access_property::streaming{});
-}
-template <class P>
-__device__ __forceinline__ const P* kept(const P* p) {
-  return ::cuda::associate_access_property(p, ::cuda::access_property::persisting{});
-}
-#ifndef PMKIT_L2_KEEP_PROPS
-#define PMKIT_L2_KEEP_PROPS 1
-#endif
-template <class T>
-__device__ __forceinline__ T load_prop_kept(const PropPass<T>& pass, int j, std::uint32_t p) {
-  if constexpr (PMKIT_L2_KEEP_PROPS) return kept(pass.props[j])[static_cast<std::ptrdiff_t>(p) * pass.prop_stride[j]];
-  else return load_prop(pass, j, p);
 }
 
 
