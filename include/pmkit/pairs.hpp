@@ -278,6 +278,10 @@ class PairPlan {
 
   // Overwrites outputs[k][p] with particle p's accumulated output k of the kernel;
   // inputs[k][p] is its input k. Nothing the caller owns is written if a check fails.
+  // CUDA: asynchronous on the default stream, like a kernel launch (and like Plan::spread
+  // and interp with device arrays): use the outputs in stream order or after
+  // cudaDeviceSynchronize(). The first compute of a kernel type with PairMethod::Auto
+  // waits, for its one-time timing.
   template <class Kernel>
   void compute(const Kernel& kernel, Span<View<const T>> inputs, Span<View<T>> outputs);
 
@@ -290,8 +294,9 @@ class PairPlan {
   // CUDA: the method that ran the last compute (Auto resolved); CPU: Auto.
   PairMethod last_method() const;
   // Seconds of the last compute's traversal: CUDA, the device time of its kernels (CUDA
-  // events; the one-time Auto timing excluded); CPU, the wall time of the traversal.
-  Timings last_timings() const { return timings_; }
+  // events; the one-time Auto timing excluded), which waits for them to end; CPU, the wall
+  // time of the traversal.
+  Timings last_timings() const;
 
  private:
   // The CPU cell sort of offsets from the box origin plus `origin` (the box's own

@@ -149,6 +149,17 @@ PairMethod PairPlan<T, D>::last_method() const {
   return PairMethod::Auto;
 }
 template <class T, int D>
+Timings PairPlan<T, D>::last_timings() const {
+#ifdef PMKIT_WITH_CUDA
+  if (cells_->device) {
+    Timings t = timings_;
+    t.compute_s = cells_->device->kernel_seconds();  // waits for the last compute
+    return t;
+  }
+#endif
+  return timings_;
+}
+template <class T, int D>
 std::array<int, D> PairPlan<T, D>::cells() const {
   return cells_->ncell;
 }
@@ -358,8 +369,7 @@ void PairPlan<T, D>::compute(const Kernel& kernel, Span<View<const T>> inputs, S
 #ifdef PMKIT_WITH_CUDA
   if (cl.device) {
     detail::device_pair_compute<T, D, Kernel>(*cl.device, kernel, options_.method, inputs, outputs);
-    timings_.compute_s = cl.device->last_kernel_s;
-    return;
+    return;  // its device time is read by last_timings()
   }
 #endif
   // Wall time of the CPU traversal, taken on every way out of this function.

@@ -142,7 +142,10 @@ struct DevicePairCells {
   };
   std::map<std::type_index, Choice> chosen;
   PairMethod last_method{};  // PairMethod::Auto until a compute has run
-  double last_kernel_s = 0;  // device time of the last traversal (CUDA events)
+  // Device time of the last traversal, between events[0] and events[1]: recorded without
+  // waiting (compute is asynchronous), read on demand by kernel_seconds().
+  double last_kernel_s = 0;
+  bool kernel_time_pending = false;
   cudaEvent_t events[2] = {nullptr, nullptr};
   cuda::DevicePointerCheck device_pointers;  // pointers already found to be device memory
 
@@ -157,6 +160,19 @@ struct DevicePairCells {
   void make_events() {
     for (cudaEvent_t& e : events)
       if (!e) cuda::check(cudaEventCreate(&e), "cudaEventCreate");
+  }
+
+  // The last traversal's device time, waiting for it to end if it has not (a kernel
+  // failure surfaces here as a pmkit::Error).
+  double kernel_seconds() {
+    if (kernel_time_pending) {
+      kernel_time_pending = false;
+      cuda::check(cudaEventSynchronize(events[1]), "PairPlan::compute");
+      float ms = 0;
+      cuda::check(cudaEventElapsedTime(&ms, events[0], events[1]), "cudaEventElapsedTime");
+      last_kernel_s = 1e-3 * ms;
+    }
+    return last_kernel_s;
   }
 
   double mean_per_cell() const { return cells ? double(n) / double(cells) : 0.0; }

@@ -1026,8 +1026,13 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
   // Scratch allocated outside the timed launch (it synchronises).
   if (method == PairMethod::CudaHalfShell)
     cells.sorted_outputs.reserve(kOut * cells.n, "PairPlan::compute: half-shell sums");
-  const float ms = timed_launch(method, variant);
-  cells.last_kernel_s = 1e-3 * ms;
+  // The call's launch, between the events but not waited for: compute is asynchronous
+  // on the default stream, as Plan::spread and interp are with device arrays; its device
+  // time is read when asked for (DevicePairCells::kernel_seconds).
+  cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
+  pt::launch(cells, kernel, method, variant, args);
+  cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
+  cells.kernel_time_pending = true;
   cells.last_method = method;
 }
 
