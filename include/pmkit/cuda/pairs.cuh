@@ -69,39 +69,37 @@ struct RowPieces {
   int middle;  // the piece of the in-range cells
 };
 
+// f(begin, end, shift_x, middle) for each range of the row's cells [x_lo, x_hi], in
+// increasing x (`starts`: the row's cell starts, Args::start or a corner list's): the
+// periodic image of the last cell (x_lo = -1), the in-range cells (`middle`), the image
+// of the first (x_hi = nx). The thread kernels walk the ranges as they come, in
+// registers; RowPieces keeps them for a pencil's row table (its arrays, filled at indices
+// known only at run time, would live in local memory in a thread's walk: a chain of local
+// stores and loads before each row).
+template <class T, int D, int kIn, int kOut, class F>
+__device__ __forceinline__ void for_each_row_range(const Args<T, D, kIn, kOut>& a, const std::uint32_t* starts,
+                                                   int row, int x_lo, int x_hi, F&& f) {
+  const int nx = a.g.ncell[0];
+  if (x_lo < 0 && a.g.periodic[0]) f(starts[row + nx - 1], starts[row + nx], -a.g.length[0], false);
+  f(starts[row + max(x_lo, 0)], starts[row + min(x_hi, nx - 1) + 1], T(0), true);
+  if (x_hi >= nx && a.g.periodic[0]) f(starts[row], starts[row + 1], a.g.length[0], false);
+}
+
 template <class T, int D, int kIn, int kOut>
 __device__ __forceinline__ RowPieces<T> row_pieces(const Args<T, D, kIn, kOut>& a, const std::uint32_t* starts,
                                                    int row, int x_lo, int x_hi) {
-  const int nx = a.g.ncell[0];
   RowPieces<T> r;
   r.count = 0;
   r.local[0] = 0;
-  auto add = [&](int first, int last, T shift) {
-    r.begin[r.count] = starts[row + first];
-    r.end[r.count] = starts[row + last + 1];
+  for_each_row_range(a, starts, row, x_lo, x_hi, [&](std::uint32_t begin, std::uint32_t end, T shift, bool middle) {
+    if (middle) r.middle = r.count;
+    r.begin[r.count] = begin;
+    r.end[r.count] = end;
     r.shift[r.count] = shift;
-    r.local[r.count + 1] = r.local[r.count] + (r.end[r.count] - r.begin[r.count]);
+    r.local[r.count + 1] = r.local[r.count] + (end - begin);
     ++r.count;
-  };
-  if (x_lo < 0 && a.g.periodic[0]) add(nx - 1, nx - 1, -a.g.length[0]);
-  r.middle = r.count;
-  add(max(x_lo, 0), min(x_hi, nx - 1), T(0));
-  if (x_hi >= nx && a.g.periodic[0]) add(0, 0, a.g.length[0]);
+  });
   return r;
-}
-
-// f(begin, end, shift_x) for each of row_pieces' ranges, in the same order, from
-// registers: RowPieces' arrays, filled at indices known only at run time, live in local
-// memory, a chain of local stores and loads before each row's walk. (row_pieces built on
-// this one moves the pencil kernels' SASS; branch wip/row-ranges-dedup waits for a
-// device run to show it costs nothing.)
-template <class T, int D, int kIn, int kOut, class F>
-__device__ __forceinline__ void for_each_row_range(const Args<T, D, kIn, kOut>& a, int row, int x_lo, int x_hi,
-                                                   F&& f) {
-  const int nx = a.g.ncell[0];
-  if (x_lo < 0 && a.g.periodic[0]) f(a.start[row + nx - 1], a.start[row + nx], -a.g.length[0]);
-  f(a.start[row + max(x_lo, 0)], a.start[row + min(x_hi, nx - 1) + 1], T(0));
-  if (x_hi >= nx && a.g.periodic[0]) f(a.start[row], a.start[row + 1], a.g.length[0]);
 }
 
 // The neighbouring x-row (dy, dz) of the cell (cy, cz): its first cell and its shift
@@ -203,7 +201,8 @@ __global__ void __launch_bounds__(128)
       int row;
       T shift_y, shift_z;
       if (!row_of(a.g, cell[1], cell[2], r % 3 - 1, D == 3 ? r / 3 - 1 : 0, row, shift_y, shift_z)) continue;
-      for_each_row_range(a, row, cell[0] - 1, cell[0] + 1, [&](std::uint32_t begin, std::uint32_t end, T shift_x) {
+      for_each_row_range(a, a.start, row, cell[0] - 1, cell[0] + 1,
+                         [&](std::uint32_t begin, std::uint32_t end, T shift_x, bool) {
         // The target seen from the sources' image: r = x_i - (x_j + shift).
         T t[D];
         t[0] = xi[0] - shift_x;
