@@ -7,8 +7,10 @@
 # to those named: tests, sanitizer, torch, cpu, pairs, mesh, methods, profile. "methods" times
 # the spread methods forced one by one (gpu_bench --method) on the cases around Auto's
 # switch between them (PMKIT_METHOD_CASES). PMKIT_SANITIZER_TOOLS
-# (default "memcheck racecheck") picks the sanitizer tools: racecheck alone takes ~6
-# minutes, so a run split over two device calls gives each call one; PMKIT_SANITIZER_FILTER
+# (default "memcheck racecheck") picks the sanitizer tools: memcheck over every CUDA test
+# takes ~1 minute, racecheck ~6-7 (2026-11-25: 393 s for 134 of the 165 tests), which with
+# a cold build (~3.5 minutes) passes a call's 10; so racecheck gets a call of its own on
+# the machine a previous call left warm (its build is kept); PMKIT_SANITIZER_FILTER
 # (a gtest filter; default every CUDA test) narrows them to the tests of a change. Results files come from
 # full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
 # cost on the device; "shared" (never in the default) bench/shared_probe, what the spread's

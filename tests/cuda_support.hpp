@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pmkit/view.hpp"
+#include "test_support.hpp"
 
 namespace pmkit::test {
 
@@ -24,8 +25,8 @@ inline bool have_gpu() {
 #define PMKIT_REQUIRE_GPU() \
   if (!::pmkit::test::have_gpu()) GTEST_SKIP() << "no CUDA device"
 
-// Sizes shrink under compute-sanitizer (PMKIT_TEST_SMALL), which is ~100x slower.
-inline bool sanitizing() { return std::getenv("PMKIT_TEST_SMALL") != nullptr; }
+// Sizes shrink under compute-sanitizer (PMKIT_TEST_SMALL, test_support.hpp's sanitizing()),
+// which is ~100x slower.
 inline std::size_t scaled(std::size_t n) { return sanitizing() ? std::max<std::size_t>(n / 16, 1) : n; }
 
 template <class T>

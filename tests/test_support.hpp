@@ -29,6 +29,10 @@ inline void PrintTo(const Kernel& k, std::ostream* os) { *os << k.name(); }
 
 namespace pmkit::test {
 
+// Whether the tests run under compute-sanitizer (bench/device.sh sets PMKIT_TEST_SMALL):
+// ~100x slower there, so the CUDA tests shrink their sizes and step counts.
+inline bool sanitizing() { return std::getenv("PMKIT_TEST_SMALL") != nullptr; }
+
 // ---------------------------------------------------------------------------------
 // Backends. Every backend-dependent test is instantiated once per entry of
 // backends(); a backend that cannot run here makes its tests skip with the reason.
