@@ -48,7 +48,6 @@ __device__ __forceinline__ const P* streamed(const P* p) {
   return ::cuda::associate_access_property(p, ::cuda::access_property::streaming{});
 }
 
-
 // A tile's window: the tile's nodes plus the kernel's reach, as a small mesh of its own
 // (node m of the window is logical node tile * edge - (S-1)/2 + m, no wrap inside).
 // Its sizes are compile-time constants, so every stencil offset inside it is an

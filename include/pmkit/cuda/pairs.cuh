@@ -965,16 +965,18 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
     args.inputs = cells.sorted_inputs.get();
   }
 
-  // One launch between the plan's two events: its device time in ms (synchronises).
+  // One launch between the plan's two events, not waited for; cells.kernel_seconds()
+  // reads its device time (waiting then).
   cells.make_events();
-  auto timed_launch = [&](PairMethod m, pt::Variant v) {
+  auto launch_between_events = [&](PairMethod m, pt::Variant v) {
     cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
     pt::launch(cells, kernel, m, v, args);
     cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
-    cuda::check(cudaEventSynchronize(cells.events[1]), "PairPlan::compute");
-    float ms = 0;
-    cuda::check(cudaEventElapsedTime(&ms, cells.events[0], cells.events[1]), "cudaEventElapsedTime");
-    return ms;
+    cells.kernel_time_pending = true;
+  };
+  auto timed_launch = [&](PairMethod m, pt::Variant v) {
+    launch_between_events(m, v);
+    return cells.kernel_seconds();
   };
 
   pt::Variant variant{pt::kPencilTargets[0], false};
@@ -1006,16 +1008,16 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
                                       {PairMethod::CudaHalfShell, {targets[0], false}},
                                       {PairMethod::CudaHalfShell, {targets[1], false}},
                                       {PairMethod::CudaHalfShell, {targets[0], true}}};
-      float best = 0;
+      double best = 0;
       for (const Candidate& c : candidates) {
         if (c.variant.few_registers && !pt::kHasFewRegisters<T>) continue;  // not compiled: the default's twin
         pt::launch(cells, kernel, c.method, c.variant, args);
-        const float ms = std::min(
+        const double seconds = std::min(
             {timed_launch(c.method, c.variant), timed_launch(c.method, c.variant), timed_launch(c.method, c.variant)});
-        if (method == PairMethod::Auto || ms < best) {
+        if (method == PairMethod::Auto || seconds < best) {
           method = c.method;
           variant = c.variant;
-          best = ms;
+          best = seconds;
         }
       }
       cells.chosen[std::type_index(typeid(Kernel))] = {method, variant.pencil_targets, variant.few_registers,
@@ -1025,13 +1027,9 @@ void device_pair_compute(DevicePairCells<T, D>& cells, const Kernel& kernel, Pai
   // Scratch allocated outside the timed launch (it synchronises).
   if (method == PairMethod::CudaHalfShell)
     cells.sorted_outputs.reserve(kOut * cells.n, "PairPlan::compute: half-shell sums");
-  // The call's launch, between the events but not waited for: compute is asynchronous
-  // on the default stream, as Plan::spread and interp are with device arrays; its device
-  // time is read when asked for (DevicePairCells::kernel_seconds).
-  cuda::check(cudaEventRecord(cells.events[0]), "cudaEventRecord");
-  pt::launch(cells, kernel, method, variant, args);
-  cuda::check(cudaEventRecord(cells.events[1]), "cudaEventRecord");
-  cells.kernel_time_pending = true;
+  // The call's launch, not waited for: compute is asynchronous on the default stream, as
+  // Plan::spread and interp are with device arrays; last_timings() reads its device time.
+  launch_between_events(method, variant);
   cells.last_method = method;
 }
 
