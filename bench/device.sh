@@ -20,6 +20,8 @@
 # gpu_bench --case PMKIT_KERNELS_CASE launches (ncu, gpu__time_duration.sum; the first
 # PMKIT_KERNELS_LAUNCHES launches whose name matches PMKIT_KERNELS_REGEX), through
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
+# "l2fetch" (never in the default) runs gpu_bench on PMKIT_L2_CASES at each L2 fetch
+# granularity of PMKIT_L2_FETCH (bytes, or "default"; gpu_bench --l2-fetch), rounds as ab's.
 # "ab" (never in the default) times this tree against a base tree, the way bench/NOTES.md's
 # experiments are measured: PMKIT_AB_BASE is a tarball of the base (git archive REV -o
 # .snap/base.tar, carried to the device), or several, space-separated (variants of a
@@ -73,7 +75,7 @@ step "build (Release, sm_90)"
 targets=(--target gpu_bench)
 want ab && [ "$ab_bench" = pair_bench ] && targets+=(--target pair_bench)
 for s in $steps; do
-  case $s in ab | methods | mesh | profile | kernels) ;; *) targets=() ;; esac
+  case $s in ab | methods | mesh | profile | kernels | l2fetch) ;; *) targets=() ;; esac
 done
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&
   cmake --build build-device -j"$jobs" ${targets[@]+"${targets[@]}"} >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
@@ -126,6 +128,21 @@ fi
 if want mesh; then
 step "GPU benchmark"
 ./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
+fi
+if want l2fetch; then
+step "the L2 fetch granularity (gpu_bench --l2-fetch), baselines included"
+l2_args=()
+for c in ${PMKIT_L2_CASES:-p2m-mp4-3d-f-2^24-256 p2m-linear-3d-f-2^24-256 p2m-mp4-3d-f-2^24-256-3props p2m-mp4-3d-f-2^24-256-binned p2m-mp4-2d-f-2^22-2048}; do
+  l2_args+=(--case "$c")
+done
+for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
+  for bytes in ${PMKIT_L2_FETCH:-default 32 128}; do
+    echo "-- round $round: L2 fetch $bytes"
+    if [ "$bytes" = default ]; then fetch=(); else fetch=(--l2-fetch "$bytes"); fi
+    ./build-device/bench/gpu_bench ${fetch[@]+"${fetch[@]}"} "${l2_args[@]}" 2>&1 |
+      sed -n '/^device:/p;/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'
+  done
+done
 fi
 if want methods; then
 step "spread methods forced, around Auto's switch between them"

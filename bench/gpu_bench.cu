@@ -330,11 +330,13 @@ int main(int argc, char** argv) {
   SpreadMethod method = SpreadMethod::Auto;
   std::string torch_file;
   std::vector<std::string> only;
+  long l2_fetch = -1;  // cudaLimitMaxL2FetchGranularity in bytes; -1: the device's default
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--torch" && i + 1 < argc) torch_file = argv[++i];
     else if (a == "--case" && i + 1 < argc) only.push_back(argv[++i]);
+    else if (a == "--l2-fetch" && i + 1 < argc) l2_fetch = std::atol(argv[++i]);
     else if (a == "--method" && i + 1 < argc) {
       const std::string m = argv[++i];
       if (m == "tiles") {
@@ -348,7 +350,9 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]... [--method tiles|atomics|cells]\n");
+      std::fprintf(stderr,
+                   "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]... [--method tiles|atomics|cells] "
+                   "[--l2-fetch BYTES]\n");
       return 2;
     }
   }
@@ -406,11 +410,18 @@ int main(int argc, char** argv) {
     for (auto& c : cases) c.log2n = std::min(c.log2n, 20);
   const auto torch = torch_file.empty() ? std::map<std::string, double>{} : read_torch(torch_file);
 
+  // The L2's fetch granularity is a device-wide hint (0-128 bytes) that applies to the
+  // baselines as much as to pmkit: --l2-fetch asks for one, and the device line says what
+  // the device took (bench/NOTES.md 58).
+  if (l2_fetch >= 0) ck(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, static_cast<std::size_t>(l2_fetch)), "L2 fetch");
+  std::size_t l2_fetch_now = 0;
+  ck(cudaDeviceGetLimit(&l2_fetch_now, cudaLimitMaxL2FetchGranularity), "L2 fetch");
   Timer timer;
   cudaDeviceProp prop{};
   ck(cudaGetDeviceProperties(&prop, 0), "properties");
   const double bw = copy_bandwidth_gbs(timer);
-  std::printf("device: %s, %d SMs; copy bandwidth (read+write) %.0f GB/s\n", prop.name, prop.multiProcessorCount, bw);
+  std::printf("device: %s, %d SMs; copy bandwidth (read+write) %.0f GB/s; L2 fetch granularity %zu B\n", prop.name,
+              prop.multiProcessorCount, bw, l2_fetch_now);
 
   std::vector<Row> rows;
   for (const auto& c : cases) {
