@@ -123,38 +123,6 @@ TEST(FixedPointScale, PowersOfTwoWhoseReciprocalMultipliesExactly) {
   }
 }
 
-// round_to_word (the float fast mode's rounding by one FFMA) gives round(a * b) to
-// nearest, ties to even, over its whole range |a * b| < 2^22: against the exact product
-// in double, rounded there. Products at and near half-integers, of both signs, small
-// and at the range's edge.
-TEST(FixedPointScale, RoundToWordRoundsTheExactProduct) {
-  using pmkit::cuda::round_to_word;
-  std::mt19937_64 rng(std::random_device{}());
-  std::uniform_real_distribution<float> unit(-1.f, 1.f);
-  std::uniform_int_distribution<int> exponent(-30, 22);
-  auto expect_rounds = [](float a, float b) {
-    const double product = static_cast<double>(a) * static_cast<double>(b);  // exact
-    ASSERT_LT(std::fabs(product), std::ldexp(1.0, 22));
-    EXPECT_EQ(round_to_word(a, b), static_cast<int>(std::nearbyint(product))) << a << " * " << b;
-  };
-  for (int k = 0; k < 200000; ++k) {
-    const float b = unit(rng);
-    const float a = std::ldexp(unit(rng), exponent(rng));
-    if (std::fabs(static_cast<double>(a) * b) < std::ldexp(1.0, 22)) expect_rounds(a, b);
-  }
-  for (float half : {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 1048575.5f, -1048576.5f}) {
-    expect_rounds(half, 1.f);
-    expect_rounds(std::nextafter(half, 0.f), 1.f);
-    expect_rounds(std::nextafter(half, 2 * half), 1.f);
-  }
-  for (float edge : {4194303.5f, -4194303.5f, 4194303.f, -4194303.f}) {  // the next float out is 2^22
-    expect_rounds(edge, 1.f);
-    expect_rounds(std::nextafter(edge, 0.f), 1.f);
-  }
-  EXPECT_EQ(round_to_word(3.f, 0.5f), 2);  // 1.5: to the even neighbour
-  EXPECT_EQ(round_to_word(5.f, -0.5f), -2);
-}
-
 // AbsSum (the fast mode's block bound): double values summed in units of 2^kShift give
 // the scale of the unscaled sum wherever that sum is finite, and a finite scale that
 // keeps 1024 (or 5120) values of DBL_MAX within the target where the unscaled sum is inf.

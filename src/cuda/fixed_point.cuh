@@ -16,13 +16,8 @@
 //
 // Integer sums do not depend on the order of the additions, which is what makes the
 // deterministic mode bit-for-bit reproducible.
-//
-// Float fast mode (one word) rounds each contribution with one FFMA (round_to_word),
-// whose range is |v| < 2^22: its block scale also holds every contribution within
-// 2^kWordContributionBits (spread.cuh, block_scales).
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace pmkit::cuda {
 
@@ -52,31 +47,6 @@ struct FixedPoint {
     return v;
   }
 };
-
-// Largest |v| of one contribution in float fast mode (one word), besides the block sum's
-// bound of FixedPoint<1>: round_to_word's range with room for the weights' rounding.
-constexpr int kWordContributionBits = 21;
-
-// round(a * b) as a 32-bit integer, for |a * b| < 2^22: the FFMA adds 1.5 * 2^23, whose
-// float has units of 1, so the one rounding of a * b + 1.5 * 2^23 leaves round(a * b)
-// (to nearest, ties to even) in the low mantissa bits, read back by subtracting the
-// constant's bits. Full-rate FP32 and integer instructions instead of __float2int_rn, a
-// conversion on the XU pipe at a quarter of their rate (16 lanes a clock an SM): that
-// conversion alone, once a node, was ~0.27 ms of M'4's spread of 2^24 particles
-// (bench/NOTES.md 21 and 57).
-// Host and device: the host form is what tests/test_bin_geometry.cu checks.
-__host__ __device__ __forceinline__ int round_to_word(float a, float b) {
-  constexpr float kRound = 12582912.0f;   // 1.5 * 2^23
-  constexpr int kRoundBits = 0x4B400000;  // its bits
-#ifdef __CUDA_ARCH__
-  return __float_as_int(__fmaf_rn(a, b, kRound)) - kRoundBits;
-#else
-  const float x = std::fma(a, b, kRound);
-  int bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits - kRoundBits;
-#endif
-}
 
 // 2^e with e the largest integer such that bound * 2^e <= 2^target_bits, capped at
 // 2^1023 (1 for bound 0; NaN for a non-finite bound, so that non-finite inputs come out

@@ -76,26 +76,18 @@ __device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::Ind
 // has none), so the rounding is relative to what the block holds. Deterministic mode:
 // from max |q| over all particles and N, identical in every block and every run.
 // Double sums are taken in units of 2^11 (AbsSum), so that values up to DBL_MAX keep
-// their precision. One word (float fast mode): also no larger than max |q| allows for
-// round_to_word's range, a bound only blocks of fewer than ~2^9 particles' worth of
-// |q| feel (each contribution then keeps 21 bits, against 30 for the block's sum).
+// their precision.
 template <int W, int NP, bool kDeterministic, class T>
 __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], const PropPass<T>& pass,
                                              double peak_weight, std::size_t n, double* scale) {
   using Bound = AbsSum<T, tuning::kChunkParticles>;
-  constexpr bool kWordBound = W == 1;
-  static_assert(!kWordBound || (sizeof(T) == 4 && !kDeterministic), "one word: float fast mode only");
   __shared__ double block_abs[NP];
-  __shared__ int block_max_bits[NP];  // max |q| as bits: non-negative floats order like them, NaN above inf
   if constexpr (kDeterministic) {
     if (threadIdx.x < NP)
       scale[threadIdx.x] =
           deterministic_scale<W>(__longlong_as_double(pass.max_abs_bits[threadIdx.x]) * peak_weight, n);
   } else {
-    if (threadIdx.x < NP) {
-      block_abs[threadIdx.x] = 0;
-      block_max_bits[threadIdx.x] = 0;
-    }
+    if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < NP; ++j) {
@@ -104,26 +96,10 @@ __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], c
       for (int r = 0; r < kSlots; ++r) v += Bound::term(q[r].v[j]);
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
-      if constexpr (kWordBound) {
-        int m = 0;
-#pragma unroll
-        for (int r = 0; r < kSlots; ++r) m = max(m, __float_as_int(fabsf(q[r].v[j])));
-        m = __reduce_max_sync(0xffffffffu, m);
-        if ((threadIdx.x & 31) == 0) atomicMax(&block_max_bits[j], m);
-      }
     }
     __syncthreads();
-    if (threadIdx.x < NP) {
-      double s = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
-      if constexpr (kWordBound) {
-        // Both NaN together (a non-finite value makes the sum and the max non-finite).
-        const double s_max =
-            pow2_scale(static_cast<double>(__int_as_float(block_max_bits[threadIdx.x])) * peak_weight,
-                       kWordContributionBits);
-        if (s_max < s) s = s_max;
-      }
-      scale[threadIdx.x] = s;
-    }
+    if (threadIdx.x < NP)
+      scale[threadIdx.x] = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
   }
   __syncthreads();
 }

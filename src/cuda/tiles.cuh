@@ -8,7 +8,6 @@
 #include <cuda/annotated_ptr>
 
 #include "cuda/binning.cuh"
-#include "cuda/fixed_point.cuh"
 
 namespace pmkit::cuda {
 
@@ -193,21 +192,19 @@ __device__ __forceinline__ long long fixed_of(T x) {
 }
 
 // The contribution a * b (the row's scaled weight times an x-weight) as the fixed-point
-// integer: one word in float fast mode (round_to_word: the block scale holds |a * b|
-// within 2^kWordContributionBits), 64 bits otherwise. kFma (float deterministic mode,
-// tuning::fma_rounding_pays): the product is formed in double (exact: 24 x 24 bits) and
-// rounded by adding 1.5 * 2^52 in the same fused operation, which leaves round(a * b) in
-// the low bits of the result: one FP64 instruction instead of a float-to-integer
-// conversion on the quarter-rate XU pipe. Exact while |a * b| < 2^51; float
-// contributions stay below 2^41 (FixedPoint<2>).
+// integer: one word in float fast mode (fits 32 bits by the per-block scale), 64 bits
+// otherwise. kFma (float only, tuning::fma_rounding_pays): the product is formed in
+// double (exact: 24 x 24 bits) and rounded by adding 1.5 * 2^52 in the same fused
+// operation, which leaves round(a * b) in the low bits of the result: one FP64
+// instruction instead of a float-to-integer conversion on the quarter-rate XU pipe.
+// Exact while |a * b| < 2^51; float contributions stay below 2^41 (FixedPoint<2>).
 template <int W, bool kFma, class T>
 __device__ __forceinline__ long long to_fixed(T a, T b) {
-  if constexpr (sizeof(T) == 4 && W == 1) {
-    return round_to_word(a, b);
-  } else if constexpr (sizeof(T) == 4 && kFma) {
+  if constexpr (sizeof(T) == 4 && kFma) {
     constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52: its units are 1
     const double x = __fma_rn(static_cast<double>(a), static_cast<double>(b), kRound);
-    return __double_as_longlong(x) - __double_as_longlong(kRound);
+    if constexpr (W == 1) return __double2loint(x);  // round(a * b) mod 2^32, and |a * b| < 2^31
+    else return __double_as_longlong(x) - __double_as_longlong(kRound);
   } else {
     return fixed_of<W>(a * b);
   }

@@ -79,10 +79,8 @@ constexpr bool interleave_pays(int support, int dims) {
   return nodes >= kInterleaveMinNodes;
 }
 
-// The deterministic float spread rounds its contributions (64-bit fixed point) with one
-// DFMA instead of a float-to-int conversion (tiles.cuh, to_fixed) where that pays; the
-// fast mode rounds by one FFMA always (fixed_point.cuh, round_to_word). Measured A/B,
-// when the fast mode took this choice too
+// The spread tile kernel rounds float contributions to fixed point with one DFMA instead
+// of a float-to-int conversion (tiles.cuh, to_fixed) where that pays. Measured A/B
 // (bench/NOTES.md 16): B-spline 6 (216 nodes a particle), one property, 1.148 -> 1.021
 // ms; M'4 (64 nodes) unchanged with one property (0.707 -> 0.708) and slower with three
 // (2.03 -> 2.14). So only for supports of 5 and more, one property a pass (wider
