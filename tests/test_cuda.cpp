@@ -164,6 +164,24 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
     }
 }
 
+// The float fast mode's rounding on sparse input: blocks of a few particles take their
+// fixed-point scale from their own sum of |q| (30 bits of it), so a lone particle's small
+// outer weights keep float's accuracy. A scale bounded by max |q| at 21 bits (4f4eeb2's
+// FFMA rounding, reverted) measured 2.5e-6 against the naive float spread on such input
+// (bench/NOTES.md 57), where this code measured 6e-8 - 1.4e-7: the tolerance sits between,
+// at a tenth of the general float tolerance.
+TEST(Cuda, SparseFloatSpreadKeepsFloatAccuracy) {
+  PMKIT_REQUIRE_GPU();
+  constexpr double kSparseTolerance = 1e-6;
+  for (const Kernel& k : {Kernel::mp4(), Kernel::linear(), Kernel::bspline(6)})
+    for (double per_cell : {0.01, 0.05}) {
+      check_against_reference<float, 3>(k, {64, 48, 56}, BoundaryKind::Periodic, per_cell, Distribution::Uniform,
+                                        SpreadMethod::CudaSharedTiles, false, 1, 0, 1.0, kSparseTolerance);
+      check_against_reference<float, 2>(k, {300, 260}, BoundaryKind::Periodic, per_cell, Distribution::Uniform,
+                                        SpreadMethod::CudaSharedTiles, false, 1, 0, 1.0, kSparseTolerance);
+    }
+}
+
 // Interp writes straight to the caller's order where its outputs and mesh fit in L2
 // (every other test here); on a mesh beyond L2 it writes binned slots and unbins. Both
 // sizes below take that second path on any device of up to 80 MB of L2 (checked).
