@@ -43,6 +43,11 @@ status=0
 step() { echo; echo "== $*"; }
 steps="${PMKIT_DEVICE_STEPS:-tests sanitizer torch cpu pairs mesh methods}"
 want() { [[ " $steps " == *" $1 "* ]]; }
+# gpu_bench's arguments for the named cases, into the array case_args.
+set_case_args() { case_args=(); local c; for c in "$@"; do case_args+=(--case "$c"); done; }
+# gpu_bench's spread table and its set_points / interp table (and what $1 adds, a sed
+# script of its own: the steps that compare runs print them alone).
+mesh_tables() { sed -n "${1:-}"'/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'; }
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/device.txt"
@@ -131,27 +136,22 @@ step "GPU benchmark"
 fi
 if want l2fetch; then
 step "the L2 fetch granularity (gpu_bench --l2-fetch), baselines included"
-l2_args=()
-for c in ${PMKIT_L2_CASES:-p2m-mp4-3d-f-2^24-256 p2m-linear-3d-f-2^24-256 p2m-mp4-3d-f-2^24-256-3props p2m-mp4-3d-f-2^24-256-binned p2m-mp4-2d-f-2^22-2048}; do
-  l2_args+=(--case "$c")
-done
+set_case_args ${PMKIT_L2_CASES:-p2m-mp4-3d-f-2^24-256 p2m-linear-3d-f-2^24-256 p2m-mp4-3d-f-2^24-256-3props p2m-mp4-3d-f-2^24-256-binned p2m-mp4-2d-f-2^22-2048}
 for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
   for bytes in ${PMKIT_L2_FETCH:-default 32 128}; do
     echo "-- round $round: L2 fetch $bytes"
     if [ "$bytes" = default ]; then fetch=(); else fetch=(--l2-fetch "$bytes"); fi
-    ./build-device/bench/gpu_bench ${fetch[@]+"${fetch[@]}"} "${l2_args[@]}" 2>&1 |
-      sed -n '/^device:/p;/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'
+    ./build-device/bench/gpu_bench ${fetch[@]+"${fetch[@]}"} "${case_args[@]}" 2>&1 | mesh_tables '/^device:/p;'
   done
 done
 fi
 if want methods; then
 step "spread methods forced, around Auto's switch between them"
 method_cases="${PMKIT_METHOD_CASES:-p2m-mp4-3d-f-2^20-256 p2m-mp4-3d-f-2^18-256 p2m-mp4-3d-f-2^17-256 p2m-mp4-3d-f-2^16-256 p2m-linear-2d-f-2^18-2048 p2m-mp4-2d-f-2^16-2048 p2m-mp4-2d-f-2^20-4096 p2m-linear-2d-f-2^20-4096 p2m-mp4-3d-f-2^20-64 p2m-mp4-3d-f-2^20-128-clustered p2m-mp4-2d-f-2^20-1024-clustered}"
-args=()
-for c in $method_cases; do args+=(--case "$c"); done
+set_case_args $method_cases
 for m in tiles atomics cells; do
   echo "-- --method $m"
-  ./build-device/bench/gpu_bench $quick --method $m "${args[@]}" >"$out/gpu_bench-$m.txt" 2>&1
+  ./build-device/bench/gpu_bench $quick --method $m "${case_args[@]}" >"$out/gpu_bench-$m.txt" 2>&1
   sed -n '/^P2M (spread)/,/^$/p' "$out/gpu_bench-$m.txt"
 done
 fi
@@ -184,10 +184,7 @@ python3 bench/kernel_times.py "$out/kernel-times.csv"
 fi
 if want ab; then
 step "A/B: $PMKIT_AB_BASE (bases, built above) against this tree (new)"
-ab_args=()
-for c in ${PMKIT_AB_CASES:-p2m-mp4-3d-f-2^24-256 p2m-mp4-3d-f-2^24-128 p2m-linear-3d-f-2^24-256 p2m-mp4-2d-f-2^22-2048 p2m-mp4-3d-f-2^24-256-binned}; do
-  ab_args+=(--case "$c")
-done
+set_case_args ${PMKIT_AB_CASES:-p2m-mp4-3d-f-2^24-256 p2m-mp4-3d-f-2^24-128 p2m-linear-3d-f-2^24-256 p2m-mp4-2d-f-2^22-2048 p2m-mp4-3d-f-2^24-256-binned}
 for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
   for tarball in $PMKIT_AB_BASE new; do
     if [ "$tarball" = new ]; then side=new exe="./build-device/bench/$ab_bench"
@@ -197,7 +194,7 @@ for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
       # shellcheck disable=SC2086
       "$exe" --gpu-only ${PMKIT_AB_ARGS:---size 32} 2>/dev/null | sed -n '/^d  *ppc/,/^$/p'
     else
-      "$exe" "${ab_args[@]}" 2>&1 | sed -n '/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'
+      "$exe" "${case_args[@]}" 2>&1 | mesh_tables
     fi
   done
 done
