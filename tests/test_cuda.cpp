@@ -177,6 +177,25 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
     }
 }
 
+// The one-thread kernels read and add a stencil's x-row as 16-byte vectors and 8-byte
+// pairs (cuda/mesh_rows.cuh), one node at a time across a periodic seam or a fold and at
+// the mesh's ends. Sparse input (interp then takes the one-thread kernel; spread forced
+// to atomics) on odd sizes, so that rows start at every alignment, for every kernel and
+// boundary, uniform and on the seam and faces, float and double, one to three properties.
+TEST(Cuda, OneThreadKernelsReadAndAddRowsAtEveryAlignment) {
+  PMKIT_REQUIRE_GPU();
+  for (const Kernel& k : all_kernels())
+    for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::Fold, BoundaryKind::Keep, BoundaryKind::MixedFold})
+      for (auto dist : {Distribution::Uniform, Distribution::Seam, Distribution::Faces}) {
+        check_against_reference<float, 2>(k, {203, 131}, boundary, 0.05, dist, SpreadMethod::CudaGlobalAtomics,
+                                          false, 1);
+        check_against_reference<float, 3>(k, {61, 50, 47}, boundary, 0.03, dist, SpreadMethod::CudaGlobalAtomics,
+                                          false, 2);
+        check_against_reference<double, 2>(k, {97, 66}, boundary, 0.05, dist, SpreadMethod::CudaGlobalAtomics,
+                                           false, 3);
+      }
+}
+
 // The float fast mode's rounding on sparse input: blocks of a few particles take their
 // fixed-point scale from their own sum of |q| (30 bits of it), so a lone particle's small
 // outer weights keep float's accuracy. A scale bounded by max |q| at 21 bits (4f4eeb2's

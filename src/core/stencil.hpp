@@ -21,35 +21,57 @@ PMKIT_HD PMKIT_FORCEINLINE void locate_particle(const double (&u)[D], int (&base
   }
 }
 
-// Calls f(mesh_index, weight) for each of the S^D nodes of a particle.
+// A particle's stencil as S^(D-1) x-rows: per row r the y (and z) part of the mesh
+// index and the row's weight; per x-node a (weights[0][a], nodes[0][a]) its weight and
+// storage index. nodes[0][a] is consecutive in a unless the row crosses a periodic seam
+// or a fold. Kernels that read or add a row with vector accesses (cuda/mesh_rows.cuh)
+// walk it by rows; for_each_node walks the same nodes with the same weights.
+template <class K, int D, class T>
+struct StencilRows {
+  static constexpr int S = K::support;
+  static constexpr int kRows = D == 2 ? S : S * S;
+  T weights[D][S];
+  std::int64_t nodes[D][S];  // storage index times the axis' stride
+
+  PMKIT_HD PMKIT_FORCEINLINE StencilRows(const Layout<D>& layout, const int (&base)[D], const T (&s)[D]) {
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      kernels::weights_1d<K>(s[d], weights[d]);
+      PMKIT_UNROLL
+      for (int k = 0; k < S; ++k) nodes[d][k] = layout.axis[d].node(base[d] + k) * layout.stride[d];
+    }
+  }
+  // Row r: y-node r % S, z-node r / S.
+  PMKIT_HD PMKIT_FORCEINLINE std::int64_t row_index(int r) const {
+    if constexpr (D == 2) return nodes[1][r];
+    else return nodes[2][r / S] + nodes[1][r % S];
+  }
+  PMKIT_HD PMKIT_FORCEINLINE T row_weight(int r) const {
+    if constexpr (D == 2) return weights[1][r];
+    else return weights[2][r / S] * weights[1][r % S];
+  }
+};
+
+// Calls f(row_index, row_weight, x_weights, x_nodes) for each x-row of the stencil.
+template <class K, int D, class T, class F>
+PMKIT_HD PMKIT_FORCEINLINE void for_each_row(const Layout<D>& layout, const int (&base)[D], const T (&s)[D],
+                                             F&& f) {
+  const StencilRows<K, D, T> rows(layout, base, s);
+  PMKIT_UNROLL
+  for (int r = 0; r < rows.kRows; ++r) f(rows.row_index(r), rows.row_weight(r), rows.weights[0], rows.nodes[0]);
+}
+
+// Calls f(mesh_index, weight) for each of the S^D nodes of a particle (weight = the
+// row's weight times the x-weight, in that order, on every backend).
 template <class K, int D, class T, class F>
 PMKIT_HD PMKIT_FORCEINLINE void for_each_node(const Layout<D>& layout, const int (&base)[D],
                                               const T (&s)[D], F&& f) {
   constexpr int S = K::support;
-  T w[D][S];
-  std::int64_t idx[D][S];
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    kernels::weights_1d<K>(s[d], w[d]);
-    PMKIT_UNROLL
-    for (int k = 0; k < S; ++k) idx[d][k] = layout.axis[d].node(base[d] + k) * layout.stride[d];
-  }
-  if constexpr (D == 2) {
-    PMKIT_UNROLL
-    for (int b = 0; b < S; ++b)
-      PMKIT_UNROLL
-      for (int a = 0; a < S; ++a) f(idx[1][b] + idx[0][a], w[1][b] * w[0][a]);
-  } else {
-    PMKIT_UNROLL
-    for (int c = 0; c < S; ++c)
-      PMKIT_UNROLL
-      for (int b = 0; b < S; ++b) {
-        const T wcb = w[2][c] * w[1][b];
-        const std::int64_t off = idx[2][c] + idx[1][b];
-        PMKIT_UNROLL
-        for (int a = 0; a < S; ++a) f(off + idx[0][a], wcb * w[0][a]);
-      }
-  }
+  for_each_row<K, D>(layout, base, s,
+                     [&](std::int64_t row, T w_row, const T (&wx)[S], const std::int64_t (&x)[S]) {
+                       PMKIT_UNROLL
+                       for (int a = 0; a < S; ++a) f(row + x[a], w_row * wx[a]);
+                     });
 }
 
 }  // namespace pmkit::detail

@@ -6,6 +6,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "cuda/fixed_point.cuh"
+#include "cuda/mesh_rows.cuh"
 #include "cuda/tiles.cuh"
 
 namespace pmkit::cuda {
@@ -552,10 +553,17 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
     T q[tuning::kPropsPerPass];
 #pragma unroll
     for (int j = 0; j < tuning::kPropsPerPass; ++j) q[j] = j < pass.count ? load_prop(pass, j, p) : T(0);
-    detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
+    constexpr int S = K::support;
+    detail::for_each_row<K, D>(layout, base, s, [&](std::int64_t row, T w_row, const T (&wx)[S],
+                                                    const std::int64_t (&x)[S]) {
 #pragma unroll
-      for (int j = 0; j < tuning::kPropsPerPass; ++j)
-        if (j < pass.count) atomicAdd(pass.meshes[j] + node, q[j] * w);
+      for (int j = 0; j < tuning::kPropsPerPass; ++j) {
+        if (j >= pass.count) continue;
+        T v[S];
+#pragma unroll
+        for (int a = 0; a < S; ++a) v[a] = q[j] * (w_row * wx[a]);
+        add_row(pass.meshes[j], row, x, v);
+      }
     });
   });
 }
