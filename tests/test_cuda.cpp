@@ -177,12 +177,12 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
     }
 }
 
-// The one-thread kernels read and add a stencil's x-row as 16-byte vectors and 8-byte
-// pairs (cuda/mesh_rows.cuh), one node at a time across a periodic seam or a fold and at
-// the mesh's ends. Sparse input (interp then takes the one-thread kernel; spread forced
-// to atomics) on odd sizes, so that rows start at every alignment, for every kernel and
-// boundary, uniform and on the seam and faces, float and double, one to three properties.
-TEST(Cuda, OneThreadKernelsReadAndAddRowsAtEveryAlignment) {
+// The one-thread spread adds a stencil's x-row as 8-byte float pairs (cuda/mesh_rows.cuh),
+// one node at a time across a periodic seam or a fold. Sparse input (spread forced to
+// atomics; interp then takes its one-thread kernel too) on odd sizes, so that rows start
+// at every alignment, for every kernel and boundary, uniform and on the seam and faces,
+// float and double, one to three properties.
+TEST(Cuda, OneThreadKernelsAddRowsAtEveryAlignment) {
   PMKIT_REQUIRE_GPU();
   for (const Kernel& k : all_kernels())
     for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::Fold, BoundaryKind::Keep, BoundaryKind::MixedFold})

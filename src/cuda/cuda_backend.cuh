@@ -807,19 +807,14 @@ class CudaBackend final : public detail::Backend<T, D> {
         check_launch("pmkit::cuda::interp::shared_tiles");
       });
     } else {
-      with_prop_count(pass.count, [&](auto np) {
-        interp_kernel<K, D, T, decltype(np)::value><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-            layout_, geo_, current_.particles.get(), nullptr, n, pass, out);
-        check_launch("pmkit::cuda::interp::gather");
-      });
+      interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.particles.get(), nullptr, n, pass, out);
+      check_launch("pmkit::cuda::interp::gather");
     }
     if (const std::size_t away = current_.num_away) {
-      with_prop_count(pass.count, [&](auto np) {
-        interp_kernel<K, D, T, decltype(np)::value>
-            <<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads>>>(
-                layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
-        check_launch("pmkit::cuda::interp::away");
-      });
+      interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
+      check_launch("pmkit::cuda::interp::away");
     }
     if (direct) return;
     unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(pass, out.binned, n,

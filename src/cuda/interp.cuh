@@ -3,7 +3,6 @@
 // staged in shared memory; then unbin_kernel, the caller's order.
 #include <cstdint>
 
-#include "cuda/mesh_rows.cuh"
 #include "cuda/tiles.cuh"
 
 namespace pmkit::cuda {
@@ -35,82 +34,31 @@ struct InterpOutput {
         if (j < count) binned[j * binned_stride + slot] = acc[j];
     }
   }
-  // Where a slot's values go (the one-thread kernel's run-time choice): the caller's
-  // index, read from perm, or the slot. Taken before the mesh gathers, so that the perm
-  // load's latency overlaps theirs (bench/NOTES.md 59: loaded after them, the store's
-  // address waited on it for 18% of the kernel's stall samples).
-  __device__ __forceinline__ std::size_t destination(std::size_t slot) const { return perm ? perm[slot] : slot; }
   template <int N>
-  __device__ __forceinline__ void store_at(const PropPass<T>& pass, std::size_t to, const T (&acc)[N]) const {
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      if (perm)
-        pass.values[j][static_cast<std::ptrdiff_t>(to) * pass.value_stride[j]] = acc[j];
-      else
-        binned[j * binned_stride + to] = acc[j];
-    }
+  __device__ __forceinline__ void store(const PropPass<T>& pass, int count, std::size_t slot, const T (&acc)[N]) const {
+    if (perm)
+      store_as<true>(pass, count, slot, acc);
+    else
+      store_as<false>(pass, count, slot, acc);
   }
 };
 
 // ---------------------------------------------------------------------------------
 // M2P: one thread per particle in tile order (neighbours read neighbouring nodes, so
-// the gathers hit in cache), results through `out` (InterpOutput: binned slots, or the
-// caller's order). Also serves the away list of update_points (slots: each record's
-// slot). Each stencil row is read as the 16-byte vectors that hold it (load_row: the
-// kernel is bound by the L2's requests, bench/NOTES.md 60). Compiled per property
-// count, as the tile kernels: with a run-time count every row was a branch, and the
-// compiler waited on each row's loads inside it before issuing the next row's (59).
-// Registers the one-thread interp kernel may hold its rows' loads in before it sums
-// them (NP x rows x RowFetch::kRegisters): 2D linear with one property. At 32, 2D M'4
-// with one property took 70 registers instead of 40 (ptxas): 3 blocks an SM, not 6.
-constexpr int kFetchAheadRegisters = 16;
-template <class K, int D, class T, int NP>
+// the gathers hit in cache), results in binned order (unbin_kernel puts them in the
+// caller's). Also serves the away list of update_points (slots: each record's slot).
+template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
                   const std::uint32_t* slots, std::size_t n, PropPass<T> pass, InterpOutput<T> out) {
   with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
-    constexpr int S = K::support;
-    const std::size_t to = out.destination(slots ? slots[i] : i);
-    T acc[NP] = {};
-    constexpr int kRows = detail::StencilRows<K, D, T>::kRows;
-    if constexpr (NP * kRows * RowFetch<T, S>::kRegisters <= kFetchAheadRegisters) {
-      // Every row's loads first, then the sums: one round trip a particle.
-      const detail::StencilRows<K, D, T> rows(layout, base, s);
-      using Fetch = RowFetch<T, S>;
-      typename Fetch::Vector q[NP][kRows][Fetch::kVectors];
-      int lead[NP][kRows];
-      bool by_vectors[NP][kRows];
+    T acc[tuning::kPropsPerPass] = {};
+    detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-        for (int j = 0; j < NP; ++j)
-          Fetch::fetch(pass.meshes[j], layout.size, rows.row_index(r), rows.nodes[0], q[j][r], lead[j][r],
-                       by_vectors[j][r]);
-      }
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const T w_row = rows.row_weight(r);
-#pragma unroll
-        for (int j = 0; j < NP; ++j) {
-          T v[S];
-          Fetch::pick(pass.meshes[j], rows.row_index(r), rows.nodes[0], q[j][r], lead[j][r], by_vectors[j][r], v);
-#pragma unroll
-          for (int a = 0; a < S; ++a) acc[j] += (w_row * rows.weights[0][a]) * v[a];
-        }
-      }
-    } else {  // wider stencils: a row at a time (their rows' loads would spill)
-      detail::for_each_row<K, D>(layout, base, s, [&](std::int64_t row, T w_row, const T (&wx)[S],
-                                                      const std::int64_t (&x)[S]) {
-#pragma unroll
-        for (int j = 0; j < NP; ++j) {
-          T v[S];
-          load_row(pass.meshes[j], layout.size, row, x, v);
-#pragma unroll
-          for (int a = 0; a < S; ++a) acc[j] += (w_row * wx[a]) * v[a];
-        }
-      });
-    }
-    out.store_at(pass, to, acc);
+      for (int j = 0; j < tuning::kPropsPerPass; ++j)
+        if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
+    });
+    out.store(pass, pass.count, slots ? slots[i] : i, acc);
   });
 }
 

@@ -1,13 +1,11 @@
 #pragma once
-// A particle's stencil row (its S consecutive x-nodes, detail::for_each_row) read or
-// added with vector accesses, for the one-thread-per-particle kernels. Their cost is the
-// L2's requests, not bytes: the meshes they serve sit in L2, and a warp's lanes land on
-// different sectors (a tile's particles in the caller's order), so each lane's access is
-// a request of its own. ncu on 2D linear interp (bench/NOTES.md 59): four 4-byte gathers,
-// a record and a scattered store a particle, 1.17x the naive gather's requests and time.
-// A row read as the aligned 16-byte vectors that hold it takes 1-2 requests where S
-// scalar loads take S; a row added as 8-byte pairs (Hopper's vector float atomics, done
-// in L2 as one operation each, as the tile flush's float4) takes S/2-S/2+1.
+// A particle's stencil row (its S consecutive x-nodes, detail::StencilRows) added with
+// vector atomics, for the one-thread-per-particle spread: Hopper's float2 atomic is one
+// operation in L2 (as the tile flush's float4), so a row of 2 nodes costs 1 or 2 of
+// them instead of 2, a row of 4 costs 2 or 3 instead of 4. Measured (bench/NOTES.md 61):
+// the atomics spread 12-18% faster (2D linear 2^18 0.026 -> 0.023 ms, 2D M'4 2^16 0.025
+// -> 0.021, 3D M'4 2^16 on 256^3 0.116 -> 0.099). Reading rows as 16-byte vectors in the
+// one-thread interp was measured too and gained nothing (slower in 3D): not kept.
 #include <cstdint>
 #include <type_traits>
 
@@ -20,81 +18,6 @@ __device__ __forceinline__ bool consecutive(const std::int64_t (&x)[S]) {
 #pragma unroll
   for (int a = 1; a < S; ++a) yes = yes && x[a] == x[a - 1] + 1;
   return yes;
-}
-
-// Zeros that RowFetch reads in place of a vector it does not need (16-byte vectors: up
-// to 5 a row, double B-spline 8).
-static __device__ __align__(16) const unsigned char kSpareVectors[5 * 16] = {};
-
-// A row read in two steps, so that a kernel can issue several rows' loads before it
-// waits on any (a wait between rows makes each row a round trip of its own):
-// RowFetch::fetch issues the loads, pick_row gives v[a] = mesh[row + x[a]]. Where the
-// row is consecutive and every 16-byte vector that may hold it lies inside the mesh's
-// `size` values, it comes through those vectors (read-only cache, no branch: the picks
-// are selects); else, rarely (a seam, a fold, the mesh's ends), pick_row loads it a
-// node at a time.
-template <class T, int S>
-struct RowFetch {
-  using Vector = std::conditional_t<sizeof(T) == 4, float4, double2>;
-  static constexpr int kLanes = 16 / sizeof(T);                   // values a vector
-  static constexpr int kVectors = (S + 2 * kLanes - 2) / kLanes;  // at the worst alignment
-  static constexpr int kRegisters = kVectors * 4;                 // at most, held
-
-  // The loads of row `row` into q; lead = values before the row's first in q[0].
-  __device__ __forceinline__ static void fetch(const T* mesh, std::int64_t size, std::int64_t row,
-                                               const std::int64_t (&x)[S], Vector (&q)[kVectors], int& lead,
-                                               bool& by_vectors) {
-    const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(mesh);
-    const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(mesh + row + x[0]);
-    const std::uintptr_t aligned = first & ~std::uintptr_t(15);
-    by_vectors = consecutive(x) && aligned >= begin && aligned + kVectors * 16 <= begin + size * sizeof(T);
-    lead = static_cast<int>((first - aligned) / sizeof(T));
-#pragma unroll
-    for (int k = 0; k < kVectors; ++k) {
-      // A vector the row does not need is read from kSpareVectors instead (it stays in
-      // L1): a load under a branch cannot be speculated, and the compiler then waits on
-      // it inside the branch.
-      const bool needed = by_vectors && (k == 0 || k * kLanes < lead + S);
-      q[k] = __ldg(needed ? reinterpret_cast<const Vector*>(aligned) + k
-                          : reinterpret_cast<const Vector*>(kSpareVectors) + k);
-    }
-  }
-  __device__ __forceinline__ static void pick(const T* mesh, std::int64_t row, const std::int64_t (&x)[S],
-                                              const Vector (&q)[kVectors], int lead, bool by_vectors, T (&v)[S]) {
-    T held[kVectors * kLanes];
-#pragma unroll
-    for (int k = 0; k < kVectors; ++k) {
-      const T* parts = reinterpret_cast<const T*>(&q[k]);
-#pragma unroll
-      for (int e = 0; e < kLanes; ++e) held[k * kLanes + e] = parts[e];
-    }
-    // held[lead + a] with lead a run-time value, as selects (an indexed register array
-    // would go to local memory).
-#pragma unroll
-    for (int a = 0; a < S; ++a) {
-      T value = held[a];
-#pragma unroll
-      for (int l = 1; l < kLanes; ++l)
-        if (lead == l) value = held[l + a];
-      v[a] = value;
-    }
-    if (!by_vectors) {
-#pragma unroll
-      for (int a = 0; a < S; ++a) v[a] = __ldg(mesh + row + x[a]);
-    }
-  }
-};
-
-// v[a] = mesh[row + x[a]], one row alone.
-template <class T, int S>
-__device__ __forceinline__ void load_row(const T* mesh, std::int64_t size, std::int64_t row,
-                                         const std::int64_t (&x)[S], T (&v)[S]) {
-  using Fetch = RowFetch<T, S>;
-  typename Fetch::Vector q[Fetch::kVectors];
-  int lead;
-  bool by_vectors;
-  Fetch::fetch(mesh, size, row, x, q, lead, by_vectors);
-  Fetch::pick(mesh, row, x, q, lead, by_vectors, v);
 }
 
 // mesh[row + x[a]] += v[a], atomically. Float rows that are consecutive go as 8-byte
