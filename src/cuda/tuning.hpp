@@ -172,7 +172,11 @@ constexpr double kInterpTileMinNodesPerWindowNode = 3.0;
 // 256^3 at window use 0.38 0.194 / 0.286 and at 0.19 0.184 / 0.205, 2D linear on 4096^2
 // at 0.235 0.106 / 0.118; in L2 (2048^2, 16 MB) at 0.21 and 0.24, 0.027-0.028 /
 // 0.026-0.027. A block's fixed costs (~0.18 ms for 32768 blocks on 256^3) against the
-// atomics' 0.12 ms + 0.08 per 2^17 particles put the switch near 0.13.
-constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.125;
+// atomics' 0.12 ms + 0.08 per 2^17 particles put the switch near 0.13. Since the atomics
+// add rows as float2 pairs (mesh_rows.cuh; forced methods at cfe5c86, NOTES 62): M'4 3D
+// on 256^3 at 0.38 0.202 / 0.197, at 0.19 0.194 / 0.146, at 0.10 0.176 / 0.101; 2D linear
+// on 4096^2 at 0.235 0.105 / 0.108; 2D M'4 on 4096^2 at 0.84 0.123 / 0.192. The switch
+// sits between 0.19 (atomics 25% faster) and 0.235 (tiles 3% faster).
+constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.22;
 
 }  // namespace pmkit::cuda::tuning
