@@ -18,11 +18,16 @@
 namespace pmkit::test {
 
 // Brute force in double over every unordered pair, minimum image on periodic axes.
+// Where `near_cutoff` is given, it marks both particles of every pair whose r^2 lies
+// within `band` (relative) of the cutoff's square: a float computation may take such a
+// pair or not, and a kernel that is not zero at the cutoff then changes by a whole pair.
 template <int D, class Kernel>
 std::vector<std::vector<double>> brute_force(const Box<D>& box, double cutoff, const Kernel& kernel,
                                              const std::array<std::vector<double>, D>& x,
-                                             const std::vector<std::vector<double>>& in) {
+                                             const std::vector<std::vector<double>>& in,
+                                             std::vector<char>* near_cutoff = nullptr, double band = 0.0) {
   const std::size_t n = x[0].size();
+  if (near_cutoff) near_cutoff->assign(n, 0);
   std::vector<std::vector<double>> out(Kernel::outputs, std::vector<double>(n, 0.0));
   double in_i[Kernel::inputs + 1] = {}, in_j[Kernel::inputs + 1] = {};
   for (std::size_t i = 0; i < n; ++i)
@@ -34,6 +39,8 @@ std::vector<std::vector<double>> brute_force(const Box<D>& box, double cutoff, c
         r[d] = v;
         r2 += v * v;
       }
+      if (near_cutoff && std::abs(r2 - cutoff * cutoff) <= band * cutoff * cutoff)
+        (*near_cutoff)[i] = (*near_cutoff)[j] = 1;
       if (r2 >= cutoff * cutoff) continue;
       for (int k = 0; k < Kernel::inputs; ++k) {
         in_i[k] = in[k][i];
@@ -55,10 +62,13 @@ std::vector<std::vector<double>> brute_force(const Box<D>& box, double cutoff, c
   return out;
 }
 
+// Relative L2 error, over the particles `skip` does not mark (if given).
 template <class T>
-inline double rel_err(const std::vector<T>& got, const std::vector<double>& want) {
+inline double rel_err(const std::vector<T>& got, const std::vector<double>& want,
+                      const std::vector<char>* skip = nullptr) {
   double e = 0, w = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
+    if (skip && (*skip)[i]) continue;
     e += (got[i] - want[i]) * (got[i] - want[i]);
     w += want[i] * want[i];
   }
@@ -159,9 +169,15 @@ void check_case(const Box<D>& box, double cutoff, const Kernel& kernel, std::siz
 
   PairPlan<T, D> plan(box, cutoff, opt);
   const auto out = run_pairs(plan, kernel, x, in_t);
-  const auto want = brute_force<D>(box, cutoff, kernel, xd, in);
-  const double tol = std::is_same<T, float>::value ? 1e-4 : 1e-12;
-  for (int k = 0; k < Kernel::outputs; ++k) EXPECT_LE(rel_err(out[k], want[k]), tol) << "output " << k;
+  // In float, particles with a pair within float's rounding of the cutoff are left out
+  // of the comparison (brute_force: a seed of the CUDA synthetic test, whose kernel is
+  // not zero at the cutoff, measured 4e-4 from one such pair); the others must match.
+  const bool single = std::is_same<T, float>::value;
+  std::vector<char> near_cutoff;
+  const auto want = brute_force<D>(box, cutoff, kernel, xd, in, single ? &near_cutoff : nullptr, 1e-5);
+  const double tol = single ? 1e-4 : 1e-12;
+  for (int k = 0; k < Kernel::outputs; ++k)
+    EXPECT_LE(rel_err(out[k], want[k], single ? &near_cutoff : nullptr), tol) << "output " << k;
 }
 
 inline PairOptions cpu_options(bool half_shell, int threads) {
