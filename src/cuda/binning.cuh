@@ -133,7 +133,6 @@ struct PropPass {
   const unsigned long long* max_abs_bits;                  // deterministic: max |q| per prop
   int count;
   bool quad_flush;  // float meshes take float4 atomics along x (TileWindow::kQuads, flush_quads)
-  bool pair_flush;  // else float2 atomics on even pairs of x-neighbours (flush_pairs)
 };
 
 // ---------------------------------------------------------------------------------

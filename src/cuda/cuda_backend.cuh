@@ -670,11 +670,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     // float4 atomics along x (TileWindow quads): periodic x of 4k nodes, aligned meshes.
     const detail::Axis& x = layout_.axis[0];
     pass.quad_flush = sizeof(T) == 4 && x.kind == detail::AxisKind::Periodic && x.nodes % 4 == 0;
-    pass.pair_flush = sizeof(T) == 4;  // float2 atomics: any size, 8-byte aligned meshes
-    for (int j = 0; j < pass.count; ++j) {
+    for (int j = 0; j < pass.count; ++j)
       pass.quad_flush = pass.quad_flush && reinterpret_cast<std::uintptr_t>(pass.meshes[j]) % 16 == 0;
-      pass.pair_flush = pass.pair_flush && reinterpret_cast<std::uintptr_t>(pass.meshes[j]) % 8 == 0;
-    }
     return pass;
   }
 

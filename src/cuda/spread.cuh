@@ -72,44 +72,6 @@ __device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::Ind
   }
 }
 
-// The fast float flush where quads do not apply (an x-axis that is bounded or periodic
-// with a size not a multiple of 4, meshes not 16-byte aligned): one float2 atomic adds
-// two x-neighbours whose mesh indices are consecutive and start even (the meshes are
-// 8-byte aligned: PropPass::pair_flush), other nodes one at a time. A thread takes one
-// window node: the first of a pair adds both, the second skips, a node alone adds itself.
-template <class K, int D, int NP>
-__device__ __forceinline__ void flush_pairs(const typename TileWindow<K, D>::IndexTables& tables,
-                                            const int* accumulator, const double* scale,
-                                            const PropPass<float>& pass) {
-  using Window = TileWindow<K, D>;
-  double unscale[NP];
-  unscales(scale, unscale);
-  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
-    std::int64_t index, before, after;
-    if (!Window::table_index(tables, k, index)) continue;
-    const int x = k % Window::kWidth;
-    if (x > 0 && Window::table_index(tables, k - 1, before) && before + 1 == index && (before & 1) == 0)
-      continue;  // the second node of k - 1's pair
-    const bool paired = (index & 1) == 0 && x + 1 < Window::kWidth && Window::table_index(tables, k + 1, after) &&
-                        after == index + 1;
-#pragma unroll
-    for (int j = 0; j < NP; ++j) {
-      const int* sums = accumulator + j * Window::kNodes;
-      const float v0 = static_cast<float>(sums[k] * unscale[j]);
-      const float v1 = paired ? static_cast<float>(sums[k + 1] * unscale[j]) : 0.f;
-      if (v0 == 0.f && v1 == 0.f) continue;  // NaN is never skipped
-#if __CUDA_ARCH__ >= 900
-      if (paired) {
-        atomicAdd(reinterpret_cast<float2*>(pass.meshes[j] + index), make_float2(v0, v1));
-        continue;
-      }
-#endif
-      if (v0 != 0.f) atomicAdd(pass.meshes[j] + index, v0);
-      if (paired && v1 != 0.f) atomicAdd(pass.meshes[j] + index + 1, v1);
-    }
-  }
-}
-
 // The block's fixed-point scale per property (shared `scale`, all threads call). Fast
 // mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
 // has none), so the rounding is relative to what the block holds. Deterministic mode:
@@ -155,10 +117,6 @@ __device__ __forceinline__ void flush_window(const typename TileWindow<K, D>::In
   if constexpr (W == 1 && !kDeterministic && sizeof(T) == 4) {
     if (pass.quad_flush) {
       flush_quads<K, D, NP>(tables, tile, accumulator, scale, pass);
-      return;
-    }
-    if (pass.pair_flush) {
-      flush_pairs<K, D, NP>(tables, accumulator, scale, pass);
       return;
     }
   }
