@@ -96,8 +96,8 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
         << name(boundary) << ", " << name(dist) << ", n = " << n;
 
   // Interp of each property's reference mesh (as T) back to the particles, all in one
-  // call, as the spread took them (several properties a pass: both interp kernels are
-  // compiled per property count).
+  // call, as the spread took them (several properties a pass: the tile interp kernel is
+  // compiled per property count, the one-thread one reads the count at run time).
   std::vector<std::vector<T>> fields(nprops, std::vector<T>(size));
   std::vector<std::unique_ptr<DeviceVector<T>>> dfields, dvalues;
   std::vector<View<const T>> field_views;
