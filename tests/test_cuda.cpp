@@ -215,21 +215,81 @@ TEST(Cuda, SparseFloatSpreadKeepsFloatAccuracy) {
 }
 
 // Interp writes straight to the caller's order where its outputs and mesh fit in L2
-// (every other test here); on a mesh beyond L2 it writes binned slots and unbins. Both
-// sizes below take that second path on any device of up to 80 MB of L2 (checked).
+// (every other test here but the next); on a mesh beyond L2, with the caller's particles
+// not in binned order, it writes binned slots and unbins. Both sizes below take that
+// second path on any device of up to 80 MB of L2 (checked).
 TEST(Cuda, InterpThroughTheUnbinPassBeyondL2) {
   PMKIT_REQUIRE_GPU();
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
   const double l2 = static_cast<double>(prop.l2CacheSize);
   for (const double mesh_bytes : {4096.0 * 4096.0 * 4, 256.0 * 256.0 * 256.0 * 4})
-    ASSERT_FALSE(cuda::tuning::interp_direct_pays(0, mesh_bytes, l2)) << "L2 of " << l2 << " bytes";
+    ASSERT_FALSE(cuda::tuning::interp_direct_pays(0, mesh_bytes, l2, false)) << "L2 of " << l2 << " bytes";
   for (const Kernel& k : {Kernel::linear(), Kernel::mp4()}) {
     check_against_reference<float, 2>(k, {4096, 4096}, BoundaryKind::Periodic, 0.01, Distribution::Uniform,
                                       SpreadMethod::CudaSharedTiles, false, 1);
     check_against_reference<float, 3>(k, {256, 256, 256}, BoundaryKind::Periodic, 0.01, Distribution::Clustered,
                                       SpreadMethod::CudaGlobalAtomics, false, 1);
   }
+}
+
+// Where set_points' probe finds the caller's particles in binned order, interp writes
+// straight to the caller's order at any size (tuning::interp_direct_pays: the stores run
+// along perm). A mesh beyond L2 (checked), particles first put in the plan's binned_order,
+// enough of them for the probe to run (tuning::kPartitionMinParticles); then again after
+// update_points, whose away particles store through their own slots.
+TEST(Cuda, InterpOnBinnedInputBeyondL2) {
+  PMKIT_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const std::array<std::int64_t, 2> cells{4096, 4096};
+  ASSERT_FALSE(cuda::tuning::interp_direct_pays(0, 4096.0 * 4096.0 * 4, prop.l2CacheSize, false))
+      << "L2 of " << prop.l2CacheSize << " bytes";
+  const Grid<2> grid = make_grid<2>(cells, BoundaryKind::Periodic);
+  const std::size_t n = cuda::tuning::kPartitionMinParticles + 40000;
+  for (const Kernel& k : {Kernel::linear(), Kernel::mp4()})
+    for (const Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
+      if (sanitizing() && (k.support() != 2 || dist != Distribution::Uniform)) continue;
+      const std::uint64_t seed = fresh_seed();
+      SCOPED_TRACE(seed_note(seed) + " " + k.name() + " " + name(dist));
+      std::mt19937_64 rng(seed);
+      Positions<float, 2> pos = make_positions<float, 2>(grid, dist, n, rng);
+      Plan<float, 2> plan(grid, k, cuda_options());
+      {  // the caller's arrays put in the plan's binned order
+        DeviceVector<float> dx(pos[0]), dy(pos[1]);
+        plan.set_points({dx.cview(), dy.cview()});
+        DeviceVector<std::uint32_t> dorder(n);
+        plan.binned_order(dorder.view());
+        const auto order = dorder.download();
+        Positions<float, 2> sorted = pos;
+        for (int d = 0; d < 2; ++d)
+          for (std::size_t i = 0; i < n; ++i) sorted[d][i] = pos[d][order[i]];
+        pos.swap(sorted);
+      }
+      const std::vector<float> mesh = random_values<float>(static_cast<std::size_t>(plan.mesh_size()), rng);
+      const std::vector<double> mesh_d(mesh.begin(), mesh.end());
+      DeviceVector<float> dmesh(mesh);
+      std::uniform_real_distribution<double> step(-0.02, 0.02);
+      for (const bool moved : {false, true}) {
+        if (moved)  // a small step each, so that update_points keeps the binning
+          for (int d = 0; d < 2; ++d)
+            for (float& x : pos[d]) x = static_cast<float>(x + step(rng) * grid.spacing[d]);
+        DeviceVector<float> dx(pos[0]), dy(pos[1]);
+        if (moved) {
+          plan.update_points({dx.cview(), dy.cview()});
+          EXPECT_GT(plan.num_away(), 0u) << "no particle left its tile";
+        } else {
+          plan.set_points({dx.cview(), dy.cview()});
+        }
+        DeviceVector<float> dvalues(n);
+        plan.interp({dmesh.cview()}, {dvalues.view()});
+        const std::array<std::vector<double>, 2> posd{std::vector<double>(pos[0].begin(), pos[0].end()),
+                                                      std::vector<double>(pos[1].begin(), pos[1].end())};
+        const std::vector<double> want = reference_interp<2>(grid, k, pointers<2>(posd), n, mesh_d);
+        EXPECT_LE(rel_l2<float>(View<const float>(dvalues.download()), want), tolerance<float>())
+            << (moved ? "after update_points" : "after set_points");
+      }
+    }
 }
 
 // Every spread method (and the deterministic tiles) on M'4 double properties of about

@@ -251,7 +251,8 @@ class CudaBackend final : public detail::Backend<T, D> {
     // Where each tile's binned particles start (tiles + 1 entries, with tile_buckets).
     const std::uint32_t* tile_start = bucket_start_.get();
     Buckets tile_buckets{0};
-    if (may_partition && !in_binned_order(n, pos)) {
+    const bool caller_order_binned = may_partition && in_binned_order(n, pos);
+    if (may_partition && !caller_order_binned) {
       tile_start = partition_scatter(n, pos, groups, max_pieces);
     } else {
       one_pass_scatter(n, pos, buckets);
@@ -293,6 +294,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.num_chunks = host_->chunks;
     spare_.num_spans = host_->spans;
     spare_.num_away = 0;
+    spare_.caller_order_binned = caller_order_binned;
     std::swap(current_, spare_);
     resolve_method();
   }
@@ -420,6 +422,9 @@ class CudaBackend final : public detail::Backend<T, D> {
     DeviceBuffer<std::uint32_t> away_slot;
     DeviceBuffer<Packed<T>> away_particles;
     std::size_t num_away = 0;
+    // The probe found the caller's particles in binned order: perm keeps a slot's caller
+    // index near the slot, so stores through it fall on few lines (launch_interp).
+    bool caller_order_binned = false;
   };
 
   // Exclusive sum of `items` counters (scan_temp_ holds the largest scan of set_points).
@@ -788,10 +793,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     const std::size_t n = current_.n;
     if (n == 0) return;
     // Outputs written straight to the caller's order where they fit in L2 with the
-    // meshes read (tuning::interp_direct_pays), else to binned slots and then unbinned.
+    // meshes read, or where the caller's order is the binned one (the stores then run
+    // along it; tuning::interp_direct_pays), else to binned slots and then unbinned.
     const double outputs_bytes = static_cast<double>(n) * pass.count * sizeof(T);
     const double meshes_bytes = static_cast<double>(layout_.size) * pass.count * sizeof(T);
-    const bool direct = tuning::interp_direct_pays(outputs_bytes, meshes_bytes, l2_bytes_);
+    const bool direct =
+        tuning::interp_direct_pays(outputs_bytes, meshes_bytes, l2_bytes_, current_.caller_order_binned);
     const InterpOutput<T> out{binned_values_.get(), n, direct ? current_.perm.get() : nullptr};
     // Scalar windows (the smallest a tile can take) decide whether tiles fit at all.
     const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);

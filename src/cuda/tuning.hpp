@@ -138,10 +138,14 @@ constexpr int interp_tile_blocks_per_sm(std::size_t value_bytes, int dims, int s
 // stores) instead of to binned slots plus the unbin pass where the outputs and the meshes
 // read fit in this share of L2: the scattered stores then merge in L2. Beyond it, each is
 // a sector's read-modify-write in DRAM (bench/NOTES.md 8: 2^24 in float, 3-4x the floor).
-// Measured A/B: bench/NOTES.md 52.
+// Measured A/B: bench/NOTES.md 52. Where set_points' probe found the caller's particles
+// in binned order, perm keeps a slot's caller index near the slot, so a block's stores
+// fill whole sectors at any size and the unbin pass (a launch, the binned values written
+// and read again, slot read) is pure overhead: direct there too (bench/NOTES.md 66).
 constexpr double kInterpDirectL2Share = 0.75;
-constexpr bool interp_direct_pays(double outputs_bytes, double meshes_bytes, double l2_bytes) {
-  return outputs_bytes + meshes_bytes <= kInterpDirectL2Share * l2_bytes;
+constexpr bool interp_direct_pays(double outputs_bytes, double meshes_bytes, double l2_bytes,
+                                  bool caller_order_binned) {
+  return caller_order_binned || outputs_bytes + meshes_bytes <= kInterpDirectL2Share * l2_bytes;
 }
 // The interp tile kernel holds its window as row spans (interp.cuh, RowSpan: S values
 // padded to 2, 4 or 8, one vector load a stencil row) in 3D float, where they take at
