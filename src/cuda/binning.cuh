@@ -589,14 +589,16 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   }
 }
 
-// The binned slot of each caller's index: slot holds its pass-1 place, binned_of_place
-// that place's binned slot. Coalesced but for one scattered 4-byte read (17: a 4-byte
-// gather costs ~0.13-0.15 ms at 2^24; a scattered store instead, ~0.3-0.4).
-static __global__ void compose_slot_kernel(std::size_t n, const std::uint32_t* binned_of_place, std::uint32_t* slot) {
+// The binned slot of each caller's index, from its pass-1 place and that place's binned
+// slot (both kept: the spread moves properties the same two steps, props_to_slots).
+// Coalesced but for one scattered 4-byte read (17: a 4-byte gather costs ~0.13-0.15 ms
+// at 2^24; a scattered store instead, ~0.3-0.4).
+static __global__ void compose_slot_kernel(std::size_t n, const std::uint32_t* place,
+                                           const std::uint32_t* binned_of_place, std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const std::uint32_t place = slot[i];
-  if (place != kNoPlace) slot[i] = binned_of_place[place];
+  const std::uint32_t p = place[i];
+  slot[i] = p != kNoPlace ? binned_of_place[p] : kNoPlace;
 }
 
 // update_points, one thread per particle in the caller's order (positions, tile and

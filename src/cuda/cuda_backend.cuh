@@ -219,6 +219,8 @@ class CudaBackend final : public detail::Backend<T, D> {
       block_start_.reserve(block_counts + 1, "binning scratch");
       group_start_.reserve(groups.count + 1, "binning scratch");
       if (groups.bits > 0) {
+        spare_.place.reserve(n, "binned particles");
+        spare_.binned_of_place.reserve(n, "binned particles");
         parted_.reserve(n, "binning scratch");
         part_key_.reserve(n, "binning scratch");
         piece_count_.reserve(groups.count + 1, "binning scratch");
@@ -252,8 +254,10 @@ class CudaBackend final : public detail::Backend<T, D> {
     const std::uint32_t* tile_start = bucket_start_.get();
     Buckets tile_buckets{0};
     const bool caller_order_binned = may_partition && in_binned_order(n, pos);
+    int partition_levels = 0;
     if (may_partition && !caller_order_binned) {
       tile_start = partition_scatter(n, pos, groups, max_pieces);
+      partition_levels = groups.bits > 0 ? 2 : 1;
     } else {
       one_pass_scatter(n, pos, buckets);
       tile_buckets = buckets;
@@ -295,6 +299,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.num_spans = host_->spans;
     spare_.num_away = 0;
     spare_.caller_order_binned = caller_order_binned;
+    spare_.partition_levels = partition_levels;
     std::swap(current_, spare_);
     resolve_method();
   }
@@ -425,6 +430,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     // The probe found the caller's particles in binned order: perm keeps a slot's caller
     // index near the slot, so stores through it fall on few lines (launch_interp).
     bool caller_order_binned = false;
+    // The partition's moves, kept for the spread's properties (props_in_binned_order):
+    // 0 levels (the one-pass scatter: none), 1 (slot is each particle's only move), or 2
+    // (place: caller's index -> pass-1 place; binned_of_place: place -> binned slot).
+    int partition_levels = 0;
+    DeviceBuffer<std::uint32_t> place;
+    DeviceBuffer<std::uint32_t> binned_of_place;
   };
 
   // Exclusive sum of `items` counters (scan_temp_ holds the largest scan of set_points).
@@ -523,7 +534,8 @@ class CudaBackend final : public detail::Backend<T, D> {
                             cudaMemcpyDeviceToDevice),
           "set_points: group starts");
     const PartitionOut<T> out = two_levels
-                                    ? PartitionOut<T>{parted_.get(), rank_.get(), part_key_.get(), spare_.slot.get()}
+                                    ? PartitionOut<T>{parted_.get(), spare_.binned_of_place.get(), part_key_.get(),
+                                                      spare_.place.get()}
                                     : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
                                                       spare_.slot.get()};
     partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared>>>(
@@ -551,11 +563,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::set_points::count_piece_tiles");
     scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
     place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(
-        groups, pieces_.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(), rank_.get(),
+        groups, pieces_.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(),
+        spare_.binned_of_place.get(),
         bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(), spare_.perm.get());
     check_launch("pmkit::cuda::set_points::place");
-    compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(n, rank_.get(),
-                                                                                         spare_.slot.get());
+    compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+        n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
     check_launch("pmkit::cuda::set_points::compose_slot");
     return bucket_start_.get();
   }
@@ -680,6 +693,11 @@ class CudaBackend final : public detail::Backend<T, D> {
     const int width = method_ == SpreadMethod::CudaSharedTiles   ? tile_props_per_pass_
                       : method_ == SpreadMethod::CudaCellMoments ? cell_props_per_pass_
                                                                  : tuning::kPropsPerPass;
+    if (method_ == SpreadMethod::CudaSharedTiles && may_move_props()) {  // before any mesh is touched
+      binned_values_.reserve(current_.n * tuning::kPropsPerPass, "properties in binned order");
+      if (current_.partition_levels == 2)
+        mid_values_.reserve(current_.n * tuning::kPropsPerPass, "properties in binned order");
+    }
     for (std::size_t first = 0; first < props.size(); first += width) {
       const bool stage_meshes_in = options_.host_arrays && mode == Accumulate::Add && !options_.deterministic;
       if (options_.host_arrays) start_timer();
@@ -735,9 +753,46 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
   }
 
+  // Whether the tile spread moves the properties into binned order before its kernel
+  // (props_to_slots; tuning::props_by_moves): the partition's moves are kept and the
+  // caller's order is not binned already; props_to_slots also wants contiguous arrays.
+  bool may_move_props() const {
+    return current_.partition_levels > 0 && !current_.caller_order_binned &&
+           tuning::props_by_moves(sizeof(T), static_cast<double>(current_.n) * sizeof(T), l2_bytes_);
+  }
+
+  // The pass's properties in binned order (in binned_values_), moved as set_points'
+  // partition moved the records: to the pass-1 places, then (two levels) to the slots.
+  PropPass<T> props_to_slots(const PropPass<T>& pass) {
+    const std::size_t n = current_.n;
+    const unsigned blocks = blocks_for(n, tuning::kPointThreads);
+    T* binned = binned_values_.get();
+    if (current_.partition_levels == 2) {
+      props_to_places_kernel<T><<<blocks, tuning::kPointThreads>>>(pass, current_.place.get(), n, mid_values_.get());
+      check_launch("pmkit::cuda::spread::props_to_places");
+      move_values_kernel<T><<<blocks, tuning::kPointThreads>>>(mid_values_.get(), current_.binned_of_place.get(), n,
+                                                               pass.count, binned);
+      check_launch("pmkit::cuda::spread::props_to_slots");
+    } else {
+      props_to_places_kernel<T><<<blocks, tuning::kPointThreads>>>(pass, current_.slot.get(), n, binned);
+      check_launch("pmkit::cuda::spread::props_to_slots");
+    }
+    PropPass<T> moved = pass;
+    for (int j = 0; j < pass.count; ++j) {
+      moved.props[j] = binned + j * n;
+      moved.prop_stride[j] = 1;
+    }
+    return moved;
+  }
+
   template <class K, int W, bool kDeterministic>
-  void launch_tiles(const PropPass<T>& pass) {
+  void launch_tiles(const PropPass<T>& caller_pass) {
     if (current_.num_chunks == 0) return;
+    bool contiguous = true;
+    for (int j = 0; j < caller_pass.count; ++j) contiguous = contiguous && caller_pass.prop_stride[j] == 1;
+    const bool moved = contiguous && may_move_props();
+    const PropPass<T> pass = moved ? props_to_slots(caller_pass) : caller_pass;
+    const std::uint32_t* perm = moved ? nullptr : current_.perm.get();  // null: read by slot
     with_prop_count(pass.count, [&](auto np) {
       constexpr int NP = decltype(np)::value;
       const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
@@ -745,8 +800,7 @@ class CudaBackend final : public detail::Backend<T, D> {
       opt_in_shared(kernel, shared);
       kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared>>>(layout_, geo_, current_.chunks.get(),
                                                                       current_.particles.get(),
-                                                                      taken_order(), current_.perm.get(),
-                                                                      current_.n, pass);
+                                                                      taken_order(), perm, current_.n, pass);
       check_launch("pmkit::cuda::spread::shared_tiles");
     });
   }
@@ -886,8 +940,9 @@ class CudaBackend final : public detail::Backend<T, D> {
   cudaEvent_t events_[2] = {};
 
   Binned current_, spare_;
-  // set_points scratch. rank_: the one-pass scatter's ranks; in the partition's two
-  // levels, each pass-1 place's caller index, then its binned slot (place_kernel).
+  // set_points scratch. rank_: the one-pass scatter's ranks. (The partition's two levels
+  // write each pass-1 place's caller index, then its binned slot, to the binning's
+  // binned_of_place, which it keeps.)
   DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;
   // the partition (binning.cuh): per group, per piece of pass 2; records and tile keys
   // in pass-1 order
@@ -910,8 +965,9 @@ class CudaBackend final : public detail::Backend<T, D> {
   DeviceBuffer<unsigned char> scan_temp_;
   // deterministic mode
   DeviceBuffer<unsigned long long> exact_, max_abs_;
-  // interp: values in binned order, before unbin_kernel
-  DeviceBuffer<T> binned_values_;
+  // interp: values in binned order, before unbin_kernel; spread: the properties in binned
+  // order (props_to_slots), and at their pass-1 places before that (two levels)
+  DeviceBuffer<T> binned_values_, mid_values_;
   // host_arrays mode
   DeviceBuffer<T> staging_positions_, staging_particles_, staging_meshes_;
 };

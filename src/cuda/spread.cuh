@@ -111,13 +111,15 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
     perm = streamed(perm);
   }
 
-  // Each thread's properties are gathered (the caller's order: one random read each)
-  // once, into registers, and serve both the scale and the accumulation.
+  // Each thread's properties are gathered once, into registers, and serve both the scale
+  // and the accumulation: in the caller's order through perm (one random read each), or,
+  // perm null, by slot (the pass moved into binned order first, props_to_places_kernel).
   Values<T, NP> q[kSlots];
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    const std::uint32_t p = i < chunk.count ? perm[chunk.begin + taken(order, chunk, i)] : 0;
+    const std::uint32_t slot = i < chunk.count ? chunk.begin + taken(order, chunk, i) : 0;
+    const std::uint32_t p = perm && i < chunk.count ? perm[slot] : slot;
 #pragma unroll
     for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
   }
@@ -443,6 +445,34 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
   }
 
   flush_window<K, D, T, W, NP, false>(tables, tile, accumulator, scale, pass);
+}
+
+// A pass's properties moved into binned order the way set_points' partition moved the
+// records (bench/NOTES.md 67): out[j * n + to[i]] = props[j][i], `to` the caller's index
+// -> pass-1 place (then move_values_kernel, place -> binned slot) or, with one level,
+// -> binned slot. Reads coalesced; each pass-1 block's particles of one group (a piece's
+// of one tile) land in one run of consecutive places, stored by one block at about the
+// same time, so L2 merges them into whole sectors: no DRAM burst a value, as the random
+// gather through perm costs where the arrays are larger than L2 (46).
+template <class T>
+__global__ void __launch_bounds__(tuning::kPointThreads)
+    props_to_places_kernel(PropPass<T> pass, const std::uint32_t* to, std::size_t n, T* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::size_t dst = to[i];
+#pragma unroll
+  for (int j = 0; j < tuning::kPropsPerPass; ++j)
+    if (j < pass.count) out[j * n + dst] = load_prop(pass, j, static_cast<std::uint32_t>(i));
+}
+template <class T>
+__global__ void __launch_bounds__(tuning::kPointThreads)
+    move_values_kernel(const T* in, const std::uint32_t* to, std::size_t n, int count, T* out) {
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= n) return;
+  const std::size_t dst = to[p];
+#pragma unroll
+  for (int j = 0; j < tuning::kPropsPerPass; ++j)
+    if (j < count) out[j * n + dst] = in[j * n + p];
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).

@@ -183,4 +183,16 @@ constexpr double kInterpTileMinNodesPerWindowNode = 3.0;
 // sits between 0.19 (atomics 25% faster) and 0.235 (tiles 3% faster).
 constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.22;
 
+// The spread tile kernels read each property in the caller's order through perm: one
+// random 4-byte read a particle, which costs a 64-byte DRAM burst where the array is
+// larger than L2 (bench/NOTES.md 46: the binned-input rows, perm the identity, are 0.30
+// ms faster for linear at 2^24 on 256^3, 0.18 for M'4, 0.26 a property for three; a
+// random gather as a kernel of its own was slower still). There the properties are first
+// moved into binned order the way set_points' partition moved the records (spread.cuh,
+// props_to_places_kernel): one or two passes of coalesced reads and stores in runs.
+// Double left out: its binned rows gain only 0.08 ms, less than the moves' bytes.
+constexpr bool props_by_moves(std::size_t value_bytes, double prop_array_bytes, double l2_bytes) {
+  return value_bytes == 4 && prop_array_bytes > l2_bytes;
+}
+
 }  // namespace pmkit::cuda::tuning
