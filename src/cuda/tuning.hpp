@@ -166,9 +166,11 @@ constexpr bool interp_row_spans_pay(int dims, std::size_t value_bytes) { return 
 // - interp: tiles 4x slower at 1.5; faster at 5.6 (linear, 3D, 1 a cell) and above
 //   (NOTES 12: the gather was slower at 5.6 and 13).
 // The switches lie between those points; an earlier rule (32 particles a block, from a
-// model) put 2D linear at 64 a tile on the slower side of both.
+// model) put 2D linear at 64 a tile on the slower side of both. Interp's moved from 3.0
+// to 2.0 when 2D linear at 1 a cell (~2.5: tiles of 1024 cut at 1024) measured 5-9%
+// faster by tiles (bench/NOTES.md 68).
 constexpr double kSpreadTileMinNodesPerWindowNode = 1.0;
-constexpr double kInterpTileMinNodesPerWindowNode = 3.0;
+constexpr double kInterpTileMinNodesPerWindowNode = 2.0;
 // Where one property's mesh is larger than the device's L2 cache, a global atomic on a
 // line not in L2 goes to DRAM, and one thread a particle pays for every one of its
 // particle's nodes that way; a tile's flush adds each node once. Forced methods at 19ec341
