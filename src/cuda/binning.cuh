@@ -341,10 +341,10 @@ struct PartitionBlock {
 // local(k)) stably by key (bits [0, end_bit); the low 16 bits of a value are the item's
 // block-local index), so each run keeps the block-local order. Then gives each run of
 // equal keys below `unused` its place, first(key, items in the run) = the global slot of
-// the run's first item, and calls emit(slot, value) for every item in the sorted order,
-// striped: thread t takes sorted places t, t + kThreads, ..., so consecutive lanes store
-// consecutive slots of a run (whole lines where runs are long enough). emit may write
-// sh.u.dst.
+// the run's first item, and calls emit(slot, value, sorted place) for every item in the
+// sorted order, striped: thread t takes sorted places t, t + kThreads, ..., so consecutive
+// lanes store consecutive slots of a run (whole lines where runs are long enough). emit
+// may write sh.u.dst.
 template <class T, class First, class Emit>
 __device__ __forceinline__ void place_runs(typename PartitionBlock<T>::Shared& sh,
                                            std::uint16_t (&key)[PartitionBlock<T>::kPerThread],
@@ -382,7 +382,7 @@ __device__ __forceinline__ void place_runs(typename PartitionBlock<T>::Shared& s
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < B::kPerThread; ++k)
-    if (key[k] < unused) emit(sh.run_first[key[k]] + B::local(k), value[k]);
+    if (key[k] < unused) emit(sh.run_first[key[k]] + B::local(k), value[k], B::local(k));
   __syncthreads();
 }
 
@@ -458,6 +458,9 @@ struct PartitionOut {
   std::uint32_t* index;
   std::uint16_t* keys;  // null where the groups are the tiles
   std::uint32_t* place;
+  // The block-local index of each sorted place, by block (kItems a block): the order in
+  // which the spread replays this pass for the properties (props_to_places_kernel).
+  std::uint16_t* sorted;
 };
 
 // Pass 1: the count's blocks (positions validated there) bin again, sort by group and
@@ -494,11 +497,12 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   place_runs<T>(
       sh, key, value, groups.key_bits, groups.count,
       [&](std::uint32_t g, std::uint32_t) { return block_start[static_cast<std::size_t>(g) * gridDim.x + blockIdx.x]; },
-      [&](std::uint32_t dst, std::uint32_t v) {
+      [&](std::uint32_t dst, std::uint32_t v, std::uint32_t sorted_place) {
         const std::uint32_t j = v & 0xffffu;
         store_record(out.records + dst, sh.records[j]);
         out.index[dst] = static_cast<std::uint32_t>(base + j);
         if (out.keys) out.keys[dst] = static_cast<std::uint16_t>(v >> 16);
+        out.sorted[base + sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;
       });
   // A rejected particle (set_points reports it after the last kernel) gets no place.
@@ -539,13 +543,14 @@ static __global__ void __launch_bounds__(tuning::kPartitionThreads)
 // with the stable block sorts, a tile's particles keep the caller's order, the same in
 // every run (update_points' stores then advance through the tiles: NOTES 26). index holds
 // each pass-1 place's caller index; it gets the place's binned slot (read first by the
-// same block), for compose_slot_kernel.
+// same block), for compose_slot_kernel. place_of_slot: the inverse, each binned slot's
+// pass-1 place (the spread's second move of the properties, move_values_kernel).
 template <class T>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     place_kernel(Groups groups, const Chunk* pieces, const std::uint32_t* num_pieces, const std::uint32_t* piece_start,
                  const std::uint16_t* keys, const Packed<T>* parted, std::uint32_t* index,
                  const std::uint32_t* tile_start, const std::uint32_t* piece_count, Packed<T>* particles,
-                 std::uint32_t* perm) {
+                 std::uint32_t* perm, std::uint32_t* place_of_slot) {
   using B = PartitionBlock<T>;
   typename B::Shared& sh = B::shared();
   std::uint32_t* caller = reinterpret_cast<std::uint32_t*>(&sh + 1);  // by block-local index
@@ -577,9 +582,10 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   place_runs<T>(  // its first barrier orders tile_offset too
       sh, key, value, groups.bits + 1, unused,
       [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
-      [&](std::uint32_t dst, std::uint32_t j) {
+      [&](std::uint32_t dst, std::uint32_t j, std::uint32_t) {
         store_record(particles + dst, sh.records[j]);
         perm[dst] = caller[j];
+        place_of_slot[dst] = piece.begin + j;
         sh.u.dst[j] = dst;
       });
 #pragma unroll
@@ -590,8 +596,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
 }
 
 // The binned slot of each caller's index, from its pass-1 place and that place's binned
-// slot (both kept: the spread moves properties the same two steps, props_to_slots).
-// Coalesced but for one scattered 4-byte read (17: a 4-byte gather costs ~0.13-0.15 ms
+// slot. Coalesced but for one scattered 4-byte read (17: a 4-byte gather costs ~0.13-0.15 ms
 // at 2^24; a scattered store instead, ~0.3-0.4).
 static __global__ void compose_slot_kernel(std::size_t n, const std::uint32_t* place,
                                            const std::uint32_t* binned_of_place, std::uint32_t* slot) {

@@ -218,9 +218,11 @@ class CudaBackend final : public detail::Backend<T, D> {
       block_count_.reserve(block_counts + 1, "binning scratch");
       block_start_.reserve(block_counts + 1, "binning scratch");
       group_start_.reserve(groups.count + 1, "binning scratch");
+      spare_.sorted_local.reserve(std::size_t(blocks_for(n, PartitionBlock<T>::kItems)) * PartitionBlock<T>::kItems,
+                                  "binned particles");
       if (groups.bits > 0) {
         spare_.place.reserve(n, "binned particles");
-        spare_.binned_of_place.reserve(n, "binned particles");
+        spare_.place_of_slot.reserve(n, "binned particles");
         parted_.reserve(n, "binning scratch");
         part_key_.reserve(n, "binning scratch");
         piece_count_.reserve(groups.count + 1, "binning scratch");
@@ -430,12 +432,14 @@ class CudaBackend final : public detail::Backend<T, D> {
     // The probe found the caller's particles in binned order: perm keeps a slot's caller
     // index near the slot, so stores through it fall on few lines (launch_interp).
     bool caller_order_binned = false;
-    // The partition's moves, kept for the spread's properties (props_in_binned_order):
-    // 0 levels (the one-pass scatter: none), 1 (slot is each particle's only move), or 2
-    // (place: caller's index -> pass-1 place; binned_of_place: place -> binned slot).
+    // The partition's moves, kept for the spread's properties (props_to_slots): 0 levels
+    // (the one-pass scatter: none), 1 (slot is each particle's only move), or 2 (place:
+    // caller's index -> pass-1 place; place_of_slot: binned slot -> pass-1 place). Both:
+    // sorted_local, pass 1's block-local index of each sorted place, block by block.
     int partition_levels = 0;
+    DeviceBuffer<std::uint16_t> sorted_local;
     DeviceBuffer<std::uint32_t> place;
-    DeviceBuffer<std::uint32_t> binned_of_place;
+    DeviceBuffer<std::uint32_t> place_of_slot;
   };
 
   // Exclusive sum of `items` counters (scan_temp_ holds the largest scan of set_points).
@@ -534,10 +538,10 @@ class CudaBackend final : public detail::Backend<T, D> {
                             cudaMemcpyDeviceToDevice),
           "set_points: group starts");
     const PartitionOut<T> out = two_levels
-                                    ? PartitionOut<T>{parted_.get(), spare_.binned_of_place.get(), part_key_.get(),
-                                                      spare_.place.get()}
+                                    ? PartitionOut<T>{parted_.get(), rank_.get(), part_key_.get(), spare_.place.get(),
+                                                      spare_.sorted_local.get()}
                                     : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
-                                                      spare_.slot.get()};
+                                                      spare_.slot.get(), spare_.sorted_local.get()};
     partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared>>>(
         layout_, geo_, pos, n, groups, block_start_.get(), spare_.tile_of.get(), out);
     check_launch("pmkit::cuda::set_points::partition");
@@ -563,12 +567,12 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::set_points::count_piece_tiles");
     scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
     place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(
-        groups, pieces_.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(),
-        spare_.binned_of_place.get(),
-        bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(), spare_.perm.get());
+        groups, pieces_.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(), rank_.get(),
+        bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(), spare_.perm.get(),
+        spare_.place_of_slot.get());
     check_launch("pmkit::cuda::set_points::place");
     compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-        n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
+        n, spare_.place.get(), rank_.get(), spare_.slot.get());
     check_launch("pmkit::cuda::set_points::compose_slot");
     return bucket_start_.get();
   }
@@ -762,19 +766,20 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   // The pass's properties in binned order (in binned_values_), moved as set_points'
-  // partition moved the records: to the pass-1 places, then (two levels) to the slots.
+  // partition moved the records: to the pass-1 places in pass 1's sorted order, then
+  // (two levels) gathered to the slots.
   PropPass<T> props_to_slots(const PropPass<T>& pass) {
     const std::size_t n = current_.n;
     const unsigned blocks = blocks_for(n, tuning::kPointThreads);
     T* binned = binned_values_.get();
-    if (current_.partition_levels == 2) {
-      props_to_places_kernel<T><<<blocks, tuning::kPointThreads>>>(pass, current_.place.get(), n, mid_values_.get());
-      check_launch("pmkit::cuda::spread::props_to_places");
-      move_values_kernel<T><<<blocks, tuning::kPointThreads>>>(mid_values_.get(), current_.binned_of_place.get(), n,
+    const bool two_levels = current_.partition_levels == 2;
+    props_to_places_kernel<T><<<blocks, tuning::kPointThreads>>>(
+        pass, current_.sorted_local.get(), two_levels ? current_.place.get() : current_.slot.get(), n,
+        two_levels ? mid_values_.get() : binned);
+    check_launch("pmkit::cuda::spread::props_to_places");
+    if (two_levels) {
+      move_values_kernel<T><<<blocks, tuning::kPointThreads>>>(mid_values_.get(), current_.place_of_slot.get(), n,
                                                                pass.count, binned);
-      check_launch("pmkit::cuda::spread::props_to_slots");
-    } else {
-      props_to_places_kernel<T><<<blocks, tuning::kPointThreads>>>(pass, current_.slot.get(), n, binned);
       check_launch("pmkit::cuda::spread::props_to_slots");
     }
     PropPass<T> moved = pass;
@@ -940,9 +945,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   cudaEvent_t events_[2] = {};
 
   Binned current_, spare_;
-  // set_points scratch. rank_: the one-pass scatter's ranks. (The partition's two levels
-  // write each pass-1 place's caller index, then its binned slot, to the binning's
-  // binned_of_place, which it keeps.)
+  // set_points scratch. rank_: the one-pass scatter's ranks; in the partition's two
+  // levels, each pass-1 place's caller index, then its binned slot (place_kernel).
   DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;
   // the partition (binning.cuh): per group, per piece of pass 2; records and tile keys
   // in pass-1 order

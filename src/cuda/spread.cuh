@@ -448,31 +448,37 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
 }
 
 // A pass's properties moved into binned order the way set_points' partition moved the
-// records (bench/NOTES.md 67): out[j * n + to[i]] = props[j][i], `to` the caller's index
-// -> pass-1 place (then move_values_kernel, place -> binned slot) or, with one level,
-// -> binned slot. Reads coalesced; each pass-1 block's particles of one group (a piece's
-// of one tile) land in one run of consecutive places, stored by one block at about the
-// same time, so L2 merges them into whole sectors: no DRAM burst a value, as the random
-// gather through perm costs where the arrays are larger than L2 (46).
+// records (bench/NOTES.md 67): its pass 1 replayed, thread s taking the block's sorted
+// place s % kItems (sorted: that place's block-local index), so that consecutive lanes
+// store consecutive places of a run, where a store in the caller's order would send a
+// warp's 32 lanes to 32 runs (67: as slow as random stores). The reads stay inside the
+// block's kItems caller indices. `place`: the caller's index -> pass-1 place (with one
+// level, the binned slot).
 template <class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
-    props_to_places_kernel(PropPass<T> pass, const std::uint32_t* to, std::size_t n, T* out) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const std::size_t dst = to[i];
+    props_to_places_kernel(PropPass<T> pass, const std::uint16_t* sorted, const std::uint32_t* place, std::size_t n,
+                           T* out) {
+  constexpr std::size_t kItems = PartitionBlock<T>::kItems;
+  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (s >= n) return;
+  const std::uint32_t i = static_cast<std::uint32_t>(s / kItems * kItems + sorted[s]);
+  const std::size_t dst = place[i];
 #pragma unroll
   for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < pass.count) out[j * n + dst] = load_prop(pass, j, static_cast<std::uint32_t>(i));
+    if (j < pass.count) out[j * n + dst] = load_prop(pass, j, i);
 }
+// Pass 2 of two levels, as a gather: each binned slot's value from its pass-1 place. The
+// stores are coalesced; the reads stay inside the slot's group of tiles (~32k places at
+// 2^24 on 256^3), which L2 holds while its slots are written.
 template <class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
-    move_values_kernel(const T* in, const std::uint32_t* to, std::size_t n, int count, T* out) {
-  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (p >= n) return;
-  const std::size_t dst = to[p];
+    move_values_kernel(const T* in, const std::uint32_t* place_of_slot, std::size_t n, int count, T* out) {
+  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (s >= n) return;
+  const std::size_t from = place_of_slot[s];
 #pragma unroll
   for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < count) out[j * n + dst] = in[j * n + p];
+    if (j < count) out[j * n + s] = in[j * n + from];
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).
