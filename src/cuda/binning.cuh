@@ -326,6 +326,7 @@ struct PartitionBlock {
       std::uint16_t sorted_key[kItems];
       std::uint32_t dst[kItems];  // by block-local index: where the item went
     } u;
+    std::uint16_t sorted_item[kItems];  // the block-local index of each sorted place
     std::uint32_t run_first[kMaxKeys];  // a run's first sorted place, then its dst - first place
     std::uint32_t run_end[kMaxKeys];
     Packed<T> records[kItems];  // by block-local index
@@ -465,7 +466,9 @@ struct PartitionOut {
 
 // Pass 1: the count's blocks (positions validated there) bin again, sort by group and
 // store each group's run at its place from the scanned counts (block_start, laid out as
-// block_count). Also writes tile_of (update_points), coalesced.
+// block_count). Also writes tile_of (update_points), coalesced. Two blocks an SM: the
+// sorted-place stores took it from 64 to 80 registers, one block an SM, and set_points
+// 1.55 -> 1.90 ms at 2^24 (bench/NOTES.md 67b).
 template <class T, int D>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     partition_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
@@ -502,14 +505,17 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
         store_record(out.records + dst, sh.records[j]);
         out.index[dst] = static_cast<std::uint32_t>(base + j);
         if (out.keys) out.keys[dst] = static_cast<std::uint16_t>(v >> 16);
-        out.sorted[base + sorted_place] = static_cast<std::uint16_t>(j);
+        sh.sorted_item[sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;
       });
   // A rejected particle (set_points reports it after the last kernel) gets no place.
+  // Sorted places past the block's valid items are never read (props_to_places_kernel
+  // takes a successful binning's n places only).
 #pragma unroll
   for (int k = 0; k < B::kPerThread; ++k) {
     const std::size_t i = base + B::local(k);
     if (i < n) out.place[i] = (placed >> k) & 1u ? sh.u.dst[B::local(k)] : kNoPlace;
+    if (i < n) out.sorted[i] = sh.sorted_item[B::local(k)];
   }
 }
 
@@ -543,14 +549,14 @@ static __global__ void __launch_bounds__(tuning::kPartitionThreads)
 // with the stable block sorts, a tile's particles keep the caller's order, the same in
 // every run (update_points' stores then advance through the tiles: NOTES 26). index holds
 // each pass-1 place's caller index; it gets the place's binned slot (read first by the
-// same block), for compose_slot_kernel. place_of_slot: the inverse, each binned slot's
-// pass-1 place (the spread's second move of the properties, move_values_kernel).
+// same block), for compose_slot_kernel. sorted: the piece-local index of each sorted
+// place, by piece (the spread replays this pass for the properties, props_to_slots_kernel).
 template <class T>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     place_kernel(Groups groups, const Chunk* pieces, const std::uint32_t* num_pieces, const std::uint32_t* piece_start,
                  const std::uint16_t* keys, const Packed<T>* parted, std::uint32_t* index,
                  const std::uint32_t* tile_start, const std::uint32_t* piece_count, Packed<T>* particles,
-                 std::uint32_t* perm, std::uint32_t* place_of_slot) {
+                 std::uint32_t* perm, std::uint16_t* sorted) {
   using B = PartitionBlock<T>;
   typename B::Shared& sh = B::shared();
   std::uint32_t* caller = reinterpret_cast<std::uint32_t*>(&sh + 1);  // by block-local index
@@ -582,10 +588,10 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   place_runs<T>(  // its first barrier orders tile_offset too
       sh, key, value, groups.bits + 1, unused,
       [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
-      [&](std::uint32_t dst, std::uint32_t j, std::uint32_t) {
+      [&](std::uint32_t dst, std::uint32_t j, std::uint32_t sorted_place) {
         store_record(particles + dst, sh.records[j]);
         perm[dst] = caller[j];
-        place_of_slot[dst] = piece.begin + j;
+        sorted[piece.begin + sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;
       });
 #pragma unroll

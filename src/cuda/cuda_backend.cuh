@@ -218,16 +218,17 @@ class CudaBackend final : public detail::Backend<T, D> {
       block_count_.reserve(block_counts + 1, "binning scratch");
       block_start_.reserve(block_counts + 1, "binning scratch");
       group_start_.reserve(groups.count + 1, "binning scratch");
-      spare_.sorted_local.reserve(std::size_t(blocks_for(n, PartitionBlock<T>::kItems)) * PartitionBlock<T>::kItems,
+      spare_.sorted_block.reserve(std::size_t(blocks_for(n, PartitionBlock<T>::kItems)) * PartitionBlock<T>::kItems,
                                   "binned particles");
       if (groups.bits > 0) {
         spare_.place.reserve(n, "binned particles");
-        spare_.place_of_slot.reserve(n, "binned particles");
+        spare_.binned_of_place.reserve(n, "binned particles");
+        spare_.sorted_piece.reserve(n, "binned particles");
+        spare_.pieces.reserve(max_pieces, "binned particles");
         parted_.reserve(n, "binning scratch");
         part_key_.reserve(n, "binning scratch");
         piece_count_.reserve(groups.count + 1, "binning scratch");
         piece_start_.reserve(groups.count + 1, "binning scratch");
-        pieces_.reserve(max_pieces, "binning scratch");
         piece_count_tiles_.reserve(max_pieces << groups.bits, "binning scratch");
       }
     }
@@ -302,6 +303,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     spare_.num_away = 0;
     spare_.caller_order_binned = caller_order_binned;
     spare_.partition_levels = partition_levels;
+    spare_.num_pieces = partition_levels == 2 ? host_->pieces : 0;
     std::swap(current_, spare_);
     resolve_method();
   }
@@ -434,12 +436,14 @@ class CudaBackend final : public detail::Backend<T, D> {
     bool caller_order_binned = false;
     // The partition's moves, kept for the spread's properties (props_to_slots): 0 levels
     // (the one-pass scatter: none), 1 (slot is each particle's only move), or 2 (place:
-    // caller's index -> pass-1 place; place_of_slot: binned slot -> pass-1 place). Both:
-    // sorted_local, pass 1's block-local index of each sorted place, block by block.
+    // caller's index -> pass-1 place; binned_of_place: place -> binned slot; pass 2's
+    // pieces and each piece's sorted order). sorted_block: pass 1's block-local index
+    // of each sorted place, block by block.
     int partition_levels = 0;
-    DeviceBuffer<std::uint16_t> sorted_local;
-    DeviceBuffer<std::uint32_t> place;
-    DeviceBuffer<std::uint32_t> place_of_slot;
+    DeviceBuffer<std::uint16_t> sorted_block, sorted_piece;
+    DeviceBuffer<std::uint32_t> place, binned_of_place;
+    DeviceBuffer<Chunk> pieces;
+    std::uint32_t num_pieces = 0;
   };
 
   // Exclusive sum of `items` counters (scan_temp_ holds the largest scan of set_points).
@@ -538,10 +542,10 @@ class CudaBackend final : public detail::Backend<T, D> {
                             cudaMemcpyDeviceToDevice),
           "set_points: group starts");
     const PartitionOut<T> out = two_levels
-                                    ? PartitionOut<T>{parted_.get(), rank_.get(), part_key_.get(), spare_.place.get(),
-                                                      spare_.sorted_local.get()}
+                                    ? PartitionOut<T>{parted_.get(), spare_.binned_of_place.get(), part_key_.get(),
+                                                      spare_.place.get(), spare_.sorted_block.get()}
                                     : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
-                                                      spare_.slot.get(), spare_.sorted_local.get()};
+                                                      spare_.slot.get(), spare_.sorted_block.get()};
     partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared>>>(
         layout_, geo_, pos, n, groups, block_start_.get(), spare_.tile_of.get(), out);
     check_launch("pmkit::cuda::set_points::partition");
@@ -556,23 +560,26 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::set_points::piece_count");
     scan(piece_count_.get(), piece_start_.get(), groups.count + 1);
     chunk_fill_kernel<<<blocks_for(groups.count, 256), 256>>>(groups.count, whole, group_start_.get(),
-                                                              piece_start_.get(), B::kItems, false, pieces_.get());
+                                                              piece_start_.get(), B::kItems, false,
+                                                              spare_.pieces.get());
     check_launch("pmkit::cuda::set_points::piece_fill");
     // max_pieces blocks; those past the real count (piece_start_[groups]) return at once.
     const unsigned piece_blocks = static_cast<unsigned>(max_pieces);
     const std::uint32_t* num_pieces = piece_start_.get() + groups.count;
-    count_piece_tiles_kernel<<<piece_blocks, B::kThreads>>>(groups, geo_.num_tiles, pieces_.get(), num_pieces,
+    count_piece_tiles_kernel<<<piece_blocks, B::kThreads>>>(groups, geo_.num_tiles, spare_.pieces.get(), num_pieces,
                                                              part_key_.get(), bucket_count_.get(),
                                                              piece_count_tiles_.get());
     check_launch("pmkit::cuda::set_points::count_piece_tiles");
     scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
     place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(
-        groups, pieces_.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(), rank_.get(),
-        bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(), spare_.perm.get(),
-        spare_.place_of_slot.get());
+        groups, spare_.pieces.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(),
+        spare_.binned_of_place.get(), bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(),
+        spare_.perm.get(), spare_.sorted_piece.get());
     check_launch("pmkit::cuda::set_points::place");
     compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
-        n, spare_.place.get(), rank_.get(), spare_.slot.get());
+        n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
+    check(cudaMemcpyAsync(&host_->pieces, num_pieces, sizeof(host_->pieces), cudaMemcpyDeviceToHost),
+          "set_points: binning");  // lands with the call's one wait
     check_launch("pmkit::cuda::set_points::compose_slot");
     return bucket_start_.get();
   }
@@ -766,20 +773,21 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   // The pass's properties in binned order (in binned_values_), moved as set_points'
-  // partition moved the records: to the pass-1 places in pass 1's sorted order, then
-  // (two levels) gathered to the slots.
+  // partition moved the records: block by block to the pass-1 places, then (two levels)
+  // piece by piece to the slots, each in its sort's order.
   PropPass<T> props_to_slots(const PropPass<T>& pass) {
     const std::size_t n = current_.n;
-    const unsigned blocks = blocks_for(n, tuning::kPointThreads);
+    const unsigned blocks = blocks_for(n, PartitionBlock<T>::kItems);
     T* binned = binned_values_.get();
     const bool two_levels = current_.partition_levels == 2;
-    props_to_places_kernel<T><<<blocks, tuning::kPointThreads>>>(
-        pass, current_.sorted_local.get(), two_levels ? current_.place.get() : current_.slot.get(), n,
+    props_to_places_kernel<T><<<blocks, tuning::kPartitionThreads>>>(
+        pass, current_.sorted_block.get(), two_levels ? current_.place.get() : current_.slot.get(), n,
         two_levels ? mid_values_.get() : binned);
     check_launch("pmkit::cuda::spread::props_to_places");
-    if (two_levels) {
-      move_values_kernel<T><<<blocks, tuning::kPointThreads>>>(mid_values_.get(), current_.place_of_slot.get(), n,
-                                                               pass.count, binned);
+    if (two_levels && current_.num_pieces > 0) {
+      props_to_slots_kernel<T><<<current_.num_pieces, tuning::kPartitionThreads>>>(
+          mid_values_.get(), current_.pieces.get(), current_.sorted_piece.get(), current_.binned_of_place.get(),
+          pass.count, n, binned);
       check_launch("pmkit::cuda::spread::props_to_slots");
     }
     PropPass<T> moved = pass;
@@ -945,14 +953,14 @@ class CudaBackend final : public detail::Backend<T, D> {
   cudaEvent_t events_[2] = {};
 
   Binned current_, spare_;
-  // set_points scratch. rank_: the one-pass scatter's ranks; in the partition's two
-  // levels, each pass-1 place's caller index, then its binned slot (place_kernel).
+  // set_points scratch. rank_: the one-pass scatter's ranks. (The partition's two levels
+  // write each pass-1 place's caller index, then its binned slot, to the binning's
+  // binned_of_place, which it keeps.)
   DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;
   // the partition (binning.cuh): per group, per piece of pass 2; records and tile keys
   // in pass-1 order
   DeviceBuffer<std::uint32_t> same_pairs_, block_count_, block_start_, group_start_, piece_count_, piece_start_,
       piece_count_tiles_;
-  DeviceBuffer<Chunk> pieces_;
   DeviceBuffer<Packed<T>> parted_;
   DeviceBuffer<std::uint16_t> part_key_;
   DeviceBuffer<unsigned long long> bad_;
@@ -960,7 +968,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   // asynchronous and land with the call's one wait for the device.
   struct HostStatus {
     unsigned long long first_bad;
-    std::uint32_t chunks, spans, away;
+    std::uint32_t chunks, spans, away, pieces;
   };
   struct FreeHost {
     void operator()(HostStatus* p) const { cudaFreeHost(p); }

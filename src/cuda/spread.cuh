@@ -448,37 +448,51 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
 }
 
 // A pass's properties moved into binned order the way set_points' partition moved the
-// records (bench/NOTES.md 67): its pass 1 replayed, thread s taking the block's sorted
-// place s % kItems (sorted: that place's block-local index), so that consecutive lanes
-// store consecutive places of a run, where a store in the caller's order would send a
-// warp's 32 lanes to 32 runs (67: as slow as random stores). The reads stay inside the
-// block's kItems caller indices. `place`: the caller's index -> pass-1 place (with one
-// level, the binned slot).
+// records (bench/NOTES.md 67): each of its blocks replayed, one block of the same items.
+// The block stages its items' values and destinations in shared memory (coalesced loads),
+// then stores them in the partition's sorted order (sorted: the item of each sorted
+// place), so that consecutive lanes store consecutive places of a run. A store in the
+// caller's order sent a warp's lanes to 32 runs (67: as slow as random stores), and a
+// gather from global memory in the sorted order cost an L2 request a value (67b).
+// Pass 1: block b holds the caller's indices b kItems + j; `to` is the caller's index ->
+// pass-1 place (with one level, the binned slot).
+template <class T, class Value>
+__device__ __forceinline__ void replay_block(std::size_t first, std::uint32_t count, const std::uint16_t* sorted,
+                                             const std::uint32_t* to, int props, std::size_t n, Value&& value,
+                                             T* out) {
+  constexpr int kItems = PartitionBlock<T>::kItems;
+  __shared__ std::uint32_t dst[kItems];
+  __shared__ T staged[kItems];
+  for (std::uint32_t j = threadIdx.x; j < count; j += blockDim.x) dst[j] = to[first + j];
+  for (int p = 0; p < props; ++p) {
+    for (std::uint32_t j = threadIdx.x; j < count; j += blockDim.x) staged[j] = value(p, first + j);
+    __syncthreads();
+    for (std::uint32_t k = threadIdx.x; k < count; k += blockDim.x) {
+      const std::uint16_t j = sorted[first + k];
+      out[p * n + dst[j]] = staged[j];
+    }
+    __syncthreads();
+  }
+}
 template <class T>
-__global__ void __launch_bounds__(tuning::kPointThreads)
+__global__ void __launch_bounds__(tuning::kPartitionThreads)
     props_to_places_kernel(PropPass<T> pass, const std::uint16_t* sorted, const std::uint32_t* place, std::size_t n,
                            T* out) {
   constexpr std::size_t kItems = PartitionBlock<T>::kItems;
-  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (s >= n) return;
-  const std::uint32_t i = static_cast<std::uint32_t>(s / kItems * kItems + sorted[s]);
-  const std::size_t dst = place[i];
-#pragma unroll
-  for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < pass.count) out[j * n + dst] = load_prop(pass, j, i);
+  const std::size_t first = blockIdx.x * kItems;
+  const std::uint32_t count = static_cast<std::uint32_t>(min(kItems, n - first));
+  replay_block<T>(first, count, sorted, place, pass.count, n,
+                  [&](int p, std::size_t i) { return load_prop(pass, p, static_cast<std::uint32_t>(i)); }, out);
 }
-// Pass 2 of two levels, as a gather: each binned slot's value from its pass-1 place. The
-// stores are coalesced; the reads stay inside the slot's group of tiles (~32k places at
-// 2^24 on 256^3), which L2 holds while its slots are written.
+// Pass 2 of two levels: block b is piece b (pieces[b].begin: its first pass-1 place);
+// binned_of_place: place -> binned slot; sorted by piece.
 template <class T>
-__global__ void __launch_bounds__(tuning::kPointThreads)
-    move_values_kernel(const T* in, const std::uint32_t* place_of_slot, std::size_t n, int count, T* out) {
-  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (s >= n) return;
-  const std::size_t from = place_of_slot[s];
-#pragma unroll
-  for (int j = 0; j < tuning::kPropsPerPass; ++j)
-    if (j < count) out[j * n + s] = in[j * n + from];
+__global__ void __launch_bounds__(tuning::kPartitionThreads)
+    props_to_slots_kernel(const T* in, const Chunk* pieces, const std::uint16_t* sorted,
+                          const std::uint32_t* binned_of_place, int props, std::size_t n, T* out) {
+  const Chunk piece = pieces[blockIdx.x];
+  replay_block<T>(piece.begin, piece.count, sorted, binned_of_place, props, n,
+                  [&](int p, std::size_t place) { return in[p * n + place]; }, out);
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).
