@@ -294,20 +294,26 @@ TEST(Cuda, InterpOnBinnedInputBeyondL2) {
 
 // Float property arrays larger than L2 are moved into binned order before the tile
 // spread, by the partition's own moves (tuning::props_by_moves): two levels (4096^2,
-// 16384 tiles) and one (512^2, 256 tiles); one to three properties a pass, fast and
-// deterministic. n is sized from the device's L2 so that the path is taken (checked).
+// 16384 tiles; linear, and M'4 with three properties a pass) and one (512^2, 256 tiles);
+// fast and deterministic. n is sized from the device's L2 so that the path is taken
+// (checked against the rule).
 TEST(Cuda, PropertiesMovedToBinnedOrderBeyondL2) {
   PMKIT_REQUIRE_GPU();
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
   const std::size_t n = static_cast<std::size_t>(prop.l2CacheSize) / sizeof(float) + (std::size_t(1) << 20);
-  ASSERT_TRUE(cuda::tuning::props_by_moves(sizeof(float), double(n) * sizeof(float), prop.l2CacheSize));
+  const double bytes = double(n) * sizeof(float), l2 = prop.l2CacheSize;
+  ASSERT_TRUE(cuda::tuning::props_by_moves(sizeof(float), bytes, l2, 2, 2, 1));
+  ASSERT_TRUE(cuda::tuning::props_by_moves(sizeof(float), bytes, l2, 2, 4, 3));
+  ASSERT_TRUE(cuda::tuning::props_by_moves(sizeof(float), bytes, l2, 1, 4, 1));
   check_against_reference<float, 2>(Kernel::linear(), {4096, 4096}, BoundaryKind::Periodic, 0.0, Distribution::Uniform,
                                     SpreadMethod::CudaSharedTiles, false, 1, n);
   if (sanitizing()) return;
-  check_against_reference<float, 2>(Kernel::linear(), {4096, 4096}, BoundaryKind::Periodic, 0.0,
-                                    Distribution::Clustered, SpreadMethod::CudaSharedTiles, true, 3, n);
-  check_against_reference<float, 2>(Kernel::linear(), {512, 512}, BoundaryKind::MixedFold, 0.0, Distribution::Uniform,
+  check_against_reference<float, 2>(Kernel::mp4(), {4096, 4096}, BoundaryKind::Periodic, 0.0, Distribution::Clustered,
+                                    SpreadMethod::CudaSharedTiles, false, 3, n);
+  check_against_reference<float, 2>(Kernel::linear(), {4096, 4096}, BoundaryKind::Periodic, 0.0, Distribution::Uniform,
+                                    SpreadMethod::CudaSharedTiles, true, 2, n);
+  check_against_reference<float, 2>(Kernel::mp4(), {512, 512}, BoundaryKind::MixedFold, 0.0, Distribution::Uniform,
                                     SpreadMethod::CudaSharedTiles, false, 2, n);
   check_against_reference<float, 2>(Kernel::linear(), {512, 512}, BoundaryKind::Periodic, 0.0, Distribution::Uniform,
                                     SpreadMethod::CudaSharedTiles, true, 1, n);

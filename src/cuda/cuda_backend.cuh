@@ -704,7 +704,9 @@ class CudaBackend final : public detail::Backend<T, D> {
     const int width = method_ == SpreadMethod::CudaSharedTiles   ? tile_props_per_pass_
                       : method_ == SpreadMethod::CudaCellMoments ? cell_props_per_pass_
                                                                  : tuning::kPropsPerPass;
-    if (method_ == SpreadMethod::CudaSharedTiles && may_move_props()) {  // before any mesh is touched
+    // The moves' scratch, before any mesh is touched (the first pass is the widest).
+    const int first_pass = static_cast<int>(std::min<std::size_t>(width, props.size()));
+    if (method_ == SpreadMethod::CudaSharedTiles && moves_props(K::support, first_pass)) {
       binned_values_.reserve(current_.n * tuning::kPropsPerPass, "properties in binned order");
       if (current_.partition_levels == 2)
         mid_values_.reserve(current_.n * tuning::kPropsPerPass, "properties in binned order");
@@ -764,12 +766,14 @@ class CudaBackend final : public detail::Backend<T, D> {
     }
   }
 
-  // Whether the tile spread moves the properties into binned order before its kernel
-  // (props_to_slots; tuning::props_by_moves): the partition's moves are kept and the
-  // caller's order is not binned already; props_to_slots also wants contiguous arrays.
-  bool may_move_props() const {
-    return current_.partition_levels > 0 && !current_.caller_order_binned &&
-           tuning::props_by_moves(sizeof(T), static_cast<double>(current_.n) * sizeof(T), l2_bytes_);
+  // Whether the tile spread moves a pass of `props` properties into binned order before
+  // its kernel (props_to_slots; tuning::props_by_moves): the partition's moves are kept
+  // and the caller's order is not binned already (props_to_slots also wants contiguous
+  // arrays; launch_tiles checks).
+  bool moves_props(int support, int props) const {
+    return !current_.caller_order_binned &&
+           tuning::props_by_moves(sizeof(T), static_cast<double>(current_.n) * sizeof(T), l2_bytes_,
+                                  current_.partition_levels, support, props);
   }
 
   // The pass's properties in binned order (in binned_values_), moved as set_points'
@@ -803,7 +807,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     if (current_.num_chunks == 0) return;
     bool contiguous = true;
     for (int j = 0; j < caller_pass.count; ++j) contiguous = contiguous && caller_pass.prop_stride[j] == 1;
-    const bool moved = contiguous && may_move_props();
+    const bool moved = contiguous && moves_props(K::support, caller_pass.count);
     const PropPass<T> pass = moved ? props_to_slots(caller_pass) : caller_pass;
     const std::uint32_t* perm = moved ? nullptr : current_.perm.get();  // null: read by slot
     with_prop_count(pass.count, [&](auto np) {

@@ -188,13 +188,19 @@ constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.22;
 // The spread tile kernels read each property in the caller's order through perm: one
 // random 4-byte read a particle, which costs a 64-byte DRAM burst where the array is
 // larger than L2 (bench/NOTES.md 46: the binned-input rows, perm the identity, are 0.30
-// ms faster for linear at 2^24 on 256^3, 0.18 for M'4, 0.26 a property for three; a
-// random gather as a kernel of its own was slower still). There the properties are first
-// moved into binned order the way set_points' partition moved the records (spread.cuh,
-// props_to_places_kernel): one or two passes of coalesced reads and stores in runs.
+// ms faster for linear at 2^24 on 256^3, 0.18 for M'4, 0.26 a property for three). There
+// the properties can first be moved into binned order the way set_points' partition
+// moved the records (spread.cuh, props_to_places_kernel): one pass a level, ~0.15 ms
+// (pass 1) and ~0.12 (pass 2) at 2^24. Measured A/B (NOTES 67c), spread ms: one level
+// (<= 512 tiles) always pays, 3D M'4 64^3 0.54 -> 0.52, 2D M'4 512^2 0.45 -> 0.33; two
+// levels pay where the gather costs more than both passes, linear 256^3 0.57 -> 0.53 and
+// three M'4 properties 2.05 -> 1.90, and not for one M'4 property (256^3 0.66 -> 0.74,
+// deterministic 1.27 -> 1.44), so support 2 or several properties a pass there.
 // Double left out: its binned rows gain only 0.08 ms, less than the moves' bytes.
-constexpr bool props_by_moves(std::size_t value_bytes, double prop_array_bytes, double l2_bytes) {
-  return value_bytes == 4 && prop_array_bytes > l2_bytes;
+constexpr bool props_by_moves(std::size_t value_bytes, double prop_array_bytes, double l2_bytes, int levels,
+                              int support, int props_per_pass) {
+  return value_bytes == 4 && prop_array_bytes > l2_bytes &&
+         (levels == 1 || (levels == 2 && (support <= 2 || props_per_pass >= 2)));
 }
 
 }  // namespace pmkit::cuda::tuning
