@@ -132,6 +132,7 @@ struct PropPass {
   unsigned long long* exact[tuning::kPropsPerPass];        // deterministic: integer meshes
   const unsigned long long* max_abs_bits;                  // deterministic: max |q| per prop
   int count;
+  bool quad_flush;  // float meshes take float4 atomics along x (TileWindow::kQuads, flush_quads)
 };
 
 // ---------------------------------------------------------------------------------

@@ -696,6 +696,11 @@ class CudaBackend final : public detail::Backend<T, D> {
       if (options_.deterministic) pass.exact[j] = exact_.get() + j * layout_.size;
     }
     pass.max_abs_bits = max_abs_.get();
+    // float4 atomics along x (TileWindow quads): periodic x of 4k nodes, aligned meshes.
+    const detail::Axis& x = layout_.axis[0];
+    pass.quad_flush = sizeof(T) == 4 && x.kind == detail::AxisKind::Periodic && x.nodes % 4 == 0;
+    for (int j = 0; j < pass.count; ++j)
+      pass.quad_flush = pass.quad_flush && reinterpret_cast<std::uintptr_t>(pass.meshes[j]) % 16 == 0;
     return pass;
   }
 

@@ -94,20 +94,24 @@ struct TileWindow {
   // instead of a wrap or fold per axis (the interp kernel's staging, ~1.4 nodes a
   // particle for linear at 1 a cell and 2.6 for M'4; the flush: bench/NOTES.md 33-34).
   static constexpr int kRows = kNodes / kWidth;
+  static constexpr int kQuads = (kWidth + 3) / 4 + 1;  // see first_quad_x
   struct IndexTables {
     std::int64_t row[kRows];
     int x[kWidth];
+    int quad[kQuads];  // the node of each quad's first x (the flush by quads)
   };
   // All threads call; a barrier must follow before the tables are read.
   __device__ __forceinline__ static void fill_index_tables(const detail::Layout<D>& layout, const int (&tile)[D],
                                                            IndexTables& tables) {
-    for (int r = threadIdx.x; r < kRows + kWidth; r += blockDim.x) {
+    for (int r = threadIdx.x; r < kRows + kWidth + kQuads; r += blockDim.x) {
       if (r < kRows) {
         std::int64_t index;
         tables.row[r] = row_index(layout, tile, r, index) ? index : -1;
-      } else {
+      } else if (r < kRows + kWidth) {
         const int node = layout.axis[0].node(tile[0] * kEdge - kLead + (r - kRows));
         tables.x[r - kRows] = node >= 0 && node < layout.axis[0].nodes ? node : -1;
+      } else {
+        tables.quad[r - kRows - kWidth] = layout.axis[0].node(first_quad_x(tile) + 4 * (r - kRows - kWidth));
       }
     }
   }
@@ -117,6 +121,15 @@ struct TileWindow {
     const int x = tables.x[k - row * kWidth];
     index = base + x;
     return base >= 0 && x >= 0;
+  }
+
+  // Quads: the window's x-rows cut at multiples of 4 of the logical x, so that a flush
+  // can add 4 nodes with one float4 atomic. Valid where x is periodic with a multiple
+  // of 4 nodes (a quad then never straddles the seam) and the mesh is 16-byte aligned.
+  // kQuads (above) covers a row at any alignment.
+  __device__ __forceinline__ static int first_quad_x(const int (&tile)[D]) {
+    const int x0 = tile[0] * kEdge - kLead;
+    return x0 >= 0 ? x0 / 4 * 4 : -((3 - x0) / 4 * 4);  // floor to a multiple of 4
   }
 };
 
