@@ -467,9 +467,10 @@ struct PartitionOut {
 
 // Pass 1: the count's blocks (positions validated there) bin again, sort by group and
 // store each group's run at its place from the scanned counts (block_start, laid out as
-// block_count). Also writes tile_of (update_points), coalesced. Two blocks an SM: the
-// sorted-place stores took it from 64 to 80 registers, one block an SM, and set_points
-// 1.55 -> 1.90 ms at 2^24 (bench/NOTES.md 67b).
+// block_count). Also writes tile_of (update_points) and the block's sorted order
+// (out.sorted), both coalesced: the sorted order is staged in shared memory by the emit
+// and stored after it (stored from the emit itself, it took the kernel from 64 to 80
+// registers, one block an SM, and set_points 1.55 -> 1.90 ms at 2^24: NOTES 67b).
 template <class T, int D>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     partition_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,

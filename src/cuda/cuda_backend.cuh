@@ -578,9 +578,10 @@ class CudaBackend final : public detail::Backend<T, D> {
     check_launch("pmkit::cuda::set_points::place");
     compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
         n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
-    check(cudaMemcpyAsync(&host_->pieces, num_pieces, sizeof(host_->pieces), cudaMemcpyDeviceToHost),
-          "set_points: binning");  // lands with the call's one wait
     check_launch("pmkit::cuda::set_points::compose_slot");
+    // The pieces' count, for the spread's second move (lands with the call's one wait).
+    check(cudaMemcpyAsync(&host_->pieces, num_pieces, sizeof(host_->pieces), cudaMemcpyDeviceToHost),
+          "set_points: binning");
     return bucket_start_.get();
   }
 
