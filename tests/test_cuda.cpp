@@ -294,9 +294,9 @@ TEST(Cuda, InterpOnBinnedInputBeyondL2) {
 
 // Float property arrays larger than L2 are moved into binned order before the tile
 // spread, by the partition's own moves (tuning::props_by_moves): two levels (4096^2,
-// 16384 tiles; linear, and M'4 with three properties a pass) and one (512^2, 256 tiles);
-// fast and deterministic. n is sized from the device's L2 so that the path is taken
-// (checked against the rule).
+// 16384 tiles; linear, and M'4 with three properties a pass) and one (512^2, 256 tiles).
+// The deterministic cases beside them read through perm (no moves in that mode). n is
+// sized from the device's L2 so that the path is taken (checked against the rule).
 TEST(Cuda, PropertiesMovedToBinnedOrderBeyondL2) {
   PMKIT_REQUIRE_GPU();
   cudaDeviceProp prop{};
