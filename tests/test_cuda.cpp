@@ -22,6 +22,28 @@ Options cuda_options() {
   return opt;
 }
 
+// The caller's arrays put in the plan's binned order (binned_order after a set_points
+// on them): input that set_points' probe sends to the one-pass scatter.
+template <class T, int D>
+void put_in_binned_order(Plan<T, D>& plan, const std::array<std::vector<T>*, D>& arrays) {
+  const std::size_t n = arrays[0]->size();
+  std::vector<std::unique_ptr<DeviceVector<T>>> device;
+  typename Plan<T, D>::Positions views;
+  for (int d = 0; d < D; ++d) {
+    device.emplace_back(new DeviceVector<T>(*arrays[d]));
+    views[d] = device.back()->cview();
+  }
+  plan.set_points(views);
+  DeviceVector<std::uint32_t> dorder(n);
+  plan.binned_order(dorder.view());
+  const auto order = dorder.download();
+  for (int d = 0; d < D; ++d) {
+    std::vector<T> sorted(n);
+    for (std::size_t k = 0; k < n; ++k) sorted[k] = (*arrays[d])[order[k]];
+    arrays[d]->swap(sorted);
+  }
+}
+
 // After a rejected set_points: the plan still holds its n valid points, so spreading
 // q = 1 conserves their mass.
 void expect_points_kept(Plan<float, 3>& plan, std::size_t n, double tolerance) {
@@ -255,17 +277,7 @@ TEST(Cuda, InterpOnBinnedInputBeyondL2) {
       std::mt19937_64 rng(seed);
       Positions<float, 2> pos = make_positions<float, 2>(grid, dist, n, rng);
       Plan<float, 2> plan(grid, k, cuda_options());
-      {  // the caller's arrays put in the plan's binned order
-        DeviceVector<float> dx(pos[0]), dy(pos[1]);
-        plan.set_points({dx.cview(), dy.cview()});
-        DeviceVector<std::uint32_t> dorder(n);
-        plan.binned_order(dorder.view());
-        const auto order = dorder.download();
-        Positions<float, 2> sorted = pos;
-        for (int d = 0; d < 2; ++d)
-          for (std::size_t i = 0; i < n; ++i) sorted[d][i] = pos[d][order[i]];
-        pos.swap(sorted);
-      }
+      put_in_binned_order<float, 2>(plan, {&pos[0], &pos[1]});
       const std::vector<float> mesh = random_values<float>(static_cast<std::size_t>(plan.mesh_size()), rng);
       const std::vector<double> mesh_d(mesh.begin(), mesh.end());
       DeviceVector<float> dmesh(mesh);
@@ -469,16 +481,7 @@ TEST(Cuda, PartitionReportsTheFirstBadParticle) {
         y[i] = inside(rng);
         z[i] = inside(rng);
       }
-      if (binned_input) {  // in the plan's binned order: the probe sends it to the one-pass scatter
-        DeviceVector<float> dx(x), dy(y), dz(z);
-        plan.set_points({dx.cview(), dy.cview(), dz.cview()});
-        DeviceVector<std::uint32_t> dorder(n);
-        plan.binned_order(dorder.view());
-        const auto order = dorder.download();
-        std::vector<float> xs(n), ys(n), zs(n);
-        for (std::size_t k = 0; k < n; ++k) xs[k] = x[order[k]], ys[k] = y[order[k]], zs[k] = z[order[k]];
-        x.swap(xs), y.swap(ys), z.swap(zs);
-      }
+      if (binned_input) put_in_binned_order<float, 3>(plan, {&x, &y, &z});
       DeviceVector<float> dx(x), dy(y), dz(z);
       plan.set_points({dx.cview(), dy.cview(), dz.cview()});
       std::vector<float> q(n);

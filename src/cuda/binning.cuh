@@ -460,8 +460,8 @@ struct PartitionOut {
   std::uint32_t* index;
   std::uint16_t* keys;  // null where the groups are the tiles
   std::uint32_t* place;
-  // The block-local index of each sorted place, by block (kItems a block): the order in
-  // which the spread replays this pass for the properties (props_to_places_kernel).
+  // The block-local index of each sorted place, block b's at b kItems (n in all): the
+  // order in which the spread replays this pass for the properties (props_to_places_kernel).
   std::uint16_t* sorted;
 };
 

@@ -218,8 +218,7 @@ class CudaBackend final : public detail::Backend<T, D> {
       block_count_.reserve(block_counts + 1, "binning scratch");
       block_start_.reserve(block_counts + 1, "binning scratch");
       group_start_.reserve(groups.count + 1, "binning scratch");
-      spare_.sorted_block.reserve(std::size_t(blocks_for(n, PartitionBlock<T>::kItems)) * PartitionBlock<T>::kItems,
-                                  "binned particles");
+      spare_.sorted_block.reserve(n, "binned particles");
       if (groups.bits > 0) {
         spare_.place.reserve(n, "binned particles");
         spare_.binned_of_place.reserve(n, "binned particles");
