@@ -11,7 +11,8 @@
 # takes ~1 minute, racecheck ~6-7 (2026-11-25: 393 s for 134 of the 165 tests), which with
 # a cold build (~3.5 minutes) passes a call's 10; so racecheck gets a call of its own on
 # the machine a previous call left warm (its build is kept); PMKIT_SANITIZER_FILTER
-# (a gtest filter; default every CUDA test) narrows them to the tests of a change. Results files come from
+# (a gtest filter; default every CUDA test) narrows them to the tests of a change, and
+# PMKIT_SANITIZER_KERNELS to the kernels whose names contain it. Results files come from
 # full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
 # cost on the device; "shared" (never in the default) bench/shared_probe, what the spread's
 # shared-memory adds cost alone. "profile" (never in the default) runs Nsight Compute on the tile kernels of
@@ -100,8 +101,14 @@ fi
 
 if want sanitizer; then
 step "compute-sanitizer (every test that runs on CUDA)"
+# PMKIT_SANITIZER_KERNELS (a substring of kernel names) checks only the kernels it names;
+# the rest run uninstrumented, so a test too large for racecheck as a whole can still
+# have one kernel checked.
+kernel_filter=()
+[ -n "${PMKIT_SANITIZER_KERNELS:-}" ] && kernel_filter=(--kernel-name "kns=$PMKIT_SANITIZER_KERNELS") &&
+  echo "instrumented: kernels whose name contains $PMKIT_SANITIZER_KERNELS"
 for tool in ${PMKIT_SANITIZER_TOOLS:-memcheck racecheck}; do
-  PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+  PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 ${kernel_filter[@]+"${kernel_filter[@]}"} \
     ./build-device/tests/pmkit_tests --gtest_filter="${PMKIT_SANITIZER_FILTER:-Cuda*:*/Cuda:*/Cuda_*}" --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
   rc=$?
   echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"

@@ -605,13 +605,26 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
 
 // The binned slot of each caller's index, from its pass-1 place and that place's binned
 // slot. Coalesced but for one scattered 4-byte read (17: a 4-byte gather costs ~0.13-0.15 ms
-// at 2^24; a scattered store instead, ~0.3-0.4).
+// at 2^24; a scattered store instead, ~0.3-0.4). kComposePerThread indices a thread, their
+// loads issued together: one a thread, the gathers waited on the place loads one by one
+// (129 us at 2^24, where the bytes take ~65; NOTES 70).
+constexpr int kComposePerThread = 4;
 static __global__ void compose_slot_kernel(std::size_t n, const std::uint32_t* place,
                                            const std::uint32_t* binned_of_place, std::uint32_t* slot) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const std::uint32_t p = place[i];
-  slot[i] = p != kNoPlace ? binned_of_place[p] : kNoPlace;
+  const std::size_t base = blockIdx.x * static_cast<std::size_t>(blockDim.x) * kComposePerThread + threadIdx.x;
+  std::uint32_t p[kComposePerThread];
+#pragma unroll
+  for (int k = 0; k < kComposePerThread; ++k) {
+    const std::size_t i = base + static_cast<std::size_t>(k) * blockDim.x;
+    p[k] = i < n ? place[i] : kNoPlace;
+  }
+#pragma unroll
+  for (int k = 0; k < kComposePerThread; ++k) p[k] = p[k] != kNoPlace ? binned_of_place[p[k]] : kNoPlace;
+#pragma unroll
+  for (int k = 0; k < kComposePerThread; ++k) {
+    const std::size_t i = base + static_cast<std::size_t>(k) * blockDim.x;
+    if (i < n) slot[i] = p[k];
+  }
 }
 
 // update_points, one thread per particle in the caller's order (positions, tile and

@@ -575,7 +575,7 @@ class CudaBackend final : public detail::Backend<T, D> {
         spare_.binned_of_place.get(), bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(),
         spare_.perm.get(), spare_.sorted_piece.get());
     check_launch("pmkit::cuda::set_points::place");
-    compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads>>>(
+    compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads * kComposePerThread), tuning::kPointThreads>>>(
         n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
     check_launch("pmkit::cuda::set_points::compose_slot");
     // The pieces' count, for the spread's second move (lands with the call's one wait).

@@ -498,29 +498,55 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
 
 // A pass's properties moved into binned order the way set_points' partition moved the
 // records (bench/NOTES.md 67): each of its blocks replayed, one block of the same items.
-// The block stages its items' values and destinations in shared memory (coalesced loads),
-// then stores them in the partition's sorted order (sorted: the item of each sorted
-// place), so that consecutive lanes store consecutive places of a run. A store in the
-// caller's order sent a warp's lanes to 32 runs (67: as slow as random stores), and a
-// gather from global memory in the sorted order cost an L2 request a value (67b).
+// The block stages its items' values in shared memory (coalesced loads), then stores them
+// in the partition's sorted order (sorted: the item of each sorted place), so that
+// consecutive lanes store consecutive places of a run. A store in the caller's order sent
+// a warp's lanes to 32 runs (67: as slow as random stores), and a gather from global
+// memory in the sorted order cost an L2 request a value (67b).
+// Every load is issued kPerThread at a time into registers, before any is used: one at a
+// time (a loop over j), a warp kept 128 bytes in flight, and the passes ran at about half
+// their bytes' time (NOTES 70). The sorted order and the destinations are read once and
+// serve every property; the next property's values are loaded before this one is stored.
 // Pass 1: block b holds the caller's indices b kItems + j; `to` is the caller's index ->
 // pass-1 place (with one level, the binned slot).
 template <class T, class Value>
 __device__ __forceinline__ void replay_block(std::size_t first, std::uint32_t count, const std::uint16_t* sorted,
                                              const std::uint32_t* to, int props, std::size_t n, Value&& value,
                                              T* out) {
-  constexpr int kItems = PartitionBlock<T>::kItems;
-  __shared__ std::uint32_t dst[kItems];
-  __shared__ T staged[kItems];
-  for (std::uint32_t j = threadIdx.x; j < count; j += blockDim.x) dst[j] = to[first + j];
+  using B = PartitionBlock<T>;
+  constexpr int kPer = B::kPerThread;
+  __shared__ std::uint32_t dst[B::kItems];
+  __shared__ T staged[B::kItems];
+  std::uint32_t d[kPer];   // item local(k)'s destination, then sorted place local(k)'s
+  std::uint16_t j[kPer];   // the item of sorted place local(k)
+  T v[kPer];               // item local(k)'s value of the property being moved
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const std::uint32_t i = B::local(k);
+    d[k] = i < count ? to[first + i] : 0;
+    j[k] = i < count ? sorted[first + i] : 0;
+    v[k] = i < count ? value(0, first + i) : T(0);
+  }
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if (B::local(k) < count) dst[B::local(k)] = d[k];
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if (B::local(k) < count) d[k] = dst[j[k]];
   for (int p = 0; p < props; ++p) {
-    for (std::uint32_t j = threadIdx.x; j < count; j += blockDim.x) staged[j] = value(p, first + j);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (B::local(k) < count) staged[B::local(k)] = v[k];
     __syncthreads();
-    for (std::uint32_t k = threadIdx.x; k < count; k += blockDim.x) {
-      const std::uint16_t j = sorted[first + k];
-      out[p * n + dst[j]] = staged[j];
+    if (p + 1 < props) {
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) v[k] = B::local(k) < count ? value(p + 1, first + B::local(k)) : T(0);
     }
-    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (B::local(k) < count) out[p * n + d[k]] = staged[j[k]];
+    __syncthreads();  // the next property overwrites staged
   }
 }
 template <class T>

@@ -199,8 +199,8 @@ constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.22;
 // Double left out: its binned rows gain only 0.08 ms, less than the moves' bytes.
 constexpr bool props_by_moves(std::size_t value_bytes, double prop_array_bytes, double l2_bytes, int levels,
                               int support, int props_per_pass) {
-  return value_bytes == 4 && prop_array_bytes > l2_bytes &&
-         (levels == 1 || (levels == 2 && (support <= 2 || props_per_pass >= 2)));
+  (void)support, (void)props_per_pass;  // NOTES 70: batched moves, measured for every pattern
+  return value_bytes == 4 && prop_array_bytes > l2_bytes && (levels == 1 || levels == 2);
 }
 
 }  // namespace pmkit::cuda::tuning
