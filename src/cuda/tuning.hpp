@@ -190,17 +190,20 @@ constexpr double kSpreadTileMinNodesPerWindowNodeBeyondL2 = 0.22;
 // larger than L2 (bench/NOTES.md 46: the binned-input rows, perm the identity, are 0.30
 // ms faster for linear at 2^24 on 256^3, 0.18 for M'4, 0.26 a property for three). There
 // the properties can first be moved into binned order the way set_points' partition
-// moved the records (spread.cuh, props_to_places_kernel): one pass a level, ~0.15 ms
-// (pass 1) and ~0.12 (pass 2) at 2^24. Measured A/B (NOTES 67c), spread ms: one level
-// (<= 512 tiles) always pays, 3D M'4 64^3 0.54 -> 0.52, 2D M'4 512^2 0.45 -> 0.33; two
-// levels pay where the gather costs more than both passes, linear 256^3 0.57 -> 0.53 and
-// three M'4 properties 2.05 -> 1.90, and not for one M'4 property (256^3 0.66 -> 0.74,
-// deterministic 1.27 -> 1.44), so support 2 or several properties a pass there.
+// moved the records (spread.cuh, props_to_places_kernel): one pass a level, ~0.14 ms
+// (pass 1) and ~0.08 (pass 2) at 2^24 (NOTES 70). Measured, spread ms, gather -> moves
+// (67c's passes, then 70's): one level (<= 512 tiles) always pays, 3D M'4 64^3 0.54 ->
+// 0.52 -> 0.51, 2D M'4 512^2 0.45 -> 0.33 -> 0.31; two levels pay where the gather costs
+// more than both passes, linear 256^3 0.57 -> 0.53 -> 0.48 and three M'4 properties 2.05
+// -> 1.90 -> 1.87, and not where the kernel hides most of the gather: one M'4 property
+// (256^3 0.66 -> 0.74 -> 0.68), B-spline 6 (128^3 0.95 -> 1.11 with 70's) and
+// deterministic mode (1.27 -> 1.44 with 67c's), so support 2 or several properties a
+// pass there.
 // Double left out: its binned rows gain only 0.08 ms, less than the moves' bytes.
 constexpr bool props_by_moves(std::size_t value_bytes, double prop_array_bytes, double l2_bytes, int levels,
                               int support, int props_per_pass) {
-  (void)support, (void)props_per_pass;  // NOTES 70: batched moves, measured for every pattern
-  return value_bytes == 4 && prop_array_bytes > l2_bytes && (levels == 1 || levels == 2);
+  return value_bytes == 4 && prop_array_bytes > l2_bytes &&
+         (levels == 1 || (levels == 2 && (support <= 2 || props_per_pass >= 2)));
 }
 
 }  // namespace pmkit::cuda::tuning
