@@ -180,6 +180,20 @@ for k in ${PMKIT_PROFILE_KERNELS:-spread_tiles interp_tiles scatter classify}; d
   ncu -i "$out/prof-$k.ncu-rep" --page source --csv --print-source sass >"$out/prof-$k-sass.csv" 2>&1
   echo "-- $k"
   grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|L1/TEX Hit|L2 Hit|Theoretical Occ|Block Limit" "$out/prof-$k-details.txt" | head -20
+  # What DRAM and L2 moved: bytes against the kernel's own streams tell a sector's
+  # read-modify-write (partial sectors leaving L2) from a bound elsewhere.
+  ncu -i "$out/prof-$k.ncu-rep" --page raw --csv >"$out/prof-$k-raw.csv" 2>&1
+  python3 - "$out/prof-$k-raw.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if len(rows) >= 3:
+    names, units, values = rows[0], rows[1], rows[2]
+    for want in ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_op_read.sum",
+                 "lts__t_sectors_op_write.sum", "lts__t_requests_op_write.sum", "lts__t_sectors_op_atom.sum"):
+        if want in names:
+            i = names.index(want)
+            print(f"   {want:32} {values[i]:>16} {units[i]}")
+PY
 done
 fi
 if want kernels; then
