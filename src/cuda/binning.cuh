@@ -116,10 +116,25 @@ template <class T, int D>
 struct PositionArrays {
   const T* data[D];
   std::ptrdiff_t stride[D];
-  __device__ double get(int d, std::size_t i) const {
-    return static_cast<double>(data[d][static_cast<std::ptrdiff_t>(i) * stride[d]]);
+  __device__ void load(std::size_t i, T (&x)[D]) const {
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) x[d] = data[d][static_cast<std::ptrdiff_t>(i) * stride[d]];
   }
 };
+
+// A block's kPerThread particles' positions (items local(k) of Block, below n), loaded
+// all at once before any is binned: loaded item by item, each thread waited on one
+// particle's loads at a time, and the passes that read positions ran at ~1.1-1.3 TB/s
+// (count_groups 181 us at 2^24 for 201 MB; bench/NOTES.md 72).
+template <class Block, class T, int D>
+__device__ __forceinline__ void load_block_positions(const PositionArrays<T, D>& pos, std::size_t base,
+                                                     std::size_t n, T (&x)[Block::kPerThread][D]) {
+#pragma unroll
+  for (int k = 0; k < Block::kPerThread; ++k) {
+    const std::size_t i = base + Block::local(k);
+    if (i < n) pos.load(i, x[k]);
+  }
+}
 
 // Up to kPropsPerPass particle arrays and meshes handled by one launch.
 template <class T>
@@ -143,18 +158,17 @@ struct PropPass {
 // Cells are < 2^32 - 1 (the backend checks), so the value is free.
 constexpr std::uint32_t kAwayCell = 0xffffffffu;
 
-// Particle i's packed record (local coordinates, home node) and tile; false where its
-// position is not valid (non-finite, or outside a bounded axis).
+// A particle's packed record (local coordinates, home node) and tile, from its position
+// x; false where the position is not valid (non-finite, or outside a bounded axis).
 template <class T, int D>
-__device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
-                                             const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
-                                             std::uint32_t& tile) {
+__device__ __forceinline__ bool bin_position(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                             const T (&x)[D], Packed<T>& p, std::uint32_t& tile) {
   std::uint32_t cell = 0;
   tile = 0;
   PMKIT_UNROLL
   for (int d = D - 1; d >= 0; --d) {
     double u;
-    if (!layout.axis[d].coordinate(pos.get(d, i), u)) return false;
+    if (!layout.axis[d].coordinate(static_cast<double>(x[d]), u)) return false;
     int base;
     double s;
     kernels::locate(geo.support, u, base, s);
@@ -168,15 +182,33 @@ __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, co
   return true;
 }
 
+// bin_position of particle i.
+template <class T, int D>
+__device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                             const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
+                                             std::uint32_t& tile) {
+  T x[D];
+  pos.load(i, x);
+  return bin_position(layout, geo, x, p, tile);
+}
+
 // bin_particle, or, for an invalid position, the particle's index offered to first_bad
 // (the smallest wins, so the error names the first bad particle in the caller's order).
 template <class T, int D>
 __device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
-                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
-                                              std::uint32_t& tile, unsigned long long* first_bad) {
-  if (bin_particle(layout, geo, pos, i, p, tile)) return true;
+                                              const T (&x)[D], std::size_t i, Packed<T>& p, std::uint32_t& tile,
+                                              unsigned long long* first_bad) {
+  if (bin_position(layout, geo, x, p, tile)) return true;
   atomicMin(first_bad, static_cast<unsigned long long>(i));
   return false;
+}
+template <class T, int D>
+__device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
+                                              std::uint32_t& tile, unsigned long long* first_bad) {
+  T x[D];
+  pos.load(i, x);
+  return bin_or_reject(layout, geo, x, i, p, tile, first_bad);
 }
 
 // The counters of set_points: each tile's count is split into 2^sub_bits sub-buckets, by
@@ -422,12 +454,14 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x) count[g] = 0;
   __syncthreads();
   const std::size_t base = blockIdx.x * static_cast<std::size_t>(B::kItems);
+  T x[B::kPerThread][D];
+  load_block_positions<B>(pos, base, n, x);
 #pragma unroll
   for (int k = 0; k < B::kPerThread; ++k) {
     const std::size_t i = base + B::local(k);
     Packed<T> p;
     std::uint32_t tile;
-    if (i < n && bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) atomicAdd(&count[tile >> groups.bits], 1u);
+    if (i < n && bin_or_reject(layout, geo, x[k], i, p, tile, first_bad)) atomicAdd(&count[tile >> groups.bits], 1u);
   }
   __syncthreads();
   for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x)
@@ -471,8 +505,11 @@ struct PartitionOut {
 // (out.sorted), both coalesced: the sorted order is staged in shared memory by the emit
 // and stored after it (stored from the emit itself, it took the kernel from 64 to 80
 // registers, one block an SM, and set_points 1.55 -> 1.90 ms at 2^24: NOTES 67b).
+// Two blocks an SM (their shared memory allows no more) want at most 64 registers;
+// with the positions loaded all at once ptxas takes 79 unbounded, and spills 12 values
+// once, around the block sort, at 64 (48 bytes a thread; NOTES 72).
 template <class T, int D>
-__global__ void __launch_bounds__(tuning::kPartitionThreads)
+__global__ void __launch_bounds__(tuning::kPartitionThreads, 2)
     partition_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
                      Groups groups, const std::uint32_t* block_start, std::uint32_t* tile_of, PartitionOut<T> out) {
   using B = PartitionBlock<T>;
@@ -482,6 +519,17 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
   std::uint32_t value[B::kPerThread];  // block-local index | tile within the group << 16
   static_assert(B::kPerThread <= 32, "one bit an item");
   unsigned placed = 0;  // bit k: item local(k) is a valid particle (it gets a place)
+  {
+    // The positions loaded all at once (bin_particle item by item had one load in flight
+    // a thread: NOTES 72) and staged in the items' record slots (each thread its own
+    // items, so no barrier), so that they are not held through the binning loop.
+    T x[B::kPerThread][D];
+    load_block_positions<B>(pos, base, n, x);
+#pragma unroll
+    for (int k = 0; k < B::kPerThread; ++k)
+      PMKIT_UNROLL
+      for (int d = 0; d < D; ++d) sh.records[B::local(k)].s[d] = x[k][d];
+  }
 #pragma unroll
   for (int k = 0; k < B::kPerThread; ++k) {
     const std::uint32_t j = B::local(k);
@@ -490,7 +538,14 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
     value[k] = j;
     Packed<T> record;
     std::uint32_t tile;
-    if (i < n && bin_particle(layout, geo, pos, i, record, tile)) {
+    bool valid = false;
+    if (i < n) {
+      T x[D];
+      PMKIT_UNROLL
+      for (int d = 0; d < D; ++d) x[d] = sh.records[j].s[d];
+      valid = bin_position(layout, geo, x, record, tile);
+    }
+    if (valid) {
       placed |= 1u << k;
       sh.records[j] = record;
       tile_of[i] = tile;
@@ -536,7 +591,17 @@ static __global__ void __launch_bounds__(tuning::kPartitionThreads)
   const std::uint32_t tiles = min(1u << groups.bits, num_tiles - first_tile);
   for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x) count[t] = 0;
   __syncthreads();
-  for (std::uint32_t k = threadIdx.x; k < piece.count; k += blockDim.x) atomicAdd(&count[keys[piece.begin + k]], 1u);
+  // A piece holds at most kItems keys: each thread's loaded at once, then counted (one
+  // load at a time, the loop ran at a third of its bytes' time; NOTES 72).
+  using B = PartitionBlock<float>;  // pieces are cut at PartitionBlock<T>::kItems, at most float's
+  static_assert(PartitionBlock<double>::kItems <= B::kItems, "a piece fits the float block's items");
+  std::uint16_t key[B::kPerThread];
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k)
+    if (B::local(k) < piece.count) key[k] = keys[piece.begin + B::local(k)];
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k)
+    if (B::local(k) < piece.count) atomicAdd(&count[key[k]], 1u);
   __syncthreads();
   std::uint32_t* row = piece_count + (static_cast<std::size_t>(blockIdx.x) << groups.bits);
   for (std::uint32_t t = threadIdx.x; t < tiles; t += blockDim.x) {
