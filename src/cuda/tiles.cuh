@@ -282,19 +282,20 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
     rank[r] = atomicAdd(&bank_count[bank[r]], 1u);
   }
   __syncthreads();
-  std::uint32_t levels = 0;
-#pragma unroll
-  for (int b = 0; b < kSharedBanks; ++b) levels = max(levels, bank_count[b]);
-  for (std::uint32_t r = threadIdx.x; r < levels; r += blockDim.x) {
-    std::uint32_t first = 0, banks = 0;
-#pragma unroll
-    for (int b = 0; b < kSharedBanks; ++b) {
-      const std::uint32_t c = bank_count[b];
-      first += min(c, r);  // particles of bank b in the levels before r
-      banks |= static_cast<std::uint32_t>(c > r) << b;
+  // The level table, a level a warp: lane b holds bank b's count. (A thread a level, each
+  // summing the 32 counts itself, held them in 32 registers: 64 a thread, four blocks an
+  // SM; NOTES 73.)
+  static_assert(kSharedBanks == 32, "a lane a bank");
+  const std::uint32_t lane = threadIdx.x % 32;
+  const std::uint32_t count = bank_count[lane];
+  const std::uint32_t levels = __reduce_max_sync(~0u, count);
+  for (std::uint32_t r = threadIdx.x / 32; r < levels; r += blockDim.x / 32) {
+    const std::uint32_t first = __reduce_add_sync(~0u, min(count, r));  // particles in the levels before r
+    const std::uint32_t banks = __ballot_sync(~0u, count > r);
+    if (lane == 0) {
+      level_first[r] = static_cast<std::uint16_t>(first);
+      level_banks[r] = banks;
     }
-    level_first[r] = static_cast<std::uint16_t>(first);
-    level_banks[r] = banks;
   }
   __syncthreads();
 #pragma unroll
