@@ -497,9 +497,6 @@ struct PartitionOut {
   // The block-local index of each sorted place, block b's at b kItems (n in all): the
   // order in which the spread replays this pass for the properties (props_to_places_kernel).
   std::uint16_t* sorted;
-  // Where the groups are the tiles and the interleave runs: each record's cell, by place
-  // (the interleave reads these 4 bytes instead of the records' 16: NOTES 73); else null.
-  std::uint32_t* cells;
 };
 
 // Pass 1: the count's blocks (positions validated there) bin again, sort by group and
@@ -563,7 +560,6 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads, 2)
       [&](std::uint32_t dst, std::uint32_t v, std::uint32_t sorted_place) {
         const std::uint32_t j = v & 0xffffu;
         store_record(out.records + dst, sh.records[j]);
-        if (out.cells) out.cells[dst] = sh.records[j].cell;
         out.index[dst] = static_cast<std::uint32_t>(base + j);
         if (out.keys) out.keys[dst] = static_cast<std::uint16_t>(v >> 16);
         sh.sorted_item[sorted_place] = static_cast<std::uint16_t>(j);
@@ -622,13 +618,12 @@ static __global__ void __launch_bounds__(tuning::kPartitionThreads)
 // each pass-1 place's caller index; it gets the place's binned slot (read first by the
 // same block), for compose_slot_kernel. sorted: the piece-local index of each sorted
 // place, by piece (the spread replays this pass for the properties, props_to_slots_kernel).
-// cells (null where no interleave runs): each binned record's cell, for interleave_kernel.
 template <class T>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     place_kernel(Groups groups, const Chunk* pieces, const std::uint32_t* num_pieces, const std::uint32_t* piece_start,
                  const std::uint16_t* keys, const Packed<T>* parted, std::uint32_t* index,
                  const std::uint32_t* tile_start, const std::uint32_t* piece_count, Packed<T>* particles,
-                 std::uint32_t* perm, std::uint16_t* sorted, std::uint32_t* cells) {
+                 std::uint32_t* perm, std::uint16_t* sorted) {
   using B = PartitionBlock<T>;
   typename B::Shared& sh = B::shared();
   std::uint32_t* caller = reinterpret_cast<std::uint32_t*>(&sh + 1);  // by block-local index
@@ -662,7 +657,6 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
       [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
       [&](std::uint32_t dst, std::uint32_t j, std::uint32_t sorted_place) {
         store_record(particles + dst, sh.records[j]);
-        if (cells) cells[dst] = sh.records[j].cell;
         perm[dst] = caller[j];
         sorted[piece.begin + sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;

@@ -282,11 +282,9 @@ class CudaBackend final : public detail::Backend<T, D> {
     cut_tiles(tuning::kChunkParticles, false, spare_.chunks.get(), &host_->chunks);
     if (n > 0 && interleaved_) {
       // As many blocks as there can be chunks; those past the count return at once.
-      const std::uint32_t* cells = partition_levels > 0 ? binned_cells() : nullptr;
       kernels::dispatch(kernel_, [&](auto k) {
         interleave_kernel<decltype(k), D, T><<<static_cast<unsigned>(max_chunks), tuning::kSpreadThreads>>>(
-            geo_, spare_.chunks.get(), chunk_start_.get() + tiles, spare_.particles.get(), cells,
-            spare_.order.get());
+            geo_, spare_.chunks.get(), chunk_start_.get() + tiles, spare_.particles.get(), spare_.order.get());
       });
       check_launch("pmkit::cuda::set_points::interleave");
     }
@@ -544,10 +542,9 @@ class CudaBackend final : public detail::Backend<T, D> {
           "set_points: group starts");
     const PartitionOut<T> out = two_levels
                                     ? PartitionOut<T>{parted_.get(), spare_.binned_of_place.get(), part_key_.get(),
-                                                      spare_.place.get(), spare_.sorted_block.get(), nullptr}
+                                                      spare_.place.get(), spare_.sorted_block.get()}
                                     : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
-                                                      spare_.slot.get(), spare_.sorted_block.get(),
-                                                      interleaved_ ? binned_cells() : nullptr};
+                                                      spare_.slot.get(), spare_.sorted_block.get()};
     partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared>>>(
         layout_, geo_, pos, n, groups, block_start_.get(), spare_.tile_of.get(), out);
     check_launch("pmkit::cuda::set_points::partition");
@@ -576,7 +573,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(
         groups, spare_.pieces.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(),
         spare_.binned_of_place.get(), bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(),
-        spare_.perm.get(), spare_.sorted_piece.get(), interleaved_ ? binned_cells() : nullptr);
+        spare_.perm.get(), spare_.sorted_piece.get());
     check_launch("pmkit::cuda::set_points::place");
     compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads * kComposePerThread), tuning::kPointThreads>>>(
         n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
@@ -586,10 +583,6 @@ class CudaBackend final : public detail::Backend<T, D> {
           "set_points: binning");
     return bucket_start_.get();
   }
-
-  // Each binned record's cell, written apart by the partition's last pass for the
-  // interleave (n entries): rank_'s memory, which only the one-pass scatter uses.
-  std::uint32_t* binned_cells() { return rank_.get(); }
 
   // The order the tile kernels take each chunk's particles in; null: arrival order.
   const std::uint16_t* taken_order() const { return interleaved_ ? current_.order.get() : nullptr; }
@@ -970,8 +963,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   cudaEvent_t events_[2] = {};
 
   Binned current_, spare_;
-  // set_points scratch. rank_: the one-pass scatter's ranks, or the partition's binned
-  // cells for the interleave (binned_cells). (The partition's two levels
+  // set_points scratch. rank_: the one-pass scatter's ranks. (The partition's two levels
   // write each pass-1 place's caller index, then its binned slot, to the binning's
   // binned_of_place, which it keeps.)
   DeviceBuffer<std::uint32_t> rank_, bucket_count_, bucket_start_, chunk_count_, chunk_start_;

@@ -244,12 +244,10 @@ constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 // measured set_points 0.15 -> 0.11 ms, bench/NOTES.md 37).
 constexpr std::uint32_t kMinInterleavedChunk = kSharedBanks + 1;
 
-// cells: each binned record's cell, where set_points' last pass wrote them apart (the
-// partition); null: read from the records.
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     interleave_kernel(BinGeometry<D> geo, const Chunk* chunks, const std::uint32_t* num_chunks,
-                      const Packed<T>* particles, const std::uint32_t* cells, std::uint16_t* order) {
+                      const Packed<T>* particles, std::uint16_t* order) {
   static_assert(tuning::kChunkParticles <= 65536, "chunk-local indices are 16-bit");
   __shared__ std::uint32_t bank_count[kSharedBanks];
   __shared__ std::uint16_t level_first[tuning::kChunkParticles];  // a level's first place in the chunk
@@ -266,13 +264,12 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
   // The chunk's cells loaded all at once, then ranked: loaded one at a time between the
-  // atomics, the kernel read its records at ~1.3 TB/s (193 us at 2^24; NOTES 72). From
-  // the records, a 4-byte cell costs a 16-byte record's sectors (32 bytes in double).
+  // atomics, the kernel read its records at ~1.3 TB/s (193 us at 2^24; NOTES 72).
   std::uint32_t bank[kSlots], rank[kSlots];
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
     const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    bank[r] = i >= chunk.count ? 0 : cells ? cells[chunk.begin + i] : particles[chunk.begin + i].cell;
+    bank[r] = i < chunk.count ? particles[chunk.begin + i].cell : 0;
   }
 #pragma unroll
   for (int r = 0; r < kSlots; ++r) {
