@@ -5,6 +5,10 @@
 // vector of three components plus two scalars), AoS positions, Overwrite and Add.
 #include <sstream>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include "test_support.hpp"
 
 namespace pmkit::test {
@@ -202,6 +206,50 @@ TEST_P(ReferenceTest, SecondSetPointsReplacesTheFirst) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKernels, ReferenceTest, all_kernel_cases(), kernel_case_name);
+
+// The reference itself runs on OpenMP threads (each owns a band of the last axis's rows
+// and takes every particle in order; interp by particle): its meshes and values must be
+// the same bits at any thread count, including more threads than rows, folding ghosts
+// (two window nodes onto one) and particles on faces.
+TEST(Reference, SameBitsAtAnyThreadCount) {
+#if !defined(_OPENMP)
+  GTEST_SKIP() << "built without OpenMP";
+#else
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const int threads_before = omp_get_max_threads();
+  for (BoundaryKind boundary : {BoundaryKind::Fold, BoundaryKind::MixedKeep, BoundaryKind::Periodic})
+    for (const Kernel& kernel : {Kernel::linear(), Kernel::mp4(), Kernel::bspline(7)}) {
+      const Grid<3> grid = make_grid<3>({9, 5, 3}, boundary);
+      const std::size_t n = 20000;
+      const auto pos = make_positions<double, 3>(grid, Distribution::Faces, n, rng);
+      const std::vector<double> q0 = random_values<double>(n, rng), q1 = random_values<double>(n, rng);
+      const std::array<const double*, 3> xp{pos[0].data(), pos[1].data(), pos[2].data()};
+      const auto size = static_cast<std::size_t>(mesh_size(grid, kernel.ghost_width()));
+      std::vector<std::vector<double>> meshes, values;
+      for (int threads : {1, 2, 7}) {
+        omp_set_num_threads(threads);
+        std::vector<double> m0(size), m1(size), v0(n), v1(n);
+        const double* qp[2] = {q0.data(), q1.data()};
+        double* mp[2] = {m0.data(), m1.data()};
+        reference::spread<3>(grid, kernel, n, xp, 2, qp, mp);
+        const double* cp[2] = {m0.data(), m1.data()};
+        double* vp[2] = {v0.data(), v1.data()};
+        reference::interp<3>(grid, kernel, n, xp, 2, cp, vp);
+        meshes.push_back(m0);
+        meshes.push_back(m1);
+        values.push_back(v0);
+        values.push_back(v1);
+      }
+      omp_set_num_threads(threads_before);
+      for (std::size_t k = 2; k < meshes.size(); ++k) {
+        EXPECT_TRUE(same_bytes(meshes[k], meshes[k % 2])) << kernel.name() << ", " << name(boundary) << ", run " << k / 2;
+        EXPECT_TRUE(same_bytes(values[k], values[k % 2])) << kernel.name() << ", " << name(boundary) << ", run " << k / 2;
+      }
+    }
+#endif
+}
 
 }  // namespace
 }  // namespace pmkit::test

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "pmkit/detail/openmp.hpp"
 #include "pmkit/error.hpp"
 
 namespace pmkit::reference {
@@ -39,6 +40,9 @@ double mp4(double r) {
   return 0.0;
 }
 
+// The widest kernel there is (Kernel::bspline's highest order).
+constexpr int kMaxSupport = 8;
+
 // Grid coordinate of x and the storage index of node m, or -1 where no node stores it.
 struct AxisRef {
   Boundary boundary;
@@ -65,9 +69,12 @@ template <int D>
 struct Visit {
   std::array<AxisRef, D> axes;
   std::array<long long, D> strides;
+  long long rows;  // storage extent of the last axis
   const Kernel& kernel;
 
   Visit(const Grid<D>& grid, const Kernel& k) : kernel(k) {
+    if (k.support() > kMaxSupport)
+      detail::fail(ErrorCode::InvalidArgument, "reference: support ", k.support(), " > ", kMaxSupport);
     const auto shape = mesh_shape(grid, k.ghost_width());
     long long stride = 1;
     for (int d = 0; d < D; ++d) {
@@ -76,20 +83,37 @@ struct Visit {
       strides[d] = stride;
       stride *= shape[d];
     }
+    rows = shape[D - 1];
   }
 
-  // Calls f(index, weight) for every node of non-zero weight around particle p.
+  // The window scanned around a particle: support / 2 + 1 nodes either side of its cell.
+  static constexpr int kMaxWindow = 2 * (kMaxSupport / 2 + 1) + 1;
+
+  // Calls f(index, weight) for every node of non-zero weight around particle p whose
+  // storage row along the last axis is in [row_lo, row_hi), in a fixed order.
   template <class F>
-  void operator()(const std::array<const double*, D>& pos, std::size_t p, F&& f) const {
+  void operator()(const std::array<const double*, D>& pos, std::size_t p, long long row_lo, long long row_hi,
+                  F&& f) const {
     const int reach = kernel.support() / 2 + 1;
-    std::array<std::vector<std::pair<long long, double>>, D> taps;
-    for (int d = 0; d < D; ++d) {
+    // Fixed arrays, not vectors: the tests run this over 2^23+ particles.
+    struct Taps {
+      std::array<std::pair<long long, double>, kMaxWindow> tap;
+      int count = 0;
+      const std::pair<long long, double>* begin() const { return tap.data(); }
+      const std::pair<long long, double>* end() const { return tap.data() + count; }
+    };
+    std::array<Taps, D> taps;
+    for (int d = D - 1; d >= 0; --d) {  // the last axis first: a particle outside the band stops there
       const double u = axes[d].coordinate(pos[d][p]);
       const long long c = static_cast<long long>(std::floor(u));
       for (long long m = c - reach; m <= c + reach; ++m) {
         const double w = weight(kernel, u - m);
-        if (w != 0.0) taps[d].push_back({axes[d].node(m) * strides[d], w});
+        if (w == 0.0) continue;
+        const long long node = axes[d].node(m);
+        if (d == D - 1 && (node < row_lo || node >= row_hi)) continue;
+        taps[d].tap[taps[d].count++] = {node * strides[d], w};
       }
+      if (taps[d].count == 0) return;
     }
     if constexpr (D == 2) {
       for (auto& b : taps[1])
@@ -99,6 +123,10 @@ struct Visit {
         for (auto& b : taps[1])
           for (auto& a : taps[0]) f(a.first + b.first + c.first, a.second * b.second * c.second);
     }
+  }
+  template <class F>
+  void operator()(const std::array<const double*, D>& pos, std::size_t p, F&& f) const {
+    (*this)(pos, p, 0, rows, f);
   }
 };
 }  // namespace
@@ -114,11 +142,20 @@ void spread(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
   validate(grid, kernel.ghost_width());
   const long long size = mesh_size(grid, kernel.ghost_width());
   for (int j = 0; j < nprops; ++j) std::fill(meshes[j], meshes[j] + size, 0.0);
-  Visit<D> visit(grid, kernel);
-  for (std::size_t p = 0; p < n; ++p)
-    visit(positions, p, [&](long long idx, double w) {
-      for (int j = 0; j < nprops; ++j) meshes[j][idx] += props[j][p] * w;
-    });
+  const Visit<D> visit(grid, kernel);
+  // Each thread owns a band of rows of the last axis and takes every particle in order,
+  // adding only to its band: every node gets its contributions in particle order, as in
+  // one serial loop, so the result does not depend on the thread count (to the bit).
+  // Serially, the tests' 2^23-particle references took most of the GPU suite's time.
+#pragma omp parallel
+  {
+    const long long threads = detail::openmp_team_size(), t = detail::openmp_thread_id();
+    const long long lo = visit.rows * t / threads, hi = visit.rows * (t + 1) / threads;
+    for (std::size_t p = 0; p < n && lo < hi; ++p)
+      visit(positions, p, lo, hi, [&](long long idx, double w) {
+        for (int j = 0; j < nprops; ++j) meshes[j][idx] += props[j][p] * w;
+      });
+  }
 }
 
 template <int D>
@@ -126,8 +163,11 @@ void interp(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
             const std::array<const double*, D>& positions, int nprops,
             const double* const* meshes, double* const* values) {
   validate(grid, kernel.ghost_width());
-  Visit<D> visit(grid, kernel);
-  for (std::size_t p = 0; p < n; ++p) {
+  const Visit<D> visit(grid, kernel);
+  // One particle's values depend on nothing else: the same bits at any thread count.
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t p = 0; p < count; ++p) {
     for (int j = 0; j < nprops; ++j) values[j][p] = 0.0;
     visit(positions, p, [&](long long idx, double w) {
       for (int j = 0; j < nprops; ++j) values[j][p] += meshes[j][idx] * w;
