@@ -31,6 +31,11 @@
 # PMKIT_AB_ROUNDS rounds (default 2), so that a slow spell of the machine falls on all.
 # PMKIT_AB_BENCH=pair_bench times the pair traversal instead: pair_bench --gpu-only with
 # PMKIT_AB_ARGS (default "--size 32"), its main table each round.
+# Programs built beforehand on the caller's machine (bench/prebuild.sh, carried as
+# .prebuilt) replace the build where they are this tree's (same source hash), hold every
+# program the steps run and start here; the tests then run as four gtest shards at once
+# (ctest's files name the build folder's absolute path) and the CLI's smoke tests, CI's,
+# are left out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
@@ -56,12 +61,65 @@ nvcc --version | tail -1
 # The device copy has no .git: the caller passes PMKIT_COMMIT (see bench/results/README.md).
 echo "commit ${PMKIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%F)"
 
-# The A/B step's base trees build (gpu_bench only) alongside this tree, sharing half the
-# cores: one after the other, a cold machine took the whole 480 s of a call to build two.
+# The A/B step's bases and their builds (below).
 ab_root="${TMPDIR:-/tmp}/pmkit-ab"
 ab_builds=()
 ab_bench="${PMKIT_AB_BENCH:-gpu_bench}"
-if want ab; then
+
+# The prebuilt programs, unpacked where they are this tree's and start here (a program
+# built against a newer C library than this machine's would not).
+prebuilt=0
+if [ -f .prebuilt/programs.tar.xz ]; then
+  step "prebuilt programs (bench/prebuild.sh)"
+  want_hash=$(cat .prebuilt/source.hash 2>/dev/null) have_hash=$(bash bench/prebuild.sh --hash)
+  if [ "$want_hash" != "$have_hash" ]; then
+    echo "not this tree's (sources $have_hash, programs $want_hash): building instead"
+  else
+    unpacked="${TMPDIR:-/tmp}/pmkit-prebuilt"
+    rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -xJf .prebuilt/programs.tar.xz -C "$unpacked"
+    prebuilt=1
+    for f in "$unpacked"/build-device/*/* "$unpacked"/build-device/pmkit "$unpacked"/ab/*/build-device/bench/*; do
+      [ -f "$f" ] || continue
+      if ldd "$f" 2>&1 | grep -q "not found"; then echo "does not start here: $f"; ldd "$f" | grep "not found"; prebuilt=0; fi
+    done
+    need=()
+    for s in $steps; do
+      case $s in
+        tests | sanitizer) need+=(tests/pmkit_tests) ;;
+        cpu) need+=(pmkit) ;;
+        pairs) need+=(bench/pair_bench) ;;
+        mesh | methods | profile | kernels | l2fetch | ab) need+=(bench/gpu_bench) ;;
+        stores) need+=(bench/store_probe) ;;
+        shared) need+=(bench/shared_probe) ;;
+      esac
+    done
+    want ab && need+=("bench/$ab_bench")
+    want ab && : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball(s)}"
+    for f in ${need[@]+"${need[@]}"}; do
+      [ -f "$unpacked/build-device/$f" ] || { echo "not prebuilt: $f"; prebuilt=0; }
+    done
+    if want ab; then
+      for tarball in $PMKIT_AB_BASE; do
+        side=$(basename "$tarball" .tar)
+        [ "$(cat "$unpacked/ab/$side/tarball.sha256" 2>/dev/null)" = "$(sha256sum "$tarball" | cut -c1-64)" ] ||
+          { echo "base $side not prebuilt from this tarball"; prebuilt=0; }
+      done
+    fi
+    if [ $prebuilt = 1 ]; then
+      mkdir -p build-device && cp -r "$unpacked"/build-device/. build-device/
+      if want ab; then
+        rm -rf "$ab_root" && mkdir -p "$ab_root" && cp -r "$unpacked"/ab/. "$ab_root"/
+      fi
+      echo "prebuilt: sources $have_hash; $(cd "$unpacked/build-device" && find . -type f | sort | tr '\n' ' ')"
+    else
+      echo "building instead"
+    fi
+  fi
+fi
+
+# The A/B step's base trees build (gpu_bench only) alongside this tree, sharing half the
+# cores: one after the other, a cold machine took the whole 480 s of a call to build two.
+if want ab && [ $prebuilt = 0 ]; then
   : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball(s)}"
   rm -rf "$ab_root" && mkdir -p "$ab_root"
   for tarball in $PMKIT_AB_BASE; do
@@ -75,6 +133,7 @@ if want ab; then
   jobs=$(( (jobs + 1) / 2 ))
 fi
 
+if [ $prebuilt = 0 ]; then
 step "build (Release, sm_90)"
 # A run of steps that only run gpu_bench (ab, methods, mesh, profile, kernels) builds
 # gpu_bench only.
@@ -90,13 +149,27 @@ if want ab; then
   for b in "${ab_builds[@]}"; do wait "$b" || { echo "a base build failed"; tail -20 "$ab_root"/*/build.log; exit 1; }; done
   jobs=$(nproc)
 fi
+fi
 
-if want tests; then
+if want tests && [ $prebuilt = 0 ]; then
 step "tests (all, CUDA included)"
 ctest --test-dir build-device -j4 --output-on-failure >"$out/ctest.log" 2>&1 || status=1
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$out/ctest.log"
 echo "skipped: $(grep -c '(Skipped)' "$out/ctest.log") (CPU-only determinism checks instantiated for Cuda)"
-
+elif want tests; then
+step "tests (every gtest test, CUDA included; four shards at once)"
+shard_pids=()
+for k in 0 1 2 3; do
+  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$k ./build-device/tests/pmkit_tests --gtest_brief=1 >"$out/gtest-$k.log" 2>&1 &
+  shard_pids+=($!)
+done
+for pid in "${shard_pids[@]}"; do wait "$pid" || status=1; done
+cat "$out"/gtest-[0-3].log >"$out/ctest.log"
+# gtest's own summaries, summed over the shards, then the failures by name.
+awk '/tests? from .* ran\./ {ran += $2} /^\[  PASSED  \]/ {passed += $4} /^\[  SKIPPED \] [0-9]/ {skipped += $4}
+     /^\[  FAILED  \] [0-9]+ tests?,/ {failed += $4}
+     END {printf "%d tests ran: %d passed, %d failed, %d skipped\n", ran, passed, failed, skipped}' "$out/ctest.log"
+grep -E "^\[  FAILED  \] [A-Za-z]" "$out/ctest.log" | sort -u
 fi
 
 if want sanitizer; then
