@@ -131,7 +131,7 @@ struct PositionsOn {
 #if defined(PMKIT_WITH_CUDA)
   std::vector<std::unique_ptr<DeviceVector<T>>> device;
 #endif
-  PositionsOn(const Positions<T, D>& pos, bool on_device) {
+  PositionsOn(const Positions<T, D>& pos, [[maybe_unused]] bool on_device) {
     for (int d = 0; d < D; ++d) {
       views[d] = View<const T>(pos[d]);
 #if defined(PMKIT_WITH_CUDA)

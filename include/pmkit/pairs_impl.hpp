@@ -174,8 +174,8 @@ void PairPlan<T, D>::set_points(const Positions& positions) {
     if (n > 0 && positions[d].data == nullptr) fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null");
   }
   detail::check_pair_point_count(n);
-  detail::CellList<T, D>& cl = *cells_;
 #ifdef PMKIT_WITH_CUDA
+  detail::CellList<T, D>& cl = *cells_;
   if (cl.device) {
     detail::device_pair_bin<T, D>(*cl.device, positions);
     cl.n = n;
@@ -211,7 +211,6 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
          " backend");
   const std::size_t n = mesh.num_points();
   detail::check_pair_point_count(n);
-  detail::CellList<T, D>& cl = *cells_;
   // The mesh plan's binned offsets into offsets[d * n + k] and its binned order into
   // order (memory of the pair plan's backend), as the positions to bin.
   auto take_binned = [&](T* offsets, std::uint32_t* order) {
@@ -223,6 +222,7 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
     return positions;
   };
 #ifdef PMKIT_WITH_CUDA
+  detail::CellList<T, D>& cl = *cells_;
   if (cl.device) {
     if (mesh.options().device != options_.device)
       fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan is on device ",
