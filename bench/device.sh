@@ -65,6 +65,7 @@ echo "commit ${PMKIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo un
 ab_root="${TMPDIR:-/tmp}/pmkit-ab"
 ab_builds=()
 ab_bench="${PMKIT_AB_BENCH:-gpu_bench}"
+want ab && : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball(s)}"
 
 # The prebuilt programs, unpacked where they are this tree's and start here (a program
 # built against a newer C library than this machine's would not).
@@ -82,22 +83,9 @@ if [ -f .prebuilt/programs.tar.xz ]; then
       [ -f "$f" ] || continue
       if ldd "$f" 2>&1 | grep -q "not found"; then echo "does not start here: $f"; ldd "$f" | grep "not found"; prebuilt=0; fi
     done
-    need=()
-    for s in $steps; do
-      case $s in
-        tests | sanitizer) need+=(tests/pmkit_tests) ;;
-        cpu) need+=(pmkit) ;;
-        pairs) need+=(bench/pair_bench) ;;
-        mesh | methods | profile | kernels | l2fetch | ab) need+=(bench/gpu_bench) ;;
-        stores) need+=(bench/store_probe) ;;
-        shared) need+=(bench/shared_probe) ;;
-      esac
-    done
-    want ab && need+=("bench/$ab_bench")
-    want ab && : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball(s)}"
-    for f in ${need[@]+"${need[@]}"}; do
+    while read -r _ f; do
       [ -f "$unpacked/build-device/$f" ] || { echo "not prebuilt: $f"; prebuilt=0; }
-    done
+    done < <(bash bench/prebuild.sh --programs "$steps")
     if want ab; then
       for tarball in $PMKIT_AB_BASE; do
         side=$(basename "$tarball" .tar)
@@ -120,7 +108,6 @@ fi
 # The A/B step's base trees build (gpu_bench only) alongside this tree, sharing half the
 # cores: one after the other, a cold machine took the whole 480 s of a call to build two.
 if want ab && [ $prebuilt = 0 ]; then
-  : "${PMKIT_AB_BASE:?PMKIT_AB_BASE names the base tarball(s)}"
   rm -rf "$ab_root" && mkdir -p "$ab_root"
   for tarball in $PMKIT_AB_BASE; do
     dir="$ab_root/$(basename "$tarball" .tar)"

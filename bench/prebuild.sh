@@ -6,6 +6,7 @@
 # this: compile here, carry the outputs.
 #   bash bench/prebuild.sh [STEPS]    # STEPS as PMKIT_DEVICE_STEPS (default: device.sh's)
 #   bash bench/prebuild.sh --hash     # the hash of the sources the programs are built from
+#   bash bench/prebuild.sh --programs STEPS   # "target file" of each program the steps run
 # PMKIT_AB_BASE (as device.sh's) also builds each base tarball's PMKIT_AB_BENCH. Then
 # run device.sh with carry [".prebuilt", ".snap"]. device.sh takes .prebuilt/ only where
 # its source hash is the tree's and its programs start there; else it builds as before.
@@ -20,27 +21,34 @@ source_hash() {
   { find CMakeLists.txt cmake include src tests apps -type f; ls bench/CMakeLists.txt bench/*.cu bench/*.cuh; } |
     grep -v __pycache__ | LC_ALL=C sort | tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -c1-16
 }
-if [ "${1:-}" = --hash ]; then source_hash; exit 0; fi
+
+# The programs device.sh's steps run, one "target file" line each (file: under a build
+# folder; torch needs nothing built). device.sh asks for these too (--programs), so
+# that what is packed and what is looked for come from this one table.
+programs_for() {
+  local s
+  for s in $1; do
+    case $s in
+      tests | sanitizer) echo "pmkit_tests tests/pmkit_tests" ;;
+      cpu) echo "pmkit_cli pmkit" ;;
+      pairs) echo "pair_bench bench/pair_bench" ;;
+      mesh | methods | profile | kernels | l2fetch) echo "gpu_bench bench/gpu_bench" ;;
+      ab) echo "gpu_bench bench/gpu_bench"; echo "${PMKIT_AB_BENCH:-gpu_bench} bench/${PMKIT_AB_BENCH:-gpu_bench}" ;;
+      stores) echo "store_probe bench/store_probe" ;;
+      shared) echo "shared_probe bench/shared_probe" ;;
+    esac
+  done | sort -u
+}
+case "${1:-}" in
+  --hash) source_hash; exit 0 ;;
+  --programs) programs_for "${2:-}"; exit 0 ;;
+esac
 
 steps="${1:-${PMKIT_DEVICE_STEPS:-tests sanitizer torch cpu pairs mesh methods}}"
-# What each step runs (device.sh's steps; torch needs nothing built).
-targets=()
-for s in $steps; do
-  case $s in
-    tests | sanitizer) targets+=(pmkit_tests) ;;
-    cpu) targets+=(pmkit_cli) ;;
-    pairs) targets+=(pair_bench) ;;
-    mesh | methods | profile | kernels | l2fetch) targets+=(gpu_bench) ;;
-    ab) targets+=("${PMKIT_AB_BENCH:-gpu_bench}") ;;
-    stores) targets+=(store_probe) ;;
-    shared) targets+=(shared_probe) ;;
-  esac
-done
-mapfile -t targets < <(printf '%s\n' "${targets[@]}" | sort -u)
-[ ${#targets[@]} -gt 0 ] || { echo "nothing to build for steps: $steps"; exit 0; }
-program() {  # a target's file under a build folder
-  case $1 in pmkit_tests) echo tests/pmkit_tests ;; pmkit_cli) echo pmkit ;; *) echo "bench/$1" ;; esac
-}
+mapfile -t programs < <(programs_for "$steps")
+[ ${#programs[@]} -gt 0 ] || { echo "nothing to build for steps: $steps"; exit 0; }
+targets=() files=()
+for line in "${programs[@]}"; do targets+=("${line%% *}"); files+=("${line#* }"); done
 configure() { cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null; }
 
 rm -rf .prebuilt && mkdir -p .prebuilt
@@ -50,9 +58,9 @@ echo "building ${targets[*]} (the tree, $(source_hash))"
 configure . build-device
 cmake --build build-device -j"$(nproc)" --target "${targets[@]}" >.prebuilt/build.log 2>&1 ||
   { tail -30 .prebuilt/build.log; exit 1; }
-for t in "${targets[@]}"; do
-  mkdir -p "$stage/build-device/$(dirname "$(program "$t")")"
-  cp "build-device/$(program "$t")" "$stage/build-device/$(program "$t")"
+for f in "${files[@]}"; do
+  mkdir -p "$stage/build-device/$(dirname "$f")"
+  cp "build-device/$f" "$stage/build-device/$f"
 done
 # The A/B bases: device.sh runs each from $ab_root/NAME/build-device/bench/.
 for tarball in ${PMKIT_AB_BASE:-}; do
@@ -70,6 +78,5 @@ for tarball in ${PMKIT_AB_BASE:-}; do
 done
 tar -C "$stage" -cf - build-device $( [ -d "$stage/ab" ] && echo ab ) | xz -T"$(nproc)" -6 >.prebuilt/programs.tar.xz
 source_hash >.prebuilt/source.hash
-printf '%s\n' "${targets[@]}" >.prebuilt/targets
 rm -f .prebuilt/build.log
 echo "packed: $(du -h .prebuilt/programs.tar.xz | cut -f1) (.prebuilt/programs.tar.xz); carry .prebuilt"

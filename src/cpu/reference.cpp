@@ -3,8 +3,10 @@
 // and ghost nodes are mapped by their own small function.
 #include "pmkit/reference.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
-#include <vector>
+#include <utility>
 
 #include "pmkit/detail/openmp.hpp"
 #include "pmkit/error.hpp"
