@@ -283,7 +283,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     if (n > 0 && interleaved_) {
       // As many blocks as there can be chunks; those past the count return at once.
       kernels::dispatch(kernel_, [&](auto k) {
-        interleave_kernel<decltype(k), D, T><<<static_cast<unsigned>(max_chunks), tuning::kSpreadThreads>>>(
+        interleave_kernel<decltype(k), D, T><<<static_cast<unsigned>(max_chunks), tuning::kInterleaveThreads>>>(
             geo_, spare_.chunks.get(), chunk_start_.get() + tiles, spare_.particles.get(), spare_.order.get());
       });
       check_launch("pmkit::cuda::set_points::interleave");

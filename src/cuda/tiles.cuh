@@ -244,11 +244,21 @@ constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 // measured set_points 0.15 -> 0.11 ms, bench/NOTES.md 37).
 constexpr std::uint32_t kMinInterleavedChunk = kSharedBanks + 1;
 
+// A block a chunk, of tuning::kInterleaveThreads threads: the kernel is a chain of
+// dependent steps (the chunk, its cells, shared atomics, two barriers, the level table,
+// the stores) with little work in each, so it is bound by how many chunks an SM holds at
+// once, not by its bytes (bench/NOTES.md 73, 76).
+constexpr int kInterleaveSlots = tuning::kChunkParticles / tuning::kInterleaveThreads;
+static_assert(kInterleaveSlots * tuning::kInterleaveThreads == tuning::kChunkParticles, "chunk = threads * slots");
+static_assert(tuning::kInterleaveThreads >= kMinInterleavedChunk, "a short chunk is written by one pass of the block");
+static_assert(tuning::kInterleaveThreads % 32 == 0, "whole warps (the level table is built a level a warp)");
+
 template <class K, int D, class T>
-__global__ void __launch_bounds__(tuning::kSpreadThreads)
+__global__ void __launch_bounds__(tuning::kInterleaveThreads)
     interleave_kernel(BinGeometry<D> geo, const Chunk* chunks, const std::uint32_t* num_chunks,
                       const Packed<T>* particles, std::uint16_t* order) {
   static_assert(tuning::kChunkParticles <= 65536, "chunk-local indices are 16-bit");
+  constexpr int kThreads = tuning::kInterleaveThreads;
   __shared__ std::uint32_t bank_count[kSharedBanks];
   __shared__ std::uint16_t level_first[tuning::kChunkParticles];  // a level's first place in the chunk
   __shared__ std::uint32_t level_banks[tuning::kChunkParticles];  // bit b: the level has bank b
@@ -264,29 +274,30 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
   // The chunk's cells loaded all at once, then ranked: loaded one at a time between the
-  // atomics, the kernel read its records at ~1.3 TB/s (193 us at 2^24; NOTES 72).
-  std::uint32_t bank[kSlots], rank[kSlots];
+  // atomics, the kernel read its records at ~1.3 TB/s (193 us at 2^24; NOTES 72). A
+  // particle's bank (5 bits) and rank in its bank (< 2^11) share a register.
+  std::uint32_t bank_rank[kInterleaveSlots];
 #pragma unroll
-  for (int r = 0; r < kSlots; ++r) {
-    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    bank[r] = i < chunk.count ? particles[chunk.begin + i].cell : 0;
+  for (int r = 0; r < kInterleaveSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * kThreads;
+    bank_rank[r] = i < chunk.count ? particles[chunk.begin + i].cell : 0;
   }
 #pragma unroll
-  for (int r = 0; r < kSlots; ++r) {
-    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+  for (int r = 0; r < kInterleaveSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * kThreads;
     if (i >= chunk.count) break;
-    bank[r] = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, bank[r], tile)) % kSharedBanks;
-    rank[r] = atomicAdd(&bank_count[bank[r]], 1u);
+    const std::uint32_t bank = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, bank_rank[r], tile)) % kSharedBanks;
+    bank_rank[r] = atomicAdd(&bank_count[bank], 1u) << 5 | bank;
   }
   __syncthreads();
   // The level table, a level a warp: lane b holds bank b's count. (A thread a level, each
   // summing the 32 counts itself, held them in 32 registers: 64 a thread, four blocks an
   // SM; NOTES 73.)
-  static_assert(kSharedBanks == 32, "a lane a bank");
+  static_assert(kSharedBanks == 32, "a lane a bank (and 5 bits a bank in bank_rank)");
   const std::uint32_t lane = threadIdx.x % 32;
   const std::uint32_t count = bank_count[lane];
   const std::uint32_t levels = __reduce_max_sync(~0u, count);
-  for (std::uint32_t r = threadIdx.x / 32; r < levels; r += blockDim.x / 32) {
+  for (std::uint32_t r = threadIdx.x / 32; r < levels; r += kThreads / 32) {
     const std::uint32_t first = __reduce_add_sync(~0u, min(count, r));  // particles in the levels before r
     const std::uint32_t banks = __ballot_sync(~0u, count > r);
     if (lane == 0) {
@@ -296,10 +307,11 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   }
   __syncthreads();
 #pragma unroll
-  for (int r = 0; r < kSlots; ++r) {
-    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+  for (int r = 0; r < kInterleaveSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * kThreads;
     if (i >= chunk.count) break;
-    const std::uint32_t place = level_first[rank[r]] + __popc(level_banks[rank[r]] & ((1u << bank[r]) - 1u));
+    const std::uint32_t bank = bank_rank[r] & 31u, rank = bank_rank[r] >> 5;
+    const std::uint32_t place = level_first[rank] + __popc(level_banks[rank] & ((1u << bank) - 1u));
     order[chunk.begin + place] = static_cast<std::uint16_t>(i);
   }
 }
