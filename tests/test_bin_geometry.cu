@@ -44,6 +44,32 @@ void expect_round_trips(const pmkit::cuda::BinGeometry<D>& g, std::mt19937_64& r
   }
 }
 
+// The place of a home node in its tile's window (TileWindow::origin, and the bank that
+// place_kernel stores for the interleave): its offset from the tile's first node, rows of
+// `width` nodes, for either cell encoding.
+template <int D>
+void expect_window_offsets(const pmkit::cuda::BinGeometry<D>& g, int width, std::mt19937_64& rng) {
+  constexpr int kEdge = pmkit::cuda::BinGeometry<D>::kEdge;
+  for (int trial = 0; trial < 20000; ++trial) {
+    int home[D];
+    for (int d = 0; d < D; ++d) home[d] = static_cast<int>(rng() % g.keys[d]);
+    std::int64_t want = 0;
+    for (int d = D - 1; d >= 0; --d) want = want * width + (home[d] - (home[d] / kEdge) * kEdge);
+    ASSERT_EQ(g.window_offset(g.encode(home), width), want) << "cell " << g.encode(home);
+  }
+}
+
+TEST(BinGeometry, WindowOffsetIsTheHomeNodesPlaceInItsTile) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int width : {9, 11, 15}) {
+    for (const auto& keys : {std::array<int, 3>{256, 256, 256}, std::array<int, 3>{257, 120, 33},
+                             std::array<int, 3>{3, 5, 7}, std::array<int, 3>{1025, 1025, 1025}})
+      expect_window_offsets<3>(geometry<3>(keys), width, rng);
+    for (const auto& keys : {std::array<int, 2>{2048, 2048}, std::array<int, 2>{4097, 31}, std::array<int, 2>{40000, 40000}})
+      expect_window_offsets<2>(geometry<2>(keys), width + 24, rng);
+  }
+}
+
 TEST(BinGeometry, BitFieldsWhereTheyFitMixedRadixElse) {
   EXPECT_TRUE(geometry<3>({256, 256, 256}).bit_fields());
   EXPECT_TRUE(geometry<3>({1024, 1024, 1024}).bit_fields());  // periodic 1024^3: 30 bits

@@ -98,6 +98,16 @@ struct BinGeometry {
       cell /= keys[d];
     }
   }
+  // The place of a cell's home node in its tile's window of `width` nodes an edge (x
+  // fastest), the tile's first node at 0: TileWindow::origin, and the interleave's bank.
+  __host__ __device__ int window_offset(std::uint32_t cell, int width) const {
+    int home[D];
+    decode(cell, home);
+    int offset = 0;
+    PMKIT_UNROLL
+    for (int d = D - 1; d >= 0; --d) offset = offset * width + (home[d] & (kEdge - 1));  // home - tile * kEdge
+    return offset;
+  }
   __host__ __device__ void tile_coords(std::uint32_t tile, int (&t)[D]) const {
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) {
@@ -420,6 +430,20 @@ __device__ __forceinline__ void place_runs(typename PartitionBlock<T>::Shared& s
   __syncthreads();
 }
 
+// The shared-memory bank (window offset mod 32) of each binned particle's home node,
+// a byte a particle, stored by place_kernel beside the record for the interleave
+// (tiles.cuh), which otherwise reads each 16-byte record's sector for its 4-byte cell
+// (ncu at 2^24: 269 MB, 122 us; bench/NOTES.md 77). out null: not stored.
+template <int D>
+struct WindowBanks {
+  std::uint8_t* out;
+  BinGeometry<D> geo;
+  int width;  // the window's nodes an edge (TileWindow::kWidth)
+  __device__ __forceinline__ std::uint8_t of(std::uint32_t cell) const {
+    return static_cast<std::uint8_t>(geo.window_offset(cell, width) % 32);
+  }
+};
+
 // Neighbour pairs (i, i + 1), `pairs` of them spread over the caller's order, that lie in
 // one tile (n >= 2): set_points keeps the one-pass scatter for input already in binned
 // order, whose stores are local there (tuning::kBinnedPairFraction). One pair a thread
@@ -618,12 +642,12 @@ static __global__ void __launch_bounds__(tuning::kPartitionThreads)
 // each pass-1 place's caller index; it gets the place's binned slot (read first by the
 // same block), for compose_slot_kernel. sorted: the piece-local index of each sorted
 // place, by piece (the spread replays this pass for the properties, props_to_slots_kernel).
-template <class T>
+template <class T, int D>
 __global__ void __launch_bounds__(tuning::kPartitionThreads)
     place_kernel(Groups groups, const Chunk* pieces, const std::uint32_t* num_pieces, const std::uint32_t* piece_start,
                  const std::uint16_t* keys, const Packed<T>* parted, std::uint32_t* index,
                  const std::uint32_t* tile_start, const std::uint32_t* piece_count, Packed<T>* particles,
-                 std::uint32_t* perm, std::uint16_t* sorted) {
+                 std::uint32_t* perm, std::uint16_t* sorted, WindowBanks<D> banks) {
   using B = PartitionBlock<T>;
   typename B::Shared& sh = B::shared();
   std::uint32_t* caller = reinterpret_cast<std::uint32_t*>(&sh + 1);  // by block-local index
@@ -657,6 +681,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
       [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
       [&](std::uint32_t dst, std::uint32_t j, std::uint32_t sorted_place) {
         store_record(particles + dst, sh.records[j]);
+        if (banks.out) banks.out[dst] = banks.of(sh.records[j].cell);
         perm[dst] = caller[j];
         sorted[piece.begin + sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;

@@ -179,7 +179,7 @@ class CudaBackend final : public detail::Backend<T, D> {
     // Once, not in every set_points (the partition's blocks use more than 48 KB).
     if (kPlaceShared <= static_cast<std::size_t>(shared_optin_)) {
       opt_in_shared(partition_kernel<T, D>, kPartitionShared);
-      opt_in_shared(place_kernel<T>, kPlaceShared);
+      opt_in_shared(place_kernel<T, D>, kPlaceShared);
     }
   }
 
@@ -229,6 +229,7 @@ class CudaBackend final : public detail::Backend<T, D> {
         piece_count_.reserve(groups.count + 1, "binning scratch");
         piece_start_.reserve(groups.count + 1, "binning scratch");
         piece_count_tiles_.reserve(max_pieces << groups.bits, "binning scratch");
+        if (interleaved_) window_banks_.reserve(n, "binning scratch");
       }
     }
     spare_.particles.reserve(n, "binned particles");
@@ -281,10 +282,21 @@ class CudaBackend final : public detail::Backend<T, D> {
     };
     cut_tiles(tuning::kChunkParticles, false, spare_.chunks.get(), &host_->chunks);
     if (n > 0 && interleaved_) {
-      // As many blocks as there can be chunks; those past the count return at once.
+      // As many blocks as there can be chunks; those past the count return at once. Banks
+      // from place_kernel where pass 2 ran, else from the records.
+      const unsigned blocks = static_cast<unsigned>(max_chunks);
+      const std::uint32_t* num_chunks = chunk_start_.get() + tiles;
       kernels::dispatch(kernel_, [&](auto k) {
-        interleave_kernel<decltype(k), D, T><<<static_cast<unsigned>(max_chunks), tuning::kInterleaveThreads>>>(
-            geo_, spare_.chunks.get(), chunk_start_.get() + tiles, spare_.particles.get(), spare_.order.get());
+        using K = decltype(k);
+        if (partition_levels == 2) {
+          constexpr int kThreads = tuning::interleave_threads(true);
+          interleave_kernel<K, D, T, kThreads, true><<<blocks, kThreads>>>(
+              geo_, spare_.chunks.get(), num_chunks, spare_.particles.get(), window_banks_.get(), spare_.order.get());
+        } else {
+          constexpr int kThreads = tuning::interleave_threads(false);
+          interleave_kernel<K, D, T, kThreads, false><<<blocks, kThreads>>>(
+              geo_, spare_.chunks.get(), num_chunks, spare_.particles.get(), nullptr, spare_.order.get());
+        }
       });
       check_launch("pmkit::cuda::set_points::interleave");
     }
@@ -570,10 +582,13 @@ class CudaBackend final : public detail::Backend<T, D> {
                                                              piece_count_tiles_.get());
     check_launch("pmkit::cuda::set_points::count_piece_tiles");
     scan(bucket_count_.get(), bucket_start_.get(), tiles + 1);
-    place_kernel<T><<<piece_blocks, B::kThreads, kPlaceShared>>>(
+    // The interleave's banks, in the tile kernels' windows.
+    const int window_width = kernels::dispatch(kernel_, [](auto k) { return TileWindow<decltype(k), D>::kWidth; });
+    const WindowBanks<D> banks{interleaved_ ? window_banks_.get() : nullptr, geo_, window_width};
+    place_kernel<T, D><<<piece_blocks, B::kThreads, kPlaceShared>>>(
         groups, spare_.pieces.get(), num_pieces, piece_start_.get(), part_key_.get(), parted_.get(),
         spare_.binned_of_place.get(), bucket_start_.get(), piece_count_tiles_.get(), spare_.particles.get(),
-        spare_.perm.get(), spare_.sorted_piece.get());
+        spare_.perm.get(), spare_.sorted_piece.get(), banks);
     check_launch("pmkit::cuda::set_points::place");
     compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads * kComposePerThread), tuning::kPointThreads>>>(
         n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
@@ -973,6 +988,7 @@ class CudaBackend final : public detail::Backend<T, D> {
       piece_count_tiles_;
   DeviceBuffer<Packed<T>> parted_;
   DeviceBuffer<std::uint16_t> part_key_;
+  DeviceBuffer<std::uint8_t> window_banks_;  // by binned slot, for the interleave (two levels; WindowBanks)
   DeviceBuffer<unsigned long long> bad_;
   // What set_points and update_points read back, in pinned memory: the copies are
   // asynchronous and land with the call's one wait for the device.

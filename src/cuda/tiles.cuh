@@ -61,6 +61,9 @@ struct TileWindow {
   static constexpr int kLead = (K::support - 1) / 2;  // nodes the stencil starts before home
 
   // Window offset of a particle's first stencil node: its home node's place in the tile.
+  // (BinGeometry::window_offset gives the same place without the tile, for the banks that
+  // place_kernel stores; this form, with the tile the kernels hold anyway, is the one
+  // their register budgets were measured with: NOTES 77.)
   __device__ __forceinline__ static int origin(const BinGeometry<D>& geo, std::uint32_t cell, const int (&tile)[D]) {
     int home[D];
     geo.decode(cell, home);
@@ -244,21 +247,22 @@ constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 // measured set_points 0.15 -> 0.11 ms, bench/NOTES.md 37).
 constexpr std::uint32_t kMinInterleavedChunk = kSharedBanks + 1;
 
-// A block a chunk, of tuning::kInterleaveThreads threads: the kernel is a chain of
-// dependent steps (the chunk, its cells, shared atomics, two barriers, the level table,
-// the stores) with little work in each, so it is bound by how many chunks an SM holds at
-// once, not by its bytes (bench/NOTES.md 73, 76).
-constexpr int kInterleaveSlots = tuning::kChunkParticles / tuning::kInterleaveThreads;
-static_assert(kInterleaveSlots * tuning::kInterleaveThreads == tuning::kChunkParticles, "chunk = threads * slots");
-static_assert(tuning::kInterleaveThreads >= kMinInterleavedChunk, "a short chunk is written by one pass of the block");
-static_assert(tuning::kInterleaveThreads % 32 == 0, "whole warps (the level table is built a level a warp)");
-
-template <class K, int D, class T>
-__global__ void __launch_bounds__(tuning::kInterleaveThreads)
+// A block a chunk. The kernel is a chain of dependent steps (the chunk, its banks, shared
+// atomics, two barriers, the level table, the stores) with little work in each. Reading
+// each particle's bank from its 16-byte record (a 32-byte sector for 4 bytes), it is
+// bound by those bytes (ncu at 2^24 on 256^3: 269 MB at 2.2 TB/s, 122 us, with blocks of
+// 64 or of 256); reading the byte place_kernel stored (WindowBanks), by how many chunks
+// an SM holds at once, which small blocks raise (bench/NOTES.md 73, 76, 77). kThreads:
+// tuning::interleave_threads.
+template <class K, int D, class T, int kThreads, bool kFromBanks>
+__global__ void __launch_bounds__(kThreads)
     interleave_kernel(BinGeometry<D> geo, const Chunk* chunks, const std::uint32_t* num_chunks,
-                      const Packed<T>* particles, std::uint16_t* order) {
+                      const Packed<T>* particles, const std::uint8_t* banks, std::uint16_t* order) {
   static_assert(tuning::kChunkParticles <= 65536, "chunk-local indices are 16-bit");
-  constexpr int kThreads = tuning::kInterleaveThreads;
+  constexpr int kSlotsHere = tuning::kChunkParticles / kThreads;
+  static_assert(kSlotsHere * kThreads == tuning::kChunkParticles, "chunk = threads * slots");
+  static_assert(kThreads >= kMinInterleavedChunk, "a short chunk is written by one pass of the block");
+  static_assert(kThreads % 32 == 0, "whole warps (the level table is built a level a warp)");
   __shared__ std::uint32_t bank_count[kSharedBanks];
   __shared__ std::uint16_t level_first[tuning::kChunkParticles];  // a level's first place in the chunk
   __shared__ std::uint32_t level_banks[tuning::kChunkParticles];  // bit b: the level has bank b
@@ -272,21 +276,25 @@ __global__ void __launch_bounds__(tuning::kInterleaveThreads)
   if (threadIdx.x < kSharedBanks) bank_count[threadIdx.x] = 0;
   __syncthreads();
   int tile[D];
-  geo.tile_coords(chunk.tile, tile);
-  // The chunk's cells loaded all at once, then ranked: loaded one at a time between the
+  if constexpr (!kFromBanks) geo.tile_coords(chunk.tile, tile);
+  // The chunk's banks loaded all at once, then ranked: loaded one at a time between the
   // atomics, the kernel read its records at ~1.3 TB/s (193 us at 2^24; NOTES 72). A
-  // particle's bank (5 bits) and rank in its bank (< 2^11) share a register.
-  std::uint32_t bank_rank[kInterleaveSlots];
+  // particle's bank (5 bits) and its rank in the bank (< 2^11) share a register.
+  std::uint32_t bank_rank[kSlotsHere];
 #pragma unroll
-  for (int r = 0; r < kInterleaveSlots; ++r) {
+  for (int r = 0; r < kSlotsHere; ++r) {
     const std::uint32_t i = threadIdx.x + r * kThreads;
-    bank_rank[r] = i < chunk.count ? particles[chunk.begin + i].cell : 0;
+    if constexpr (kFromBanks)
+      bank_rank[r] = i < chunk.count ? banks[chunk.begin + i] : 0u;
+    else
+      bank_rank[r] = i < chunk.count ? particles[chunk.begin + i].cell : 0u;
   }
 #pragma unroll
-  for (int r = 0; r < kInterleaveSlots; ++r) {
+  for (int r = 0; r < kSlotsHere; ++r) {
     const std::uint32_t i = threadIdx.x + r * kThreads;
     if (i >= chunk.count) break;
-    const std::uint32_t bank = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, bank_rank[r], tile)) % kSharedBanks;
+    std::uint32_t bank = bank_rank[r];
+    if constexpr (!kFromBanks) bank = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, bank, tile)) % kSharedBanks;
     bank_rank[r] = atomicAdd(&bank_count[bank], 1u) << 5 | bank;
   }
   __syncthreads();
@@ -299,15 +307,15 @@ __global__ void __launch_bounds__(tuning::kInterleaveThreads)
   const std::uint32_t levels = __reduce_max_sync(~0u, count);
   for (std::uint32_t r = threadIdx.x / 32; r < levels; r += kThreads / 32) {
     const std::uint32_t first = __reduce_add_sync(~0u, min(count, r));  // particles in the levels before r
-    const std::uint32_t banks = __ballot_sync(~0u, count > r);
+    const std::uint32_t banks_here = __ballot_sync(~0u, count > r);
     if (lane == 0) {
       level_first[r] = static_cast<std::uint16_t>(first);
-      level_banks[r] = banks;
+      level_banks[r] = banks_here;
     }
   }
   __syncthreads();
 #pragma unroll
-  for (int r = 0; r < kInterleaveSlots; ++r) {
+  for (int r = 0; r < kSlotsHere; ++r) {
     const std::uint32_t i = threadIdx.x + r * kThreads;
     if (i >= chunk.count) break;
     const std::uint32_t bank = bank_rank[r] & 31u, rank = bank_rank[r] >> 5;

@@ -93,11 +93,12 @@ constexpr bool fma_rounding_pays(int support, int props_per_pass) { return suppo
 constexpr int kChunkParticles = 1024;
 constexpr int kSpreadThreads = 256;
 constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
-// Threads of set_points' interleave (tiles.cuh, interleave_kernel), a block a chunk. Its
-// blocks are chains of dependent steps, so what bounds it is how many chunks an SM holds
-// at once: 256 threads (8 blocks an SM) took 117 us at 2^24 on 256^3 (bench/NOTES.md 73);
-// 64 let ~3x as many chunks be in flight (NOTES 76).
-constexpr int kInterleaveThreads = 64;
+// Threads of set_points' interleave (tiles.cuh, interleave_kernel), a block a chunk,
+// by where it reads the particles' banks. From the records it is bound by their bytes:
+// 256 threads (8 blocks an SM) or 64 (~21) both took ~120 us at 2^24 on 256^3, and 64
+// made set_points 0.03-0.04 ms slower at 64 and 8 a cell (bench/NOTES.md 76). From
+// place_kernel's bytes it is bound by the chunks an SM holds at once (NOTES 73, 77).
+constexpr int interleave_threads(bool from_banks) { return from_banks ? 64 : 256; }
 
 // Cell moments (spread.cuh, spread_cells_kernel; SpreadMethod::CudaCellMoments): a
 // block takes up to this many particles of one tile (a span; tiles with more are split
