@@ -146,12 +146,15 @@ echo "skipped: $(grep -c '(Skipped)' "$out/ctest.log") (CPU-only determinism che
 elif want tests; then
 step "tests (every gtest test, CUDA included; four shards at once)"
 shard_pids=()
+# The shards' logs stay out of $OUT (the device tool brings back at most 8 files); their
+# concatenation is ctest.log.
+shard_logs="${TMPDIR:-/tmp}/pmkit-shards" && rm -rf "$shard_logs" && mkdir -p "$shard_logs"
 for k in 0 1 2 3; do
-  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$k ./build-device/tests/pmkit_tests --gtest_brief=1 >"$out/gtest-$k.log" 2>&1 &
+  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$k ./build-device/tests/pmkit_tests --gtest_brief=1 >"$shard_logs/gtest-$k.log" 2>&1 &
   shard_pids+=($!)
 done
 for pid in "${shard_pids[@]}"; do wait "$pid" || status=1; done
-cat "$out"/gtest-[0-3].log >"$out/ctest.log"
+cat "$shard_logs"/gtest-[0-3].log >"$out/ctest.log"
 # gtest's own summaries, summed over the shards, then the failures by name.
 awk '/tests? from .* ran\./ {ran += $2} /^\[  PASSED  \]/ {passed += $4} /^\[  SKIPPED \] [0-9]/ {skipped += $4}
      /^\[  FAILED  \] [0-9]+ tests?,/ {failed += $4}
@@ -232,18 +235,26 @@ step "shared-memory adds and reads alone (bench/shared_probe)"
 fi
 if want profile; then
 step "ncu profile of ${PMKIT_PROFILE_CASE:=p2m-mp4-3d-f-2^24-256}"
+# The report, its SASS and raw pages stay in a scratch folder (the device tool brings back
+# at most 8 files from $OUT); the details page comes back, and its headline figures and
+# warp stall reasons are printed here.
+prof="${TMPDIR:-/tmp}/pmkit-profile" && rm -rf "$prof" && mkdir -p "$prof"
 for k in ${PMKIT_PROFILE_KERNELS:-spread_tiles interp_tiles scatter classify}; do
   ncu --clock-control none --kernel-name "regex:${k}" --launch-skip 2 --launch-count 1 --set full \
-    -f -o "$out/prof-$k" ./build-device/bench/gpu_bench --case "$PMKIT_PROFILE_CASE" >"$out/prof-$k.log" 2>&1 ||
-    { echo "ncu $k failed"; tail -5 "$out/prof-$k.log"; continue; }
-  ncu -i "$out/prof-$k.ncu-rep" --page details >"$out/prof-$k-details.txt" 2>&1
-  ncu -i "$out/prof-$k.ncu-rep" --page source --csv --print-source sass >"$out/prof-$k-sass.csv" 2>&1
+    -f -o "$prof/prof-$k" ./build-device/bench/gpu_bench --case "$PMKIT_PROFILE_CASE" >"$prof/prof-$k.log" 2>&1 ||
+    { echo "ncu $k failed"; tail -5 "$prof/prof-$k.log"; continue; }
+  ncu -i "$prof/prof-$k.ncu-rep" --page details >"$out/prof-$k-details.txt" 2>&1
+  ncu -i "$prof/prof-$k.ncu-rep" --page source --csv --print-source sass >"$prof/prof-$k-sass.csv" 2>&1
+  { echo; echo "== hot SASS (bench/sass_hot.py)"; python3 bench/sass_hot.py "$prof/prof-$k-sass.csv" 0.5 2>&1; } \
+    >>"$out/prof-$k-details.txt"
   echo "-- $k"
-  grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|L1/TEX Hit|L2 Hit|Theoretical Occ|Block Limit" "$out/prof-$k-details.txt" | head -20
+  grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|L1/TEX Hit|L2 Hit|Theoretical Occ|Block Limit|Warp Cycles Per Issued|Eligible Warps|No Eligible" "$out/prof-$k-details.txt" | head -24
+  # The stall reasons ncu names (its rules' text), for where the warps wait.
+  grep -oE "[^.]*(stall|stalled)[^.]*\." "$out/prof-$k-details.txt" | head -6 | cut -c1-300
   # What DRAM and L2 moved: bytes against the kernel's own streams tell a sector's
   # read-modify-write (partial sectors leaving L2) from a bound elsewhere.
-  ncu -i "$out/prof-$k.ncu-rep" --page raw --csv >"$out/prof-$k-raw.csv" 2>&1
-  python3 - "$out/prof-$k-raw.csv" <<'PY'
+  ncu -i "$prof/prof-$k.ncu-rep" --page raw --csv >"$prof/prof-$k-raw.csv" 2>&1
+  python3 - "$prof/prof-$k-raw.csv" <<'PY'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 if len(rows) >= 3:
