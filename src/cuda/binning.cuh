@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <cub/block/block_scan.cuh>
+#include <cub/block/block_exchange.cuh>
+#include <cub/block/block_radix_sort.cuh>
 
 #include "core/layout.hpp"
 #include "core/stencil.hpp"
@@ -317,8 +318,8 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 //
 // A scattered store costs one L2 request per lane, however few the open write fronts
 // (bench/NOTES.md 17: 2^24 16-byte records to 512 random buckets 0.58 ms, a coalesced
-// copy of the same bytes 0.185). So every block here groups its items locally by key
-// (place_runs: a stable multi-split) and stores them in that order, consecutive threads writing
+// copy of the same bytes 0.185). So every block here sorts its items locally by key
+// (cub::BlockRadixSort) and stores them in that order, consecutive threads writing
 // consecutive slots of one run of equal keys (place_runs):
 //   count (count_groups_kernel): validates, counts per group of 2^bits consecutive tiles;
 //   pass 1 (partition_kernel): blocks of the caller's order -> group order, runs of
@@ -328,7 +329,7 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 //   compose_slot_kernel: slot (caller -> pass-1 place) -> binned slot.
 // Where the groups are the tiles (bits = 0) pass 1 writes the binning itself.
 // Every place comes from counts in block order (scans, not atomic cursors) and the block
-// multi-splits are stable, so the whole is a stable sort by tile: a tile's particles keep the
+// sorts are stable, so the whole is a stable sort by tile: a tile's particles keep the
 // caller's order, the same in every run (bench/NOTES.md 26).
 
 // The place of a rejected particle: set_points goes on to its last kernel and reports the
@@ -336,147 +337,96 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 // after the count leaves rejected particles out.
 constexpr std::uint32_t kNoPlace = 0xffffffffu;
 
-// Pass 1's groups: tile >> bits, and how many.
+// Pass 1's groups: tile >> bits; count of them; key_bits: the sort's bits, enough for
+// the key `count` that marks a block's unused items.
 struct Groups {
   int bits;
   std::uint32_t count;
+  int key_bits;
 };
 
-// The block of both passes: kPerThread items a thread; warp w holds the block-local
-// indices [w, w + 1) x 32 kPerThread, item k of its lane l at w 32 kPerThread + 32 k + l:
-// each item k is a coalesced load or store of the warp, and a warp's items run in
-// block-local order, which the stable ranking of place_runs relies on. Records staged in
-// shared memory.
+// The block of both passes: kPerThread items a thread, one item per block-local index
+// j = threadIdx.x + k * kThreads (coalesced loads), records staged in shared memory.
 template <class T>
 struct PartitionBlock {
   static constexpr int kThreads = tuning::kPartitionThreads;
-  static constexpr int kWarps = kThreads / 32;
   static constexpr int kPerThread = tuning::partition_items_per_thread(sizeof(T));
   static constexpr int kItems = kThreads * kPerThread;
   static constexpr int kMaxKeys = tuning::kMaxPartitionKeys;
-  static_assert(kThreads % 32 == 0, "whole warps");
-  static_assert(kItems <= 65536, "block-local indices are 16-bit (the low half of a value)");
-  static_assert(32 * kPerThread <= 65535, "a warp's count of one key fits 16 bits");
-  static_assert(kMaxKeys <= kThreads, "the scan takes a key a thread");
-  using Scan = cub::BlockScan<std::uint32_t, kThreads>;
+  static_assert(kItems <= 65536, "block-local indices are 16-bit (the low half of a sort value)");
+  using Sort = cub::BlockRadixSort<std::uint16_t, kThreads, kPerThread, std::uint32_t, tuning::kPartitionRadixBits>;
+  // Items are loaded striped (coalesced); the sort is stable in the blocked order, so
+  // they are exchanged to blocked first and equal keys keep the block-local order.
+  using KeyExchange = cub::BlockExchange<std::uint16_t, kThreads, kPerThread>;
+  using ValueExchange = cub::BlockExchange<std::uint32_t, kThreads, kPerThread>;
   // Dynamic shared memory (> 48 KB; the backend opts in). The union's members live one
   // after the other, with barriers between (place_runs).
   struct Shared {
     union {
-      std::uint16_t warp_rank[kWarps][kMaxKeys];  // a warp's count of each key, then its first sorted place
-      std::uint32_t sorted_value[kItems];         // the value of each sorted place
-      std::uint32_t dst[kItems];                  // by block-local index: where the item went
+      typename Sort::TempStorage sort;
+      typename KeyExchange::TempStorage key_exchange;
+      typename ValueExchange::TempStorage value_exchange;
+      std::uint16_t sorted_key[kItems];
+      std::uint32_t dst[kItems];  // by block-local index: where the item went
     } u;
-    std::uint16_t sorted_key[kItems];   // the key of each sorted place
-    std::uint32_t run_first[kMaxKeys];  // a key's first slot less its first sorted place
-    typename Scan::TempStorage scan;
-    std::uint32_t valid;                // items below `unused`: the sorted places in use
+    std::uint16_t sorted_item[kItems];  // the block-local index of each sorted place
+    std::uint32_t run_first[kMaxKeys];  // a run's first sorted place, then its dst - first place
+    std::uint32_t run_end[kMaxKeys];
     Packed<T> records[kItems];  // by block-local index
   };
   __device__ static Shared& shared() {
     extern __shared__ __align__(16) unsigned char partition_smem[];
     return *reinterpret_cast<Shared*>(partition_smem);
   }
-  __device__ static std::uint32_t local(int k) {
-    return (threadIdx.x / 32) * (32 * kPerThread) + k * 32 + threadIdx.x % 32;
-  }
+  __device__ static std::uint32_t local(int k) { return threadIdx.x + k * kThreads; }
 };
 
-// Groups the block's items (item k of each thread at block-local index local(k)) by key,
-// stably: the sorted order is by key, then block-local index. Then gives each run of
+// Sorts the block's items (held striped: item k of thread t has block-local index
+// local(k)) stably by key (bits [0, end_bit); the low 16 bits of a value are the item's
+// block-local index), so each run keeps the block-local order. Then gives each run of
 // equal keys below `unused` its place, first(key, items in the run) = the global slot of
-// the run's first item, and calls emit(slot, value, sorted place) for every item of a
-// run, by sorted place: thread t takes sorted places local(k), so consecutive lanes store
-// consecutive slots of a run (whole lines where runs are long enough). sorted[k] gets the
-// value of sorted place local(k) (for places below the count of such items). emit may
-// write sh.u.dst.
-// A multi-split, not a sort (cub::BlockRadixSort took three 4-bit passes over 10-bit
-// keys and two exchanges, most of partition_kernel's ~430 instructions a particle and its
-// shared-memory stalls: bench/NOTES.md 77, 78): each warp ranks its items in order with
-// __match_any_sync and counts them per key in its own row of warp_rank; a scan over keys
-// (a thread a key, its warps in order) gives each warp's first place of each key.
+// the run's first item, and calls emit(slot, value, sorted place) for every item in the
+// sorted order, striped: thread t takes sorted places t, t + kThreads, ..., so consecutive
+// lanes store consecutive slots of a run (whole lines where runs are long enough). emit
+// may write sh.u.dst.
 template <class T, class First, class Emit>
 __device__ __forceinline__ void place_runs(typename PartitionBlock<T>::Shared& sh,
-                                           const std::uint16_t (&key)[PartitionBlock<T>::kPerThread],
-                                           const std::uint32_t (&value)[PartitionBlock<T>::kPerThread],
-                                           std::uint32_t unused, First&& first, Emit&& emit,
-                                           std::uint32_t (&sorted)[PartitionBlock<T>::kPerThread]) {
+                                           std::uint16_t (&key)[PartitionBlock<T>::kPerThread],
+                                           std::uint32_t (&value)[PartitionBlock<T>::kPerThread], int end_bit,
+                                           std::uint32_t unused, First&& first, Emit&& emit) {
   using B = PartitionBlock<T>;
-  constexpr int kPer = B::kPerThread;
-  const std::uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();  // records staged; sh.u may still be read by a previous use
-  if (threadIdx.x < unused)
-    PMKIT_UNROLL
-    for (int w = 0; w < B::kWarps; ++w) sh.u.warp_rank[w][threadIdx.x] = 0;
+  typename B::KeyExchange(sh.u.key_exchange).StripedToBlocked(key);
   __syncthreads();
-  // Ranks within the warp's row, item by item in block-local order. Only this warp
-  // touches its row, so __syncwarp orders the reads and the leaders' writes. An item's
-  // key and its rank (then its sorted place, < 2^16) share a register: with separate
-  // arrays partition_kernel spilled 204 bytes at its 64 registers.
-  std::uint32_t key_place[kPer];  // key | rank in the warp's row << 16, then | sorted place << 16
-  const std::uint32_t lower_lanes = (1u << lane) - 1u;
+  typename B::ValueExchange(sh.u.value_exchange).StripedToBlocked(value);
+  __syncthreads();
+  typename B::Sort(sh.u.sort).SortBlockedToStriped(key, value, 0, end_bit);
+  __syncthreads();
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const std::uint32_t peers = __match_any_sync(~0u, key[k]);
-    const bool valid = key[k] < unused;
-    std::uint32_t seen = 0;
-    if (valid) seen = sh.u.warp_rank[warp][key[k]];
-    key_place[k] = key[k] | (seen + __popc(peers & lower_lanes)) << 16;
-    __syncwarp();
-    if (valid && (peers & lower_lanes) == 0) sh.u.warp_rank[warp][key[k]] = static_cast<std::uint16_t>(seen + __popc(peers));
-    __syncwarp();
-  }
+  for (int k = 0; k < B::kPerThread; ++k) sh.u.sorted_key[B::local(k)] = key[k];
   __syncthreads();
-  // Thread t takes key t: its count over the warps, their first places, and the run's slot.
-  {
-    std::uint32_t count = 0;
-    if (threadIdx.x < unused)
-      PMKIT_UNROLL
-      for (int w = 0; w < B::kWarps; ++w) count += sh.u.warp_rank[w][threadIdx.x];
-    std::uint32_t start, total;
-    typename B::Scan(sh.scan).ExclusiveSum(count, start, total);
-    if (threadIdx.x < unused) {
-      std::uint32_t at = start;
-      PMKIT_UNROLL
-      for (int w = 0; w < B::kWarps; ++w) {
-        const std::uint32_t here = sh.u.warp_rank[w][threadIdx.x];
-        sh.u.warp_rank[w][threadIdx.x] = static_cast<std::uint16_t>(at);
-        at += here;
-      }
-      if (count > 0) sh.run_first[threadIdx.x] = first(threadIdx.x, count) - start;
+  unsigned starts = 0;  // bit k: sorted place local(k) begins a run
+#pragma unroll
+  for (int k = 0; k < B::kPerThread; ++k) {
+    const std::uint32_t p = B::local(k);
+    if (key[k] >= unused) continue;
+    if (p == 0 || sh.u.sorted_key[p - 1] != key[k]) {
+      sh.run_first[key[k]] = p;
+      starts |= 1u << k;
     }
-    if (threadIdx.x == 0) sh.valid = total;
+    if (p == B::kItems - 1 || sh.u.sorted_key[p + 1] != key[k]) sh.run_end[key[k]] = p + 1;
   }
   __syncthreads();
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const std::uint32_t item_key = key_place[k] & 0xffffu;
-    if (item_key < unused) key_place[k] += static_cast<std::uint32_t>(sh.u.warp_rank[warp][item_key]) << 16;
-  }
-  __syncthreads();  // sorted_value overwrites warp_rank
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const std::uint32_t item_key = key_place[k] & 0xffffu, place = key_place[k] >> 16;
-    if (item_key < unused) {
-      sh.u.sorted_value[place] = value[k];
-      sh.sorted_key[place] = static_cast<std::uint16_t>(item_key);
+  for (int k = 0; k < B::kPerThread; ++k)
+    if (starts & (1u << k)) {
+      const std::uint32_t p = B::local(k);
+      sh.run_first[key[k]] = first(static_cast<std::uint32_t>(key[k]), sh.run_end[key[k]] - p) - p;
     }
-  }
   __syncthreads();
-  const std::uint32_t valid = sh.valid;
-  std::uint16_t sorted_key[kPer];
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    sorted[k] = 0;  // (places past `valid` hold no item)
-    if (B::local(k) < valid) {
-      sorted[k] = sh.u.sorted_value[B::local(k)];
-      sorted_key[k] = sh.sorted_key[B::local(k)];
-    }
-  }
-  __syncthreads();  // emit may overwrite sorted_value (dst)
-#pragma unroll
-  for (int k = 0; k < kPer; ++k)
-    if (B::local(k) < valid) emit(sh.run_first[sorted_key[k]] + B::local(k), sorted[k], B::local(k));
+  for (int k = 0; k < B::kPerThread; ++k)
+    if (key[k] < unused) emit(sh.run_first[key[k]] + B::local(k), value[k], B::local(k));
   __syncthreads();
 }
 
@@ -576,11 +526,12 @@ struct PartitionOut {
 // Pass 1: the count's blocks (positions validated there) bin again, sort by group and
 // store each group's run at its place from the scanned counts (block_start, laid out as
 // block_count). Also writes tile_of (update_points) and the block's sorted order
-// (out.sorted), both coalesced: the sorted order comes back from place_runs in registers
-// and is stored after the emit (stored from the emit itself, it took the kernel from 64
-// to 80 registers, one block an SM, and set_points 1.55 -> 1.90 ms at 2^24: NOTES 67b).
-// Two blocks an SM (their shared memory allows no more) want at most 64 registers: 63
-// with place_runs' multi-split, no spill (the block sort spilled 48 bytes: NOTES 72, 78).
+// (out.sorted), both coalesced: the sorted order is staged in shared memory by the emit
+// and stored after it (stored from the emit itself, it took the kernel from 64 to 80
+// registers, one block an SM, and set_points 1.55 -> 1.90 ms at 2^24: NOTES 67b).
+// Two blocks an SM (their shared memory allows no more) want at most 64 registers;
+// with the positions loaded all at once ptxas takes 79 unbounded, and spills 12 values
+// once, around the block sort, at 64 (48 bytes a thread; NOTES 72).
 template <class T, int D>
 __global__ void __launch_bounds__(tuning::kPartitionThreads, 2)
     partition_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos, std::size_t n,
@@ -627,18 +578,17 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads, 2)
       value[k] |= (tile - (g << groups.bits)) << 16;
     }
   }
-  std::uint32_t sorted[B::kPerThread];  // the value of sorted place local(k)
   place_runs<T>(
-      sh, key, value, groups.count,
+      sh, key, value, groups.key_bits, groups.count,
       [&](std::uint32_t g, std::uint32_t) { return block_start[static_cast<std::size_t>(g) * gridDim.x + blockIdx.x]; },
-      [&](std::uint32_t dst, std::uint32_t v, std::uint32_t) {
+      [&](std::uint32_t dst, std::uint32_t v, std::uint32_t sorted_place) {
         const std::uint32_t j = v & 0xffffu;
         store_record(out.records + dst, sh.records[j]);
         out.index[dst] = static_cast<std::uint32_t>(base + j);
         if (out.keys) out.keys[dst] = static_cast<std::uint16_t>(v >> 16);
+        sh.sorted_item[sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;
-      },
-      sorted);
+      });
   // A rejected particle (set_points reports it after the last kernel) gets no place.
   // Sorted places past the block's valid items are never read (props_to_places_kernel
   // takes a successful binning's n places only).
@@ -646,7 +596,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads, 2)
   for (int k = 0; k < B::kPerThread; ++k) {
     const std::size_t i = base + B::local(k);
     if (i < n) out.place[i] = (placed >> k) & 1u ? sh.u.dst[B::local(k)] : kNoPlace;
-    if (i < n) out.sorted[i] = static_cast<std::uint16_t>(sorted[k] & 0xffffu);
+    if (i < n) out.sorted[i] = sh.sorted_item[B::local(k)];
   }
 }
 
@@ -726,9 +676,8 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
     }
   }
   const std::uint32_t* tile_first = tile_start + (piece.tile << groups.bits);
-  std::uint32_t sorted_value[B::kPerThread];  // unread: the emit stores the sorted order
   place_runs<T>(  // its first barrier orders tile_offset too
-      sh, key, value, unused,
+      sh, key, value, groups.bits + 1, unused,
       [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
       [&](std::uint32_t dst, std::uint32_t j, std::uint32_t sorted_place) {
         store_record(particles + dst, sh.records[j]);
@@ -736,8 +685,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
         perm[dst] = caller[j];
         sorted[piece.begin + sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;
-      },
-      sorted_value);
+      });
 #pragma unroll
   for (int k = 0; k < B::kPerThread; ++k) {
     const std::uint32_t j = B::local(k);

@@ -468,11 +468,12 @@ class CudaBackend final : public detail::Backend<T, D> {
   // fewest tiles a group (a power of two) that keep them within tuning::kPartitionGroups;
   // one a group where tiles are few.
   Groups partition_groups() const {
-    Groups g{0, geo_.num_tiles};
+    Groups g{0, geo_.num_tiles, 0};
     while (g.count > tuning::kPartitionGroups) {
       ++g.bits;
       g.count = static_cast<std::uint32_t>((std::uint64_t(geo_.num_tiles) + (1u << g.bits) - 1) >> g.bits);
     }
+    while ((g.count >> g.key_bits) != 0) ++g.key_bits;  // room for the key `count` (unused items)
     return g;
   }
 

@@ -54,10 +54,12 @@ constexpr unsigned kPartitionGroups = 512;
 constexpr int kMaxGroupBits = 9;
 constexpr unsigned kMaxPartitionKeys =
     kPartitionGroups > (1u << kMaxGroupBits) ? kPartitionGroups : (1u << kMaxGroupBits);
-// (The blocks group their items by key with a multi-split, binning.cuh place_runs; the
-// cub::BlockRadixSort it replaced took 4-bit digits: 5 or 6 bits, two passes, made
-// partition_kernel 609 -> 950-980 us, bench/NOTES.md 23. 256 or 128 groups instead of 512:
-// 2% faster at 1 a cell, up to 60% slower at 64 a cell, the groups no longer the tiles.)
+// Digit bits of the block sorts (cub::BlockRadixSort): 10-bit group keys take 3 passes,
+// 7-bit tile keys 2. Measured (bench/NOTES.md 23): 5 or 6 bits (2 passes) made the
+// partition kernel 609 -> 950-980 us (larger counters, fewer blocks); 4 stays. 256 or
+// 128 groups instead of 512: 2% faster at 1 a cell, up to 60% slower at 64 a cell (the
+// groups are no longer the tiles).
+constexpr int kPartitionRadixBits = 4;
 // The probe: this many neighbour pairs (i, i + 1) spread over the caller's order;
 // binned input has nearly all in one tile (at 1 per cell, 511 of 512), random input
 // almost none (1 / tiles).
