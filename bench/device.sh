@@ -12,7 +12,8 @@
 # a cold build (~3.5 minutes) passes a call's 10; so racecheck gets a call of its own on
 # the machine a previous call left warm (its build is kept); PMKIT_SANITIZER_FILTER
 # (a gtest filter; default every CUDA test) narrows them to the tests of a change, and
-# PMKIT_SANITIZER_KERNELS to the kernels whose names contain it. Results files come from
+# PMKIT_SANITIZER_KERNELS to the kernels whose names contain it, and PMKIT_SANITIZER_SHARDS
+# runs that many gtest shards at once. Results files come from
 # full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
 # cost on the device; "shared" (never in the default) bench/shared_probe, what the spread's
 # shared-memory adds cost alone. "profile" (never in the default) runs Nsight Compute on the tile kernels of
@@ -170,11 +171,25 @@ step "compute-sanitizer (every test that runs on CUDA)"
 kernel_filter=()
 [ -n "${PMKIT_SANITIZER_KERNELS:-}" ] && kernel_filter=(--kernel-name "kns=$PMKIT_SANITIZER_KERNELS") &&
   echo "instrumented: kernels whose name contains $PMKIT_SANITIZER_KERNELS"
+# PMKIT_SANITIZER_SHARDS (default 1) runs the tests as that many gtest shards at once,
+# each under its own compute-sanitizer (racecheck over the whole suite took 486 s in one
+# process, 2026-11-24; the host's CPUs do much of a sanitizer's work).
+shards="${PMKIT_SANITIZER_SHARDS:-1}"
+shard_dir="${TMPDIR:-/tmp}/pmkit-sanitizer" && rm -rf "$shard_dir" && mkdir -p "$shard_dir"
 for tool in ${PMKIT_SANITIZER_TOOLS:-memcheck racecheck}; do
-  PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 ${kernel_filter[@]+"${kernel_filter[@]}"} \
-    ./build-device/tests/pmkit_tests --gtest_filter="${PMKIT_SANITIZER_FILTER:-Cuda*:*/Cuda:*/Cuda_*}" --gtest_brief=1 >"$out/sanitizer-$tool.log" 2>&1
-  rc=$?
-  echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
+  started=$(date +%s) pids=()
+  for ((k = 0; k < shards; ++k)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+      ${kernel_filter[@]+"${kernel_filter[@]}"} ./build-device/tests/pmkit_tests \
+      --gtest_filter="${PMKIT_SANITIZER_FILTER:-Cuda*:*/Cuda:*/Cuda_*}" --gtest_brief=1 >"$shard_dir/$tool-$k.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  cat "$shard_dir/$tool"-*.log >"$out/sanitizer-$tool.log"
+  echo "$tool: exit $rc ($shards shard(s), $(( $(date +%s) - started )) s); $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$shard_dir/$tool"-*.log | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+  awk '/tests? from .* ran\./ {ran += $2} END {printf "  %d tests ran under %s\n", ran, tool}' tool=$tool "$shard_dir/$tool"-*.log
+  grep -hE "^\[  FAILED  \] [A-Za-z]" "$shard_dir/$tool"-*.log | sort -u
   [ $rc -eq 0 ] || status=1
 done
 
