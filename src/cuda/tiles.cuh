@@ -250,9 +250,9 @@ constexpr std::uint32_t kMinInterleavedChunk = kSharedBanks + 1;
 // A block a chunk. The kernel is a chain of dependent steps (the chunk, its banks, shared
 // atomics, two barriers, the level table, the stores) with little work in each. Reading
 // each particle's bank from its 16-byte record (a 32-byte sector for 4 bytes), it is
-// bound by those bytes (ncu at 2^24 on 256^3: 269 MB at 2.2 TB/s, 122 us, with blocks of
-// 64 or of 256); reading the byte place_kernel stored (WindowBanks), by how many chunks
-// an SM holds at once, which small blocks raise (bench/NOTES.md 73, 76, 77). kThreads:
+// bound by those bytes (ncu at 2^24 on 256^3, blocks of 64: 269 MB at 2.2 TB/s, 122 us);
+// reading the byte place_kernel stored (WindowBanks), by how many chunks an SM holds at
+// once, which small blocks raise (86 us; bench/NOTES.md 73, 76, 77). kThreads:
 // tuning::interleave_threads.
 template <class K, int D, class T, int kThreads, bool kFromBanks>
 __global__ void __launch_bounds__(kThreads)

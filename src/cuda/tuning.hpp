@@ -94,10 +94,11 @@ constexpr int kChunkParticles = 1024;
 constexpr int kSpreadThreads = 256;
 constexpr int kPointThreads = 256;  // one-thread-per-particle kernels
 // Threads of set_points' interleave (tiles.cuh, interleave_kernel), a block a chunk,
-// by where it reads the particles' banks. From the records it is bound by their bytes:
-// 256 threads (8 blocks an SM) or 64 (~21) both took ~120 us at 2^24 on 256^3, and 64
-// made set_points 0.03-0.04 ms slower at 64 and 8 a cell (bench/NOTES.md 76). From
-// place_kernel's bytes it is bound by the chunks an SM holds at once (NOTES 73, 77).
+// by where it reads the particles' banks. From the records (32-byte sectors for a 4-byte
+// cell) it is bound by their bytes: in blocks of 64 (~21 an SM) it read 269 MB in 122 us
+// at 2^24 on 256^3, and set_points was 0.01-0.04 ms slower than in blocks of 256 at 1, 8
+// and 64 a cell (bench/NOTES.md 76). From the byte a particle that place_kernel stores,
+// in blocks of 64: 86 us there (NOTES 77).
 constexpr int interleave_threads(bool from_banks) { return from_banks ? 64 : 256; }
 
 // Cell moments (spread.cuh, spread_cells_kernel; SpreadMethod::CudaCellMoments): a
