@@ -55,6 +55,26 @@ set_case_args() { case_args=(); local c; for c in "$@"; do case_args+=(--case "$
 # gpu_bench's spread table and its set_points / interp table (and what $1 adds, a sed
 # script of its own: the steps that compare runs print them alone).
 mesh_tables() { sed -n "${1:-}"'/^P2M (spread)/,/^$/p;/^set_points (binning/,/^$/p'; }
+# Runs a gtest program as $1 shards at once, shard K's output in $2-K.log; the rest is
+# the command (a prefix such as compute-sanitizer, then the program and its arguments).
+# Fails where any shard failed.
+run_shards() {
+  local shards=$1 logs=$2 k rc=0 pids=()
+  shift 2
+  for ((k = 0; k < shards; ++k)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k "$@" >"$logs-$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${pids[@]}"; do wait "$k" || rc=$?; done
+  return $rc
+}
+# gtest's own summaries in the given logs, summed, then the failed tests by name.
+gtest_summary() {
+  awk '/tests? from .* ran\./ {ran += $2} /^\[  PASSED  \]/ {passed += $4} /^\[  SKIPPED \] [0-9]/ {skipped += $4}
+       /^\[  FAILED  \] [0-9]+ tests?,/ {failed += $4}
+       END {printf "%d tests ran: %d passed, %d failed, %d skipped\n", ran, passed, failed, skipped}' "$@"
+  grep -hE "^\[  FAILED  \] [A-Za-z]" "$@" | sort -u
+}
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/device.txt"
@@ -146,21 +166,12 @@ grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$out/ctest.log"
 echo "skipped: $(grep -c '(Skipped)' "$out/ctest.log") (CPU-only determinism checks instantiated for Cuda)"
 elif want tests; then
 step "tests (every gtest test, CUDA included; four shards at once)"
-shard_pids=()
 # The shards' logs stay out of $OUT (the device tool brings back at most 8 files); their
 # concatenation is ctest.log.
 shard_logs="${TMPDIR:-/tmp}/pmkit-shards" && rm -rf "$shard_logs" && mkdir -p "$shard_logs"
-for k in 0 1 2 3; do
-  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$k ./build-device/tests/pmkit_tests --gtest_brief=1 >"$shard_logs/gtest-$k.log" 2>&1 &
-  shard_pids+=($!)
-done
-for pid in "${shard_pids[@]}"; do wait "$pid" || status=1; done
-cat "$shard_logs"/gtest-[0-3].log >"$out/ctest.log"
-# gtest's own summaries, summed over the shards, then the failures by name.
-awk '/tests? from .* ran\./ {ran += $2} /^\[  PASSED  \]/ {passed += $4} /^\[  SKIPPED \] [0-9]/ {skipped += $4}
-     /^\[  FAILED  \] [0-9]+ tests?,/ {failed += $4}
-     END {printf "%d tests ran: %d passed, %d failed, %d skipped\n", ran, passed, failed, skipped}' "$out/ctest.log"
-grep -E "^\[  FAILED  \] [A-Za-z]" "$out/ctest.log" | sort -u
+run_shards 4 "$shard_logs/gtest" ./build-device/tests/pmkit_tests --gtest_brief=1 || status=1
+cat "$shard_logs"/gtest-*.log >"$out/ctest.log"
+gtest_summary "$out/ctest.log"
 fi
 
 if want sanitizer; then
@@ -177,19 +188,14 @@ kernel_filter=()
 shards="${PMKIT_SANITIZER_SHARDS:-1}"
 shard_dir="${TMPDIR:-/tmp}/pmkit-sanitizer" && rm -rf "$shard_dir" && mkdir -p "$shard_dir"
 for tool in ${PMKIT_SANITIZER_TOOLS:-memcheck racecheck}; do
-  started=$(date +%s) pids=()
-  for ((k = 0; k < shards; ++k)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-      ${kernel_filter[@]+"${kernel_filter[@]}"} ./build-device/tests/pmkit_tests \
-      --gtest_filter="${PMKIT_SANITIZER_FILTER:-Cuda*:*/Cuda:*/Cuda_*}" --gtest_brief=1 >"$shard_dir/$tool-$k.log" 2>&1 &
-    pids+=($!)
-  done
-  rc=0
-  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  started=$(date +%s)
+  run_shards "$shards" "$shard_dir/$tool" env PMKIT_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+    ${kernel_filter[@]+"${kernel_filter[@]}"} ./build-device/tests/pmkit_tests \
+    --gtest_filter="${PMKIT_SANITIZER_FILTER:-Cuda*:*/Cuda:*/Cuda_*}" --gtest_brief=1
+  rc=$?
   cat "$shard_dir/$tool"-*.log >"$out/sanitizer-$tool.log"
   echo "$tool: exit $rc ($shards shard(s), $(( $(date +%s) - started )) s); $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$shard_dir/$tool"-*.log | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
-  awk '/tests? from .* ran\./ {ran += $2} END {printf "  %d tests ran under %s\n", ran, tool}' tool=$tool "$shard_dir/$tool"-*.log
-  grep -hE "^\[  FAILED  \] [A-Za-z]" "$shard_dir/$tool"-*.log | sort -u
+  gtest_summary "$out/sanitizer-$tool.log"
   [ $rc -eq 0 ] || status=1
 done
 

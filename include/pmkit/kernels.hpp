@@ -26,7 +26,9 @@ class Kernel {
   static Kernel linear() { return Kernel(KernelFamily::BSpline, 2); }
   static Kernel tsc() { return Kernel(KernelFamily::BSpline, 3); }
   static Kernel mp4() { return Kernel(KernelFamily::MP4, 4); }
-  static Kernel bspline(int order);  // order 2..8; throws pmkit::Error otherwise
+  // The widest kernel: nodes per dimension of the highest B-spline order.
+  static constexpr int kMaxSupport = 8;
+  static Kernel bspline(int order);  // order 2..kMaxSupport; throws pmkit::Error otherwise
   // Parses "linear", "cic", "tsc", "mp4", "bspline4", ... ; throws on unknown names.
   static Kernel from_name(const std::string& name);
 

@@ -8,9 +8,9 @@
 namespace pmkit {
 
 Kernel Kernel::bspline(int order) {
-  if (order < 2 || order > 8)
+  if (order < 2 || order > kMaxSupport)
     detail::fail(ErrorCode::InvalidArgument, "B-spline order = ", order,
-                 ": supported orders are 2 to 8");
+                 ": supported orders are 2 to ", kMaxSupport);
   return Kernel(KernelFamily::BSpline, order);
 }
 

@@ -42,9 +42,6 @@ double mp4(double r) {
   return 0.0;
 }
 
-// The widest kernel there is (Kernel::bspline's highest order).
-constexpr int kMaxSupport = 8;
-
 // Grid coordinate of x and the storage index of node m, or -1 where no node stores it.
 struct AxisRef {
   Boundary boundary;
@@ -75,8 +72,6 @@ struct Visit {
   const Kernel& kernel;
 
   Visit(const Grid<D>& grid, const Kernel& k) : kernel(k) {
-    if (k.support() > kMaxSupport)
-      detail::fail(ErrorCode::InvalidArgument, "reference: support ", k.support(), " > ", kMaxSupport);
     const auto shape = mesh_shape(grid, k.ghost_width());
     long long stride = 1;
     for (int d = 0; d < D; ++d) {
@@ -88,8 +83,9 @@ struct Visit {
     rows = shape[D - 1];
   }
 
-  // The window scanned around a particle: support / 2 + 1 nodes either side of its cell.
-  static constexpr int kMaxWindow = 2 * (kMaxSupport / 2 + 1) + 1;
+  // The window scanned around a particle: support / 2 + 1 nodes either side of its cell
+  // (Kernel makes none wider than Kernel::kMaxSupport).
+  static constexpr int kMaxWindow = 2 * (Kernel::kMaxSupport / 2 + 1) + 1;
 
   // Calls f(index, weight) for every node of non-zero weight around particle p whose
   // storage row along the last axis is in [row_lo, row_hi), in a fixed order.
