@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "pmkit/detail/openmp.hpp"
-#include "pmkit/error.hpp"
 
 namespace pmkit::reference {
 
