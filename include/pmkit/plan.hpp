@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "pmkit/backend.hpp"
 #include "pmkit/error.hpp"
 #include "pmkit/grid.hpp"
 #include "pmkit/kernels.hpp"
@@ -23,7 +24,6 @@
 
 namespace pmkit {
 
-enum class Backend { Cpu, Cuda };
 enum class Accumulate { Overwrite, Add };
 
 // How spread resolves the write conflicts between particles. Auto picks per backend
@@ -57,17 +57,11 @@ struct Options {
   bool deterministic = false;  // CUDA: bit-for-bit identical spread across runs
   bool host_arrays = false;    // CUDA: views point to host memory; the plan copies
   int device = 0;              // CUDA: device ordinal
+  StreamHandle stream = nullptr;  // CUDA: the stream every call runs on (null: default)
   // CUDA update_points: re-bin in full once more than this fraction of the particles
   // has left its tile. An away particle costs a spread about 20x what a binned one
   // does, and a full binning costs about three spreads (bench/NOTES.md 9).
   double max_away_fraction = 0.005;
-};
-
-// Seconds spent in the phases of the last call (CUDA host_arrays: the copies are
-// reported apart from the computation).
-struct Timings {
-  double transfer_s = 0;
-  double compute_s = 0;
 };
 
 namespace detail {

@@ -1,7 +1,9 @@
 #pragma once
-// CUDA runtime errors become pmkit::Error; every call and launch goes through these.
-// Shared by the library's CUDA backend and the header templates that callers compile
-// with nvcc (pmkit/cuda/pairs.cuh); host code only, so g++ may include it too.
+// The CUDA runtime as pmkit uses it: errors become pmkit::Error, the stream handle of the
+// options, the device scope of a call, the one device buffer and the one event timer.
+// Shared by the library's CUDA backend, the header templates that callers compile with
+// nvcc (pmkit/cuda/pairs.cuh), the tests and the benchmarks; host code only, so g++ may
+// include it too.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "pmkit/backend.hpp"
 #include "pmkit/error.hpp"
 
 namespace pmkit::cuda {
@@ -19,6 +22,10 @@ inline void check(cudaError_t status, const char* what) {
   detail::fail(status == cudaErrorMemoryAllocation ? ErrorCode::OutOfMemory : ErrorCode::Device,
                what, ": ", cudaGetErrorString(status));
 }
+
+// The opaque stream handle of the public options, and back.
+inline cudaStream_t to_cuda_stream(StreamHandle stream) { return static_cast<cudaStream_t>(stream); }
+inline StreamHandle stream_handle(cudaStream_t stream) { return static_cast<StreamHandle>(stream); }
 
 // After a launch: reports launch-configuration errors at once (execution errors surface
 // at the next synchronising call).
@@ -78,11 +85,18 @@ class DevicePointerCheck {
   std::vector<const void*> known_;
 };
 
-// Owning device allocation. Failure names the size asked for.
+// Owning device allocation, the one device array type of the library, its tests and its
+// benchmarks. A failed allocation names what it was for and the size asked for.
 template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  DeviceBuffer(std::size_t count, const char* what) { reserve(count, what); }
+  // A device copy of `host` (synchronous).
+  explicit DeviceBuffer(const std::vector<T>& host, const char* what = "DeviceBuffer") {
+    reserve(host.size(), what);
+    upload(host);
+  }
   ~DeviceBuffer() { release(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -93,7 +107,8 @@ class DeviceBuffer {
     return *this;
   }
 
-  // Makes room for at least `count` elements; keeps the old allocation if it is large enough.
+  // Makes room for at least `count` elements; keeps the old allocation (and its contents)
+  // if it is large enough, else frees it first.
   void reserve(std::size_t count, const char* what) {
     if (count <= size_) return;
     release();
@@ -111,6 +126,18 @@ class DeviceBuffer {
   T* get() const { return ptr_; }
   std::size_t size() const { return size_; }
 
+  // Synchronous copies between the host and the first size() elements (or host.size()).
+  void upload(const std::vector<T>& host) {
+    if (host.size() > size_) detail::fail(ErrorCode::SizeMismatch, "DeviceBuffer::upload of ", host.size(),
+                                          " values into ", size_);
+    check(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "DeviceBuffer::upload");
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(size_);
+    check(cudaMemcpy(host.data(), ptr_, size_ * sizeof(T), cudaMemcpyDeviceToHost), "DeviceBuffer::download");
+    return host;
+  }
+
  private:
   void release() {
     if (ptr_) cudaFree(ptr_);
@@ -119,6 +146,57 @@ class DeviceBuffer {
   }
   T* ptr_ = nullptr;
   std::size_t size_ = 0;
+};
+
+// Device time between two points of a stream, by a pair of CUDA events (made on first use,
+// so that a plan that never times costs nothing): start() and stop() record on the
+// stream without waiting; seconds() waits for the stop event and returns the time between.
+class EventTimer {
+ public:
+  EventTimer() = default;
+  ~EventTimer() {
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  void start(cudaStream_t stream) { record(0, stream); }
+  void stop(cudaStream_t stream) {
+    record(1, stream);
+    stopped_ = true;
+  }
+  // Seconds from start() to stop(); 0 if nothing was timed yet.
+  double seconds(const char* what = "EventTimer") const {
+    if (!stopped_) return 0;
+    check(cudaEventSynchronize(events_[1]), what);
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, events_[0], events_[1]), "cudaEventElapsedTime");
+    return 1e-3 * ms;
+  }
+  // Times `launch` (which enqueues work on `stream`) `reps` times after one untimed run
+  // and returns the median in seconds: the benchmarks' and tests' timing.
+  template <class F>
+  double median_seconds(cudaStream_t stream, int reps, F&& launch) {
+    launch();
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      start(stream);
+      launch();
+      stop(stream);
+      t.push_back(seconds());
+    }
+    std::sort(t.begin(), t.end());
+    return t.empty() ? 0.0 : t[t.size() / 2];
+  }
+
+ private:
+  void record(int which, cudaStream_t stream) {
+    if (!events_[which]) check(cudaEventCreate(&events_[which]), "cudaEventCreate");
+    check(cudaEventRecord(events_[which], stream), "cudaEventRecord");
+  }
+  cudaEvent_t events_[2] = {nullptr, nullptr};
+  bool stopped_ = false;
 };
 
 }  // namespace pmkit::cuda
