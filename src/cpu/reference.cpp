@@ -143,7 +143,7 @@ void spread(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
   // Each thread owns a band of rows of the last axis and takes every particle in order,
   // adding only to its band: every node gets its contributions in particle order, as in
   // one serial loop, so the result does not depend on the thread count (to the bit).
-  // Serially, the tests' 2^23-particle references took most of the GPU suite's time.
+  // In parallel because the tests build references of 2^23 particles and more.
 #pragma omp parallel
   {
     const long long threads = detail::openmp_team_size(), t = detail::openmp_thread_id();
