@@ -1,6 +1,6 @@
 #pragma once
 // pmkit::Error: the one exception type of the library. Every message names the
-// argument and the value that was rejected; code() gives a stable number for any
+// argument and the rejected value; code() gives a stable number for any
 // C boundary or binding built on top.
 #include <sstream>
 #include <stdexcept>
