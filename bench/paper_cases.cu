@@ -321,9 +321,12 @@ void print_ppm_table(const Config& cfg) {
               "  CUDA events; the paper's w/o comm. also counts its sorting), GPU+xfer = set + op on host arrays\n"
               "  (wall clock), CPU = set + op and CPUop = op alone on the CPU backend. w/o = CPU / GPU,\n"
               "  w/ = CPU / GPU+xfer, steady = CPUop / op (binning reused); x = pmkit / paper. GFLOP/s: op alone,\n"
-              "  flops a particle as flops_per_particle counts them; the paper's 64-bit rates (*) are half its\n"
-              "  32-bit ones, as Table 2's caption states.\n",
-              cfg.reps);
+              "  multiplies and adds a particle (the paper gives no count; pmkit's: 1D weights, linear 1 flop and\n"
+              "  M'4 6 by Horner, D - 1 multiplies a node for the weight, a multiply-add a node): linear 2D %.0f,\n"
+              "  3D %.0f; M'4 2D %.0f, 3D %.0f. The paper's 64-bit rates (*) are half its 32-bit ones, as Table 2's\n"
+              "  caption states.\n",
+              cfg.reps, flops_per_particle(false, 2, 1), flops_per_particle(false, 3, 1), flops_per_particle(true, 2, 1),
+              flops_per_particle(true, 3, 1));
   std::printf("%-19s %8s %8s %8s %8s %8s %8s %8s | %6s %5s %6s | %6s %5s %6s | %6s | %7s %7s %5s | %s\n", "case", "N",
               "set", "op", "GPU", "GPU+xfer", "CPU", "CPUop", "w/o", "paper", "x", "w/", "paper", "x", "steady",
               "GFLOP/s", "paper", "x", "spread method");
@@ -460,8 +463,8 @@ AccuracyLevel accuracy_level(bool p2m, bool mp4, std::int64_t n, const Config& c
 int print_accuracy_table(const Config& cfg) {
   const bool gpu = !cfg.cpu_only;
   std::printf("\nSeed 000, PPM, Fig. 11 (the paper's errors: CPU and GPU identical, M'4 order 3, linear order 2,\n"
-              "  float flat at 1e-6 to 1e-5): relative l2 and linf errors of g after interpolation; pmkit on %s\n"
-              "  (host arrays) and its CPU backend. M2P: error on the particles. P2M: error on the nodes as\n"
+              "  float flat at 1e-6 to 1e-5): relative l2 and linf errors of g after interpolation; pmkit's CPU\n"
+              "  backend and its GPU backend on %s (host arrays). M2P: error on the particles. P2M: error on the nodes as\n"
               "  section 6 defines it; with particles shifted independently at random, the weights a node\n"
               "  receives do not sum to 1, so that error is the positions' sampling noise and is not\n"
               "  expected to fall with h (its rows are checked for GPU-CPU agreement only).\n"
