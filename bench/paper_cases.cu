@@ -216,12 +216,13 @@ const char* case_name(const papers::PpmRow& r) {
   return buf;
 }
 
-// A figure, or "-" where this run has none (the GPU columns of --cpu-only).
+// A figure printed by `fmt` (" %W..."), or "-" in the same width W where this run has
+// none (the GPU columns of --cpu-only).
 void cell(double v, bool have, const char* fmt = " %8.3f") {
   if (have)
     std::printf(fmt, v);
   else
-    std::printf(" %8s", "-");
+    std::printf(" %*s", std::atoi(std::strchr(fmt, '%') + 1), "-");
 }
 
 // ---- seed 000: Table 2 ------------------------------------------------------------------
@@ -464,10 +465,10 @@ int print_accuracy_table(const Config& cfg) {
   const bool gpu = !cfg.cpu_only;
   std::printf("\nSeed 000, PPM, Fig. 11 (the paper's errors: CPU and GPU identical, M'4 order 3, linear order 2,\n"
               "  float flat at 1e-6 to 1e-5): relative l2 and linf errors of g after interpolation; pmkit's CPU\n"
-              "  backend and its GPU backend on %s (host arrays). M2P: error on the particles. P2M: error on the nodes as\n"
-              "  section 6 defines it; with particles shifted independently at random, the weights a node\n"
-              "  receives do not sum to 1, so that error is the positions' sampling noise and is not\n"
-              "  expected to fall with h (its rows are checked for GPU-CPU agreement only).\n"
+              "  backend and its GPU backend on %s (host arrays). M2P: error on the particles.\n"
+              "  P2M: error on the nodes as section 6 defines it; with particles shifted independently at\n"
+              "  random, the weights a node receives do not sum to 1, so that error is the positions' sampling\n"
+              "  noise and is not expected to fall with h (its rows are checked for GPU-CPU agreement only).\n"
               "  order: log2 of the double CPU l2 error's ratio to the next coarser row. Checks: M2P double\n"
               "  order at the finest pair >= expected - %.1f; M2P float linf <= double linf + %.0e; GPU vs\n"
               "  CPU max |difference| / max |value| <= %.0e (float), %.0e (double).\n",
@@ -498,7 +499,8 @@ int print_accuracy_table(const Config& cfg) {
           order = coarser_l2 > 0 && l2 > 0 ? std::log2(coarser_l2 / l2) : 0;
           const double diff_f = gpu ? relative_difference(a.gpu[0].result, a.cpu[0].result) : 0;
           const double diff_d = gpu ? relative_difference(a.gpu[1].result, a.cpu[1].result) : 0;
-          std::printf("%-16s %5lld %9zu |", name, static_cast<long long>(n), a.cpu[1].result.size());
+          const double particles = std::pow(static_cast<double>(n + 1), dim);
+          std::printf("%-16s %5lld %9.0f |", name, static_cast<long long>(n), particles);
           for (int precision : {0, 1}) {
             cell(a.cpu[precision].error.l2(), true, " %9.2e");
             cell(a.cpu[precision].error.linf(), true, " %9.2e");
