@@ -4,9 +4,9 @@
 // Table 2 and the accuracy test of its Fig. 11. One particle on each node of the unit box
 // (2048^2 nodes in 2D, 4096k particles; 128^3 in 3D, 2048k), each coordinate shifted by
 // a uniform random number in [-2h, 2h]; strengths g(x) = exp(-|x - 1/2|^2 / 15) at the
-// particles (P2M) or at the nodes (M2P). The paper names no boundary; the timings run on
-// the periodic unit box (n^D nodes, pmkit wraps the shifted particles), which costs what
-// PPM's ghost layers cost and keeps every node fully covered.
+// particles (P2M) or at the nodes (M2P). The paper names no boundary (PPM surrounds a
+// sub-domain with ghost layers); the timings run on the periodic unit box (n^D nodes, pmkit
+// wraps the shifted particles): no boundary work, and every node fully covered.
 //   Timings (ms, medians of --reps runs after one warm-up):
 //   - GPU, device arrays, CUDA events: set_points alone, the spread/interp alone, and
 //     set_points + spread/interp timed together: the counterpart of the paper's
@@ -19,7 +19,8 @@
 //     needs no binning; pmkit's CPU backend does, so the speedups divide the whole call.
 //   - GFLOP/s of the spread/interp alone on the GPU, counted as flops_per_particle says.
 //   Accuracy (Fig. 11): relative l2 and linf errors in float and double, CPU and GPU,
-//   on a ladder of resolutions. The periodic box would put a kink into g at its faces
+//   on resolutions doubling up to Table 2's (2D 64 to 2048 cells across, 3D 16 to 128;
+//   the text of the paper does not give Fig. 11's own). The periodic box would put a kink into g at its faces
 //   (g is even about 1/2, not periodic), so the accuracy test runs on a bounded grid
 //   that reaches 2h past the unit box, with the ghost layers kept (Ghosts::Keep) and g
 //   sampled on every stored node: the error is the interpolation's alone.
@@ -28,7 +29,7 @@
 // a "map" spreads 3 double properties in one pass with the 8-point (linear) stencil; a
 // time step runs 10 to 20 maps on one binning. 69^3 cells (the paper's 330,000), bounded
 // (a reactor has walls: Grid::bounded, ghost contributions folded back), the paper's
-// seven particle counts (3.8M to 11.7M, 11 to 36 a cell) uniform at random: the paper's
+// seven particle counts (3.8M to 11.7M, 12 to 36 a cell) uniform at random: the paper's
 // reactor loads its cells unevenly (0 to 100+), which this case does not reproduce.
 // GPU: set_points, one map, and a step of 10 and of 20 maps after one set_points (device
 // arrays, CUDA events); CPU backend: set_points and one map (wall clock), its steps
@@ -110,6 +111,7 @@ void device_sync() { cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize
 
 // ---- particles and meshes -------------------------------------------------------------
 
+// PPM's test function, g(x) = exp(-|x - 1/2|^2 / 15).
 double g_exact(const double* x, int dim) {
   double r2 = 0;
   for (int d = 0; d < dim; ++d) r2 += (x[d] - 0.5) * (x[d] - 0.5);
