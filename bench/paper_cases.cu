@@ -29,8 +29,9 @@
 // a "map" spreads 3 double properties in one pass with the 8-point (linear) stencil; a
 // time step runs 10 to 20 maps on one binning. 69^3 cells (the paper's 330,000), bounded
 // (a reactor has walls: Grid::bounded, ghost contributions folded back), the paper's
-// seven particle counts (3.8M to 11.7M, 12 to 36 a cell) uniform at random: the paper's
-// reactor loads its cells unevenly (0 to 100+), which this case does not reproduce.
+// seven particle counts (3.8M to 11.7M, 12 to 36 a cell on average), twice: uniform at
+// random, and as a bed whose density falls exponentially with height (up to a few hundred
+// a cell at the bottom), the uneven loading (0 to 100+ a cell) of the paper's reactor.
 // GPU: set_points, one map, and a step of 10 and of 20 maps after one set_points (device
 // arrays, CUDA events); CPU backend: set_points and one map (wall clock), its steps
 // composed from them.
@@ -539,6 +540,7 @@ constexpr int kProps = 3;
 struct BarracudaTiming {
   std::size_t particles = 0;
   double cells = 0;
+  std::size_t densest = 0;  // particles in the fullest cell
   double gpu_set = 0, gpu_map = 0, gpu_step10 = 0, gpu_step20 = 0;
   double cpu_set = 0, cpu_map = 0;
 };
@@ -550,7 +552,14 @@ void map3(Plan<double, 3>& plan, const std::array<const double*, kProps>& props,
               {View<double>(meshes[0], m), View<double>(meshes[1], m), View<double>(meshes[2], m)});
 }
 
-BarracudaTiming time_barracuda(const papers::BarracudaRow& row, const Config& cfg) {
+// How the particles fill the reactor: uniformly, or as a bed, dense at the bottom.
+enum class Loading { Uniform, Bed };
+// The bed's density falls as exp(-z / this) with height z in cells: with 11.7M particles
+// on 69^3 cells, about 250 a cell at the bottom and under 1 at the top (the paper's 0 to
+// 100+ a cell).
+constexpr double kBedHeightCells = 10;
+
+BarracudaTiming time_barracuda(const papers::BarracudaRow& row, Loading loading, const Config& cfg) {
   const std::int64_t cells = cfg.quick ? 23 : 69;
   const double scale = std::pow(cells / 69.0, 3);  // --quick keeps the particles a cell
   const auto n = static_cast<std::size_t>(std::llround(row.particles_m * 1e6 * scale));
@@ -562,13 +571,24 @@ BarracudaTiming time_barracuda(const papers::BarracudaRow& row, const Config& cf
   std::array<std::vector<double>, kProps> props;
   for (auto& v : x) v.resize(n);
   for (auto& v : props) v.resize(n);
+  // The bed's heights by inverting the truncated exponential's distribution function.
+  const double bed_tail = 1 - std::exp(-static_cast<double>(cells) / kBedHeightCells);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (std::size_t p = 0; p < n; ++p) {
     for (auto& v : x) v[p] = where(rng);
+    if (loading == Loading::Bed)
+      x[2][p] = std::min(-kBedHeightCells * std::log1p(-unit(rng) * bed_tail), static_cast<double>(cells));
     for (auto& v : props) v[p] = what(rng);
   }
   BarracudaTiming t;
   t.particles = n;
   t.cells = std::pow(static_cast<double>(cells), 3);
+  std::vector<std::size_t> per_cell(static_cast<std::size_t>(t.cells));
+  for (std::size_t p = 0; p < n; ++p) {
+    std::int64_t c = 0;
+    for (int d = 2; d >= 0; --d) c = c * cells + std::min<std::int64_t>(static_cast<std::int64_t>(x[d][p]), cells - 1);
+    t.densest = std::max(t.densest, ++per_cell[static_cast<std::size_t>(c)]);
+  }
 
   Options cpu_options;
   cpu_options.num_threads = cfg.cpu_threads;
@@ -611,22 +631,21 @@ BarracudaTiming time_barracuda(const papers::BarracudaRow& row, const Config& cf
   return t;
 }
 
-void print_barracuda_tables(const Config& cfg) {
+// pmkit's GPU against its CPU backend on one loading of the reactor.
+void print_barracuda_pmkit(const std::vector<BarracudaTiming>& runs, const char* loading, const Config& cfg) {
   const bool gpu = !cfg.cpu_only;
-  std::vector<BarracudaTiming> runs;
-  for (const papers::BarracudaRow& row : papers::kBarracudaTable1) runs.push_back(time_barracuda(row, cfg));
   const int cells = static_cast<int>(std::lround(std::cbrt(runs.front().cells)));
-  std::printf("\nSeed 004, Barracuda (Larson, Carver, Zhao), Table 1: one map = 3 double properties spread in one\n"
-              "  pass, linear (8-point) stencil, %d^3 bounded cells, uniform random particles; pmkit on %s\n"
-              "  and %d CPU threads. ms, medians of %d runs. GPU: device arrays, CUDA events; step N = one\n"
-              "  set_points + N maps, timed together; per map = step 10 / 10. CPU backend: wall clock, its\n"
-              "  steps = set + N * map. speedup = CPU per map / GPU per map, both on 10-map steps.\n",
-              cells, cfg.device.c_str(), cfg.cpu_threads, cfg.reps);
-  std::printf("%9s %6s | %8s %8s %8s %8s %8s | %8s %8s %8s %8s | %7s\n", "particles", "a cell", "set", "map",
-              "step 10", "step 20", "per map", "CPU set", "CPU map", "step 10", "per map", "speedup");
+  std::printf("\nSeed 004, Barracuda (Larson, Carver, Zhao), Table 1, %s: one map = 3 double properties spread\n"
+              "  in one pass, linear (8-point) stencil, %d^3 bounded cells; pmkit on %s and %d CPU threads.\n"
+              "  ms, medians of %d runs. GPU: device arrays, CUDA events; step N = one set_points + N maps, timed\n"
+              "  together; per map = step 10 / 10. CPU backend: wall clock, its steps = set + N * map.\n"
+              "  speedup = CPU per map / GPU per map, both on 10-map steps. a cell: mean and fullest.\n",
+              loading, cells, cfg.device.c_str(), cfg.cpu_threads, cfg.reps);
+  std::printf("%9s %6s %6s | %8s %8s %8s %8s %8s | %8s %8s %8s %8s | %7s\n", "particles", "a cell", "max", "set",
+              "map", "step 10", "step 20", "per map", "CPU set", "CPU map", "step 10", "per map", "speedup");
   for (const BarracudaTiming& t : runs) {
     const double cpu_step10 = t.cpu_set + 10 * t.cpu_map;
-    std::printf("%9zu %6.1f |", t.particles, t.particles / t.cells);
+    std::printf("%9zu %6.1f %6zu |", t.particles, t.particles / t.cells, t.densest);
     cell(t.gpu_set, gpu);
     cell(t.gpu_map, gpu);
     cell(t.gpu_step10, gpu);
@@ -641,11 +660,16 @@ void print_barracuda_tables(const Config& cfg) {
     cell(cpu_step10 / t.gpu_step10, gpu, " %7.1f");
     std::printf("\n");
   }
-  std::printf("\n  Beside the paper: %s.\n"
+}
+
+// pmkit beside the paper's Table 1, row by row (the same particle counts).
+void print_barracuda_paper(const std::vector<BarracudaTiming>& runs, const char* loading, const Config& cfg) {
+  const bool gpu = !cfg.cpu_only;
+  std::printf("\n  %s, beside the paper:\n  %s.\n"
               "  Its map (Corners) excludes the sort; its per-map figure charges a tenth of the sort (map + 0.1 sort,\n"
               "  the paper's speed-up formula), like pmkit's step 10 / 10. Its CPU is one core, pmkit's %d threads.\n"
               "  x = paper / pmkit (how many times less time pmkit takes).\n",
-              papers::kBarracudaHardware, cfg.cpu_threads);
+              loading, papers::kBarracudaHardware, cfg.cpu_threads);
   std::printf("%9s | %8s %8s %6s | %8s %8s %6s | %8s %8s %6s | %7s %7s\n", "particles", "map", "paper", "x",
               "per map", "paper", "x", "CPU map", "paper", "x", "speedup", "paper");
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -666,6 +690,21 @@ void print_barracuda_tables(const Config& cfg) {
     std::printf(" %8.1f %6.1f |", p.cpu_ms, p.cpu_ms / t.cpu_map);
     cell(cpu_per_map / (t.gpu_step10 / 10), gpu, " %7.1f");
     std::printf(" %7.1f\n", p.cpu_ms / paper_per_map);
+  }
+}
+
+void print_barracuda_tables(const Config& cfg) {
+  for (Loading loading : {Loading::Uniform, Loading::Bed}) {
+    std::vector<BarracudaTiming> runs;
+    for (const papers::BarracudaRow& row : papers::kBarracudaTable1) runs.push_back(time_barracuda(row, loading, cfg));
+    char name[96];
+    if (loading == Loading::Uniform)
+      std::snprintf(name, sizeof name, "uniform random particles");
+    else
+      std::snprintf(name, sizeof name, "a bed (density exp(-height / %.0f cells))", kBedHeightCells);
+    print_barracuda_pmkit(runs, name, cfg);
+    print_barracuda_paper(runs, name, cfg);
+    std::fflush(stdout);
   }
 }
 
