@@ -9,8 +9,6 @@
 
 namespace pmkit::cuda {
 
-using tuning::Groups;  // pass 1's groups of tiles (chosen in method_choice.hpp)
-
 // ---------------------------------------------------------------------------------
 // Partition: set_points' scatter in two passes whose big stores are coalesced.
 //

@@ -12,7 +12,18 @@
 #include "cuda/tuning/tuning.hpp"
 #include "pmkit/plan.hpp"
 
-namespace pmkit::cuda::tuning {
+namespace pmkit::cuda {
+
+// The partition's pass-1 groups (a kernel parameter, kernels/partition.cuh): tile >> bits;
+// count of them; key_bits: the block sorts' bits, enough for the key `count` that marks a
+// block's unused items.
+struct Groups {
+  int bits;
+  std::uint32_t count;
+  int key_bits;
+};
+
+namespace tuning {
 
 // ---------------------------------------------------------------------------------
 // set_points
@@ -24,14 +35,6 @@ inline int sub_bucket_bits(std::size_t tiles) {
   while (bits < kMaxSubBucketBits && (tiles << (bits + 1)) <= kMaxWriteFronts) ++bits;
   return bits;
 }
-
-// The partition's pass-1 groups: tile >> bits; count of them; key_bits: the block sorts'
-// bits, enough for the key `count` that marks a block's unused items.
-struct Groups {
-  int bits;
-  std::uint32_t count;
-  int key_bits;
-};
 
 // The fewest tiles a group (a power of two) that keep the groups within
 // kPartitionGroups; one tile a group where tiles are few. Fixed by the grid.
@@ -121,4 +124,5 @@ inline bool interp_by_tiles(double window_use, std::size_t scalar_window_bytes, 
   return window_use >= kInterpTileMinNodesPerWindowNode && scalar_window_bytes <= shared_optin;
 }
 
-}  // namespace pmkit::cuda::tuning
+}  // namespace tuning
+}  // namespace pmkit::cuda
