@@ -17,7 +17,9 @@
 // and the binning's size is read back); spread, interp and binned_positions on device
 // arrays, and binned_order into device memory, return as soon as their work is queued:
 // the caller synchronises the stream (or queues more work on it) before reading the
-// results. With host_arrays every call waits for its copies back.
+// results. With host_arrays every call waits for its copies back. A call that grows the
+// plan's device buffers (the first set_points, a larger one) frees and allocates device
+// memory, which the CUDA runtime may synchronise device-wide.
 #include <array>
 #include <cstddef>
 #include <cstdint>
