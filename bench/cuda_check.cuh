@@ -1,5 +1,6 @@
 #pragma once
-// Benchmark programs stop at the first CUDA error, naming the call.
+// Benchmark programs stop at the first CUDA error, naming the call; the probes time by
+// pmkit's one event timer.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "pmkit/cuda/runtime.hpp"
 
 namespace pmkit::bench {
 inline void ck(cudaError_t e, const char* what) {
@@ -17,31 +20,13 @@ inline void ck(cudaError_t e, const char* what) {
 }
 
 // The hardware probes' timing (store_probe, shared_probe): the median of 7 launches
-// after one untimed, in ms, by CUDA events.
-struct ProbeTimer {
-  cudaEvent_t a, b;
-  ProbeTimer() {
-    ck(cudaEventCreate(&a), "event");
-    ck(cudaEventCreate(&b), "event");
-  }
-  template <class F>
-  double median_ms(F&& launch) {
-    launch();
-    std::vector<float> t;
-    for (int r = 0; r < 7; ++r) {
-      ck(cudaEventRecord(a), "record");
-      launch();
-      ck(cudaEventRecord(b), "record");
-      ck(cudaEventSynchronize(b), "sync");
-      float ms = 0;
-      ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
-      t.push_back(ms);
-    }
-    ck(cudaGetLastError(), "launch");
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
+// after one untimed, in ms, by the one event timer.
+template <class F>
+double probe_median_ms(cuda::EventTimer& timer, F&& launch) {
+  const double seconds = timer.median_seconds(nullptr, 7, launch);
+  ck(cudaGetLastError(), "launch");
+  return seconds * 1e3;
+}
 
 // The hardware probes' one option, --log2n K (2^K particles, default 24); exits with the
 // usage on anything else.

@@ -7,10 +7,9 @@
 # to those named: tests, sanitizer, torch, cpu, pairs, mesh, methods, profile. "methods" times
 # the spread methods forced one by one (gpu_bench --method) on the cases around Auto's
 # switch between them (PMKIT_METHOD_CASES). PMKIT_SANITIZER_TOOLS
-# (default "memcheck racecheck") picks the sanitizer tools: memcheck over every CUDA test
-# takes ~1 minute, racecheck ~6-7 (2026-11-25: 393 s for 134 of the 165 tests), which with
-# a cold build (~3.5 minutes) passes a call's 10; so racecheck gets a call of its own on
-# the machine a previous call left warm (its build is kept); PMKIT_SANITIZER_FILTER
+# (default "memcheck racecheck") picks the sanitizer tools: racecheck over every CUDA
+# test with a cold build passes a call's 10 minutes, so racecheck gets a call of its own
+# on the machine a previous call left warm (its build is kept); PMKIT_SANITIZER_FILTER
 # (a gtest filter; default every CUDA test) narrows them to the tests of a change, and
 # PMKIT_SANITIZER_KERNELS to the kernels whose names contain it, and PMKIT_SANITIZER_SHARDS
 # runs that many gtest shards at once. Results files come from
@@ -24,8 +23,8 @@
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
 # "l2fetch" (never in the default) runs gpu_bench on PMKIT_L2_CASES at each L2 fetch
 # granularity of PMKIT_L2_FETCH (bytes, or "default"; gpu_bench --l2-fetch), rounds as ab's.
-# "ab" (never in the default) times this tree against a base tree, the way bench/NOTES.md's
-# experiments are measured: PMKIT_AB_BASE is a tarball of the base (git archive REV -o
+# "ab" (never in the default) times this tree against a base tree, the way a tuning
+# change is measured (docs/tuning.md): PMKIT_AB_BASE is a tarball of the base (git archive REV -o
 # .snap/base.tar, carried to the device), or several, space-separated (variants of a
 # constant: A/B/C), each labelled by its file name; every gpu_bench runs the cases
 # PMKIT_AB_CASES (default: five of the reference table) one after the other,
@@ -127,7 +126,7 @@ if [ -f .prebuilt/programs.tar.xz ]; then
 fi
 
 # The A/B step's base trees build (gpu_bench only) alongside this tree, sharing half the
-# cores: one after the other, a cold machine took the whole 480 s of a call to build two.
+# cores: one after the other, two base builds would take a whole call on a cold machine.
 if want ab && [ $prebuilt = 0 ]; then
   rm -rf "$ab_root" && mkdir -p "$ab_root"
   for tarball in $PMKIT_AB_BASE; do
@@ -183,8 +182,8 @@ kernel_filter=()
 [ -n "${PMKIT_SANITIZER_KERNELS:-}" ] && kernel_filter=(--kernel-name "kns=$PMKIT_SANITIZER_KERNELS") &&
   echo "instrumented: kernels whose name contains $PMKIT_SANITIZER_KERNELS"
 # PMKIT_SANITIZER_SHARDS (default 1) runs the tests as that many gtest shards at once,
-# each under its own compute-sanitizer (racecheck over the whole suite took 486 s in one
-# process, 2026-11-24; the host's CPUs do much of a sanitizer's work).
+# each under its own compute-sanitizer (racecheck over the whole suite in one process
+# nearly fills a call; the host's CPUs do much of a sanitizer's work).
 shards="${PMKIT_SANITIZER_SHARDS:-1}"
 shard_dir="${TMPDIR:-/tmp}/pmkit-sanitizer" && rm -rf "$shard_dir" && mkdir -p "$shard_dir"
 for tool in ${PMKIT_SANITIZER_TOOLS:-memcheck racecheck}; do

@@ -31,30 +31,21 @@ using namespace pmkit;
 
 using pmkit::bench::ck;
 
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() {
-    ck(cudaEventCreate(&a), "event");
-    ck(cudaEventCreate(&b), "event");
+// Median of `reps` timed runs of f after `warm` untimed ones, in ms, by the one event
+// timer on the default stream.
+double median_ms(pmkit::cuda::EventTimer& timer, const std::function<void()>& f, int reps = 10, int warm = 2) {
+  for (int i = 0; i < warm; ++i) f();
+  ck(cudaDeviceSynchronize(), "warm-up");
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    timer.start(nullptr);
+    f();
+    timer.stop(nullptr);
+    t.push_back(timer.seconds("timed run") * 1e3);
   }
-  // Median of `reps` timed runs of f after `warm` untimed ones, in ms.
-  double median(const std::function<void()>& f, int reps = 10, int warm = 2) {
-    for (int i = 0; i < warm; ++i) f();
-    ck(cudaDeviceSynchronize(), "warm-up");
-    std::vector<float> t;
-    for (int r = 0; r < reps; ++r) {
-      ck(cudaEventRecord(a), "record");
-      f();
-      ck(cudaEventRecord(b), "record");
-      ck(cudaEventSynchronize(b), "sync");
-      float ms;
-      ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
 
 // Device-side uniform random numbers in [0, 1) (splitmix64 of seed and index), so 2^24
 // particles start in ms.
@@ -87,25 +78,11 @@ __global__ void displace(T* out, const T* in, std::size_t n, double step, double
   if (i < n) out[i] = wrap_into<T>(static_cast<double>(in[i]) + (uniform01(seed, i) * 2.0 - 1.0) * step, period);
 }
 
-template <class T>
-struct DeviceArray {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit DeviceArray(std::size_t count) : n(count) { ck(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(T)), "cudaMalloc"); }
-  ~DeviceArray() { cudaFree(p); }
-  DeviceArray(const DeviceArray&) = delete;
-  std::vector<T> host() const {
-    std::vector<T> h(n);
-    ck(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "copy back");
-    return h;
-  }
-};
-
-double copy_bandwidth_gbs(Timer& timer) {
+double copy_bandwidth_gbs(pmkit::cuda::EventTimer& timer) {
   const std::size_t bytes = std::size_t(1) << 30;
-  DeviceArray<char> a(bytes), b(bytes);
-  ck(cudaMemset(a.p, 1, bytes), "memset");
-  const double ms = timer.median([&] { cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice); }, 10, 2);
+  pmkit::cuda::DeviceBuffer<char> a(bytes), b(bytes);
+  ck(cudaMemset(a.get(), 1, bytes), "memset");
+  const double ms = median_ms(timer, [&] { cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice); }, 10, 2);
   return 2.0 * bytes / (ms * 1e-3) / 1e9;  // read + write
 }
 
@@ -144,7 +121,7 @@ double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 template <class T, int D, class K>
-Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
+Row run_case(const Case& c, pmkit::cuda::EventTimer& timer, double bandwidth_gbs) {
   const std::size_t n = std::size_t(1) << c.log2n;
   std::array<std::int64_t, D> cells;
   cells.fill(c.cells);
@@ -154,10 +131,10 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   const std::size_t mesh = static_cast<std::size_t>(layout.size);
 
   // Inputs: positions in [0, K), properties in [0, 1).
-  std::vector<DeviceArray<T>*> x, q, meshes;
+  std::vector<pmkit::cuda::DeviceBuffer<T>*> x, q, meshes;
   for (int d = 0; d < D; ++d) {
-    x.push_back(new DeviceArray<T>(n));
-    fill_uniform<<<(n + 255) / 256, 256>>>(x[d]->p, n, c.clustered ? c.cells / 8.0 : double(c.cells), 1000 + d);
+    x.push_back(new pmkit::cuda::DeviceBuffer<T>(n));
+    fill_uniform<<<(n + 255) / 256, 256>>>(x[d]->get(), n, c.clustered ? c.cells / 8.0 : double(c.cells), 1000 + d);
   }
   if (c.binned_input && c.interleaved_props) {
     std::fprintf(stderr, "gpu_bench: case %s: binned input takes one array a property\n", c.name.c_str());
@@ -167,34 +144,34 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   // property j starts at element j with stride q_stride; the sorted copies alike.
   const int q_stride = c.interleaved_props ? c.props : 1;
   if (c.interleaved_props) {
-    q.push_back(new DeviceArray<T>(n * c.props));
-    fill_uniform<<<(n * c.props + 255) / 256, 256>>>(q[0]->p, n * c.props, 1.0, 2000);
+    q.push_back(new pmkit::cuda::DeviceBuffer<T>(n * c.props));
+    fill_uniform<<<(n * c.props + 255) / 256, 256>>>(q[0]->get(), n * c.props, 1.0, 2000);
   }
   for (int j = 0; j < c.props; ++j) {
     if (!c.interleaved_props) {
-      q.push_back(new DeviceArray<T>(n));
-      fill_uniform<<<(n + 255) / 256, 256>>>(q[j]->p, n, 1.0, 2000 + j);
+      q.push_back(new pmkit::cuda::DeviceBuffer<T>(n));
+      fill_uniform<<<(n + 255) / 256, 256>>>(q[j]->get(), n, 1.0, 2000 + j);
     }
-    meshes.push_back(new DeviceArray<T>(mesh));
+    meshes.push_back(new pmkit::cuda::DeviceBuffer<T>(mesh));
   }
-  auto prop_of = [&](const std::vector<DeviceArray<T>*>& arrays, int j) {
-    return c.interleaved_props ? arrays[0]->p + j : arrays[j]->p;
+  auto prop_of = [&](const std::vector<pmkit::cuda::DeviceBuffer<T>*>& arrays, int j) {
+    return c.interleaved_props ? arrays[0]->get() + j : arrays[j]->get();
   };
-  DeviceArray<T> values(n), naive_values(n);
+  pmkit::cuda::DeviceBuffer<T> values(n), naive_values(n);
   ck(cudaDeviceSynchronize(), "inputs");
   if (c.binned_input) {  // as a caller who keeps its particles in the plan's order would
     Options opt;
     opt.backend = Backend::Cuda;
     Plan<T, D> sorter(grid, kernel, opt);
     typename Plan<T, D>::Positions p;
-    for (int d = 0; d < D; ++d) p[d] = View<const T>(x[d]->p, n);
+    for (int d = 0; d < D; ++d) p[d] = View<const T>(x[d]->get(), n);
     sorter.set_points(p);
-    DeviceArray<std::uint32_t> order(n);
-    sorter.binned_order(View<std::uint32_t>(order.p, n));
+    pmkit::cuda::DeviceBuffer<std::uint32_t> order(n);
+    sorter.binned_order(View<std::uint32_t>(order.get(), n));
     for (auto* arrays : {&x, &q})
       for (auto*& a : *arrays) {
-        auto* reordered = new DeviceArray<T>(n);
-        bench::gather_by<<<(n + 255) / 256, 256>>>(order.p, n, a->p, reordered->p);
+        auto* reordered = new pmkit::cuda::DeviceBuffer<T>(n);
+        bench::gather_by<<<(n + 255) / 256, 256>>>(order.get(), n, a->get(), reordered->get());
         ck(cudaDeviceSynchronize(), "reorder");
         delete a;
         a = reordered;
@@ -209,76 +186,76 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
   opt.spread_method = c.method;
   Plan<T, D> plan(grid, kernel, opt);
   typename Plan<T, D>::Positions pos;
-  for (int d = 0; d < D; ++d) pos[d] = View<const T>(x[d]->p, n);
+  for (int d = 0; d < D; ++d) pos[d] = View<const T>(x[d]->get(), n);
   std::vector<View<const T>> props;
   std::vector<View<T>> mesh_views;
   for (int j = 0; j < c.props; ++j) {
     props.emplace_back(prop_of(q, j), n, q_stride);
-    mesh_views.emplace_back(meshes[j]->p, mesh);
+    mesh_views.emplace_back(meshes[j]->get(), mesh);
   }
-  row.set_points = timer.median([&] { plan.set_points(pos); }, 5, 1);
+  row.set_points = median_ms(timer, [&] { plan.set_points(pos); }, 5, 1);
   row.method = plan.spread_method_name();
-  row.spread = timer.median([&] { plan.spread(props, mesh_views); });
-  const std::vector<T> pmkit_mesh = meshes[0]->host();
-  row.interp = timer.median([&] { plan.interp({View<const T>(meshes[0]->p, mesh)}, {View<T>(values.p, n)}); });
+  row.spread = median_ms(timer, [&] { plan.spread(props, mesh_views); });
+  const std::vector<T> pmkit_mesh = meshes[0]->download();
+  row.interp = median_ms(timer, [&] { plan.interp({View<const T>(meshes[0]->get(), mesh)}, {View<T>(values.get(), n)}); });
 
   // update_points after a small move (up to kUpdateStep cells per axis), then a spread.
-  std::vector<DeviceArray<T>*> moved;
+  std::vector<pmkit::cuda::DeviceBuffer<T>*> moved;
   typename Plan<T, D>::Positions moved_pos;
   for (int d = 0; d < D; ++d) {
-    moved.push_back(new DeviceArray<T>(n));
-    displace<<<(n + 255) / 256, 256>>>(moved[d]->p, x[d]->p, n, kUpdateStep, double(c.cells), 3000 + d);
-    moved_pos[d] = View<const T>(moved[d]->p, n);
+    moved.push_back(new pmkit::cuda::DeviceBuffer<T>(n));
+    displace<<<(n + 255) / 256, 256>>>(moved[d]->get(), x[d]->get(), n, kUpdateStep, double(c.cells), 3000 + d);
+    moved_pos[d] = View<const T>(moved[d]->get(), n);
   }
-  row.update = timer.median([&] { plan.update_points(moved_pos); }, 5, 1);
+  row.update = median_ms(timer, [&] { plan.update_points(moved_pos); }, 5, 1);
   row.away_fraction = static_cast<double>(plan.num_away()) / static_cast<double>(n);
-  row.spread_updated = timer.median([&] { plan.spread(props, mesh_views); });
+  row.spread_updated = median_ms(timer, [&] { plan.spread(props, mesh_views); });
   for (auto* a : moved) delete a;
 
   // Naive baselines on the same arrays.
   bench::Particles<D, T> raw{};
-  for (int d = 0; d < D; ++d) raw.x[d] = x[d]->p;
+  for (int d = 0; d < D; ++d) raw.x[d] = x[d]->get();
   for (int j = 0; j < c.props; ++j) raw.q[j] = prop_of(q, j);
   raw.props = c.props;
   raw.q_stride = q_stride;
-  DeviceArray<T*> mesh_ptrs(c.props);
+  pmkit::cuda::DeviceBuffer<T*> mesh_ptrs(c.props);
   std::vector<T*> hp;
-  for (auto* m : meshes) hp.push_back(m->p);
-  ck(cudaMemcpy(mesh_ptrs.p, hp.data(), hp.size() * sizeof(T*), cudaMemcpyHostToDevice), "ptrs");
+  for (auto* m : meshes) hp.push_back(m->get());
+  ck(cudaMemcpy(mesh_ptrs.get(), hp.data(), hp.size() * sizeof(T*), cudaMemcpyHostToDevice), "ptrs");
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
   auto naive_spread = [&](const bench::Particles<D, T>& p) {
-    for (auto* m : meshes) cudaMemsetAsync(m->p, 0, mesh * sizeof(T));
-    bench::naive_p2m<K, D, T><<<blocks, 256>>>(layout, p, n, mesh_ptrs.p);
+    for (auto* m : meshes) cudaMemsetAsync(m->get(), 0, mesh * sizeof(T));
+    bench::naive_p2m<K, D, T><<<blocks, 256>>>(layout, p, n, mesh_ptrs.get());
   };
-  row.naive_unsorted = timer.median([&] { naive_spread(raw); });
-  row.m2p_unsorted = timer.median([&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, raw, n, meshes[0]->p, naive_values.p); });
+  row.naive_unsorted = median_ms(timer, [&] { naive_spread(raw); });
+  row.m2p_unsorted = median_ms(timer, [&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, raw, n, meshes[0]->get(), naive_values.get()); });
 
   // Sorted: CUB radix sort of cell keys, then a gather of every array.
-  DeviceArray<unsigned> keys(n), keys_out(n), index(n), index_out(n);
-  std::vector<DeviceArray<T>*> xs, qs;
-  for (int d = 0; d < D; ++d) xs.push_back(new DeviceArray<T>(n));
-  for (std::size_t j = 0; j < q.size(); ++j) qs.push_back(new DeviceArray<T>(n * q_stride));
+  pmkit::cuda::DeviceBuffer<unsigned> keys(n), keys_out(n), index(n), index_out(n);
+  std::vector<pmkit::cuda::DeviceBuffer<T>*> xs, qs;
+  for (int d = 0; d < D; ++d) xs.push_back(new pmkit::cuda::DeviceBuffer<T>(n));
+  for (std::size_t j = 0; j < q.size(); ++j) qs.push_back(new pmkit::cuda::DeviceBuffer<T>(n * q_stride));
   std::size_t temp_bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.p, keys_out.p, index.p, index_out.p, static_cast<int>(n));
-  DeviceArray<char> temp(temp_bytes);
+  cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.get(), keys_out.get(), index.get(), index_out.get(), static_cast<int>(n));
+  pmkit::cuda::DeviceBuffer<char> temp(temp_bytes);
   int bits = 0;
   while ((std::size_t(1) << bits) < static_cast<std::size_t>(layout.size)) ++bits;
-  row.sort = timer.median([&] {
-    bench::cell_keys<D, T><<<blocks, 256>>>(layout, raw, n, keys.p, index.p);
-    cub::DeviceRadixSort::SortPairs(temp.p, temp_bytes, keys.p, keys_out.p, index.p, index_out.p, static_cast<int>(n), 0, bits);
-    for (int d = 0; d < D; ++d) bench::gather_by<<<blocks, 256>>>(index_out.p, n, x[d]->p, xs[d]->p);
+  row.sort = median_ms(timer, [&] {
+    bench::cell_keys<D, T><<<blocks, 256>>>(layout, raw, n, keys.get(), index.get());
+    cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys.get(), keys_out.get(), index.get(), index_out.get(), static_cast<int>(n), 0, bits);
+    for (int d = 0; d < D; ++d) bench::gather_by<<<blocks, 256>>>(index_out.get(), n, x[d]->get(), xs[d]->get());
     for (int j = 0; j < c.props; ++j)
-      bench::gather_by<<<blocks, 256>>>(index_out.p, n, prop_of(q, j), prop_of(qs, j), q_stride, q_stride);
+      bench::gather_by<<<blocks, 256>>>(index_out.get(), n, prop_of(q, j), prop_of(qs, j), q_stride, q_stride);
   }, 5, 1);
   bench::Particles<D, T> sorted = raw;
-  for (int d = 0; d < D; ++d) sorted.x[d] = xs[d]->p;
+  for (int d = 0; d < D; ++d) sorted.x[d] = xs[d]->get();
   for (int j = 0; j < c.props; ++j) sorted.q[j] = prop_of(qs, j);
-  row.naive_sorted = timer.median([&] { naive_spread(sorted); });
-  row.m2p_sorted = timer.median([&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, sorted, n, meshes[0]->p, naive_values.p); });
+  row.naive_sorted = median_ms(timer, [&] { naive_spread(sorted); });
+  row.m2p_sorted = median_ms(timer, [&] { bench::naive_m2p<K, D, T><<<blocks, 256>>>(layout, sorted, n, meshes[0]->get(), naive_values.get()); });
   ck(cudaGetLastError(), "baselines");
 
   // pmkit against the naive result (both float; the tests check against float64).
-  const std::vector<T> naive_mesh = meshes[0]->host();
+  const std::vector<T> naive_mesh = meshes[0]->download();
   row.rel_diff = rel_l2(std::vector<double>(pmkit_mesh.begin(), pmkit_mesh.end()),
                         std::vector<double>(naive_mesh.begin(), naive_mesh.end()));
 
@@ -297,7 +274,7 @@ Row run_case(const Case& c, Timer& timer, double bandwidth_gbs) {
 
 // Only the kernels of the table are instantiated (keeps the CI build short).
 template <class T, int D>
-Row dispatch_kernel(const Case& c, Timer& timer, double bw) {
+Row dispatch_kernel(const Case& c, pmkit::cuda::EventTimer& timer, double bw) {
   if (c.kernel == "mp4") return run_case<T, D, kernels::MP4>(c, timer, bw);
   if (c.kernel == "linear") return run_case<T, D, kernels::Linear>(c, timer, bw);
   if (c.kernel == "bspline4") return run_case<T, D, kernels::BSpline<4>>(c, timer, bw);
@@ -306,7 +283,7 @@ Row dispatch_kernel(const Case& c, Timer& timer, double bw) {
   std::exit(2);
 }
 
-Row run(const Case& c, Timer& timer, double bw) {
+Row run(const Case& c, pmkit::cuda::EventTimer& timer, double bw) {
   if (c.dim == 2) return c.dbl ? dispatch_kernel<double, 2>(c, timer, bw) : dispatch_kernel<float, 2>(c, timer, bw);
   return c.dbl ? dispatch_kernel<double, 3>(c, timer, bw) : dispatch_kernel<float, 3>(c, timer, bw);
 }
@@ -415,11 +392,11 @@ int main(int argc, char** argv) {
 
   // The L2's fetch granularity is a device-wide hint (0-128 bytes) that applies to the
   // baselines as much as to pmkit: --l2-fetch asks for one, and the device line says what
-  // the device took (bench/NOTES.md 58).
+  // the device took.
   if (l2_fetch >= 0) ck(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, static_cast<std::size_t>(l2_fetch)), "L2 fetch");
   std::size_t l2_fetch_now = 0;
   ck(cudaDeviceGetLimit(&l2_fetch_now, cudaLimitMaxL2FetchGranularity), "L2 fetch");
-  Timer timer;
+  pmkit::cuda::EventTimer timer;
   cudaDeviceProp prop{};
   ck(cudaGetDeviceProperties(&prop, 0), "properties");
   const double bw = copy_bandwidth_gbs(timer);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds here (nvcc needs no GPU) the programs bench/device.sh runs on the GPU machine, and
 # packs them into .prebuilt/ for the call to carry, so that the call spends its device
-# time on the GPU and not on nvcc: a cold build there took 140-180 s of a ~350 s call
-# (2026-11-26), the A/B bases' builds included. The device tool's METHOD.md asks for
-# this: compile here, carry the outputs.
+# time on the GPU and not on nvcc (a cold build there, the A/B bases' builds included,
+# takes about half a call): compile here, carry the outputs. The source hash covers
+# every file under src/, include/, cmake/, tests/ and apps/ whatever their layout.
 #   bash bench/prebuild.sh [STEPS]    # STEPS as PMKIT_DEVICE_STEPS (default: device.sh's)
 #   bash bench/prebuild.sh --hash     # the hash of the sources the programs are built from
 #   bash bench/prebuild.sh --programs STEPS   # "target file" of each program the steps run

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Registers, stack and spills of every kernel of one CUDA translation unit, as ptxas
-# reports them for sm_90 (no GPU needed; nvcc only). What bench/NOTES.md P14 and 48 read
-# to choose the register budgets of the pair and spread kernels.
+# reports them for sm_90 (no GPU needed; nvcc only): what the register budgets of the
+# pair and spread kernels are chosen by.
 #   bash bench/registers.sh src/cuda/pairs_builtin_float.cu [REGEX] [-DNAME=VALUE ...]
 # REGEX (Python syntax) keeps the kernels whose mangled name matches it; the -D options
 # go to nvcc (to try a constant without editing the tree).

@@ -2,8 +2,8 @@
 """The hot SASS of one kernel from `ncu --page source --csv --print-source sass`: every
 instruction executed at least FRACTION (default 0.2) as often as the most executed one,
 with its warp-level execution count, average active threads and stall samples, in
-program order, and the kernel's totals. How bench/NOTES.md P16 and P22 counted the steps
-of the pair walk and what each costs. A report of several launches holds one table per
+program order, and the kernel's totals: how to count the steps of a kernel's loop and
+what each costs. A report of several launches holds one table per
 launch (a header line each, and between tables the next launch's name): RESULT (default
 0) picks the table, counted from 0.
     python3 bench/sass_hot.py prof-KERNEL-sass.csv [FRACTION] [RESULT]

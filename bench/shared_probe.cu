@@ -2,8 +2,8 @@
 // particles, 1024 a block of 256 threads, each adding 64 values (M'4 in 3D: 4 x 4 rows of
 // 4 nodes, compile-time offsets in an 11^3 window of 32-bit words) with the native
 // shared integer add, or reading them (interp), or neither (the same arithmetic into a
-// register). The question (bench/NOTES.md 21): is the tile kernel's ~0.52 ms without its
-// flush (NOTES 20's experiment) the rate of its 2^30 shared atomics?
+// register). The question: is the tile kernel's time without its flush the rate of its
+// 2^30 shared atomics?
 //
 // Origins: "distinct banks" gives the 32 lanes of a warp 32 different banks (what the
 // interleaved order gives); "random" draws each particle's first node anywhere it fits.
@@ -23,7 +23,7 @@
 namespace {
 
 using pmkit::bench::ck;
-using pmkit::bench::ProbeTimer;
+using pmkit::bench::probe_median_ms;
 
 constexpr int kWidth = 11, kNodes = kWidth * kWidth * kWidth, kThreads = 256, kPerThread = 4;
 constexpr int kLastOrigin = kNodes - 1 - 3 * (kWidth * kWidth + kWidth + 1);  // stencil stays inside
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   ck(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "clock");
   int* out = nullptr;
   ck(cudaMalloc(&out, std::size_t(blocks) * kThreads * sizeof(int)), "malloc");
-  ProbeTimer timer;
+  pmkit::cuda::EventTimer timer;
   // Warp instructions of the 64-node loop an SM issues per cycle at the SM's max clock.
   const double warp_ops = double(n) * 64 / 32;
   auto per_cycle = [&](double ms) { return warp_ops / prop.multiProcessorCount / (ms * 1e-3 * clock_khz * 1e3); };
@@ -88,11 +88,11 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, clock_khz * 1e-3, log2n, blocks, kThreads);
   std::printf("%-34s %10s %22s\n", "operation", "ms", "warp ops / SM / cycle");
   auto row = [&](const char* what, double ms) { std::printf("%-34s %10.3f %22.2f\n", what, ms, per_cycle(ms)); };
-  row("shared atomicAdd, distinct banks", timer.median_ms([&] { probe<kAtomicAdd, true><<<blocks, kThreads>>>(out); }));
-  row("shared atomicAdd, random origins", timer.median_ms([&] { probe<kAtomicAdd, false><<<blocks, kThreads>>>(out); }));
-  row("shared read, distinct banks", timer.median_ms([&] { probe<kRead, true><<<blocks, kThreads>>>(out); }));
-  row("shared read, random origins", timer.median_ms([&] { probe<kRead, false><<<blocks, kThreads>>>(out); }));
-  row("registers only", timer.median_ms([&] { probe<kRegister, true><<<blocks, kThreads>>>(out); }));
+  row("shared atomicAdd, distinct banks", probe_median_ms(timer, [&] { probe<kAtomicAdd, true><<<blocks, kThreads>>>(out); }));
+  row("shared atomicAdd, random origins", probe_median_ms(timer, [&] { probe<kAtomicAdd, false><<<blocks, kThreads>>>(out); }));
+  row("shared read, distinct banks", probe_median_ms(timer, [&] { probe<kRead, true><<<blocks, kThreads>>>(out); }));
+  row("shared read, random origins", probe_median_ms(timer, [&] { probe<kRead, false><<<blocks, kThreads>>>(out); }));
+  row("registers only", probe_median_ms(timer, [&] { probe<kRegister, true><<<blocks, kThreads>>>(out); }));
   cudaFree(out);
   return 0;
 }

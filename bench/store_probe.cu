@@ -3,8 +3,8 @@
 // index, so that each bucket's slots fill front to back as the kernel sweeps the
 // particles. Timed for several F: a 16-byte record (as Packed<float>), a 4-byte index (as
 // perm), both, and, for comparison, the random 4-byte gather (as interp's unbin) and a
-// coalesced copy. The question it answers (bench/NOTES.md 13, 17): does a scatter get
-// cheap when its open fronts fit in L2, and how few fronts must that be?
+// coalesced copy. The question it answers (docs/tuning.md#kpartitionthreads): does a
+// scatter get cheap when its open fronts fit in L2, and how few fronts must that be?
 //
 //   store_probe [--log2n K]
 #include <cuda_runtime.h>
@@ -22,7 +22,7 @@
 namespace {
 
 using pmkit::bench::ck;
-using pmkit::bench::ProbeTimer;
+using pmkit::bench::probe_median_ms;
 
 __global__ void store_records(const std::uint32_t* __restrict__ dst, std::uint32_t n, float4* __restrict__ records) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -82,8 +82,8 @@ int main(int argc, char** argv) {
   ck(cudaMalloc(&copy, n * sizeof(float4)), "malloc");
   ck(cudaMemset(records, 0, n * sizeof(float4)), "memset");
   const unsigned blocks = (n + 255) / 256;
-  ProbeTimer timer;
-  const double copy_ms = timer.median_ms([&] { copy_records<<<blocks, 256>>>(records, n, copy); });
+  pmkit::cuda::EventTimer timer;
+  const double copy_ms = probe_median_ms(timer, [&] { copy_records<<<blocks, 256>>>(records, n, copy); });
   std::printf("%s, L2 %d MB; 2^%d particles; coalesced 16-byte copy %.3f ms (%.0f GB/s read+write)\n", prop.name,
               prop.l2CacheSize >> 20, log2n, copy_ms, 2.0 * n * sizeof(float4) / copy_ms * 1e-6);
   std::printf("stores in bucket order within random buckets (as set_points' scatter); ms, and GB/s of the bytes "
@@ -100,10 +100,10 @@ int main(int argc, char** argv) {
       return p;
     }() : bucket_slots(n, fronts, rng);
     ck(cudaMemcpy(dst, host.data(), n * sizeof(std::uint32_t), cudaMemcpyHostToDevice), "upload");
-    const double rec = timer.median_ms([&] { store_records<<<blocks, 256>>>(dst, n, records); });
-    const double idx = timer.median_ms([&] { store_indices<<<blocks, 256>>>(dst, n, perm); });
-    const double both = timer.median_ms([&] { store_both<<<blocks, 256>>>(dst, n, records, perm); });
-    const double gather = timer.median_ms([&] { gather_indices<<<blocks, 256>>>(dst, n, perm, out); });
+    const double rec = probe_median_ms(timer, [&] { store_records<<<blocks, 256>>>(dst, n, records); });
+    const double idx = probe_median_ms(timer, [&] { store_indices<<<blocks, 256>>>(dst, n, perm); });
+    const double both = probe_median_ms(timer, [&] { store_both<<<blocks, 256>>>(dst, n, records, perm); });
+    const double gather = probe_median_ms(timer, [&] { gather_indices<<<blocks, 256>>>(dst, n, perm, out); });
     const double gb = double(n) * 1e-6;
     std::printf("%10u %9.1f MB | %10.3f %8.0f | %10.3f %8.0f | %10.3f %8.0f | %10.3f %8.0f\n", fronts,
                 fronts * 128.0 / (1 << 20), rec, 16 * gb / rec, idx, 4 * gb / idx, both, 20 * gb / both, gather,

@@ -1,6 +1,7 @@
 #pragma once
-// Helpers of the CUDA tests: whether a GPU is present, device arrays, and sizes that
-// shrink under compute-sanitizer. Only for builds with the CUDA backend.
+// Helpers of the CUDA tests: whether a GPU is present, views of device buffers
+// (cuda::DeviceBuffer), and sizes that shrink under compute-sanitizer. Only for builds
+// with the CUDA backend.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -8,10 +9,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "pmkit/cuda/runtime.hpp"
 #include "pmkit/view.hpp"
 #include "test_support.hpp"
 
 namespace pmkit::test {
+
+using cuda::DeviceBuffer;
 
 inline bool have_gpu() {
   int n = 0;
@@ -29,26 +33,14 @@ inline bool have_gpu() {
 // which is ~100x slower.
 inline std::size_t scaled(std::size_t n) { return sanitizing() ? std::max<std::size_t>(n / 16, 1) : n; }
 
+// Views of a device buffer's whole length, for the plans' calls.
 template <class T>
-struct DeviceVector {
-  T* ptr = nullptr;
-  std::size_t size = 0;
-  explicit DeviceVector(std::size_t n) : size(n) {
-    EXPECT_EQ(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T)), cudaSuccess);
-  }
-  DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) { upload(host); }
-  ~DeviceVector() { cudaFree(ptr); }
-  DeviceVector(const DeviceVector&) = delete;
-  void upload(const std::vector<T>& host) {
-    EXPECT_EQ(cudaMemcpy(ptr, host.data(), size * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(size);
-    EXPECT_EQ(cudaMemcpy(host.data(), ptr, size * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-  }
-  View<T> view() { return View<T>(ptr, size); }
-  View<const T> cview() const { return View<const T>(ptr, size); }
-};
+View<T> device_view(cuda::DeviceBuffer<T>& buffer) {
+  return View<T>(buffer.get(), buffer.size());
+}
+template <class T>
+View<const T> device_cview(const cuda::DeviceBuffer<T>& buffer) {
+  return View<const T>(buffer.get(), buffer.size());
+}
 
 }  // namespace pmkit::test

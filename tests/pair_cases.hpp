@@ -107,16 +107,16 @@ std::vector<std::vector<T>> compute_pairs(PairPlan<T, D>& plan, const Kernel& ke
     return out;
   }
 #if defined(PMKIT_WITH_CUDA)
-  std::vector<std::unique_ptr<DeviceVector<T>>> din, dout;
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> din, dout;
   std::vector<View<const T>> in_views;
   std::vector<View<T>> out_views;
   for (const auto& v : in) {
-    din.push_back(std::make_unique<DeviceVector<T>>(v));
-    in_views.push_back(din.back()->cview());
+    din.push_back(std::make_unique<DeviceBuffer<T>>(v));
+    in_views.push_back(device_cview(*din.back()));
   }
   for (const auto& v : out) {
-    dout.push_back(std::make_unique<DeviceVector<T>>(v));
-    out_views.push_back(dout.back()->view());
+    dout.push_back(std::make_unique<DeviceBuffer<T>>(v));
+    out_views.push_back(device_view(*dout.back()));
   }
   plan.compute(kernel, in_views, out_views);
   for (std::size_t k = 0; k < out.size(); ++k) out[k] = dout[k]->download();
@@ -129,15 +129,15 @@ template <class T, int D>
 struct PositionsOn {
   std::array<View<const T>, D> views;
 #if defined(PMKIT_WITH_CUDA)
-  std::vector<std::unique_ptr<DeviceVector<T>>> device;
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> device;
 #endif
   PositionsOn(const Positions<T, D>& pos, [[maybe_unused]] bool on_device) {
     for (int d = 0; d < D; ++d) {
       views[d] = View<const T>(pos[d]);
 #if defined(PMKIT_WITH_CUDA)
       if (on_device) {
-        device.push_back(std::make_unique<DeviceVector<T>>(pos[d]));
-        views[d] = device.back()->cview();
+        device.push_back(std::make_unique<DeviceBuffer<T>>(pos[d]));
+        views[d] = device_cview(*device.back());
       }
 #endif
     }

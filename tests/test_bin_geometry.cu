@@ -1,9 +1,9 @@
-// The CUDA backend's cell encoding (BinGeometry, src/cuda/binning.cuh), tested on the
+// The CUDA backend's cell encoding (BinGeometry, src/cuda/kernels/records.cuh), tested on the
 // host: both forms must give back every home node they encode, stay below the away
 // marker, and be chosen as documented. The bit-field form runs end to end in every CUDA
 // test; the mixed-radix fallback needs grids of 2^29 nodes and more, so its arithmetic is
 // checked here, where no GPU is needed. Also on the host: the fixed-point scales
-// (src/cuda/fixed_point.cuh) are powers of two, for which the kernels' multiplication by
+// (src/cuda/kernels/fixed_point.cuh) are powers of two, for which the kernels' multiplication by
 // 1 / scale gives the bits of a division, at every magnitude a double holds.
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 #include <random>
 #include <vector>
 
-#include "cuda/binning.cuh"
-#include "cuda/fixed_point.cuh"
+#include "cuda/kernels/records.cuh"
+#include "cuda/kernels/fixed_point.cuh"
 
 namespace {
 

@@ -7,11 +7,14 @@
 
 #if defined(PMKIT_WITH_CUDA)
 #include "cuda_support.hpp"
-#include "cuda/tuning.hpp"
+#include "cuda/plan/peak_weight.hpp"
+#include "cuda/tuning/method_choice.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 namespace pmkit::test {
 namespace {
@@ -27,15 +30,15 @@ Options cuda_options() {
 template <class T, int D>
 void put_in_binned_order(Plan<T, D>& plan, const std::array<std::vector<T>*, D>& arrays) {
   const std::size_t n = arrays[0]->size();
-  std::vector<std::unique_ptr<DeviceVector<T>>> device;
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> device;
   typename Plan<T, D>::Positions views;
   for (int d = 0; d < D; ++d) {
-    device.emplace_back(new DeviceVector<T>(*arrays[d]));
-    views[d] = device.back()->cview();
+    device.emplace_back(new DeviceBuffer<T>(*arrays[d]));
+    views[d] = device_cview(*device.back());
   }
   plan.set_points(views);
-  DeviceVector<std::uint32_t> dorder(n);
-  plan.binned_order(dorder.view());
+  DeviceBuffer<std::uint32_t> dorder(n);
+  plan.binned_order(device_view(dorder));
   const auto order = dorder.download();
   for (int d = 0; d < D; ++d) {
     std::vector<T> sorted(n);
@@ -48,8 +51,8 @@ void put_in_binned_order(Plan<T, D>& plan, const std::array<std::vector<T>*, D>&
 // q = 1 conserves their mass.
 void expect_points_kept(Plan<float, 3>& plan, std::size_t n, double tolerance) {
   std::vector<float> ones(n, 1.0f);
-  DeviceVector<float> dq(ones), dmesh(static_cast<std::size_t>(plan.mesh_size()));
-  plan.spread({dq.cview()}, {dmesh.view()});
+  DeviceBuffer<float> dq(ones), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.spread({device_cview(dq)}, {device_view(dmesh)});
   const auto mesh = dmesh.download();
   EXPECT_NEAR(std::accumulate(mesh.begin(), mesh.end(), 0.0), static_cast<double>(n), tolerance);
 }
@@ -76,11 +79,11 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   opt.spread_method = method;
   opt.deterministic = deterministic;
   Plan<T, D> plan(grid, kernel, opt);
-  std::vector<std::unique_ptr<DeviceVector<T>>> dpos, dprops, dmeshes;
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> dpos, dprops, dmeshes;
   typename Plan<T, D>::Positions views;
   for (int d = 0; d < D; ++d) {
-    dpos.emplace_back(new DeviceVector<T>(pos[d]));
-    views[d] = dpos.back()->cview();
+    dpos.emplace_back(new DeviceBuffer<T>(pos[d]));
+    views[d] = device_cview(*dpos.back());
   }
   plan.set_points(views);
 
@@ -90,10 +93,10 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   for (int j = 0; j < nprops; ++j) {
     std::vector<T> q(n);
     for (std::size_t i = 0; i < n; ++i) props_d[j][i] = q[i] = static_cast<T>(prop_scale * unit(rng));
-    dprops.emplace_back(new DeviceVector<T>(q));
-    dmeshes.emplace_back(new DeviceVector<T>(static_cast<std::size_t>(plan.mesh_size())));
-    prop_views.push_back(dprops.back()->cview());
-    mesh_views.push_back(dmeshes.back()->view());
+    dprops.emplace_back(new DeviceBuffer<T>(q));
+    dmeshes.emplace_back(new DeviceBuffer<T>(static_cast<std::size_t>(plan.mesh_size())));
+    prop_views.push_back(device_cview(*dprops.back()));
+    mesh_views.push_back(device_view(*dmeshes.back()));
   }
   plan.spread(prop_views, mesh_views);
 
@@ -121,15 +124,15 @@ void check_against_reference(const Kernel& kernel, std::array<std::int64_t, D> c
   // call, as the spread took them (several properties a pass: the tile interp kernel is
   // compiled per property count, the one-thread one reads the count at run time).
   std::vector<std::vector<T>> fields(nprops, std::vector<T>(size));
-  std::vector<std::unique_ptr<DeviceVector<T>>> dfields, dvalues;
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> dfields, dvalues;
   std::vector<View<const T>> field_views;
   std::vector<View<T>> value_views;
   for (int j = 0; j < nprops; ++j) {
     for (std::size_t i = 0; i < size; ++i) fields[j][i] = static_cast<T>(ref[j][i]);
-    dfields.emplace_back(new DeviceVector<T>(fields[j]));
-    dvalues.emplace_back(new DeviceVector<T>(n));
-    field_views.push_back(dfields.back()->cview());
-    value_views.push_back(dvalues.back()->view());
+    dfields.emplace_back(new DeviceBuffer<T>(fields[j]));
+    dvalues.emplace_back(new DeviceBuffer<T>(n));
+    field_views.push_back(device_cview(*dfields.back()));
+    value_views.push_back(device_view(*dvalues.back()));
   }
   plan.interp(field_views, value_views);
   for (int j = 0; j < nprops; ++j) {
@@ -199,7 +202,7 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
     }
 }
 
-// The one-thread spread adds a stencil's x-row as 8-byte float pairs (cuda/mesh_rows.cuh),
+// The one-thread spread adds a stencil's x-row as 8-byte float pairs (cuda/kernels/mesh_rows.cuh),
 // one node at a time across a periodic seam or a fold. Sparse input (spread forced to
 // atomics; interp then takes its one-thread kernel too) on odd sizes, so that rows start
 // at every alignment, for every kernel and boundary, uniform and on the seam and faces,
@@ -220,10 +223,9 @@ TEST(Cuda, OneThreadKernelsAddRowsAtEveryAlignment) {
 
 // The float fast mode's rounding on sparse input: blocks of a few particles take their
 // fixed-point scale from their own sum of |q| (30 bits of it), so a lone particle's small
-// outer weights keep float's accuracy. A scale bounded by max |q| at 21 bits (4f4eeb2's
-// FFMA rounding, reverted) measured 2.5e-6 against the naive float spread on such input
-// (bench/NOTES.md 57), where this code measured 6e-8 - 1.4e-7: the tolerance sits between,
-// at a tenth of the general float tolerance.
+// outer weights keep float's accuracy. A scale bounded by max |q| at 21 bits loses that
+// accuracy on such input by more than an order of magnitude: the tolerance sits between
+// the two, at a tenth of the general float tolerance.
 TEST(Cuda, SparseFloatSpreadKeepsFloatAccuracy) {
   PMKIT_REQUIRE_GPU();
   constexpr double kSparseTolerance = 1e-6;
@@ -280,21 +282,21 @@ TEST(Cuda, InterpOnBinnedInputBeyondL2) {
       put_in_binned_order<float, 2>(plan, {&pos[0], &pos[1]});
       const std::vector<float> mesh = random_values<float>(static_cast<std::size_t>(plan.mesh_size()), rng);
       const std::vector<double> mesh_d(mesh.begin(), mesh.end());
-      DeviceVector<float> dmesh(mesh);
+      DeviceBuffer<float> dmesh(mesh);
       std::uniform_real_distribution<double> step(-0.02, 0.02);
       for (const bool moved : {false, true}) {
         if (moved)  // a small step each, so that update_points keeps the binning
           for (int d = 0; d < 2; ++d)
             for (float& x : pos[d]) x = static_cast<float>(x + step(rng) * grid.spacing[d]);
-        DeviceVector<float> dx(pos[0]), dy(pos[1]);
+        DeviceBuffer<float> dx(pos[0]), dy(pos[1]);
         if (moved) {
-          plan.update_points({dx.cview(), dy.cview()});
+          plan.update_points({device_cview(dx), device_cview(dy)});
           EXPECT_GT(plan.num_away(), 0u) << "no particle left its tile";
         } else {
-          plan.set_points({dx.cview(), dy.cview()});
+          plan.set_points({device_cview(dx), device_cview(dy)});
         }
-        DeviceVector<float> dvalues(n);
-        plan.interp({dmesh.cview()}, {dvalues.view()});
+        DeviceBuffer<float> dvalues(n);
+        plan.interp({device_cview(dmesh)}, {device_view(dvalues)});
         const std::array<std::vector<double>, 2> posd{std::vector<double>(pos[0].begin(), pos[0].end()),
                                                       std::vector<double>(pos[1].begin(), pos[1].end())};
         const std::vector<double> want = reference_interp<2>(grid, k, pointers<2>(posd), n, mesh_d);
@@ -390,31 +392,31 @@ TEST(Cuda, PlansOnTwoDevicesLeaveTheCurrentOneAlone) {
   for (int device : {0, 1}) {
     const int other = 1 - device;
     ASSERT_EQ(cudaSetDevice(device), cudaSuccess);  // the arrays live on the plan's device
-    DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]), dq(q),
+    DeviceBuffer<float> dx(pos[0]), dy(pos[1]), dz(pos[2]), dq(q),
         dmesh(static_cast<std::size_t>(mesh_size(grid, Kernel::mp4().ghost_width())));
-    DeviceVector<float> dforces(n * 4);
+    DeviceBuffer<float> dforces(n * 4);
     ASSERT_EQ(cudaSetDevice(other), cudaSuccess);
     Options opt = cuda_options();
     opt.device = device;
     opt.deterministic = true;
     Plan<float, 3> plan(grid, Kernel::mp4(), opt);
     EXPECT_EQ(current(), other) << "after the plan's construction";
-    plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+    plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
     EXPECT_EQ(current(), other) << "after set_points";
-    plan.spread({dq.cview()}, {dmesh.view()});
+    plan.spread({device_cview(dq)}, {device_view(dmesh)});
     EXPECT_EQ(current(), other) << "after spread";
     meshes[device] = dmesh.download();
-    plan.interp({dmesh.cview()}, {dq.view()});
+    plan.interp({device_cview(dmesh)}, {device_view(dq)});
     EXPECT_EQ(current(), other) << "after interp";
 
     PairOptions popt;
     popt.backend = Backend::Cuda;
     popt.device = device;
     PairPlan<float, 3> pairs(Box<3>::periodic({1.0, 1.0, 1.0}), 0.2, popt);
-    pairs.set_points({dx.cview(), dy.cview(), dz.cview()});
+    pairs.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
     EXPECT_EQ(current(), other) << "after the pair plan's set_points";
     const pair_kernels::LennardJones<3> lj{1.0, 0.05, 0.2, 0.01};
-    float* f = dforces.ptr;
+    float* f = dforces.get();
     pairs.compute(lj, {}, {View<float>(f, n), View<float>(f + n, n), View<float>(f + 2 * n, n),
                            View<float>(f + 3 * n, n)});
     EXPECT_EQ(current(), other) << "after the pair compute";
@@ -482,22 +484,22 @@ TEST(Cuda, PartitionReportsTheFirstBadParticle) {
         z[i] = inside(rng);
       }
       if (binned_input) put_in_binned_order<float, 3>(plan, {&x, &y, &z});
-      DeviceVector<float> dx(x), dy(y), dz(z);
-      plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+      DeviceBuffer<float> dx(x), dy(y), dz(z);
+      plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
       std::vector<float> q(n);
       std::uniform_real_distribution<float> charge(0.5f, 1.5f);
       for (auto& v : q) v = charge(rng);
-      DeviceVector<float> dq(q), dmesh(static_cast<std::size_t>(plan.mesh_size()));
-      plan.spread({dq.cview()}, {dmesh.view()});
+      DeviceBuffer<float> dq(q), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+      plan.spread({device_cview(dq)}, {device_view(dmesh)});
       const auto before = dmesh.download();
       std::vector<float> xb = x;
       xb[40000] = std::nanf("");
       xb[30001] = float(cells) + 0.5f;
-      DeviceVector<float> dxb(xb);
+      DeviceBuffer<float> dxb(xb);
       expect_pmkit_error(ErrorCode::OutOfBounds, "positions[0][30001]",
-                         [&] { plan.set_points({dxb.cview(), dy.cview(), dz.cview()}); }, "set_points, two bad");
+                         [&] { plan.set_points({device_cview(dxb), device_cview(dy), device_cview(dz)}); }, "set_points, two bad");
       // The binning in use is the one before the failed call: the same spread.
-      plan.spread({dq.cview()}, {dmesh.view()});
+      plan.spread({device_cview(dq)}, {device_view(dmesh)});
       const auto after = dmesh.download();
       double worst = 0, peak = 0;
       for (std::size_t k = 0; k < after.size(); ++k) {
@@ -529,13 +531,13 @@ TEST(Cuda, PartitionOrderIsStableAndReproducible) {
     const auto pos = make_positions<float, 3>(grid, Distribution::Uniform,
                                                pmkit::cuda::tuning::kPartitionMinParticles + 300000, rng);
     const std::size_t n = pos[0].size();
-    DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
+    DeviceBuffer<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
     std::vector<std::uint32_t> first;
     for (int run = 0; run < 3; ++run) {
       Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
-      plan.set_points({dx.cview(), dy.cview(), dz.cview()});
-      DeviceVector<std::uint32_t> dorder(n);
-      plan.binned_order(dorder.view());
+      plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
+      DeviceBuffer<std::uint32_t> dorder(n);
+      plan.binned_order(device_view(dorder));
       const std::vector<std::uint32_t> order = dorder.download();
       if (run == 0) {
         first = order;
@@ -594,8 +596,8 @@ TEST(Cuda, CellMomentsAfterUpdatePoints) {
   opt.spread_method = SpreadMethod::CudaCellMoments;
   opt.max_away_fraction = 0.2;
   Plan<float, 3> plan(grid, Kernel::mp4(), opt);
-  DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]), dq(q), dmesh(static_cast<std::size_t>(plan.mesh_size()));
-  plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+  DeviceBuffer<float> dx(pos[0]), dy(pos[1]), dz(pos[2]), dq(q), dmesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
   std::uniform_real_distribution<double> step(-0.3, 0.3);
   for (int d = 0; d < 3; ++d)
     for (auto& x : pos[d]) {
@@ -607,9 +609,9 @@ TEST(Cuda, CellMomentsAfterUpdatePoints) {
   dx.upload(pos[0]);
   dy.upload(pos[1]);
   dz.upload(pos[2]);
-  plan.update_points({dx.cview(), dy.cview(), dz.cview()});
+  plan.update_points({device_cview(dx), device_cview(dy), device_cview(dz)});
   EXPECT_GT(plan.num_away(), 0u) << "no particle left its tile: the away path is not tested";
-  plan.spread({dq.cview()}, {dmesh.view()});
+  plan.spread({device_cview(dq)}, {device_view(dmesh)});
   EXPECT_NE(plan.spread_method_name().find("cell-moments"), std::string::npos) << plan.spread_method_name();
   const auto posd = positions_as_double<float, 3>(views_of<float, 3>(pos));
   const std::vector<double> ref =
@@ -617,17 +619,17 @@ TEST(Cuda, CellMomentsAfterUpdatePoints) {
   EXPECT_LE(rel_l2<float>(View<const float>(dmesh.download()), ref), tolerance<float>());
 }
 
-// Auto does not take cell moments, even at 64 a cell (measured slower than tiles:
-// tuning.hpp, bench/NOTES.md 31); an explicit request it cannot honour is refused.
+// Auto does not take cell moments, even at 64 a cell (slower than tiles:
+// docs/tuning.md#kcellspanparticles); an explicit request it cannot honour is refused.
 TEST(Cuda, CellMomentsChoiceAndRefusals) {
   PMKIT_REQUIRE_GPU();
   std::mt19937_64 rng(fresh_seed());
   const Grid<3> grid = make_grid<3>({32, 32, 32}, BoundaryKind::Periodic);
   {
     const auto pos = make_positions<float, 3>(grid, Distribution::Uniform, std::size_t(64) * 32 * 32 * 32, rng);
-    DeviceVector<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
+    DeviceBuffer<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
     Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
-    plan.set_points({dx.cview(), dy.cview(), dz.cview()});
+    plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
     EXPECT_EQ(plan.spread_method_name().find("cell-moments"), std::string::npos) << plan.spread_method_name();
   }
   Options opt = cuda_options();
@@ -722,22 +724,22 @@ TEST(Cuda, ErrorsFromDeviceData) {
   const Options opt = cuda_options();
   Plan<float, 3> plan(Grid<3>::bounded({8, 8, 8}), Kernel::mp4(), opt);
   std::vector<float> x(100, 1.5f), y(100, 2.0f), z(100, 3.0f);
-  DeviceVector<float> dx(x), dy(y), dz(z);
-  plan.set_points({dx.cview(), dy.cview(), dz.cview()});  // valid points first
+  DeviceBuffer<float> dx(x), dy(y), dz(z);
+  plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});  // valid points first
   for (auto bad : {std::nanf(""), INFINITY, -0.5f, 8.25f}) {
     std::vector<float> xb = x;
     xb[57] = bad;
-    DeviceVector<float> dxb(xb);
+    DeviceBuffer<float> dxb(xb);
     expect_pmkit_error(std::isfinite(bad) ? ErrorCode::OutOfBounds : ErrorCode::NonFinitePosition, "positions[0][57]",
-                       [&] { plan.set_points({dxb.cview(), dy.cview(), dz.cview()}); },
+                       [&] { plan.set_points({device_cview(dxb), device_cview(dy), device_cview(dz)}); },
                        "set_points with x = " + std::to_string(bad));
   }
   expect_points_kept(plan, 100, 1e-3);
 
   // Host memory where device memory is expected: a clear error, nothing written.
-  const DeviceVector<float> dq(std::vector<float>(100, 1.0f));
+  const DeviceBuffer<float> dq(std::vector<float>(100, 1.0f));
   std::vector<float> host_mesh(static_cast<std::size_t>(plan.mesh_size()), 3.0f);
-  EXPECT_THROW(plan.spread({dq.cview()}, {View<float>(host_mesh)}), Error);
+  EXPECT_THROW(plan.spread({device_cview(dq)}, {View<float>(host_mesh)}), Error);
   EXPECT_TRUE(std::all_of(host_mesh.begin(), host_mesh.end(), [](float v) { return v == 3.0f; }));
 
   // A mesh larger than the device: refused at plan creation, naming the size.
@@ -749,19 +751,146 @@ TEST(Cuda, ErrorsFromDeviceData) {
   }
 }
 
+// The peak weight that bounds the fixed-point accumulation comes from the kernels' own
+// weights (kernels::weights_1d), not from the float64 reference: both agree to rounding.
+TEST(Cuda, PeakWeightFromTheKernelsOwnWeights) {
+  for (const Kernel& kernel : all_kernels())
+    for (int dims : {2, 3}) {
+      const double want = std::pow(reference::weight(kernel, 0.0), dims);
+      EXPECT_NEAR(cuda::peak_weight(kernel, dims), want, 1e-15 * want) << kernel.name() << ", " << dims << "D";
+    }
+}
+
+// A non-blocking stream (no implicit order with the legacy default stream), so that work
+// a plan ran off its stream would race with the test's own copies and show.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
+// A case of the stream tests: particles, one property and a field, with what the CPU
+// backend makes of them (the spread mesh and the interpolated values, as doubles).
+struct StreamCase {
+  Grid<3> grid;
+  Kernel kernel;
+  std::array<std::vector<float>, 3> pos;
+  std::vector<float> q, field;
+  std::vector<double> cpu_mesh, cpu_values;
+
+  StreamCase(const Kernel& k, std::int64_t cells, std::size_t n, std::mt19937_64& rng)
+      : grid(make_grid<3>({cells, cells, cells}, BoundaryKind::Periodic)), kernel(k) {
+    pos = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    q.resize(n);
+    for (float& v : q) v = unit(rng);
+    Plan<float, 3> cpu(grid, kernel);
+    cpu.set_points({View<const float>(pos[0]), View<const float>(pos[1]), View<const float>(pos[2])});
+    field.resize(static_cast<std::size_t>(cpu.mesh_size()));
+    for (float& v : field) v = unit(rng);
+    std::vector<float> mesh(field.size()), values(n);
+    cpu.spread({View<const float>(q)}, {View<float>(mesh)});
+    cpu.interp({View<const float>(field)}, {View<float>(values)});
+    cpu_mesh.assign(mesh.begin(), mesh.end());
+    cpu_values.assign(values.begin(), values.end());
+  }
+};
+
+// A case's device arrays, filled by copies queued on `stream` (not waited for).
+struct StreamArrays {
+  DeviceBuffer<float> x, y, z, q, field, mesh, values;
+  StreamArrays(const StreamCase& c, cudaStream_t stream)
+      : x(c.q.size()), y(c.q.size()), z(c.q.size()), q(c.q.size()), field(c.field.size()), mesh(c.field.size()),
+        values(c.q.size()) {
+    const std::pair<DeviceBuffer<float>*, const std::vector<float>*> fills[] = {
+        {&x, &c.pos[0]}, {&y, &c.pos[1]}, {&z, &c.pos[2]}, {&q, &c.q}, {&field, &c.field}};
+    for (const auto& f : fills)
+      EXPECT_EQ(cudaMemcpyAsync(f.first->get(), f.second->data(), f.second->size() * sizeof(float),
+                                cudaMemcpyHostToDevice, stream),
+                cudaSuccess);
+  }
+};
+
+// Two plans on two streams: every call of both issued before the test waits for either
+// stream; each plan's results (copied back on its stream) against the CPU backend.
+TEST(Cuda, TwoPlansOnTwoStreamsAgainstTheCpuBackend) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const std::size_t n = scaled(std::size_t(1) << 20);
+  const StreamCase cases[2] = {StreamCase(Kernel::mp4(), 64, n, rng), StreamCase(Kernel::linear(), 48, n / 2, rng)};
+  Stream streams[2];
+  std::vector<std::unique_ptr<StreamArrays>> arrays;
+  std::vector<std::unique_ptr<Plan<float, 3>>> plans;
+  for (int p = 0; p < 2; ++p) {
+    Options opt = cuda_options();
+    opt.stream = cuda::stream_handle(streams[p].s);
+    arrays.emplace_back(new StreamArrays(cases[p], streams[p].s));
+    plans.emplace_back(new Plan<float, 3>(cases[p].grid, cases[p].kernel, opt));
+  }
+  std::vector<float> meshes[2], values[2];
+  for (int p = 0; p < 2; ++p) {
+    StreamArrays& a = *arrays[p];
+    plans[p]->set_points({device_cview(a.x), device_cview(a.y), device_cview(a.z)});
+    plans[p]->spread({device_cview(a.q)}, {device_view(a.mesh)});
+    plans[p]->interp({device_cview(a.field)}, {device_view(a.values)});
+    meshes[p].resize(a.mesh.size());
+    values[p].resize(a.values.size());
+    EXPECT_EQ(cudaMemcpyAsync(meshes[p].data(), a.mesh.get(), a.mesh.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                              streams[p].s),
+              cudaSuccess);
+    EXPECT_EQ(cudaMemcpyAsync(values[p].data(), a.values.get(), a.values.size() * sizeof(float),
+                              cudaMemcpyDeviceToHost, streams[p].s),
+              cudaSuccess);
+  }
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_EQ(cudaStreamSynchronize(streams[p].s), cudaSuccess);
+    EXPECT_LE(rel_l2<float>(View<const float>(meshes[p]), cases[p].cpu_mesh), 2 * tolerance<float>())
+        << "spread, plan " << p << ", " << cases[p].kernel.name();
+    EXPECT_LE(rel_l2<float>(View<const float>(values[p]), cases[p].cpu_values), 2 * tolerance<float>())
+        << "interp, plan " << p << ", " << cases[p].kernel.name();
+  }
+}
+
+// Work queued on the plan's stream before a call runs before it: the property array is
+// filled by a copy queued behind a long memset, and spread, called at once, must see it.
+TEST(Cuda, SpreadFollowsWorkQueuedOnItsStream) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const StreamCase c(Kernel::mp4(), 64, scaled(std::size_t(1) << 20), rng);
+  Stream stream;
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  Plan<float, 3> plan(c.grid, c.kernel, opt);
+  StreamArrays a(c, stream.s);
+  plan.set_points({device_cview(a.x), device_cview(a.y), device_cview(a.z)});
+  // The property array zeroed, then a long pending memset, then its values copied in.
+  const DeviceBuffer<float> q_values(c.q);
+  ASSERT_EQ(cudaMemsetAsync(a.q.get(), 0, a.q.size() * sizeof(float), stream.s), cudaSuccess);
+  DeviceBuffer<unsigned char> busy(scaled(std::size_t(1) << 30));
+  for (int r = 0; r < 8; ++r) ASSERT_EQ(cudaMemsetAsync(busy.get(), r, busy.size(), stream.s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(a.q.get(), q_values.get(), a.q.size() * sizeof(float), cudaMemcpyDeviceToDevice,
+                            stream.s),
+            cudaSuccess);
+  plan.spread({device_cview(a.q)}, {device_view(a.mesh)});
+  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  EXPECT_LE(rel_l2<float>(View<const float>(a.mesh.download()), c.cpu_mesh), 2 * tolerance<float>());
+}
+
 TEST(Cuda, ZeroParticlesAndEmptyMesh) {
   PMKIT_REQUIRE_GPU();
   Options opt = cuda_options();
   for (bool det : {false, true}) {
     opt.deterministic = det;
     Plan<float, 2> plan(Grid<2>::periodic({33, 17}), Kernel::tsc(), opt);
-    DeviceVector<float> none(0);
-    plan.set_points({none.cview(), none.cview()});
+    DeviceBuffer<float> none(0);
+    plan.set_points({device_cview(none), device_cview(none)});
     std::vector<float> filled(static_cast<std::size_t>(plan.mesh_size()), 5.0f);
-    DeviceVector<float> mesh(filled);
-    plan.spread({none.cview()}, {mesh.view()}, Accumulate::Add);
+    DeviceBuffer<float> mesh(filled);
+    plan.spread({device_cview(none)}, {device_view(mesh)}, Accumulate::Add);
     EXPECT_EQ(mesh.download(), filled);
-    plan.spread({none.cview()}, {mesh.view()});
+    plan.spread({device_cview(none)}, {device_view(mesh)});
     const auto zeroed = mesh.download();
     EXPECT_TRUE(std::all_of(zeroed.begin(), zeroed.end(), [](float v) { return v == 0.0f; }));
   }

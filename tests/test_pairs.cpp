@@ -463,17 +463,17 @@ TEST(CudaPairs, BadInput) {
   const PairOptions opt = cuda_options(PairMethod::Auto);
   PairPlan<double, 3> plan(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, opt);
   std::vector<double> good = {0.1, 0.2, 1.9}, bad = {0.1, std::nan(""), 0.3}, far = {0.1, 2.5, 0.3};
-  DeviceVector<double> x(good), nan_x(bad), out(std::vector<double>(3, 5.0));
+  DeviceBuffer<double> x(good), nan_x(bad), out(std::vector<double>(3, 5.0));
   pair_kernels::CheapSynthetic cheap{0.5};
-  expect_pmkit_error(ErrorCode::NotReady, "", [&] { plan.compute(cheap, {}, {out.view()}); });
+  expect_pmkit_error(ErrorCode::NotReady, "", [&] { plan.compute(cheap, {}, {device_view(out)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.set_points({good, good, good}); });  // host pointers
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({x.cview(), nan_x.cview(), x.cview()}); });
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(nan_x), device_cview(x)}); });
   EXPECT_FALSE(plan.has_points());
-  plan.set_points({x.cview(), x.cview(), x.cview()});
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({x.cview(), x.cview(), nan_x.cview()}); });
+  plan.set_points({device_cview(x), device_cview(x), device_cview(x)});
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(x), device_cview(nan_x)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.compute(cheap, {}, {View<double>(good.data(), 3)}); });
   EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
-  plan.compute(cheap, {}, {out.view()});  // the points of before the failed call
+  plan.compute(cheap, {}, {device_view(out)});  // the points of before the failed call
   // x = y = z = (0.1, 0.2, 1.9): r^2 = 0.03 for 0-1, 0.12 for 0-2 across the seam, 0.27
   // (beyond 0.5^2) for 1-2; the cheap kernel adds 0.25 - r^2 to both of a pair.
   const std::vector<double> got = out.download();
@@ -482,8 +482,8 @@ TEST(CudaPairs, BadInput) {
   EXPECT_NEAR(got[2], 0.13, 1e-12);
   expect_pmkit_error(ErrorCode::OutOfBounds, "", [&] {
     PairPlan<double, 3> bounded(Box<3>::bounded({2.0, 2.0, 2.0}), 0.5, opt);
-    DeviceVector<double> outside(far);
-    bounded.set_points({x.cview(), x.cview(), outside.cview()});
+    DeviceBuffer<double> outside(far);
+    bounded.set_points({device_cview(x), device_cview(x), device_cview(outside)});
   });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] {
     PairOptions wrong;

@@ -96,15 +96,15 @@ std::array<std::vector<double>, D> held_positions(const Plan<T, D>& mesh, bool o
   }
 #if defined(PMKIT_WITH_CUDA)
   if (n > 0 && on_device) {
-    std::vector<std::unique_ptr<DeviceVector<T>>> device;
+    std::vector<std::unique_ptr<DeviceBuffer<T>>> device;
     std::array<View<T>, D> views;
     for (int d = 0; d < D; ++d) {
-      device.push_back(std::make_unique<DeviceVector<T>>(n));
-      views[d] = device.back()->view();
+      device.push_back(std::make_unique<DeviceBuffer<T>>(n));
+      views[d] = device_view(*device.back());
     }
-    DeviceVector<std::uint32_t> device_order(n);
+    DeviceBuffer<std::uint32_t> device_order(n);
     mesh.binned_positions(views);
-    mesh.binned_order(device_order.view());
+    mesh.binned_order(device_view(device_order));
     for (int d = 0; d < D; ++d) offsets[d] = device[d]->download();
     order = device_order.download();
   }

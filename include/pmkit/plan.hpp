@@ -10,6 +10,16 @@
 // set_points validates and bins the positions (a counting sort kept in the plan);
 // every later spread/interp reuses that binning and allocates nothing. A failed call
 // throws pmkit::Error and leaves both the plan and the caller's arrays as they were.
+//
+// On the CUDA backend every kernel, copy and event of a plan runs on Options::stream, in
+// the order of the calls, after the work already queued there. set_points and
+// update_points wait for the stream before they return (a bad position is an exception,
+// and the binning's size is read back); spread, interp and binned_positions on device
+// arrays, and binned_order into device memory, return as soon as their work is queued:
+// the caller synchronises the stream (or queues more work on it) before reading the
+// results. With host_arrays every call waits for its copies back. A call that grows the
+// plan's device buffers (the first set_points, a larger one) frees and allocates device
+// memory, which the CUDA runtime may synchronise device-wide.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -33,8 +43,8 @@ enum class SpreadMethod {
   // CPU: particles sorted by mesh row; slabs of planes of two colours, each slab owned
   // by one thread, so no two threads ever write the same node at the same time.
   CpuSlabs,
-  // CUDA methods (see src/cuda): global atomics on sorted particles; shared-memory tiles
-  // with 32-bit fixed-point accumulation.
+  // CUDA: global atomics on sorted particles; shared-memory tiles with 32-bit fixed-point
+  // accumulation.
   CudaGlobalAtomics,
   CudaSharedTiles,
   // CPU: every thread spreads its share of the sorted particles into a private copy of
@@ -46,7 +56,8 @@ enum class SpreadMethod {
   // shared atomic per cell and node instead of per particle and node. Kernels of up to
   // 64 nodes a particle (linear, TSC, M'4 and B-spline 4 in 3D; all in 2D); not in
   // deterministic mode (the sums' order within a cell varies between runs). Auto does
-  // not take it: measured slower than CudaSharedTiles (bench/NOTES.md 31).
+  // not take it: its sort by cell costs more than the atomics it saves in the cases
+  // measured (docs/tuning.md#kcellspanparticles).
   CudaCellMoments,
 };
 
@@ -57,10 +68,13 @@ struct Options {
   bool deterministic = false;  // CUDA: bit-for-bit identical spread across runs
   bool host_arrays = false;    // CUDA: views point to host memory; the plan copies
   int device = 0;              // CUDA: device ordinal
-  StreamHandle stream = nullptr;  // CUDA: the stream every call runs on (null: default)
+  // CUDA: the stream every call's kernels, copies and events run on, in call order
+  // (pmkit::cuda::stream_handle(cudaStream_t); null: the default stream). Which calls
+  // wait for it before returning: see Plan.
+  StreamHandle stream = nullptr;
   // CUDA update_points: re-bin in full once more than this fraction of the particles
-  // has left its tile. An away particle costs a spread about 20x what a binned one
-  // does, and a full binning costs about three spreads (bench/NOTES.md 9).
+  // has left its tile: an away particle costs spread and interp much more than a binned
+  // one, a full binning a few spreads (docs/tuning.md#max_away_fraction).
   double max_away_fraction = 0.005;
 };
 
@@ -110,9 +124,9 @@ class Plan {
   // order[k] = the caller's index of the k-th particle in the plan's binned order (that
   // of the last full binning). Keeping the particle arrays in this order (x'[k] =
   // x[order[k]], the same for every property) makes spread's property reads and interp's
-  // writes local instead of scattered. On the H100 at 256^3: set_points 1.8x, spread
-  // 1.2x (M'4) to 1.5x (linear) and interp 1.1x faster (bench/NOTES.md 10-11, 22). `order`
-  // is device memory on the CUDA backend unless options.host_arrays.
+  // writes local instead of scattered, and set_points, spread and interp faster where the
+  // arrays are larger than the caches. `order` is device memory on the CUDA backend
+  // unless options.host_arrays.
   void binned_order(View<std::uint32_t> order) const;
   // offsets[d][k] = the k-th binned particle's position relative to the grid origin (x -
   // origin, wrapped into [0, cells h) on periodic axes), as the plan holds it since the

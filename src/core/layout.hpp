@@ -20,8 +20,7 @@ struct Axis {
   double spacing;
   // 1 / spacing where multiplying by it gives the division's result to the bit (spacing a
   // power of two, h = 1 included), else 0. A double division is a dozen FP64 and XU
-  // instructions; binning does one a coordinate (GPU set_points: ~40% of its kernels'
-  // instructions were the binning arithmetic, bench/NOTES.md 22).
+  // instructions, and binning does one a coordinate: much of the GPU set_points' work.
   double exact_inverse = 0.0;
 
   // Grid coordinate u = (x - origin) / h, wrapped into [0, n) on periodic axes.

@@ -24,8 +24,8 @@ PMKIT_HD PMKIT_FORCEINLINE void locate_particle(const double (&u)[D], int (&base
 // A particle's stencil as S^(D-1) x-rows: per row r the y (and z) part of the mesh
 // index and the row's weight; per x-node a (weights[0][a], nodes[0][a]) its weight and
 // storage index. nodes[0][a] is consecutive in a unless the row crosses a periodic seam
-// or a fold. A kernel that adds a row with vector atomics (cuda/mesh_rows.cuh) walks it
-// by rows; for_each_node walks the same nodes with the same weights.
+// or a fold. A kernel that adds a row with vector atomics (cuda/kernels/mesh_rows.cuh)
+// walks it by rows; for_each_node walks the same nodes with the same weights.
 template <class K, int D, class T>
 struct StencilRows {
   static constexpr int S = K::support;

@@ -1,3 +1,3 @@
 // One translation unit per precision and dimension keeps nvcc builds parallel.
-#include "cuda/cuda_backend.cuh"
+#include "cuda/plan/instantiate.cuh"
 PMKIT_INSTANTIATE_CUDA_BACKEND(double, 2)

@@ -91,7 +91,7 @@ template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(std::size_t count, const char* what) { reserve(count, what); }
+  explicit DeviceBuffer(std::size_t count, const char* what = "DeviceBuffer") { reserve(count, what); }
   // A device copy of `host` (synchronous).
   explicit DeviceBuffer(const std::vector<T>& host, const char* what = "DeviceBuffer") {
     reserve(host.size(), what);

@@ -7,7 +7,7 @@
 
 #include <cuda/annotated_ptr>
 
-#include "cuda/binning.cuh"
+#include "cuda/kernels/records.cuh"
 
 namespace pmkit::cuda {
 
@@ -42,7 +42,7 @@ __device__ __forceinline__ T load_prop(const PropPass<T>& pass, int j, std::uint
 
 // A pointer whose loads ask L2 to evict their lines first (CCCL's access property: the
 // policy rides in the load's memory descriptor, no extra instruction; L1 keeps its normal
-// policy, unlike the `.cs` loads of bench/NOTES.md 15). Loads through __ldg drop it.
+// policy, unlike `.cs` loads). Loads through __ldg drop it.
 template <class P>
 __device__ __forceinline__ const P* streamed(const P* p) {
   return ::cuda::associate_access_property(p, ::cuda::access_property::streaming{});
@@ -51,8 +51,8 @@ __device__ __forceinline__ const P* streamed(const P* p) {
 // A tile's window: the tile's nodes plus the kernel's reach, as a small mesh of its own
 // (node m of the window is logical node tile * edge - (S-1)/2 + m, no wrap inside).
 // Its sizes are compile-time constants, so every stencil offset inside it is an
-// immediate operand of the shared-memory instruction (ncu on the run-time version: ~14
-// instructions per node, of which one was the shared atomic).
+// immediate operand of the shared-memory instruction (with run-time sizes, the index
+// arithmetic would cost many instructions per node for one shared atomic).
 template <class K, int D>
 struct TileWindow {
   static constexpr int kEdge = BinGeometry<D>::kEdge;
@@ -63,7 +63,7 @@ struct TileWindow {
   // Window offset of a particle's first stencil node: its home node's place in the tile.
   // (BinGeometry::window_offset gives the same place without the tile, for the banks that
   // place_kernel stores; this form, with the tile the kernels hold anyway, is the one
-  // their register budgets were measured with: NOTES 77.)
+  // their register budgets are set for.)
   __device__ __forceinline__ static int origin(const BinGeometry<D>& geo, std::uint32_t cell, const int (&tile)[D]) {
     int home[D];
     geo.decode(cell, home);
@@ -94,8 +94,7 @@ struct TileWindow {
   // Mesh index of window node k, the same rule with x, from tables that a block fills
   // once (fill_index_tables): each row's y/z part (row_index) and each x's node, -1
   // outside. A window node then costs a division by a constant and two shared loads
-  // instead of a wrap or fold per axis (the interp kernel's staging, ~1.4 nodes a
-  // particle for linear at 1 a cell and 2.6 for M'4; the flush: bench/NOTES.md 33-34).
+  // instead of a wrap or fold per axis (the interp kernel's staging and the flush).
   static constexpr int kRows = kNodes / kWidth;
   static constexpr int kQuads = (kWidth + 3) / 4 + 1;  // see first_quad_x
   struct IndexTables {
@@ -174,7 +173,7 @@ struct Values {
 
 // Calls f(std::integral_constant<int, NP>{}) for a pass of `count` properties: the tile
 // kernels are compiled per property count, so their loops over properties have no
-// run-time bound (ncu: the run-time bound cost a branch and a load per node).
+// run-time bound (which would cost a branch and a load per node).
 template <class F>
 void with_prop_count(int count, F&& f) {
   static_assert(tuning::kPropsPerPass == 3, "one case per count");
@@ -228,8 +227,8 @@ static_assert(kSlots * tuning::kSpreadThreads == tuning::kChunkParticles, "chunk
 // A warp of a tile kernel takes 32 particles; each lane adds (or reads) its stencil at
 // window offset origin + o, with the same o in all lanes at once. In the scatter's
 // (arrival) order the origins are random, and a warp's 32 accesses fall into ~3
-// shared-memory wavefronts on average (ncu: 67% of the spread kernel's wavefronts were
-// bank conflicts, bench/NOTES.md 8). So set_points also records, per chunk, an order in
+// shared-memory wavefronts on average (most of the spread kernel's wavefronts would be
+// bank conflicts). So set_points also records, per chunk, an order in
 // levels: level r holds the r-th particle of every bank that has one, in bank order.
 // 32 consecutive particles of a full level start in 32 different banks: one wavefront
 // per access. Only the last, partial levels of a chunk mix.
@@ -243,16 +242,14 @@ constexpr int kSharedBanks = 32;  // 4-byte banks, every GPU since Maxwell
 // A chunk of at most one warp's particles sits in one warp in any order, and a warp's
 // bank conflicts depend on the set of its addresses, not on which lane holds which: such
 // chunks keep the arrival order, written by a few lanes with no barrier (at 8 a tile,
-// 2^18 particles on 256^3, that is every one of the 32768 blocks; returning at once there
-// measured set_points 0.15 -> 0.11 ms, bench/NOTES.md 37).
+// 2^18 particles on 256^3, that is every one of the 32768 blocks).
 constexpr std::uint32_t kMinInterleavedChunk = kSharedBanks + 1;
 
 // A block a chunk. The kernel is a chain of dependent steps (the chunk, its banks, shared
 // atomics, two barriers, the level table, the stores) with little work in each. Reading
 // each particle's bank from its 16-byte record (a 32-byte sector for 4 bytes), it is
-// bound by those bytes (ncu at 2^24 on 256^3, blocks of 64: 269 MB at 2.2 TB/s, 122 us);
-// reading the byte place_kernel stored (WindowBanks), by how many chunks an SM holds at
-// once, which small blocks raise (86 us; bench/NOTES.md 73, 76, 77). kThreads:
+// bound by those bytes; reading the byte place_kernel stored (WindowBanks), by how many
+// chunks an SM holds at once, which small blocks raise. kThreads:
 // tuning::interleave_threads.
 template <class K, int D, class T, int kThreads, bool kFromBanks>
 __global__ void __launch_bounds__(kThreads)
@@ -278,8 +275,8 @@ __global__ void __launch_bounds__(kThreads)
   int tile[D];
   if constexpr (!kFromBanks) geo.tile_coords(chunk.tile, tile);
   // The chunk's banks loaded all at once, then ranked: loaded one at a time between the
-  // atomics, the kernel read its records at ~1.3 TB/s (193 us at 2^24; NOTES 72). A
-  // particle's bank (5 bits) and its rank in the bank (< 2^11) share a register.
+  // atomics, the loads would wait one by one. A particle's bank (5 bits) and its rank in
+  // the bank (< 2^11) share a register.
   std::uint32_t bank_rank[kSlotsHere];
 #pragma unroll
   for (int r = 0; r < kSlotsHere; ++r) {
@@ -299,8 +296,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   // The level table, a level a warp: lane b holds bank b's count. (A thread a level, each
-  // summing the 32 counts itself, held them in 32 registers: 64 a thread, four blocks an
-  // SM; NOTES 73.)
+  // summing the 32 counts itself, would hold them in 32 registers: four blocks an SM.)
   static_assert(kSharedBanks == 32, "a lane a bank (and 5 bits a bank in bank_rank)");
   const std::uint32_t lane = threadIdx.x % 32;
   const std::uint32_t count = bank_count[lane];

@@ -3,7 +3,7 @@
 // staged in shared memory; then unbin_kernel, the caller's order.
 #include <cstdint>
 
-#include "cuda/tiles.cuh"
+#include "cuda/kernels/tiles.cuh"
 
 namespace pmkit::cuda {
 
@@ -11,7 +11,7 @@ namespace pmkit::cuda {
 // the caller's order (coalesced stores here, a gather there), or, with `perm`, straight
 // at the caller's index (one scattered store a value; the backend takes it only where
 // the outputs fit in L2 beside the mesh, so the stores merge there instead of costing a
-// sector's read-modify-write in DRAM each, bench/NOTES.md 8 and 52).
+// sector's read-modify-write in DRAM each: tuning::interp_direct_pays).
 template <class T>
 struct InterpOutput {
   T* binned;                   // [count][binned_stride]
@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 
 // The S window values that start at one node, padded to a power of two and aligned as
 // a whole, so that interp reads a stencil row with one vector load (two for S > 4 in
-// float, S > 2 in double) instead of S scalar ones: the kernel was issue-bound (ncu,
-// bench/NOTES.md 14: IPC 2.78, 69% of issue slots), and a row of M'4 took 4 LDS.32.
+// float, S > 2 in double) instead of S scalar ones: the kernel is bound by issued
+// instructions, and a row of M'4 in scalars is 4 LDS.32.
 template <class T, int S>
 struct RowSpan {
   static constexpr int kPad = S <= 2 ? 2 : S <= 4 ? 4 : 8;
@@ -92,8 +92,8 @@ constexpr std::size_t interp_tiles_shared_bytes() {
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
 // from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
 // through `out` (InterpOutput: binned slots, or the caller's order). The thread's
-// particles are loaded before the window, so that the two loads' latencies overlap (ncu:
-// stalled on the window load, then on the particle load). Where it fits, the window is
+// particles are loaded before the window, so that the two loads' latencies overlap
+// instead of stalling the block twice. Where it fits, the window is
 // held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1).
 template <class K, int D, class T, int NP, bool kDirect>
 __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), D, K::support, NP))
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
 // M2P's last step where the outputs do not fit in L2: each caller's particle reads its
 // value from its binned slot. A coalesced write and a scattered read; the other way round
 // (writing through perm), every 4-byte store is a read-modify-write of a whole sector in
-// DRAM (interp at 2^24 was 3-4x the floor that way).
+// DRAM.
 template <class T>
 __global__ void unbin_kernel(PropPass<T> pass, const T* binned_values, std::size_t n, const std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;

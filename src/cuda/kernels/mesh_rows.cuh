@@ -2,10 +2,8 @@
 // A particle's stencil row (its S consecutive x-nodes, detail::StencilRows) added with
 // vector atomics, for the one-thread-per-particle spread: Hopper's float2 atomic is one
 // operation in L2 (as the tile flush's float4), so a row of 2 nodes costs 1 or 2 of
-// them instead of 2, a row of 4 costs 2 or 3 instead of 4. Measured (bench/NOTES.md 61):
-// the atomics spread 12-18% faster (2D linear 2^18 0.026 -> 0.023 ms, 2D M'4 2^16 0.025
-// -> 0.021, 3D M'4 2^16 on 256^3 0.116 -> 0.099). Reading rows as 16-byte vectors in the
-// one-thread interp was measured too and gained nothing (slower in 3D): not kept.
+// them instead of 2, a row of 4 costs 2 or 3 instead of 4. The one-thread interp reads
+// its rows as scalars: vector loads gain nothing there.
 #include <cstdint>
 #include <type_traits>
 

@@ -1,0 +1,233 @@
+#pragma once
+// The binned particle as every kernel reads it: the packed record, the geometry of tiles
+// and cells, chunks, the caller's arrays of a launch, and the binning of one position.
+#include <cstdint>
+#include <type_traits>
+
+#include "core/layout.hpp"
+#include "core/stencil.hpp"
+#include "cuda/tuning/tuning.hpp"
+
+namespace pmkit::cuda {
+
+// One binned particle, in tile order: local coordinates and the linear index of its
+// home node (floor(u + shift), wrapped) over the key extents. 16 bytes in float.
+template <class T>
+struct alignas(4 * sizeof(T)) Packed {
+  T s[3];
+  std::uint32_t cell;
+};
+
+// Stores a record as whole 16-byte vectors: one in float, two in double, where a plain
+// struct copy of Packed<double> compiles to three stores (16 + 8 + 4 bytes). A scattered
+// store costs one L2 request per lane and instruction, so three stores a double record
+// would cost update_points 3x float's write requests.
+template <class T>
+__device__ __forceinline__ void store_record(Packed<T>* to, const Packed<T>& p) {
+  static_assert(sizeof(Packed<T>) == 4 * sizeof(T), "a record is four values wide");
+  uint4* dst = reinterpret_cast<uint4*>(to);
+  if constexpr (sizeof(T) == 4) {
+    dst[0] = make_uint4(__float_as_uint(p.s[0]), __float_as_uint(p.s[1]), __float_as_uint(p.s[2]), p.cell);
+  } else {
+    dst[0] = make_uint4(__double2loint(p.s[0]), __double2hiint(p.s[0]), __double2loint(p.s[1]),
+                        __double2hiint(p.s[1]));
+    dst[1] = make_uint4(__double2loint(p.s[2]), __double2hiint(p.s[2]), p.cell, 0u);
+  }
+}
+
+// Geometry of binning: key extents per dimension (nodes a home node can be), tiles.
+template <int D>
+struct BinGeometry {
+  static constexpr int kEdge = tuning::tile_edge(D);  // cells per tile edge
+  static_assert((kEdge & (kEdge - 1)) == 0, "tile edges are powers of two");
+  int keys[D];   // n (periodic) or n+1 (bounded)
+  int tiles[D];  // ceil(keys / kEdge)
+  int support;
+  std::uint32_t num_tiles;
+  double peak_weight;  // largest weight one node gets from one particle (kernel peak ^ D)
+  // A cell is its home node's coordinates as bit fields (x lowest; field d starts at
+  // bit shift[d]) where they fit in 31 bits, else as a mixed-radix number over keys
+  // (shift[0] < 0). Fields decode by shifts; the mixed radix by two run-time divisions,
+  // ~20 instructions each with an XU reciprocal, in every kernel that reads a record.
+  // 31 bits keep every cell below kAwayCell.
+  int shift[D];
+
+  // Sets shift from keys: fields where their widths add up to at most 31 bits, else the
+  // mixed radix (only the largest grids: a bounded 1024^3 takes 3 x 11 bits).
+  __host__ void choose_cell_encoding() {
+    int bits = 0;
+    for (int d = 0; d < D; ++d) {
+      shift[d] = bits;
+      int width = 0;
+      while ((std::int64_t(1) << width) < keys[d]) ++width;
+      bits += width;
+    }
+    if (bits > 31) shift[0] = -1;
+  }
+  __host__ __device__ bool bit_fields() const { return shift[0] >= 0; }
+
+  // One axis of the encoding, from the last axis down to x (so that the binning loop
+  // keeps no array of coordinates, which would take partition_kernel past 64 registers,
+  // one block an SM instead of two).
+  __host__ __device__ std::uint32_t encode_axis(std::uint32_t cell, int d, int home) const {
+    return bit_fields() ? cell | (static_cast<std::uint32_t>(home) << shift[d])
+                        : cell * static_cast<std::uint32_t>(keys[d]) + static_cast<std::uint32_t>(home);
+  }
+  __host__ __device__ std::uint32_t encode(const int (&home)[D]) const {
+    std::uint32_t cell = 0;
+    PMKIT_UNROLL
+    for (int d = D - 1; d >= 0; --d) cell = encode_axis(cell, d, home[d]);
+    return cell;
+  }
+  __host__ __device__ void decode(std::uint32_t cell, int (&home)[D]) const {
+    if (bit_fields()) {
+      PMKIT_UNROLL
+      for (int d = 0; d < D - 1; ++d)
+        home[d] = static_cast<int>((cell >> shift[d]) & ((1u << (shift[d + 1] - shift[d])) - 1u));
+      home[D - 1] = static_cast<int>(cell >> shift[D - 1]);
+      return;
+    }
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      home[d] = static_cast<int>(cell % keys[d]);
+      cell /= keys[d];
+    }
+  }
+  // The place of a cell's home node in its tile's window of `width` nodes an edge (x
+  // fastest), the tile's first node at 0: TileWindow::origin, and the interleave's bank.
+  __host__ __device__ int window_offset(std::uint32_t cell, int width) const {
+    int home[D];
+    decode(cell, home);
+    int offset = 0;
+    PMKIT_UNROLL
+    for (int d = D - 1; d >= 0; --d) offset = offset * width + (home[d] & (kEdge - 1));  // home - tile * kEdge
+    return offset;
+  }
+  __host__ __device__ void tile_coords(std::uint32_t tile, int (&t)[D]) const {
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      t[d] = static_cast<int>(tile % tiles[d]);
+      tile /= tiles[d];
+    }
+  }
+};
+
+// A block's share of one tile: at most tuning::kChunkParticles particles.
+struct Chunk {
+  std::uint32_t tile, begin, count;
+};
+
+template <class T, int D>
+struct PositionArrays {
+  const T* data[D];
+  std::ptrdiff_t stride[D];
+  __device__ void load(std::size_t i, T (&x)[D]) const {
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) x[d] = data[d][static_cast<std::ptrdiff_t>(i) * stride[d]];
+  }
+};
+
+// A block's kPerThread particles' positions (items local(k) of Block, below n), loaded
+// all at once before any is binned: loaded item by item, each thread would wait on one
+// particle's loads at a time, and the passes that read positions would run well below
+// the memory's bandwidth.
+template <class Block, class T, int D>
+__device__ __forceinline__ void load_block_positions(const PositionArrays<T, D>& pos, std::size_t base,
+                                                     std::size_t n, T (&x)[Block::kPerThread][D]) {
+#pragma unroll
+  for (int k = 0; k < Block::kPerThread; ++k) {
+    const std::size_t i = base + Block::local(k);
+    if (i < n) pos.load(i, x[k]);
+  }
+}
+
+// Up to kPropsPerPass particle arrays and meshes handled by one launch.
+template <class T>
+struct PropPass {
+  const T* props[tuning::kPropsPerPass];
+  std::ptrdiff_t prop_stride[tuning::kPropsPerPass];
+  T* meshes[tuning::kPropsPerPass];                        // spread targets / interp sources (read only)
+  T* values[tuning::kPropsPerPass];                        // interp outputs, caller's order
+  std::ptrdiff_t value_stride[tuning::kPropsPerPass];
+  unsigned long long* exact[tuning::kPropsPerPass];        // deterministic: integer meshes
+  const unsigned long long* max_abs_bits;                  // deterministic: max |q| per prop
+  int count;
+  bool quad_flush;  // float meshes take float4 atomics along x (TileWindow::kQuads, flush_quads)
+};
+
+// ---------------------------------------------------------------------------------
+// Binning
+
+// A binned slot whose particle has left its tile since the last full binning
+// (update_points): the binned kernels skip it, the away list holds its new record.
+// Cells are < 2^32 - 1 (the backend checks), so the value is free.
+constexpr std::uint32_t kAwayCell = 0xffffffffu;
+
+// A particle's packed record (local coordinates, home node) and tile, from its position
+// x; false where the position is not valid (non-finite, or outside a bounded axis).
+template <class T, int D>
+__device__ __forceinline__ bool bin_position(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                             const T (&x)[D], Packed<T>& p, std::uint32_t& tile) {
+  std::uint32_t cell = 0;
+  tile = 0;
+  PMKIT_UNROLL
+  for (int d = D - 1; d >= 0; --d) {
+    double u;
+    if (!layout.axis[d].coordinate(static_cast<double>(x[d]), u)) return false;
+    int base;
+    double s;
+    kernels::locate(geo.support, u, base, s);
+    int home = base + (geo.support - 1) / 2;
+    if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
+    cell = geo.encode_axis(cell, d, home);
+    tile = tile * geo.tiles[d] + home / BinGeometry<D>::kEdge;  // a power of two: a shift
+    p.s[d] = static_cast<T>(s);
+  }
+  p.cell = cell;
+  return true;
+}
+
+// bin_position of particle i.
+template <class T, int D>
+__device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                             const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
+                                             std::uint32_t& tile) {
+  T x[D];
+  pos.load(i, x);
+  return bin_position(layout, geo, x, p, tile);
+}
+
+// bin_particle, or, for an invalid position, the particle's index offered to first_bad
+// (the smallest wins, so the error names the first bad particle in the caller's order).
+template <class T, int D>
+__device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                              const T (&x)[D], std::size_t i, Packed<T>& p, std::uint32_t& tile,
+                                              unsigned long long* first_bad) {
+  if (bin_position(layout, geo, x, p, tile)) return true;
+  atomicMin(first_bad, static_cast<unsigned long long>(i));
+  return false;
+}
+template <class T, int D>
+__device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
+                                              std::uint32_t& tile, unsigned long long* first_bad) {
+  T x[D];
+  pos.load(i, x);
+  return bin_or_reject(layout, geo, x, i, p, tile, first_bad);
+}
+
+// The shared-memory bank (window offset mod 32) of each binned particle's home node,
+// a byte a particle, stored by place_kernel beside the record for the interleave
+// (tiles.cuh), which otherwise reads each 16-byte record's sector for its 4-byte cell
+// (docs/tuning.md#interleave_threads). out null: not stored.
+template <int D>
+struct WindowBanks {
+  std::uint8_t* out;
+  BinGeometry<D> geo;
+  int width;  // the window's nodes an edge (TileWindow::kWidth)
+  __device__ __forceinline__ std::uint8_t of(std::uint32_t cell) const {
+    return static_cast<std::uint8_t>(geo.window_offset(cell, width) % 32);
+  }
+};
+
+}  // namespace pmkit::cuda

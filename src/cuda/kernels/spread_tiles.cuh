@@ -1,0 +1,260 @@
+#pragma once
+// P2M by shared-memory tiles with fixed-point accumulation, fast and deterministic modes
+// (the deterministic mode's max |q| and its integer meshes' finalisation too).
+#include <cstdint>
+
+#include <cub/block/block_scan.cuh>
+
+#include "cuda/kernels/fixed_point.cuh"
+#include "cuda/kernels/tiles.cuh"
+
+namespace pmkit::cuda {
+
+// ---------------------------------------------------------------------------------
+// P2M: shared-memory tiles with fixed-point accumulation.
+//
+// One block per chunk. The accumulator holds, per property, W words per node of the
+// tile's window. Per-block scale (fast mode): from the chunk's sum of |q|, so the
+// rounding is relative to what the block holds. Global scale (deterministic mode):
+// from max |q| over all particles and N, identical in every block and every run, and
+// the block's integer sums go to 64-bit integer meshes.
+
+// 1 / scale, once a thread: a scale is a power of two (or 1, or NaN), so multiplying by
+// its reciprocal gives the quotient's exact bits, without a double division (a reciprocal
+// and ~8 FP64 operations) per window node.
+template <int NP>
+__device__ __forceinline__ void unscales(const double* scale, double (&unscale)[NP]) {
+#pragma unroll
+  for (int j = 0; j < NP; ++j) unscale[j] = 1.0 / scale[j];
+}
+
+// The fast float flush by quads (TileWindow::first_quad_x): one float4 atomic adds four
+// x-neighbours (global float atomics are done in L2, which takes a float4 as one
+// operation: ~2.75x fewer of them for an 11-node row).
+template <class K, int D, int NP>
+__device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::IndexTables& tables,
+                                            const int (&tile)[D], const int* accumulator, const double* scale,
+                                            const PropPass<float>& pass) {
+  using Window = TileWindow<K, D>;
+  const int x0 = tile[0] * Window::kEdge - Window::kLead;
+  const int qx0 = Window::first_quad_x(tile);
+  constexpr int kRows = Window::kNodes / Window::kWidth;
+  double unscale[NP];
+  unscales(scale, unscale);
+  for (int k = threadIdx.x; k < kRows * Window::kQuads; k += blockDim.x) {
+    const int row = k / Window::kQuads;
+    const int quad = k - row * Window::kQuads;
+    const int qx = qx0 + 4 * quad;  // logical x of the quad's first node
+    if (qx >= x0 + Window::kWidth) continue;
+    const std::int64_t row_base = tables.row[row];
+    if (row_base < 0) continue;
+    const std::int64_t index = row_base + tables.quad[quad];
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int local = qx + e - x0;
+        v[e] = local >= 0 && local < Window::kWidth
+                   ? static_cast<float>(accumulator[j * Window::kNodes + row * Window::kWidth + local] * unscale[j])
+                   : 0.f;
+      }
+      if (v[0] == 0.f && v[1] == 0.f && v[2] == 0.f && v[3] == 0.f) continue;  // NaN is never skipped
+#if __CUDA_ARCH__ >= 900
+      atomicAdd(reinterpret_cast<float4*>(pass.meshes[j] + index), make_float4(v[0], v[1], v[2], v[3]));
+#else  // no vector atomics before Hopper
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (v[e] != 0.f) atomicAdd(pass.meshes[j] + index + e, v[e]);
+#endif
+    }
+  }
+}
+
+// The block's fixed-point scale per property (shared `scale`, all threads call). Fast
+// mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
+// has none), so the rounding is relative to what the block holds. Deterministic mode:
+// from max |q| over all particles and N, identical in every block and every run.
+// Double sums are taken in units of 2^11 (AbsSum), so that values up to DBL_MAX keep
+// their precision.
+template <int W, int NP, bool kDeterministic, class T>
+__device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], const PropPass<T>& pass,
+                                             double peak_weight, std::size_t n, double* scale) {
+  using Bound = AbsSum<T, tuning::kChunkParticles>;
+  __shared__ double block_abs[NP];
+  if constexpr (kDeterministic) {
+    if (threadIdx.x < NP)
+      scale[threadIdx.x] =
+          deterministic_scale<W>(__longlong_as_double(pass.max_abs_bits[threadIdx.x]) * peak_weight, n);
+  } else {
+    if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      double v = 0;
+#pragma unroll
+      for (int r = 0; r < kSlots; ++r) v += Bound::term(q[r].v[j]);
+      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
+    }
+    __syncthreads();
+    if (threadIdx.x < NP)
+      scale[threadIdx.x] = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
+  }
+  __syncthreads();
+}
+
+// The window's integer sums to the mesh, after the block's last shared add (all threads
+// call): one global atomic per non-zero node and property (four nodes per float4 atomic
+// where the mesh allows). A NaN scale (non-finite properties in this block) writes NaN
+// to the whole window, as float arithmetic would.
+template <class K, int D, class T, int W, int NP, bool kDeterministic>
+__device__ __forceinline__ void flush_window(const typename TileWindow<K, D>::IndexTables& tables,
+                                             const int (&tile)[D], const int* accumulator, const double* scale,
+                                             const PropPass<T>& pass) {
+  using Window = TileWindow<K, D>;
+  if constexpr (W == 1 && !kDeterministic && sizeof(T) == 4) {
+    if (pass.quad_flush) {
+      flush_quads<K, D, NP>(tables, tile, accumulator, scale, pass);
+      return;
+    }
+  }
+  double unscale[NP];
+  unscales(scale, unscale);
+  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
+    std::int64_t index = -1;
+    bool inside = true;
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const long long v = FixedPoint<W>::combine(accumulator + j * W * Window::kNodes + k, Window::kNodes);
+      if (v == 0 && !(isnan(scale[j]) && !kDeterministic)) continue;
+      if (index < 0) inside = Window::table_index(tables, k, index);
+      if (!inside) continue;
+      if constexpr (kDeterministic)
+        atomicAdd(pass.exact[j] + index, static_cast<unsigned long long>(v));
+      else
+        atomicAdd(pass.meshes[j] + index, static_cast<T>(static_cast<double>(v) * unscale[j]));
+    }
+  }
+}
+
+template <class K, int D, class T, int W, int NP, bool kDeterministic>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                        const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
+                        std::size_t n, PropPass<T> pass) {
+  using Window = TileWindow<K, D>;
+  constexpr int S = K::support;
+  constexpr bool kFmaRounding = tuning::fma_rounding_pays(S, NP);
+  extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
+  __shared__ double scale[NP];
+  const Chunk chunk = chunks[blockIdx.x];
+  for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
+  if constexpr (!tuning::interleave_pays(S, D)) {
+    // Records and perm read once, coalesced (the arrival order): evict-first in L2 leaves
+    // it to the property gather and the mesh. Not where a chunk is read in the
+    // interleaved order: its record lines serve several warps, some through L2 again.
+    particles = streamed(particles);
+    perm = streamed(perm);
+  }
+
+  // Each thread's properties are gathered once, into registers, and serve both the scale
+  // and the accumulation: in the caller's order through perm (one random read each), or,
+  // perm null, by slot (the pass moved into binned order first, props_to_places_kernel).
+  Values<T, NP> q[kSlots];
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    const std::uint32_t slot = i < chunk.count ? chunk.begin + taken(order, chunk, i) : 0;
+    const std::uint32_t p = perm && i < chunk.count ? perm[slot] : slot;
+#pragma unroll
+    for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
+  }
+
+  int tile[D];
+  geo.tile_coords(chunk.tile, tile);
+  __shared__ typename Window::IndexTables tables;  // for the flush; block_scales' barriers order them
+  Window::fill_index_tables(layout, tile, tables);
+
+  block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
+
+#pragma unroll 1  // the stencil is unrolled already; kSlots copies of it only bloat the code
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
+    if (particle.cell == kAwayCell) continue;
+    const Values<T, NP> qr = pick(q, r);
+    const int origin = Window::origin(geo, particle.cell, tile);
+    T s[D];
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    // q times the power-of-two scale, in double (the deterministic scale can pass
+    // float's range; the product cannot): contributions are then row weight x q x w_x.
+    T qs[NP];
+#pragma unroll
+    for (int j = 0; j < NP; ++j) qs[j] = static_cast<T>(static_cast<double>(qr.v[j]) * scale[j]);
+    for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
+#pragma unroll
+      for (int j = 0; j < NP; ++j) {
+        const T wq = row_weight * qs[j];
+        int* words = accumulator + j * W * Window::kNodes + row;
+#pragma unroll
+        for (int a = 0; a < S; ++a)
+          FixedPoint<W>::add(words + a, Window::kNodes, to_fixed<W, kFmaRounding>(wq, wx[a]));
+      }
+    });
+  }
+  __syncthreads();
+
+  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass);
+}
+
+// Deterministic mode: max |q| per property (non-negative doubles order like their bits).
+template <class T>
+__global__ void max_abs_kernel(PropPass<T> pass, std::size_t n, unsigned long long* max_abs_bits) {
+  double local[tuning::kPropsPerPass] = {};
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+#pragma unroll
+    for (int j = 0; j < tuning::kPropsPerPass; ++j)
+      if (j < pass.count) {
+        // NaN would lose every fmax; count it as inf, which finalize turns into NaN.
+        const double a = fabs(static_cast<double>(load_prop(pass, j, i)));
+        local[j] = isnan(a) ? HUGE_VAL : fmax(local[j], a);
+      }
+  }
+#pragma unroll
+  for (int j = 0; j < tuning::kPropsPerPass; ++j) {
+    if (j >= pass.count) break;
+    double v = local[j];
+    for (int o = 16; o > 0; o /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(max_abs_bits + j, static_cast<unsigned long long>(__double_as_longlong(v)));
+  }
+}
+
+// Deterministic mode: integer mesh -> caller's mesh; clears the integer mesh for next time.
+// The global scale's reciprocal once a block, not a scale (a loop over n's bits, frexp,
+// ldexp) and a double division a node: the scale is a power of two, so v * (1 / scale)
+// has the quotient's exact bits (as the fast flush). Non-finite
+// properties (max |q| inf or NaN) give a NaN scale (pow2_scale), so NaN everywhere.
+template <class T, int W>
+__global__ void finalize_exact_kernel(PropPass<T> pass, std::int64_t size, std::size_t n, double peak_weight,
+                                      bool accumulate) {
+  __shared__ double unscale[tuning::kPropsPerPass];
+  if (threadIdx.x < pass.count) {
+    const double max_abs = __longlong_as_double(pass.max_abs_bits[threadIdx.x]);
+    unscale[threadIdx.x] = 1.0 / deterministic_scale<W>(max_abs * peak_weight, n);
+  }
+  __syncthreads();
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= size) return;
+  for (int j = 0; j < pass.count; ++j) {
+    const long long v = static_cast<long long>(pass.exact[j][i]);
+    pass.exact[j][i] = 0;
+    const T value = static_cast<T>(static_cast<double>(v) * unscale[j]);
+    pass.meshes[j][i] = accumulate ? pass.meshes[j][i] + value : value;
+  }
+}
+
+}  // namespace pmkit::cuda

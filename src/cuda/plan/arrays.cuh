@@ -1,0 +1,77 @@
+#pragma once
+// The caller's arrays: device checks, the staged copies of host arrays (host_arrays),
+// and the binning handed out (binned_order, binned_positions).
+#include "cuda/plan/cuda_backend.cuh"
+
+namespace pmkit::cuda {
+
+// A copy on the stream; into host memory (host_arrays) the call waits for it.
+template <class T, int D>
+void CudaBackend<T, D>::binned_order(View<std::uint32_t> order) const {
+  const DeviceScope on_device(options_.device);
+  if (!options_.host_arrays) require_device(order.data, "order", 0);
+  copy_strided(order.data, order.stride, current_.perm.get(), 1, current_.n,
+               options_.host_arrays ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice, stream_, "binned_order");
+  if (options_.host_arrays) check(cudaStreamSynchronize(stream_), "binned_order");
+}
+
+// Kernels on the stream; into host memory (host_arrays) the call waits for the copies.
+template <class T, int D>
+void CudaBackend<T, D>::binned_positions(const std::array<View<T>, D>& offsets) const {
+  const DeviceScope on_device(options_.device);
+  const std::size_t n = current_.n;
+  if (n == 0) return;
+  // host_arrays: written on the device, then copied (a rare call: scratch of its own).
+  DeviceBuffer<T> staged;
+  OffsetArrays<T, D> out;
+  if (options_.host_arrays) staged.reserve(D * n, "binned_positions staging");
+  for (int d = 0; d < D; ++d) {
+    if (!options_.host_arrays) require_device(offsets[d].data, "positions", d);
+    out.data[d] = options_.host_arrays ? staged.get() + d * n : offsets[d].data;
+    out.stride[d] = options_.host_arrays ? 1 : offsets[d].stride;
+  }
+  binned_offsets_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      layout_, geo_, current_.particles.get(), nullptr, n, out);
+  check_launch("pmkit::cuda::binned_positions");
+  if (const std::size_t away = current_.num_away) {
+    binned_offsets_kernel<T, D><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, out);
+    check_launch("pmkit::cuda::binned_positions::away");
+  }
+  if (!options_.host_arrays) return;
+  for (int d = 0; d < D; ++d)
+    copy_strided(offsets[d].data, offsets[d].stride, staged.get() + d * n, 1, n, cudaMemcpyDeviceToHost, stream_,
+                 "binned_positions");
+  check(cudaStreamSynchronize(stream_), "binned_positions");
+}
+
+template <class T, int D>
+template <class P>
+void CudaBackend<T, D>::require_device(const P* ptr, const char* what, std::size_t index) const {
+  checked_pointers_.require(ptr, what, index, " (or set options.host_arrays = true to pass host arrays)");
+}
+
+// The positions as device arrays: the caller's, or staged copies of host arrays (the
+// copy's time goes to timings_.transfer_s).
+template <class T, int D>
+PositionArrays<T, D> CudaBackend<T, D>::device_positions(std::size_t n, const std::array<View<const T>, D>& positions) {
+  PositionArrays<T, D> pos{};
+  if (options_.host_arrays) start_timer();
+  for (int d = 0; d < D; ++d) {
+    if (options_.host_arrays) {
+      T* staged = buf_.staging_positions.get() + d * n;
+      copy_strided(staged, 1, positions[d].data, positions[d].stride, n, cudaMemcpyHostToDevice, stream_,
+                   "copy positions to the device");
+      pos.data[d] = staged;
+      pos.stride[d] = 1;
+    } else {
+      require_device(positions[d].data, "positions", d);
+      pos.data[d] = positions[d].data;
+      pos.stride[d] = positions[d].stride;
+    }
+  }
+  if (options_.host_arrays) timings_.transfer_s += stop_timer();
+  return pos;
+}
+
+}  // namespace pmkit::cuda

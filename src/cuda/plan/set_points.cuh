@@ -1,0 +1,364 @@
+#pragma once
+// set_points and update_points: the binning of the caller's positions into tile order,
+// all on the plan's stream, with one wait at the end for the values read back.
+#include <cub/device/device_scan.cuh>
+
+#include <limits>
+#include <utility>
+
+#include "cuda/plan/cuda_backend.cuh"
+
+namespace pmkit::cuda {
+
+// How many pass-2 pieces and chunks a binning of n particles can have at most.
+template <class T>
+std::size_t max_pieces(std::size_t n, Groups groups) {
+  return n / PartitionBlock<T>::kItems + groups.count + 1;
+}
+inline std::size_t max_chunks(std::size_t n, std::size_t tiles) { return tiles + n / tuning::kChunkParticles + 1; }
+// Entries of the partition's count matrix: one per (group, pass-1 block).
+template <class T>
+std::size_t partition_counts(std::size_t n, Groups groups) {
+  return std::size_t(groups.count) * blocks_for(n, PartitionBlock<T>::kItems);
+}
+
+// Bins the positions into spare_ (the partition, or the one-pass scatter where the
+// partition does not fit or the probe finds the input in binned order), cuts the tiles
+// into chunks (and spans), orders the chunks for the tile kernels, then waits once and
+// swaps spare_ in: a rejected position throws with the binning in use left as it was.
+template <class T, int D>
+void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>, D>& positions) {
+  const DeviceScope on_device(options_.device);
+  timings_ = {};
+  const std::size_t tiles = geo_.num_tiles;
+  const Groups groups = groups_;
+  const bool may_partition = tuning::partition_fits(n, PartitionBlock<T>::kItems, groups, kPlaceShared,
+                                                    static_cast<std::size_t>(limits_.shared_optin));
+  const Buckets buckets{tuning::sub_bucket_bits(tiles)};
+  reserve_binning(n, may_partition, buckets.sub_bits);
+  const PositionArrays<T, D> pos = device_positions(n, positions);
+
+  start_timer();
+  check(cudaMemsetAsync(buf_.chunk_count.get(), 0, (tiles + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
+  check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
+  // Where each tile's binned particles start (tiles + 1 entries, with tile_buckets).
+  const std::uint32_t* tile_start = buf_.bucket_start.get();
+  Buckets tile_buckets{0};
+  const bool caller_order_binned = may_partition && in_binned_order(n, pos);
+  int partition_levels = 0;
+  if (may_partition && !caller_order_binned) {
+    tile_start = partition_scatter(n, pos, groups, max_pieces<T>(n, groups));
+    partition_levels = groups.bits > 0 ? 2 : 1;
+  } else {
+    one_pass_scatter(n, pos, buckets);
+    tile_buckets = buckets;
+  }
+  cut_tiles(tile_buckets, tile_start, tuning::kChunkParticles, false, spare_.chunks.get(), &host_->chunks);
+  if (n > 0 && interleaved_) interleave(max_chunks(n, tiles), partition_levels);
+  host_->spans = 0;
+  if (cells_wanted())
+    cut_tiles(tile_buckets, tile_start, tuning::kCellSpanParticles, true, spare_.spans.get(), &host_->spans);
+  check(cudaMemcpyAsync(&host_->first_bad, buf_.bad.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost, stream_),
+        "set_points: position check");
+  timings_.compute_s += stop_timer();  // the call's one wait (two where the probe ran)
+  // A rejected particle: the error, with the binning in use left as it was (every kernel
+  // above wrote only to spare_ and scratch, and left the rejected particles out).
+  reject_if_bad(pos, host_->first_bad);
+  spare_.n = n;
+  spare_.num_chunks = host_->chunks;
+  spare_.num_spans = host_->spans;
+  spare_.num_away = 0;
+  spare_.caller_order_binned = caller_order_binned;
+  spare_.partition_levels = partition_levels;
+  spare_.num_pieces = partition_levels == 2 ? host_->pieces : 0;
+  std::swap(current_, spare_);
+  resolve_method();
+}
+
+// Every allocation of set_points, before any kernel: nothing of the current binning
+// changes until all succeed.
+template <class T, int D>
+void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int sub_bits) {
+  const std::size_t tiles = geo_.num_tiles;
+  const Groups groups = groups_;
+  const std::size_t pieces = max_pieces<T>(n, groups);
+  const std::size_t block_counts = may_partition ? partition_counts<T>(n, groups) : 0;
+  const std::size_t num_buckets = tiles << sub_bits;
+  if (options_.host_arrays) {
+    buf_.staging_positions.reserve(n * D, "position staging");
+    buf_.staging_particles.reserve(n * tuning::kPropsPerPass, "particle staging");
+  }
+  spare_.tile_of.reserve(n, "binned particles");
+  buf_.rank.reserve(n, "binning scratch");
+  buf_.bucket_count.reserve(num_buckets + 1, "binning scratch");
+  buf_.bucket_start.reserve(num_buckets + 1, "binning scratch");
+  buf_.chunk_count.reserve(tiles + 1, "binning scratch");
+  buf_.chunk_start.reserve(tiles + 1, "binning scratch");
+  buf_.bad.reserve(1, "binning scratch");
+  if (may_partition) {
+    buf_.same_pairs.reserve(1, "binning scratch");
+    buf_.block_count.reserve(block_counts + 1, "binning scratch");
+    buf_.block_start.reserve(block_counts + 1, "binning scratch");
+    buf_.group_start.reserve(groups.count + 1, "binning scratch");
+    spare_.sorted_block.reserve(n, "binned particles");
+    if (groups.bits > 0) {
+      spare_.place.reserve(n, "binned particles");
+      spare_.binned_of_place.reserve(n, "binned particles");
+      spare_.sorted_piece.reserve(n, "binned particles");
+      spare_.pieces.reserve(pieces, "binned particles");
+      buf_.parted.reserve(n, "binning scratch");
+      buf_.part_key.reserve(n, "binning scratch");
+      buf_.piece_count.reserve(groups.count + 1, "binning scratch");
+      buf_.piece_start.reserve(groups.count + 1, "binning scratch");
+      buf_.piece_count_tiles.reserve(pieces << groups.bits, "binning scratch");
+      if (interleaved_) buf_.window_banks.reserve(n, "binning scratch");
+    }
+  }
+  spare_.particles.reserve(n, "binned particles");
+  spare_.perm.reserve(n, "binned particles");
+  spare_.slot.reserve(n, "binned particles");
+  if (interleaved_) spare_.order.reserve(n, "binned particles");
+  spare_.chunks.reserve(max_chunks(n, tiles), "binned particles");
+  if (cells_wanted()) spare_.spans.reserve(tiles + n / tuning::kCellSpanParticles + 1, "binned particles");
+  std::size_t scan_bytes = 0;
+  for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
+    std::size_t bytes = 0;
+    check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, buf_.bucket_count.get(), buf_.bucket_start.get(),
+                                        static_cast<int>(items), stream_),
+          "cub::DeviceScan");
+    scan_bytes = std::max(scan_bytes, bytes);
+  }
+  buf_.scan_temp.reserve(scan_bytes, "binning scratch");
+}
+
+// Each tile (where it starts: tile_start, with tile_buckets) cut into pieces of at most
+// `cap` particles (`even`: all of one size), into `out`; their count goes to *total,
+// copied back without waiting (it lands with set_points' final wait). The counters' last
+// entry stays 0 (set_points' memset) for the scan's total, which stays in
+// buf_.chunk_start[tiles] until the next cut.
+template <class T, int D>
+void CudaBackend<T, D>::cut_tiles(Buckets tile_buckets, const std::uint32_t* tile_start, std::uint32_t cap, bool even,
+                                  Chunk* out, std::uint32_t* total) {
+  const std::size_t tiles = geo_.num_tiles;
+  chunk_count_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, tile_buckets, tile_start, cap,
+                                                                  buf_.chunk_count.get());
+  check_launch("pmkit::cuda::set_points::chunk_count");
+  scan(buf_.chunk_count.get(), buf_.chunk_start.get(), tiles + 1);
+  chunk_fill_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, tile_buckets, tile_start,
+                                                                 buf_.chunk_start.get(), cap, even, out);
+  check_launch("pmkit::cuda::set_points::chunk_fill");
+  check(cudaMemcpyAsync(total, buf_.chunk_start.get() + tiles, sizeof(*total), cudaMemcpyDeviceToHost, stream_),
+        "set_points: binning");
+}
+
+// The order the tile kernels take each chunk's particles in (kernels/tiles.cuh). As many
+// blocks as there can be chunks; those past the count return at once. Banks from
+// place_kernel where pass 2 ran, else from the records.
+template <class T, int D>
+void CudaBackend<T, D>::interleave(std::size_t max_chunks, int partition_levels) {
+  const unsigned blocks = static_cast<unsigned>(max_chunks);
+  const std::uint32_t* num_chunks = buf_.chunk_start.get() + geo_.num_tiles;
+  kernels::dispatch(kernel_, [&](auto k) {
+    using K = decltype(k);
+    if (partition_levels == 2) {
+      constexpr int kThreads = tuning::interleave_threads(true);
+      interleave_kernel<K, D, T, kThreads, true><<<blocks, kThreads, 0, stream_>>>(
+          geo_, spare_.chunks.get(), num_chunks, spare_.particles.get(), buf_.window_banks.get(), spare_.order.get());
+    } else {
+      constexpr int kThreads = tuning::interleave_threads(false);
+      interleave_kernel<K, D, T, kThreads, false><<<blocks, kThreads, 0, stream_>>>(
+          geo_, spare_.chunks.get(), num_chunks, spare_.particles.get(), nullptr, spare_.order.get());
+    }
+  });
+  check_launch("pmkit::cuda::set_points::interleave");
+}
+
+// The spread method for the new binning (tuning::spread_method).
+template <class T, int D>
+void CudaBackend<T, D>::resolve_method() {
+  method_ = tuning::spread_method(options_.spread_method, options_.deterministic, tile_props_per_pass_ > 0,
+                                  window_use(), static_cast<double>(layout_.size) * sizeof(T), limits_.l2_bytes);
+}
+
+// Keeps the binning: every particle still in its tile gets its new record in place;
+// the others go to the away list, which spread and interp handle with one thread per
+// particle. A full binning instead when too many are away, and in deterministic mode
+// (the away particles' spread would take float atomics).
+template <class T, int D>
+void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const T>, D>& positions) {
+  const DeviceScope on_device(options_.device);
+  if (options_.deterministic || n == 0) return set_points(n, positions);
+  timings_ = {};
+  Binned<T>& b = current_;
+  if (options_.host_arrays) buf_.staging_positions.reserve(n * D, "position staging");
+  buf_.bad.reserve(1, "binning scratch");
+  buf_.bucket_count.reserve(1, "binning scratch");
+  const PositionArrays<T, D> pos = device_positions(n, positions);
+
+  start_timer();
+  std::uint32_t* away_count = buf_.bucket_count.get();
+  auto run_update = [&](bool apply) {
+    check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
+    check(cudaMemsetAsync(away_count, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
+    update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+        layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), apply, buf_.bad.get(), away_count, b.particles.get(),
+        b.away_slot.get(), b.away_particles.get());
+    check_launch("pmkit::cuda::update_points");
+  };
+  run_update(false);
+  check(cudaMemcpyAsync(&host_->first_bad, buf_.bad.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost, stream_),
+        "update_points: position check");
+  check(cudaMemcpyAsync(&host_->away, away_count, sizeof(host_->away), cudaMemcpyDeviceToHost, stream_), "update_points");
+  check(cudaStreamSynchronize(stream_), "update_points");
+  reject_if_bad(pos, host_->first_bad);
+  const std::uint32_t away = host_->away;
+  if (away > options_.max_away_fraction * static_cast<double>(n)) {
+    timings_.compute_s += stop_timer();
+    const Timings update = timings_;
+    set_points(n, positions);
+    timings_.compute_s += update.compute_s;
+    timings_.transfer_s += update.transfer_s;
+    return;
+  }
+  b.away_slot.reserve(away, "update_points away list");
+  b.away_particles.reserve(away, "update_points away list");
+  run_update(true);
+  b.num_away = away;
+  timings_.compute_s += stop_timer();
+}
+
+// Exclusive sum of `items` counters (buf_.scan_temp holds the largest scan of set_points).
+template <class T, int D>
+void CudaBackend<T, D>::scan(const std::uint32_t* count, std::uint32_t* start, std::size_t items) {
+  std::size_t bytes = buf_.scan_temp.size();
+  check(cub::DeviceScan::ExclusiveSum(buf_.scan_temp.get(), bytes, count, start, static_cast<int>(items), stream_),
+        "cub::DeviceScan");
+}
+
+// Whether the caller's particles are (mostly) in binned order: most sampled neighbour
+// pairs share a tile (tuning::caller_order_binned). One pair a thread, a 4-byte copy
+// back, for which set_points waits (the scatter it chooses follows on the host).
+template <class T, int D>
+bool CudaBackend<T, D>::in_binned_order(std::size_t n, const PositionArrays<T, D>& pos) {
+  const std::uint32_t pairs = tuning::kBinnedProbePairs;
+  check(cudaMemsetAsync(buf_.same_pairs.get(), 0, sizeof(std::uint32_t), stream_), "cudaMemset");
+  same_tile_pairs_kernel<T, D><<<blocks_for(pairs, 256), 256, 0, stream_>>>(layout_, geo_, pos, n, pairs, buf_.same_pairs.get());
+  check_launch("pmkit::cuda::set_points::probe");
+  check(cudaMemcpyAsync(&host_->same_pairs, buf_.same_pairs.get(), sizeof(host_->same_pairs), cudaMemcpyDeviceToHost,
+                        stream_),
+        "set_points: probe");
+  check(cudaStreamSynchronize(stream_), "set_points: probe");
+  return tuning::caller_order_binned(host_->same_pairs);
+}
+
+// The one-pass scatter: classify (validate, tile, rank in its sub-bucket) -> scan ->
+// every record straight to its slot. Its stores are consecutive where the input is in
+// binned order; buf_.bucket_start then holds each bucket's first slot.
+template <class T, int D>
+void CudaBackend<T, D>::one_pass_scatter(std::size_t n, const PositionArrays<T, D>& pos, Buckets buckets) {
+  const std::size_t num_buckets = std::size_t(geo_.num_tiles) << buckets.sub_bits;
+  check(cudaMemsetAsync(buf_.bucket_count.get(), 0, (num_buckets + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
+  if (n > 0) {
+    classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+        layout_, geo_, pos, n, buckets, spare_.tile_of.get(), buf_.rank.get(), buf_.bucket_count.get(), buf_.bad.get());
+    check_launch("pmkit::cuda::set_points::classify");
+  }
+  scan(buf_.bucket_count.get(), buf_.bucket_start.get(), num_buckets + 1);
+  if (n > 0) {
+    scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+        layout_, geo_, pos, n, buckets, spare_.tile_of.get(), buf_.rank.get(), buf_.bucket_start.get(),
+        spare_.particles.get(), spare_.perm.get(), spare_.slot.get());
+    check_launch("pmkit::cuda::set_points::scatter");
+  }
+}
+
+// The scatter by partition (kernels/partition.cuh; n > 0): count, pass 1 into
+// groups of tiles, then, where groups hold several tiles, pass 2 inside each group's
+// pieces and the composed slot. Returns each tile's first slot (tiles + 1 entries).
+template <class T, int D>
+const std::uint32_t* CudaBackend<T, D>::partition_scatter(std::size_t n, const PositionArrays<T, D>& pos, Groups groups,
+                                       std::size_t max_pieces) {
+  using B = PartitionBlock<T>;
+  const std::size_t tiles = geo_.num_tiles;
+  const bool two_levels = groups.bits > 0;
+  const unsigned pass1_blocks = blocks_for(n, B::kItems);
+  const std::size_t counts = partition_counts<T>(n, groups);
+  // Counts a row a block (in buf_.block_start), transposed to a row a group (buf_.block_count).
+  count_groups_kernel<T, D><<<pass1_blocks, B::kThreads, 0, stream_>>>(layout_, geo_, pos, n, groups, buf_.block_start.get(),
+                                                           buf_.bad.get());
+  check_launch("pmkit::cuda::set_points::count_groups");
+  transpose_counts_kernel<<<dim3((groups.count + 31) / 32, (pass1_blocks + 31) / 32), dim3(32, 8), 0, stream_>>>(
+      buf_.block_start.get(), pass1_blocks, groups.count, buf_.block_count.get());
+  check_launch("pmkit::cuda::set_points::transpose_counts");
+  check(cudaMemsetAsync(buf_.block_count.get() + counts, 0, sizeof(std::uint32_t), stream_), "cudaMemset");  // the scan's total
+  scan(buf_.block_count.get(), buf_.block_start.get(), counts + 1);
+  // Each group starts where its first block's run does (the last entry: the total).
+  check(cudaMemcpy2DAsync(buf_.group_start.get(), sizeof(std::uint32_t), buf_.block_start.get(),
+                          pass1_blocks * sizeof(std::uint32_t), sizeof(std::uint32_t), groups.count + 1,
+                          cudaMemcpyDeviceToDevice, stream_),
+        "set_points: group starts");
+  const PartitionOut<T> out = two_levels
+                                  ? PartitionOut<T>{buf_.parted.get(), spare_.binned_of_place.get(), buf_.part_key.get(),
+                                                    spare_.place.get(), spare_.sorted_block.get()}
+                                  : PartitionOut<T>{spare_.particles.get(), spare_.perm.get(), nullptr,
+                                                    spare_.slot.get(), spare_.sorted_block.get()};
+  partition_kernel<T, D><<<pass1_blocks, B::kThreads, kPartitionShared, stream_>>>(
+      layout_, geo_, pos, n, groups, buf_.block_start.get(), spare_.tile_of.get(), out);
+  check_launch("pmkit::cuda::set_points::partition");
+  if (!two_levels) return buf_.group_start.get();  // the groups are the tiles
+
+  // Pass 2: the pieces of each group (Chunks whose `tile` is the group).
+  check(cudaMemsetAsync(buf_.piece_count.get(), 0, (groups.count + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
+  check(cudaMemsetAsync(buf_.bucket_count.get(), 0, (tiles + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
+  const Buckets whole{0};
+  chunk_count_kernel<<<blocks_for(groups.count, 256), 256, 0, stream_>>>(groups.count, whole, buf_.group_start.get(), B::kItems,
+                                                             buf_.piece_count.get());
+  check_launch("pmkit::cuda::set_points::piece_count");
+  scan(buf_.piece_count.get(), buf_.piece_start.get(), groups.count + 1);
+  chunk_fill_kernel<<<blocks_for(groups.count, 256), 256, 0, stream_>>>(groups.count, whole, buf_.group_start.get(),
+                                                            buf_.piece_start.get(), B::kItems, false,
+                                                            spare_.pieces.get());
+  check_launch("pmkit::cuda::set_points::piece_fill");
+  // max_pieces blocks; those past the real count (buf_.piece_start[groups]) return at once.
+  const unsigned piece_blocks = static_cast<unsigned>(max_pieces);
+  const std::uint32_t* num_pieces = buf_.piece_start.get() + groups.count;
+  count_piece_tiles_kernel<<<piece_blocks, B::kThreads, 0, stream_>>>(groups, geo_.num_tiles, spare_.pieces.get(), num_pieces,
+                                                           buf_.part_key.get(), buf_.bucket_count.get(),
+                                                           buf_.piece_count_tiles.get());
+  check_launch("pmkit::cuda::set_points::count_piece_tiles");
+  scan(buf_.bucket_count.get(), buf_.bucket_start.get(), tiles + 1);
+  // The interleave's banks, in the tile kernels' windows.
+  const int window_width = kernels::dispatch(kernel_, [](auto k) { return TileWindow<decltype(k), D>::kWidth; });
+  const WindowBanks<D> banks{interleaved_ ? buf_.window_banks.get() : nullptr, geo_, window_width};
+  place_kernel<T, D><<<piece_blocks, B::kThreads, kPlaceShared, stream_>>>(
+      groups, spare_.pieces.get(), num_pieces, buf_.piece_start.get(), buf_.part_key.get(), buf_.parted.get(),
+      spare_.binned_of_place.get(), buf_.bucket_start.get(), buf_.piece_count_tiles.get(), spare_.particles.get(),
+      spare_.perm.get(), spare_.sorted_piece.get(), banks);
+  check_launch("pmkit::cuda::set_points::place");
+  compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads * kComposePerThread), tuning::kPointThreads, 0, stream_>>>(
+      n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
+  check_launch("pmkit::cuda::set_points::compose_slot");
+  // The pieces' count, for the spread's second move (lands with the call's one wait).
+  check(cudaMemcpyAsync(&host_->pieces, num_pieces, sizeof(host_->pieces), cudaMemcpyDeviceToHost, stream_),
+        "set_points: binning");
+  return buf_.bucket_start.get();
+}
+
+// Throws the CPU backend's error for the first rejected particle, if a kernel found one.
+// `bad`: the smallest index of a rejected particle, read back from buf_.bad (all ones: none).
+template <class T, int D>
+void CudaBackend<T, D>::reject_if_bad(const PositionArrays<T, D>& pos, unsigned long long bad) {
+  if (bad == std::numeric_limits<unsigned long long>::max()) return;
+  double x[D];
+  for (int d = 0; d < D; ++d) {
+    T value;
+    check(cudaMemcpyAsync(&value, pos.data[d] + static_cast<std::ptrdiff_t>(bad) * pos.stride[d], sizeof(T),
+                          cudaMemcpyDeviceToHost, stream_),
+          "read rejected particle");
+    check(cudaStreamSynchronize(stream_), "read rejected particle");
+    x[d] = value;
+  }
+  detail::reject_particle<D>(layout_, x, static_cast<std::size_t>(bad));
+}
+
+}  // namespace pmkit::cuda
