@@ -15,7 +15,9 @@
 # runs that many gtest shards at once. Results files come from
 # full runs. "stores" (never in the default) runs bench/store_probe, what scattered stores
 # cost on the device; "shared" (never in the default) bench/shared_probe, what the spread's
-# shared-memory adds cost alone. "profile" (never in the default) runs Nsight Compute on the tile kernels of
+# shared-memory adds cost alone. "papers" (never in the default) runs bench/paper_cases: the
+# seeds' own cases (PPM's Table 2 and Fig. 11, Barracuda's Table 1) beside the papers'
+# figures, into $OUT/paper_cases.txt; PMKIT_COMMIT names the commit in its header. "profile" (never in the default) runs Nsight Compute on the tile kernels of
 # PMKIT_PROFILE_CASE (a gpu_bench case) and prints their details and hottest SASS lines.
 # "kernels" (never in the default) prints the median device time of every kernel that
 # gpu_bench --case PMKIT_KERNELS_CASE launches (ncu, gpu__time_duration.sum; the first
@@ -147,8 +149,9 @@ step "build (Release, sm_90)"
 targets=(--target gpu_bench)
 want ab && [ "$ab_bench" = pair_bench ] && targets+=(--target pair_bench)
 for s in $steps; do
-  case $s in ab | methods | mesh | profile | kernels | l2fetch) ;; *) targets=() ;; esac
+  case $s in ab | methods | mesh | profile | kernels | l2fetch | papers) ;; *) targets=() ;; esac
 done
+want papers && [ ${#targets[@]} -gt 0 ] && targets+=(--target paper_cases)
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&
   cmake --build build-device -j"$jobs" ${targets[@]+"${targets[@]}"} >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "built"
@@ -252,6 +255,11 @@ fi
 if want shared; then
 step "shared-memory adds and reads alone (bench/shared_probe)"
 ./build-device/bench/shared_probe 2>&1 | tee "$out/shared_probe.txt"
+fi
+if want papers; then
+step "the papers' own cases (bench/paper_cases)"
+PMKIT_COMMIT="${PMKIT_COMMIT:-unknown}" ./build-device/bench/paper_cases $quick >"$out/paper_cases.txt" 2>&1 || status=1
+cat "$out/paper_cases.txt"
 fi
 if want profile; then
 step "ncu profile of ${PMKIT_PROFILE_CASE:=p2m-mp4-3d-f-2^24-256}"

@@ -36,6 +36,7 @@ programs_for() {
       ab) echo "gpu_bench bench/gpu_bench"; echo "${PMKIT_AB_BENCH:-gpu_bench} bench/${PMKIT_AB_BENCH:-gpu_bench}" ;;
       stores) echo "store_probe bench/store_probe" ;;
       shared) echo "shared_probe bench/shared_probe" ;;
+      papers) echo "paper_cases bench/paper_cases" ;;
     esac
   done | sort -u
 }
