@@ -48,7 +48,7 @@ const char* const kBenchUsage =
     "  --seed S             random seed (default 1)\n"
     "  --pairs D            also time the cutoff pair interactions (Lennard-Jones, float):\n"
     "                       D^3 cells of width = cutoff, 1, 10 and 100 particles per cell,\n"
-    "                       half and full shell (0 = skip, the default)\n"
+    "                       half and full shell (0 = skip, the default; else 2 to 64)\n"
     "  -h, --help           this text\n";
 
 struct BenchOptions {
@@ -343,17 +343,21 @@ int run_bench(int argc, char** argv) {
         std::fputs(kBenchUsage, stdout);
         return 0;
       } else if (args.is("--particles")) {
-        o.particles = args.count(1, (std::int64_t(1) << 32) - 2);
+        o.particles = args.count(1, kMaxParticles, "2^20");
       } else if (args.is("--reps")) {
-        o.reps = static_cast<int>(args.count(1, 1000));
+        o.reps = static_cast<int>(args.count(1, 1000, "5"));
       } else if (args.is("--threads")) {
-        o.threads = static_cast<int>(args.count(1, 4096));
+        o.threads = static_cast<int>(args.count(1, 4096, "4"));
       } else if (args.is("--precision")) {
         o.precision = args.choice({"float", "double"});
       } else if (args.is("--seed")) {
-        o.seed = static_cast<std::uint64_t>(args.count(0));
+        o.seed = static_cast<std::uint64_t>(args.count(0, INT64_MAX, "42"));
       } else if (args.is("--pairs")) {
-        o.pair_cells = static_cast<int>(args.count(0, 64));
+        o.pair_cells = static_cast<int>(args.count(0, 64, "8"));
+        // The cutoff is one cell wide and may be at most half the periodic box.
+        if (o.pair_cells == 1)
+          throw UsageError("--pairs = 1: one cell is narrower than twice the cutoff; give 0 (skip) or "
+                           "at least 2 (example: --pairs 8)");
       } else {
         args.unknown();
       }

@@ -4,18 +4,22 @@
 //
 // Every subcommand receives argv with argv[0] = its own name ("demo", "bench", ...).
 // Exit codes: 0 success, 1 a failed run (a pmkit::Error, a failed check), 2 bad
-// arguments (the usage goes to stderr).
+// arguments (the usage goes to stderr). A subcommand checks all its arguments before
+// any work, so that arguments that cannot run cost nothing.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "pmkit/error.hpp"
+#include "pmkit/kernels.hpp"
 
 namespace pmkit::cli {
 
@@ -24,7 +28,18 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Walks argv[1..argc) option by option: `--name value` or `--name=value`.
+// The most particles a plan holds (fewer than 2^32 - 1, in Plan and PairPlan alike).
+constexpr std::int64_t kMaxParticles = (std::int64_t(1) << 32) - 2;
+
+// The message of an exception without the "pmkit: " that pmkit::Error puts first
+// (the command line names itself already).
+inline std::string message_of(const std::exception& e) {
+  const std::string m = e.what();
+  return m.rfind("pmkit: ", 0) == 0 ? m.substr(7) : m;
+}
+
+// Walks argv[1..argc) option by option: `--name value` or `--name=value`. A usage
+// error names the option and its value, and for a number gives a valid example.
 class ArgReader {
  public:
   ArgReader(int argc, char** argv) : args_(argv + std::min(argc, 1), argv + argc) {}
@@ -58,13 +73,29 @@ class ArgReader {
     if (pos_ >= args_.size()) throw UsageError(name_ + " needs a value");
     return args_[pos_++];
   }
-  // An integer in [min, max]: plain digits, 1e6 or 2^21.
-  std::int64_t count(std::int64_t min = 1, std::int64_t max = INT64_MAX) {
+  // A whole number in [min, max], as digits, 1e6 or 2^20; `example` is a valid value
+  // of this option for the error message.
+  std::int64_t count(std::int64_t min, std::int64_t max, const char* example) {
     const std::string v = value();
-    const std::int64_t n = parse_count(v);
-    if (n < min) throw UsageError(name_ + " = " + v + ": must be at least " + std::to_string(min));
-    if (n > max) throw UsageError(name_ + " = " + v + ": must be at most " + std::to_string(max));
-    return n;
+    const std::optional<std::int64_t> n = parse_count(v);
+    if (!n) fail(v, "expected a whole number", example);
+    if (*n < min) fail(v, "must be at least " + std::to_string(min), example);
+    if (*n > max) fail(v, "must be at most " + std::to_string(max), example);
+    return *n;
+  }
+  // A positive finite real number; `example` as for count().
+  double positive(const char* example) {
+    const std::string v = value();
+    std::size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v.size() || !std::isfinite(x)) fail(v, "expected a number", example);
+    if (!(x > 0)) fail(v, "must be positive", example);
+    return x;
   }
   // One of the given words.
   std::string choice(const std::vector<std::string>& words) {
@@ -74,6 +105,15 @@ class ArgReader {
     for (const auto& w : words) all += (all.empty() ? "" : "|") + w;
     throw UsageError(name_ + " = " + v + ": expected " + all);
   }
+  // A kernel by name (Kernel::from_name).
+  Kernel kernel() {
+    const std::string v = value();
+    try {
+      return Kernel::from_name(v);
+    } catch (const Error& e) {
+      throw UsageError(name_ + ": " + message_of(e));
+    }
+  }
   // Rejects an option this subcommand does not know; also checks that a flag got no
   // "=value".
   [[noreturn]] void unknown() const { throw UsageError("unknown option " + name_); }
@@ -81,50 +121,44 @@ class ArgReader {
     if (inline_value_) throw UsageError(name_ + " takes no value");
   }
 
-  static std::int64_t parse_count(const std::string& v) {
-    const auto bad = [&]() { return UsageError("'" + v + "' is not a count (examples: 1000000, 1e6, 2^20)"); };
-    const auto digits = [&](const std::string& s) -> std::int64_t {
-      if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
+  // Digits, 1e6 or 2^20; nothing for anything else (a sign, a fraction) or an overflow.
+  static std::optional<std::int64_t> parse_count(const std::string& v) {
+    const auto digits = [](const std::string& s) -> std::optional<std::int64_t> {
+      if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
       return std::stoll(s);
     };
-    std::int64_t base = 0, exp = 1;
-    if (auto p = v.find('^'); p != std::string::npos) {
-      base = digits(v.substr(0, p));
-      exp = digits(v.substr(p + 1));
-    } else if (auto e = v.find_first_of("eE"); e != std::string::npos) {
-      const std::int64_t mant = digits(v.substr(0, e));
-      const std::int64_t ten = digits(v.substr(e + 1));
-      if (ten > 18) throw bad();
-      base = mant;
-      for (std::int64_t i = 0; i < ten; ++i) {
-        if (base > INT64_MAX / 10) throw bad();
-        base *= 10;
-      }
-      return base;
+    std::optional<std::int64_t> base, times;
+    std::int64_t factor = 10;
+    if (const auto p = v.find('^'); p != std::string::npos) {
+      base = 1;
+      factor = digits(v.substr(0, p)).value_or(-1);
+      times = digits(v.substr(p + 1));
+    } else if (const auto e = v.find_first_of("eE"); e != std::string::npos) {
+      base = digits(v.substr(0, e));
+      times = digits(v.substr(e + 1));
     } else {
       return digits(v);
     }
-    std::int64_t r = 1;
-    for (std::int64_t i = 0; i < exp; ++i) {
-      if (base != 0 && r > INT64_MAX / base) throw bad();
-      r *= base;
+    if (!base || !times || factor < 0) return std::nullopt;
+    std::int64_t r = *base;
+    for (std::int64_t i = 0; i < *times && r != 0; ++i) {
+      if (factor != 0 && r > INT64_MAX / factor) return std::nullopt;
+      r *= factor;
     }
     return r;
   }
 
  private:
+  [[noreturn]] void fail(const std::string& v, const std::string& why, const char* example) const {
+    throw UsageError(name_ + " = " + v + ": " + why + " (example: " + name_ + " " + example + ")");
+  }
+
   std::vector<std::string> args_;
   std::size_t pos_ = 0;
   std::string name_;
   std::optional<std::string> inline_value_;
 };
-
-// The message of an exception without the "pmkit: " that pmkit::Error puts first
-// (the command line names itself already).
-inline std::string message_of(const std::exception& e) {
-  const std::string m = e.what();
-  return m.rfind("pmkit: ", 0) == 0 ? m.substr(7) : m;
-}
 
 // Runs a subcommand body with the exit-code policy of the command line. The body
 // returns 0 or 1; --help is handled by the body (usage on stdout, return 0).
@@ -137,6 +171,9 @@ inline int guarded(const char* command, const char* usage, const std::function<i
   } catch (const pmkit::Error& e) {
     std::cerr << "pmkit " << command << ": " << message_of(e) << " [" << pmkit::to_string(e.code())
               << "]\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "pmkit " << command << ": not enough memory for these sizes\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "pmkit " << command << ": " << message_of(e) << "\n";

@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "--version") {
-    std::cout << "pmkit " << PMKIT_VERSION_MAJOR << '.' << PMKIT_VERSION_MINOR << '.'
-              << PMKIT_VERSION_PATCH << " (CUDA backend: "
+    std::cout << "pmkit " << PMKIT_VERSION_STRING << " (CUDA backend: "
               << (pmkit::built_with_cuda() ? "built" : "not built") << ")\n";
     return 0;
   }

@@ -40,16 +40,11 @@ int run_verify(int argc, char** argv) {
         std::cout << kVerifyUsage;
         return 0;
       } else if (args.is("--dim")) {
-        dims = {static_cast<int>(args.count(2, 3))};
+        dims = {static_cast<int>(args.count(2, 3, "3"))};
       } else if (args.is("--kernel")) {
-        const std::string name = args.value();
-        try {
-          kernels = {Kernel::from_name(name)};
-        } catch (const Error& e) {
-          throw UsageError(std::string("--kernel: ") + e.what());
-        }
+        kernels = {args.kernel()};
       } else if (args.is("--threads")) {
-        threads = static_cast<int>(args.count(1, 4096));
+        threads = static_cast<int>(args.count(1, 4096, "4"));
       } else {
         args.unknown();
       }

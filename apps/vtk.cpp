@@ -1,7 +1,9 @@
 #include "vtk.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <type_traits>
@@ -23,6 +25,19 @@ VtkImage vtk_image(const Grid<D>& grid, int ghost_width) {
 }
 template VtkImage vtk_image(const Grid<2>&, int);
 template VtkImage vtk_image(const Grid<3>&, int);
+
+void check_writable(const std::string& path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  errno = 0;
+  std::ofstream probe(path, std::ios::app);  // appends nothing: the contents stay
+  if (!probe) {
+    const std::string why = errno != 0 ? std::strerror(errno) : "unknown reason";
+    throw std::runtime_error("cannot open '" + path + "' for writing: " + why);
+  }
+  probe.close();
+  if (!existed) std::filesystem::remove(path, ec);
+}
 
 template <class T>
 void write_vtk(const std::string& path, const VtkImage& image, const std::string& field,

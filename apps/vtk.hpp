@@ -22,6 +22,10 @@ struct VtkImage {
 template <int D>
 VtkImage vtk_image(const Grid<D>& grid, int ghost_width);
 
+// Throws std::runtime_error if `path` cannot be opened for writing. An existing file
+// keeps its contents; a file that the check creates is removed again.
+void check_writable(const std::string& path);
+
 // Throws std::runtime_error if the file cannot be written.
 template <class T>
 void write_vtk(const std::string& path, const VtkImage& image, const std::string& field,

@@ -12,4 +12,3 @@ target_compile_definitions(pmkit PUBLIC PMKIT_WITH_CUDA)
 target_compile_options(pmkit PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)
 set_target_properties(pmkit PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
-target_link_libraries(pmkit PUBLIC CUDA::cudart)

@@ -1,0 +1,38 @@
+# One test of the `pmkit` command line, run by CTest through `cmake -P`: runs the
+# command given after `--` and checks its exit status and its output.
+#   cmake -DEXIT=<status> [-DSTDOUT=<regex>] [-DSTDERR=<regex>] [-DNOT_STDOUT=<regex>]
+#         [-DNOT_STDERR=<regex>] -P cli_test.cmake -- <program> <arguments>...
+# STDOUT and STDERR must match; NOT_STDOUT and NOT_STDERR must not.
+set(command)
+set(after_separator FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE 1 ${last})
+  if(after_separator)
+    list(APPEND command "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(after_separator TRUE)
+  endif()
+endforeach()
+if(NOT command OR NOT DEFINED EXIT)
+  message(FATAL_ERROR "usage: cmake -DEXIT=<status> ... -P cli_test.cmake -- <program> <arguments>...")
+endif()
+
+execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(failures)
+if(NOT status STREQUAL EXIT)
+  list(APPEND failures "exit status ${status}, expected ${EXIT}")
+endif()
+foreach(stream out err)
+  string(TOUPPER "STD${stream}" name)
+  if(DEFINED ${name} AND NOT ${stream} MATCHES "${${name}}")
+    list(APPEND failures "${name} does not match '${${name}}'")
+  endif()
+  if(DEFINED NOT_${name} AND ${stream} MATCHES "${NOT_${name}}")
+    list(APPEND failures "${name} matches '${NOT_${name}}', which it must not")
+  endif()
+endforeach()
+if(failures)
+  string(REPLACE ";" "\n  " failures "${failures}")
+  string(REPLACE ";" " " shown "${command}")
+  message(FATAL_ERROR "${shown}:\n  ${failures}\n--- stdout:\n${out}--- stderr:\n${err}")
+endif()
