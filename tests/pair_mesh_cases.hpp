@@ -103,4 +103,20 @@ void check_from_mesh(const Grid<D>& grid, const Kernel& kernel, const PairKernel
 // those steps, so particles on cell faces never sit exactly at the cutoff.
 constexpr double kCutoff = 1.3;
 
+#if defined(PMKIT_WITH_CUDA)
+// The CUDA cases from a mesh plan: f(kernel, grid3, grid2, mesh_options, pair_options) for
+// the TSC and M'4 mesh kernels on periodic, mixed and folding grids (3D: 12 x 10 x 12 pair
+// cells, tiles of 8^3 mesh cells), both plans on the CUDA backend.
+template <class F>
+void for_each_cuda_mesh_case(F&& f) {
+  Options mesh_options;
+  mesh_options.backend = Backend::Cuda;
+  PairOptions pair_options;
+  pair_options.backend = Backend::Cuda;
+  for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
+    for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold})
+      f(kernel, make_grid<3>({24, 40, 16}, boundary), make_grid<2>({40, 80}, boundary), mesh_options, pair_options);
+}
+#endif
+
 }  // namespace pmkit::test

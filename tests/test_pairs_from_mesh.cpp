@@ -159,31 +159,25 @@ TEST(CudaPairsFromMesh, AgreesWithBruteForceAlsoAfterUpdatePoints) {
   PMKIT_REQUIRE_GPU();
   pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
   pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
-  Options mesh_options;
-  mesh_options.backend = Backend::Cuda;
-  PairOptions pair_options;
-  pair_options.backend = Backend::Cuda;
   // Sizes keep the O(N^2) brute force to a fraction of a second a case: ~5 particles a
   // pair cell in 3D. Auto on every distribution; two explicit methods on the others.
-  for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
-    for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold}) {
-      const Grid<3> grid3 = make_grid<3>({24, 40, 16}, boundary);  // 12 x 10 x 12: tiles of 8^3 cells
-      const Grid<2> grid2 = make_grid<2>({40, 80}, boundary);
-      for (PairMethod method : {PairMethod::Auto, PairMethod::CudaThreadPerParticle, PairMethod::CudaXPencil}) {
-        pair_options.method = method;
-        // Moves of up to 3 cells: many particles leave their 8^3 tile (the away list).
-        check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
-                                  pair_options, 3.0);
-        check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
-                                   pair_options, 3.0);
-        if (method != PairMethod::Auto) continue;
-        for (Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
-          check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, dist, scaled(6000), mesh_options, pair_options);
-          check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, dist, scaled(3000), mesh_options, pair_options);
-        }
-        // The seam's smooth synthetic kernel runs in test_pairs_user_kernel.cu (nvcc).
+  for_each_cuda_mesh_case([&](const Kernel& kernel, const Grid<3>& grid3, const Grid<2>& grid2,
+                              const Options& mesh_options, PairOptions pair_options) {
+    for (PairMethod method : {PairMethod::Auto, PairMethod::CudaThreadPerParticle, PairMethod::CudaXPencil}) {
+      pair_options.method = method;
+      // Moves of up to 3 cells: many particles leave their 8^3 tile (the away list).
+      check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
+                                pair_options, 3.0);
+      check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
+                                 pair_options, 3.0);
+      if (method != PairMethod::Auto) continue;
+      for (Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
+        check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, dist, scaled(6000), mesh_options, pair_options);
+        check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, dist, scaled(3000), mesh_options, pair_options);
       }
+      // The seam's smooth synthetic kernel runs in test_pairs_user_kernel.cu (nvcc).
     }
+  });
 }
 
 TEST(CudaPairsFromMesh, BadInput) {

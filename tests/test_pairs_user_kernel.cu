@@ -99,24 +99,19 @@ TEST(CudaPairs, BadInput) {
     PairPlan<double, 3>(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, wrong);
   });
 }
+
 // The seam puts particles a few roundings of T apart: the smooth synthetic kernel there,
 // from a mesh plan on the same Grid (see test_pairs_from_mesh.cpp).
 TEST(CudaPairsFromMesh, SyntheticKernelAtTheSeam) {
   PMKIT_REQUIRE_GPU();
   bench::ExpensiveSynthetic expensive{kCutoff};
-  Options mesh_options;
-  mesh_options.backend = Backend::Cuda;
-  PairOptions pair_options;
-  pair_options.backend = Backend::Cuda;
-  for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
-    for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold}) {
-      const Grid<3> grid3 = make_grid<3>({24, 40, 16}, boundary);
-      const Grid<2> grid2 = make_grid<2>({40, 80}, boundary);
-      check_from_mesh<float, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, scaled(6000), mesh_options,
-                                pair_options);
-      check_from_mesh<double, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, scaled(3000), mesh_options,
-                                 pair_options);
-    }
+  for_each_cuda_mesh_case([&](const Kernel& kernel, const Grid<3>& grid3, const Grid<2>& grid2,
+                              const Options& mesh_options, const PairOptions& pair_options) {
+    check_from_mesh<float, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, scaled(6000), mesh_options,
+                              pair_options);
+    check_from_mesh<double, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, scaled(3000), mesh_options,
+                               pair_options);
+  });
 }
 
 }  // namespace

@@ -13,12 +13,17 @@
 namespace pmkit::detail {
 namespace {
 
-// Shares of the parallel cell sort: about 8192 particles each, at most 1024, with their
-// per-share cell counts below 2^24 entries.
+// Shares of the parallel cell sort: one a thread, but at least kShareParticles particles
+// each (a share's cell counts cost as much as sorting that many), at most kMaxShares,
+// and their cell counts below kMaxShareCounts entries (docs/tuning.md#kshareparticles).
+constexpr std::size_t kShareParticles = 8192;
+constexpr std::size_t kMaxShares = 1024;
+constexpr std::size_t kMaxShareCounts = std::size_t(1) << 24;
+
 int sort_shares(std::size_t n, std::size_t ncells, int num_threads) {
   int shares = std::max(1, std::min<int>(openmp_threads(num_threads),
-                                         static_cast<int>(std::min<std::size_t>(n / 8192 + 1, 1024))));
-  while (shares > 1 && ncells * static_cast<std::size_t>(shares) > (std::size_t(1) << 24)) --shares;
+                                         static_cast<int>(std::min(n / kShareParticles + 1, kMaxShares))));
+  while (shares > 1 && ncells * static_cast<std::size_t>(shares) > kMaxShareCounts) --shares;
   return shares;
 }
 
@@ -157,17 +162,14 @@ std::unique_ptr<PairBackend<T, D>> make_cpu_pair_backend(const Box<D>& box, doub
   return std::make_unique<CpuPairBackend<T, D>>(box, cutoff, grid, options);
 }
 
-template std::unique_ptr<PairBackend<float, 2>> make_cpu_pair_backend<float, 2>(const Box<2>&, double,
-                                                                                const PairCellGrid<2>&,
-                                                                                const PairOptions&);
-template std::unique_ptr<PairBackend<float, 3>> make_cpu_pair_backend<float, 3>(const Box<3>&, double,
-                                                                                const PairCellGrid<3>&,
-                                                                                const PairOptions&);
-template std::unique_ptr<PairBackend<double, 2>> make_cpu_pair_backend<double, 2>(const Box<2>&, double,
-                                                                                  const PairCellGrid<2>&,
-                                                                                  const PairOptions&);
-template std::unique_ptr<PairBackend<double, 3>> make_cpu_pair_backend<double, 3>(const Box<3>&, double,
-                                                                                  const PairCellGrid<3>&,
-                                                                                  const PairOptions&);
+#define PMKIT_INSTANTIATE(T, D)                                                                        \
+  template std::unique_ptr<PairBackend<T, D>> make_cpu_pair_backend<T, D>(const Box<D>&, double,       \
+                                                                           const PairCellGrid<D>&,     \
+                                                                           const PairOptions&);
+PMKIT_INSTANTIATE(float, 2)
+PMKIT_INSTANTIATE(float, 3)
+PMKIT_INSTANTIATE(double, 2)
+PMKIT_INSTANTIATE(double, 3)
+#undef PMKIT_INSTANTIATE
 
 }  // namespace pmkit::detail

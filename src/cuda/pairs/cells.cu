@@ -127,6 +127,13 @@ unsigned blocks_for(std::size_t n, int threads) { return static_cast<unsigned>((
 
 }  // namespace
 
+// Mean particles a cell from which each cell is sorted by x as well, in about
+// kXStepsPerParticle steps a particle and at most 2^kMaxXBits: a longer sort key against
+// the x-windows it lets the pencil methods cut (docs/tuning.md#kxsortfrom).
+constexpr double kXSortFrom = 4;
+constexpr double kXStepsPerParticle = 4;
+constexpr int kMaxXBits = 10;
+
 // Mean particles a cell (3D) from which set_points builds the corner lists: two more
 // passes of binning against a fifth of each corner row never staged or tested
 // (docs/tuning.md#kcornerlistsfrom).
@@ -160,12 +167,12 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
 
   int bits = 1;
   while ((std::size_t(1) << bits) < ncells) ++bits;
-  // From about 4 particles a cell, sort each cell by x too (about 4 steps per particle,
-  // at most 2^10): the pencil traversal then narrows each row to the x-window of a warp.
+  // Dense cells are sorted by x too: the pencil traversal then narrows each row to the
+  // x-window of a warp.
   const double per_cell = ncells ? double(n) / double(ncells) : 0.0;
   int x_bits = 0;
-  if (per_cell >= 4) {
-    while (x_bits < 10 && double(1 << x_bits) < 4 * per_cell) ++x_bits;
+  if (per_cell >= kXSortFrom) {
+    while (x_bits < kMaxXBits && double(1 << x_bits) < kXStepsPerParticle * per_cell) ++x_bits;
     x_bits = std::min(x_bits, 32 - bits);
   }
   PairGeometry<T, D> g = cells.geometry;  // the plan's copy changes only on success
