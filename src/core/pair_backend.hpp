@@ -58,4 +58,16 @@ template <class T, int D>
 std::unique_ptr<PairBackend<T, D>> make_cuda_pair_backend(const Box<D>& box, double cutoff,
                                                           const PairCellGrid<D>& grid, const PairOptions& options);
 
+// Instantiates a backend's factory (make_cpu_pair_backend, make_cuda_pair_backend) for the
+// four plans, in the backend's source file.
+#define PMKIT_INSTANTIATE_PAIR_BACKEND(make)                                                                  \
+  template std::unique_ptr<PairBackend<float, 2>> make<float, 2>(const Box<2>&, double, const PairCellGrid<2>&, \
+                                                                  const PairOptions&);                        \
+  template std::unique_ptr<PairBackend<float, 3>> make<float, 3>(const Box<3>&, double, const PairCellGrid<3>&, \
+                                                                  const PairOptions&);                        \
+  template std::unique_ptr<PairBackend<double, 2>> make<double, 2>(const Box<2>&, double,                      \
+                                                                    const PairCellGrid<2>&, const PairOptions&); \
+  template std::unique_ptr<PairBackend<double, 3>> make<double, 3>(const Box<3>&, double,                      \
+                                                                    const PairCellGrid<3>&, const PairOptions&);
+
 }  // namespace pmkit::detail

@@ -162,14 +162,6 @@ std::unique_ptr<PairBackend<T, D>> make_cpu_pair_backend(const Box<D>& box, doub
   return std::make_unique<CpuPairBackend<T, D>>(box, cutoff, grid, options);
 }
 
-#define PMKIT_INSTANTIATE(T, D)                                                                        \
-  template std::unique_ptr<PairBackend<T, D>> make_cpu_pair_backend<T, D>(const Box<D>&, double,       \
-                                                                           const PairCellGrid<D>&,     \
-                                                                           const PairOptions&);
-PMKIT_INSTANTIATE(float, 2)
-PMKIT_INSTANTIATE(float, 3)
-PMKIT_INSTANTIATE(double, 2)
-PMKIT_INSTANTIATE(double, 3)
-#undef PMKIT_INSTANTIATE
+PMKIT_INSTANTIATE_PAIR_BACKEND(make_cpu_pair_backend)
 
 }  // namespace pmkit::detail

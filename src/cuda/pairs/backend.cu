@@ -144,14 +144,6 @@ std::unique_ptr<PairBackend<T, D>> make_cuda_pair_backend(const Box<D>& box, dou
   return std::make_unique<CudaPairBackend<T, D>>(box, cutoff, grid, options);
 }
 
-#define PMKIT_INSTANTIATE(T, D)                                                                         \
-  template std::unique_ptr<PairBackend<T, D>> make_cuda_pair_backend<T, D>(const Box<D>&, double,       \
-                                                                            const PairCellGrid<D>&,     \
-                                                                            const PairOptions&);
-PMKIT_INSTANTIATE(float, 2)
-PMKIT_INSTANTIATE(float, 3)
-PMKIT_INSTANTIATE(double, 2)
-PMKIT_INSTANTIATE(double, 3)
-#undef PMKIT_INSTANTIATE
+PMKIT_INSTANTIATE_PAIR_BACKEND(make_cuda_pair_backend)
 
 }  // namespace pmkit::detail

@@ -17,7 +17,7 @@ struct Args {
   const std::uint32_t* __restrict__ start;
   const std::uint32_t* __restrict__ perm;
   const T* __restrict__ inputs;  // gathered into sorted order: inputs[k * n + slot]
-  // The binning's corner lists (DevicePairCells), or null where it built none.
+  // The binning's corner lists (DevicePairView), or null where it built none.
   const std::uint32_t* __restrict__ corner_index;
   const std::uint32_t* __restrict__ corner_start;
   View<T> out[kOut];
