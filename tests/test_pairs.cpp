@@ -1,5 +1,7 @@
-// Cutoff pair interactions on cell lists (CPU): against an O(N^2) float64 brute force on
-// fresh random inputs, both shells; an energy-conserving Lennard-Jones run; bad input.
+// Cutoff pair interactions on cell lists, CPU and CUDA (the built-in kernels; the CUDA
+// cases of other kernels are in test_pairs_user_kernel.cu): against an O(N^2) float64
+// brute force on fresh random inputs, both shells and every method; an energy-conserving
+// Lennard-Jones run; two plans on two streams; bad input.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -428,8 +430,7 @@ void neighbour_bounds(const Box<D>& box, double cutoff, const std::array<std::ve
 
 // Every CUDA method finds exactly the neighbours its arithmetic puts inside the cutoff
 // (pair_kernels::NeighbourCount): a source wrongly left out of a window (the x-pencil cuts
-// each staged row to an x-window; bench/NOTES.md P16 tried narrowing it further) shows as
-// a count below `at_least`. About 10 particles a cell, where a warp spans several cells
+// each staged row to an x-window) shows as a count below `at_least`. About 10 particles a cell, where a warp spans several cells
 // and each lane cuts its own windows; a third of them with a coordinate on a cell face and
 // a tenth at the cutoff's distance across a face from another; periodic, bounded and
 // mixed boxes, cells as wide as the cutoff or wider.
