@@ -9,6 +9,7 @@
 
 #include "../bench/pair_synthetic.hpp"
 #include "pair_cases.hpp"
+#include "pmkit/detail/pair_geometry.hpp"
 
 namespace pmkit::test {
 namespace {

@@ -75,10 +75,10 @@ TEST(CudaPairs, BadInput) {
   bench::CheapSynthetic cheap{0.5};
   expect_pmkit_error(ErrorCode::NotReady, "", [&] { cuda::compute(plan, cheap, {}, {view_of(out)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.set_points({good, good, good}); });  // host pointers
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), nan_cview_of(x), cview_of(x)}); });
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), cview_of(nan_x), cview_of(x)}); });
   EXPECT_FALSE(plan.has_points());
   plan.set_points({cview_of(x), cview_of(x), cview_of(x)});
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), cview_of(x), nan_cview_of(x)}); });
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), cview_of(x), cview_of(nan_x)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { cuda::compute(plan, cheap, {}, {View<double>(good.data(), 3)}); });
   EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
   cuda::compute(plan, cheap, {}, {view_of(out)});  // the points of before the failed call
