@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/pair_synthetic.hpp"
 #include "pmkit/cuda/pairs.cuh"
 
 namespace {
@@ -94,23 +95,6 @@ std::vector<double> interleaved_medians_ms(const std::vector<std::function<void(
   return medians;
 }
 
-template <class T>
-struct DeviceArray {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
-    ck(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
-    ck(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  }
-  explicit DeviceArray(std::size_t count) : n(count) { ck(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc"); }
-  ~DeviceArray() { cudaFree(p); }
-  DeviceArray(const DeviceArray&) = delete;
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    ck(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "download");
-    return h;
-  }
-};
 
 // What any one launch costs on this device, measured the two ways the table times a call:
 // an empty kernel between two events (as "kernel ms" and the baseline programs in
@@ -185,13 +169,13 @@ BinRow time_binning(int d, int ppc, const Box<3>& box, const std::vector<const f
   row.pairs_from_mesh = ms[2];
   // The same forces up to the rounding of the mesh plan's positions.
   const pair_kernels::LennardJones<3> lj{1.0, 0.8, 1.0, 0.0};
-  std::vector<std::unique_ptr<DeviceArray<float>>> a, b;
+  std::vector<std::unique_ptr<cuda::DeviceBuffer<float>>> a, b;
   std::vector<View<float>> va, vb;
   for (int k = 0; k < 4; ++k) {
-    a.push_back(std::make_unique<DeviceArray<float>>(n));
-    b.push_back(std::make_unique<DeviceArray<float>>(n));
-    va.push_back(View<float>(a.back()->p, n));
-    vb.push_back(View<float>(b.back()->p, n));
+    a.push_back(std::make_unique<cuda::DeviceBuffer<float>>(n, "pair_bench: outputs"));
+    b.push_back(std::make_unique<cuda::DeviceBuffer<float>>(n, "pair_bench: outputs"));
+    va.push_back(View<float>(a.back()->get(), n));
+    vb.push_back(View<float>(b.back()->get(), n));
   }
   alone.compute(lj, {}, va);
   from_mesh.compute(lj, {}, vb);
@@ -209,14 +193,14 @@ BinRow time_binning(int d, int ppc, const Box<3>& box, const std::vector<const f
 
 template <class Kernel>
 void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::vector<const float*>& x,
-                 std::size_t n, const float* weights, std::vector<DeviceArray<float>*>& outputs, int cpu_threads,
+                 std::size_t n, const float* weights, std::vector<cuda::DeviceBuffer<float>*>& outputs, int cpu_threads,
                  const std::vector<std::vector<float>>& host_x, bool time_cpu) {
   typename PairPlan<float, 3>::Positions pos;
   for (int d = 0; d < 3; ++d) pos[d] = View<const float>(x[d], n);
   std::vector<View<const float>> in;
   if (Kernel::inputs > 0) in.push_back(View<const float>(weights, n));
   std::vector<View<float>> out;
-  for (int k = 0; k < Kernel::outputs; ++k) out.push_back(View<float>(outputs[k]->p, n));
+  for (int k = 0; k < Kernel::outputs; ++k) out.push_back(View<float>(outputs[k]->get(), n));
   // One plan per method and one for Auto, all binned and warmed up (Auto's first call
   // times the candidates), then timed in interleaved rounds.
   std::vector<std::unique_ptr<PairPlan<float, 3>>> plans;
@@ -226,14 +210,14 @@ void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::v
     opt.method = m < kMethodCount ? kMethods[m] : PairMethod::Auto;
     plans.push_back(std::make_unique<PairPlan<float, 3>>(box, 1.0, opt));
     plans.back()->set_points(pos);
-    for (int warm = 0; warm < 2; ++warm) plans.back()->compute(kernel, in, out);
+    for (int warm = 0; warm < 2; ++warm) cuda::compute(*plans.back(), kernel, in, out);
   }
   row.binning = median_ms([&] { plans[0]->set_points(pos); });
   std::vector<double> kernel_ms;
   std::vector<std::function<void()>> calls;
   for (int m = 0; m <= kMethodCount; ++m)
     calls.push_back([&, m] {
-      plans[m]->compute(kernel, in, out);
+      cuda::compute(*plans[m], kernel, in, out);
       if (m == kMethodCount) kernel_ms.push_back(plans[m]->last_timings().compute_s * 1e3);
     });
   const std::vector<double> ms = interleaved_medians_ms(calls);
@@ -248,10 +232,9 @@ void time_kernel(Row& row, const Kernel& kernel, const Box<3>& box, const std::v
     typename PairPlan<float, 3>::Positions hpos;
     for (int d = 0; d < 3; ++d) hpos[d] = host_x[d];
     // Host calls: medians of at least 3, up to 51 within 0.3 s, and as many as 2 s allow
-    // for the largest rows (one call of 32^3 x 100 takes ~2.5 s). With every host core in
-    // the team, a thread that the OS deschedules stalls a whole call by a time slice (~12
-    // ms, seen in 2 of 3 calls of the small rows), and a few more calls keep those stalls
-    // out of the median (bench/NOTES.md P37).
+    // for the largest rows. With every host core in the team, a thread that the OS
+    // deschedules stalls a whole call by a time slice, and a few more calls keep those
+    // stalls out of the median.
     auto host_median_ms = [](const std::function<void()>& call, int warm) {
       return median_ms(call, warm, false, 3, 51, 2000);
     };
@@ -300,15 +283,15 @@ int main(int argc, char** argv) {
         for (int k = 0; k < 3; ++k) hx[k][i] = static_cast<float>(unit(rng) * d);
         hw[i] = static_cast<float>(unit(rng));
       }
-      DeviceArray<float> x(hx[0]), y(hx[1]), z(hx[2]), w(hw);
-      std::vector<DeviceArray<float>*> outs;
-      std::vector<std::unique_ptr<DeviceArray<float>>> owned;
+      cuda::DeviceBuffer<float> x(hx[0]), y(hx[1]), z(hx[2]), w(hw);
+      std::vector<cuda::DeviceBuffer<float>*> outs;
+      std::vector<std::unique_ptr<cuda::DeviceBuffer<float>>> owned;
       for (int k = 0; k < 4; ++k) {
-        owned.push_back(std::make_unique<DeviceArray<float>>(n));
+        owned.push_back(std::make_unique<cuda::DeviceBuffer<float>>(n, "pair_bench: outputs"));
         outs.push_back(owned.back().get());
       }
       const Box<3> box = Box<3>::periodic({double(d), double(d), double(d)});
-      const std::vector<const float*> xs = {x.p, y.p, z.p};
+      const std::vector<const float*> xs = {x.get(), y.get(), z.get()};
 
       // Ordered pairs within the cutoff.
       double pairs = 0;
@@ -317,15 +300,15 @@ int main(int argc, char** argv) {
         opt.backend = Backend::Cuda;
         opt.method = PairMethod::CudaThreadPerParticle;
         PairPlan<float, 3> plan(box, 1.0, opt);
-        plan.set_points({View<const float>(x.p, n), View<const float>(y.p, n), View<const float>(z.p, n)});
-        plan.compute(pair_kernels::NeighbourCount{}, {}, {View<float>(outs[0]->p, n)});
+        plan.set_points({View<const float>(x.get(), n), View<const float>(y.get(), n), View<const float>(z.get(), n)});
+        plan.compute(pair_kernels::NeighbourCount{}, {}, {View<float>(outs[0]->get(), n)});
         for (float c : outs[0]->download()) pairs += c;
       }
       const bool cpu = !quick && !gpu_only;  // Lennard-Jones only: the CPU backend, half shell
       Row lj{d, ppc, "lennard-jones", n}, cheap{d, ppc, "cheap", n}, expensive{d, ppc, "expensive", n};
-      time_kernel(lj, pair_kernels::LennardJones<3>{1.0, 0.8, 1.0, 0.0}, box, xs, n, w.p, outs, cpu_threads, hx, cpu);
-      time_kernel(cheap, pair_kernels::CheapSynthetic{1.0}, box, xs, n, w.p, outs, cpu_threads, hx, false);
-      time_kernel(expensive, pair_kernels::ExpensiveSynthetic{1.0}, box, xs, n, w.p, outs, cpu_threads, hx, false);
+      time_kernel(lj, pair_kernels::LennardJones<3>{1.0, 0.8, 1.0, 0.0}, box, xs, n, w.get(), outs, cpu_threads, hx, cpu);
+      time_kernel(cheap, bench::CheapSynthetic{1.0}, box, xs, n, w.get(), outs, cpu_threads, hx, false);
+      time_kernel(expensive, bench::ExpensiveSynthetic{1.0}, box, xs, n, w.get(), outs, cpu_threads, hx, false);
       bin_rows.push_back(time_binning(d, ppc, box, xs, n));
       for (Row* r : {&lj, &cheap, &expensive}) {
         r->pairs = pairs;

@@ -5,9 +5,10 @@ target_sources(pmkit PRIVATE
   src/cuda/backend_float_3d.cu
   src/cuda/backend_double_2d.cu
   src/cuda/backend_double_3d.cu
-  src/cuda/pair_cells.cu
-  src/cuda/pairs_builtin_float.cu
-  src/cuda/pairs_builtin_double.cu)
+  src/cuda/pairs/backend.cu
+  src/cuda/pairs/cells.cu
+  src/cuda/pairs/builtin_float.cu
+  src/cuda/pairs/builtin_double.cu)
 target_compile_definitions(pmkit PUBLIC PMKIT_WITH_CUDA)
 target_compile_options(pmkit PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)

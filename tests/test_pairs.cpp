@@ -1,9 +1,15 @@
-// Cutoff pair interactions on cell lists (CPU): against an O(N^2) float64 brute force on
-// fresh random inputs, both shells; an energy-conserving Lennard-Jones run; bad input.
+// Cutoff pair interactions on cell lists, CPU and CUDA (the built-in kernels; the CUDA
+// cases of other kernels are in test_pairs_user_kernel.cu): against an O(N^2) float64
+// brute force on fresh random inputs, both shells and every method; an energy-conserving
+// Lennard-Jones run; two plans on two streams; bad input.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
+#include "../bench/pair_synthetic.hpp"
 #include "pair_cases.hpp"
+#include "pmkit/detail/pair_geometry.hpp"
 
 namespace pmkit::test {
 namespace {
@@ -25,8 +31,8 @@ TEST(Pairs, LennardJonesAgainstBruteForce) {
 }
 
 TEST(Pairs, SyntheticKernelsMixedBoundariesAndSmallBoxes) {
-  pair_kernels::CheapSynthetic cheap{0.5};
-  pair_kernels::ExpensiveSynthetic expensive{0.5};
+  bench::CheapSynthetic cheap{0.5};
+  bench::ExpensiveSynthetic expensive{0.5};
   Box<3> mixed = Box<3>::periodic({1.2, 2.0, 1.6});  // 2 cells in x: neighbours wrap onto each other
   mixed.boundary[2] = Boundary::Bounded;
   for (bool half : {true, false}) {
@@ -114,7 +120,7 @@ TEST(Pairs, BadInput) {
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { PairPlan<double, 3>(box, 1.01); });  // > half the box
   PairPlan<double, 3> plan(box, 0.5);
   std::vector<double> x = {0.1, 0.2}, y = {0.3, 0.4}, z = {0.5, std::nan("")}, out(2, 5.0), short_x = {0.1};
-  pair_kernels::CheapSynthetic cheap{0.5};
+  bench::CheapSynthetic cheap{0.5};
   expect_pmkit_error(ErrorCode::NotReady, "", [&] { plan.compute(cheap, {}, {out}); });
   expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({x, y, z}); });
   expect_pmkit_error(ErrorCode::SizeMismatch, "", [&] { plan.set_points({short_x, y, y}); });
@@ -131,16 +137,6 @@ TEST(Pairs, BadInput) {
 }
 
 #if defined(PMKIT_WITH_CUDA)
-PairOptions cuda_options(PairMethod method) {
-  PairOptions opt;
-  opt.backend = Backend::Cuda;
-  opt.method = method;
-  return opt;
-}
-const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
-                                   PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
-                                   PairMethod::Auto};
-
 // The corner lists' test (host-callable): a source of a corner row that lies within the
 // cutoff of any point of the x-row's cells is kept, whatever the rounding; and about the
 // expected share is left out (1 - pi/4 of a row where cells are a cutoff wide), so that
@@ -235,21 +231,80 @@ TEST(CudaPairs, EveryMethodAgainstBruteForce) {
   }
 }
 
-TEST(CudaPairs, SyntheticKernelsMixedBoundariesAndSmallBoxes) {
+// A kernel of the caller's on a CUDA plan through PairPlan::compute, without
+// pmkit/cuda/pairs.cuh (this file is plain C++): a clear error, nothing written.
+TEST(CudaPairs, CallersKernelWithoutTheCudaHeaderIsAnError) {
   PMKIT_REQUIRE_GPU();
-  pair_kernels::CheapSynthetic cheap{0.5};
-  pair_kernels::ExpensiveSynthetic expensive{0.5};
-  Box<3> mixed = Box<3>::periodic({1.2, 2.0, 1.6});  // 2 cells in x: neighbours wrap onto each other
-  mixed.boundary[2] = Boundary::Bounded;
-  Box<3> one_cell = Box<3>::periodic({1.0, 1.0, 1.0});  // 2 x 2 x 2 cells of a 1-box: every image
-  for (PairMethod method : kCudaMethods) {
-    const PairOptions opt = cuda_options(method);
-    check_case<double, 3>(mixed, 0.5, cheap, 500, Layout::Uniform, opt);
-    check_case<double, 3>(mixed, 0.5, expensive, 500, Layout::Clustered, opt);
-    check_case<float, 3>(one_cell, 0.5, expensive, 200, Layout::Uniform, opt);
-    check_case<double, 2>(Box<2>::periodic({4.0, 4.0}), 0.5, expensive, 300, Layout::Lattice, opt);
-    check_case<double, 2>(Box<2>::periodic({4.0, 4.0}), 0.5, cheap, 1, Layout::Uniform, opt);  // alone
-    check_case<double, 2>(Box<2>::periodic({4.0, 4.0}), 0.5, cheap, 0, Layout::Uniform, opt);  // empty
+  PairPlan<double, 3> plan(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, cuda_options(PairMethod::Auto));
+  const std::vector<double> good = {0.1, 0.2, 1.9};
+  cuda::DeviceBuffer<double> x(good), out(std::vector<double>(3, 5.0));
+  plan.set_points({cview_of(x), cview_of(x), cview_of(x)});
+  expect_pmkit_error(ErrorCode::Unsupported, "pmkit/cuda/pairs.cuh",
+                     [&] { plan.compute(bench::CheapSynthetic{0.5}, {}, {view_of(out)}); });
+  EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));
+}
+
+// Holds a stream for a while (a host function on it): work enqueued after it runs later.
+void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+
+// Two pair plans on two streams of their own, computing at once. Each stream first waits
+// (hold_stream), then fills the outputs with NaN, then computes: a plan that ran any of
+// its work on another stream would have its outputs overwritten by the NaNs, or read
+// before they are written.
+TEST(CudaPairs, TwoPlansOnTwoStreamsAtOnce) {
+  PMKIT_REQUIRE_GPU();
+  const Box<3> box = Box<3>::periodic({4.0, 4.0, 4.0});
+  const double cutoff = 0.8;
+  const pair_kernels::LennardJones<3> lj{1.0, 0.3, cutoff, 0.05};
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 4.0);
+  struct Run {
+    cudaStream_t stream = nullptr;
+    std::array<std::vector<double>, 3> x;
+    std::vector<std::unique_ptr<cuda::DeviceBuffer<double>>> pos, out;
+    std::unique_ptr<PairPlan<double, 3>> plan;
+  };
+  Run runs[2];
+  const PairMethod methods[2] = {PairMethod::Auto, PairMethod::CudaXPencil};
+  const std::size_t n = scaled(4000);
+  for (int r = 0; r < 2; ++r) {
+    Run& run = runs[r];
+    cuda::check(cudaStreamCreateWithFlags(&run.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    PairOptions opt = cuda_options(methods[r]);
+    opt.stream = cuda::stream_handle(run.stream);
+    run.plan = std::make_unique<PairPlan<double, 3>>(box, cutoff, opt);
+    std::array<View<const double>, 3> views;
+    for (int d = 0; d < 3; ++d) {
+      run.x[d].resize(n + r * 500);
+      for (double& v : run.x[d]) v = unit(rng);
+      run.pos.push_back(std::make_unique<cuda::DeviceBuffer<double>>(run.x[d]));
+      views[d] = cview_of(*run.pos.back());
+    }
+    run.plan->set_points(views);
+    for (int k = 0; k < 4; ++k) run.out.push_back(std::make_unique<cuda::DeviceBuffer<double>>(n + r * 500, "out"));
+  }
+  for (Run& run : runs) {
+    cuda::check(cudaLaunchHostFunc(run.stream, hold_stream, nullptr), "cudaLaunchHostFunc");
+    std::vector<View<double>> out;
+    for (auto& o : run.out) {
+      cuda::check(cudaMemsetAsync(o->get(), 0xff, o->size() * sizeof(double), run.stream), "cudaMemsetAsync");
+      out.push_back(view_of(*o));
+    }
+    run.plan->compute(lj, {}, out);
+  }
+  for (int r = 0; r < 2; ++r) {
+    Run& run = runs[r];
+    std::vector<std::vector<double>> got(4, std::vector<double>(run.out[0]->size()));
+    for (int k = 0; k < 4; ++k)
+      cuda::check(cudaMemcpyAsync(got[k].data(), run.out[k]->get(), got[k].size() * sizeof(double),
+                                  cudaMemcpyDeviceToHost, run.stream),
+                  "cudaMemcpyAsync");
+    cuda::check(cudaStreamSynchronize(run.stream), "cudaStreamSynchronize");
+    expect_brute_force<double, 3>(box, cutoff, lj, run.x, {}, got, 1e-12);
+    run.plan.reset();
+    cuda::check(cudaStreamDestroy(run.stream), "cudaStreamDestroy");
   }
 }
 
@@ -376,8 +431,7 @@ void neighbour_bounds(const Box<D>& box, double cutoff, const std::array<std::ve
 
 // Every CUDA method finds exactly the neighbours its arithmetic puts inside the cutoff
 // (pair_kernels::NeighbourCount): a source wrongly left out of a window (the x-pencil cuts
-// each staged row to an x-window; bench/NOTES.md P16 tried narrowing it further) shows as
-// a count below `at_least`. About 10 particles a cell, where a warp spans several cells
+// each staged row to an x-window) shows as a count below `at_least`. About 10 particles a cell, where a warp spans several cells
 // and each lane cuts its own windows; a third of them with a coordinate on a cell face and
 // a tenth at the cutoff's distance across a face from another; periodic, bounded and
 // mixed boxes, cells as wide as the cutoff or wider.
@@ -458,39 +512,6 @@ TEST(CudaPairs, NeighbourCountsExactInEveryMethod) {
   check_counts<float, 3>(Box<3>::bounded({6.0, 2.0, 1.5}), 0.5, 6912, rng);  // 48 a cell, bounded
 }
 
-TEST(CudaPairs, BadInput) {
-  PMKIT_REQUIRE_GPU();
-  const PairOptions opt = cuda_options(PairMethod::Auto);
-  PairPlan<double, 3> plan(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, opt);
-  std::vector<double> good = {0.1, 0.2, 1.9}, bad = {0.1, std::nan(""), 0.3}, far = {0.1, 2.5, 0.3};
-  DeviceBuffer<double> x(good), nan_x(bad), out(std::vector<double>(3, 5.0));
-  pair_kernels::CheapSynthetic cheap{0.5};
-  expect_pmkit_error(ErrorCode::NotReady, "", [&] { plan.compute(cheap, {}, {device_view(out)}); });
-  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.set_points({good, good, good}); });  // host pointers
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(nan_x), device_cview(x)}); });
-  EXPECT_FALSE(plan.has_points());
-  plan.set_points({device_cview(x), device_cview(x), device_cview(x)});
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(x), device_cview(nan_x)}); });
-  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.compute(cheap, {}, {View<double>(good.data(), 3)}); });
-  EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
-  plan.compute(cheap, {}, {device_view(out)});  // the points of before the failed call
-  // x = y = z = (0.1, 0.2, 1.9): r^2 = 0.03 for 0-1, 0.12 for 0-2 across the seam, 0.27
-  // (beyond 0.5^2) for 1-2; the cheap kernel adds 0.25 - r^2 to both of a pair.
-  const std::vector<double> got = out.download();
-  EXPECT_NEAR(got[0], 0.22 + 0.13, 1e-12);
-  EXPECT_NEAR(got[1], 0.22, 1e-12);
-  EXPECT_NEAR(got[2], 0.13, 1e-12);
-  expect_pmkit_error(ErrorCode::OutOfBounds, "", [&] {
-    PairPlan<double, 3> bounded(Box<3>::bounded({2.0, 2.0, 2.0}), 0.5, opt);
-    DeviceBuffer<double> outside(far);
-    bounded.set_points({device_cview(x), device_cview(x), device_cview(outside)});
-  });
-  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] {
-    PairOptions wrong;
-    wrong.method = PairMethod::CudaXPencil;  // a CUDA method on the CPU backend
-    PairPlan<double, 3>(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, wrong);
-  });
-}
 #endif
 
 }  // namespace

@@ -4,24 +4,13 @@
 // pair results from a mesh plan match the float64 brute force on those offsets, also
 // after update_points moved particles out of their tiles; bad combinations fail cleanly
 // and leave the pair plan as it was.
-#include "pair_cases.hpp"
+#include "../bench/pair_synthetic.hpp"
+#include "pair_mesh_cases.hpp"
 
 namespace pmkit::test {
 namespace {
 
 const Kernel kSupports[] = {Kernel::linear(), Kernel::tsc(), Kernel::mp4(), Kernel::bspline(5)};
-
-// The pair box of a grid's domain.
-template <int D>
-Box<D> box_of(const Grid<D>& grid) {
-  Box<D> box;
-  for (int d = 0; d < D; ++d) {
-    box.origin[d] = grid.origin[d];
-    box.length[d] = box_length(grid, d);
-    box.boundary[d] = grid.boundary[d];
-  }
-  return box;
-}
 
 // Offsets from the origin within a few roundings of T of the caller's, modulo the box
 // length on periodic axes; binned_order a permutation.
@@ -80,107 +69,10 @@ TEST(PairsFromMesh, BinnedPositionsAreTheCallersWithinRounding) {
   }
 }
 
-// The positions a mesh plan holds (binned_positions, offsets from the grid origin), in the
-// caller's order (binned_order): what a pair plan fed from it bins.
-template <class T, int D>
-std::array<std::vector<double>, D> held_positions(const Plan<T, D>& mesh, bool on_device) {
-  const std::size_t n = mesh.num_points();
-  std::array<std::vector<T>, D> offsets;
-  std::vector<std::uint32_t> order(n);
-  for (auto& axis : offsets) axis.assign(n, T(0));
-  if (n > 0 && !on_device) {
-    std::array<View<T>, D> views;
-    for (int d = 0; d < D; ++d) views[d] = View<T>(offsets[d]);
-    mesh.binned_positions(views);
-    mesh.binned_order(View<std::uint32_t>(order));
-  }
-#if defined(PMKIT_WITH_CUDA)
-  if (n > 0 && on_device) {
-    std::vector<std::unique_ptr<DeviceBuffer<T>>> device;
-    std::array<View<T>, D> views;
-    for (int d = 0; d < D; ++d) {
-      device.push_back(std::make_unique<DeviceBuffer<T>>(n));
-      views[d] = device_view(*device.back());
-    }
-    DeviceBuffer<std::uint32_t> device_order(n);
-    mesh.binned_positions(views);
-    mesh.binned_order(device_view(device_order));
-    for (int d = 0; d < D; ++d) offsets[d] = device[d]->download();
-    order = device_order.download();
-  }
-#endif
-  std::array<std::vector<double>, D> x;
-  for (int d = 0; d < D; ++d) {
-    x[d].assign(n, 0.0);
-    for (std::size_t k = 0; k < n; ++k) x[d][order[k]] = offsets[d][k];
-  }
-  return x;
-}
-
-// A pair plan fed from a mesh plan on the caller's positions (moved with update_points
-// when `moves` > 0, in mesh cells) against the brute force on the positions the mesh plan
-// holds (within a rounding of T of the caller's, checked above).
-template <class T, int D, class PairKernel>
-void check_from_mesh(const Grid<D>& grid, const Kernel& kernel, const PairKernel& pair_kernel, double cutoff,
-                     Distribution dist, std::size_t n, const Options& mesh_options, const PairOptions& pair_options,
-                     double moves = 0) {
-  const std::uint64_t seed = fresh_seed();
-  std::mt19937_64 rng(seed);
-  const bool on_device = mesh_options.backend == Backend::Cuda;
-  SCOPED_TRACE(seed_note(seed) + " " + kernel.name() + " " + name(dist) + " n = " + std::to_string(n) +
-               (on_device ? " CUDA " + std::string(to_string(pair_options.method)) : " CPU") +
-               (moves > 0 ? " after update_points" : ""));
-  Positions<T, D> pos = make_positions<T, D>(grid, dist, n, rng);
-  Options options = mesh_options;
-  if (moves > 0) options.max_away_fraction = 1.0;  // keep the away list, however long
-  Plan<T, D> mesh(grid, kernel, options);
-  {
-    const PositionsOn<T, D> first(pos, on_device);
-    mesh.set_points(first.views);
-  }
-  if (moves > 0) {  // every particle a random step of up to `moves` cells, kept inside bounded axes
-    std::uniform_real_distribution<double> step(-moves, moves);
-    for (int d = 0; d < D; ++d)
-      for (T& x : pos[d]) {
-        double moved = x + step(rng) * grid.spacing[d];
-        if (grid.boundary[d] == Boundary::Bounded)
-          moved = std::min(std::max(moved, grid.origin[d]), grid.origin[d] + box_length(grid, d));
-        x = static_cast<T>(moved);
-      }
-    const PositionsOn<T, D> second(pos, on_device);
-    mesh.update_points(second.views);
-    if (on_device) {
-      EXPECT_GT(mesh.num_away(), 0u) << "the moves left no particle away from its tile";
-    }
-  }
-  const Box<D> box = box_of(grid);
-  PairPlan<T, D> pairs(box, cutoff, pair_options);
-  pairs.set_points(mesh);
-  ASSERT_EQ(pairs.num_points(), n);
-
-  // Not the caller's positions: a pair near the softened core amplifies their rounding ~13
-  // r_c / r, and with a few hundred particles one such pair can carry the whole norm (a
-  // float case at the sanitizer's size failed so, bench/NOTES.md P30).
-  const std::array<std::vector<double>, D> xd = held_positions(mesh, on_device);
-  std::vector<std::vector<double>> in(PairKernel::inputs, std::vector<double>(n));
-  std::vector<std::vector<T>> in_t(PairKernel::inputs, std::vector<T>(n));
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  for (int k = 0; k < PairKernel::inputs; ++k)
-    for (std::size_t i = 0; i < n; ++i) in[k][i] = in_t[k][i] = static_cast<T>(unit(rng));
-
-  const std::vector<std::vector<T>> out = compute_pairs(pairs, pair_kernel, in_t);
-  // The traversal's arithmetic in T only (in float without the pairs at the cutoff).
-  expect_brute_force<T, D>(box, cutoff, pair_kernel, xd, in, out, std::is_same<T, float>::value ? 2e-4 : 1e-11);
-}
-
-// The grids: cells of 0.5, 0.25, 0.75 (make_grid); cutoff 1.3 is no sum of squares of
-// those steps, so particles on cell faces never sit exactly at the cutoff.
-constexpr double kCutoff = 1.3;
-
 TEST(PairsFromMesh, AgreesWithBruteForce) {
   pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
   pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
-  pair_kernels::ExpensiveSynthetic expensive{kCutoff};
+  bench::ExpensiveSynthetic expensive{kCutoff};
   Options mesh_options;
   mesh_options.num_threads = 2;
   for (bool half : {true, false})
@@ -212,7 +104,7 @@ TEST(PairsFromMesh, AgreesWithBruteForce) {
 // refuse what cannot be the same particles and box, and keep their previous points.
 TEST(PairsFromMesh, BadInput) {
   const Grid<3> grid = make_grid<3>({12, 20, 8}, BoundaryKind::Periodic);
-  const Box<3> box = box_of(grid);
+  const Box<3> box = Box<3>::of(grid);
   Plan<double, 3> mesh(grid, Kernel::mp4());
   // The full shell sums each particle's pairs in a fixed order: equal bits from equal points.
   PairPlan<double, 3> pairs(box, kCutoff, cpu_options(false, 2));
@@ -223,7 +115,7 @@ TEST(PairsFromMesh, BadInput) {
   const Positions<double, 3> pos = make_positions<double, 3>(grid, Distribution::Uniform, 500, rng);
   mesh.set_points(views_of<double, 3>(pos));
   pairs.set_points(views_of<double, 3>(pos));
-  pair_kernels::CheapSynthetic cheap{kCutoff};
+  bench::CheapSynthetic cheap{kCutoff};
   std::vector<double> before(500), after(500);
   pairs.compute(cheap, {}, {View<double>(before)});
 
@@ -267,35 +159,25 @@ TEST(CudaPairsFromMesh, AgreesWithBruteForceAlsoAfterUpdatePoints) {
   PMKIT_REQUIRE_GPU();
   pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
   pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
-  pair_kernels::ExpensiveSynthetic expensive{kCutoff};
-  Options mesh_options;
-  mesh_options.backend = Backend::Cuda;
-  PairOptions pair_options;
-  pair_options.backend = Backend::Cuda;
   // Sizes keep the O(N^2) brute force to a fraction of a second a case: ~5 particles a
   // pair cell in 3D. Auto on every distribution; two explicit methods on the others.
-  for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
-    for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold}) {
-      const Grid<3> grid3 = make_grid<3>({24, 40, 16}, boundary);  // 12 x 10 x 12: tiles of 8^3 cells
-      const Grid<2> grid2 = make_grid<2>({40, 80}, boundary);
-      for (PairMethod method : {PairMethod::Auto, PairMethod::CudaThreadPerParticle, PairMethod::CudaXPencil}) {
-        pair_options.method = method;
-        // Moves of up to 3 cells: many particles leave their 8^3 tile (the away list).
-        check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
-                                  pair_options, 3.0);
-        check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
-                                   pair_options, 3.0);
-        if (method != PairMethod::Auto) continue;
-        for (Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
-          check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, dist, scaled(6000), mesh_options, pair_options);
-          check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, dist, scaled(3000), mesh_options, pair_options);
-        }
-        check_from_mesh<float, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, scaled(6000), mesh_options,
-                                  pair_options);  // smooth kernel at the seam, as on the CPU
-        check_from_mesh<double, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, scaled(3000), mesh_options,
-                                   pair_options);
+  for_each_cuda_mesh_case([&](const Kernel& kernel, const Grid<3>& grid3, const Grid<2>& grid2,
+                              const Options& mesh_options, PairOptions pair_options) {
+    for (PairMethod method : {PairMethod::Auto, PairMethod::CudaThreadPerParticle, PairMethod::CudaXPencil}) {
+      pair_options.method = method;
+      // Moves of up to 3 cells: many particles leave their 8^3 tile (the away list).
+      check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
+                                pair_options, 3.0);
+      check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
+                                 pair_options, 3.0);
+      if (method != PairMethod::Auto) continue;
+      for (Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
+        check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, dist, scaled(6000), mesh_options, pair_options);
+        check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, dist, scaled(3000), mesh_options, pair_options);
       }
+      // The seam's smooth synthetic kernel runs in test_pairs_user_kernel.cu (nvcc).
     }
+  });
 }
 
 TEST(CudaPairsFromMesh, BadInput) {
@@ -310,9 +192,9 @@ TEST(CudaPairsFromMesh, BadInput) {
   host_mesh.set_points(views_of<float, 3>(pos));
   PairOptions cuda_pairs;
   cuda_pairs.backend = Backend::Cuda;
-  PairPlan<float, 3> pairs(box_of(grid), kCutoff, cuda_pairs);
+  PairPlan<float, 3> pairs(Box<3>::of(grid), kCutoff, cuda_pairs);
   expect_pmkit_error(ErrorCode::Unsupported, "host_arrays", [&] { pairs.set_points(host_mesh); });
-  PairPlan<float, 3> cpu_pairs(box_of(grid), kCutoff);
+  PairPlan<float, 3> cpu_pairs(Box<3>::of(grid), kCutoff);
   expect_pmkit_error(ErrorCode::InvalidArgument, "backend", [&] { cpu_pairs.set_points(host_mesh); });
   Plan<float, 3> cpu_mesh(grid, Kernel::mp4());
   cpu_mesh.set_points(views_of<float, 3>(pos));

@@ -1,8 +1,10 @@
-// A caller's own pair kernel on the CUDA backend: the file is compiled by nvcc and includes
-// pmkit/cuda/pairs.cuh, which compiles the traversal for the kernel (the built-in kernels
-// are tested from plain C++ in test_pairs.cpp). Checked against the float64 brute force.
+// Pair kernels of the caller's own on the CUDA backend: the file is compiled by nvcc and
+// includes pmkit/cuda/pairs.cuh, which compiles the traversal for each kernel, run through
+// pmkit::cuda::compute (the built-in kernels are tested from plain C++ in test_pairs.cpp).
+// Checked against the float64 brute force.
 #include "pmkit/cuda/pairs.cuh"
-#include "pair_cases.hpp"
+#include "../bench/pair_synthetic.hpp"
+#include "pair_mesh_cases.hpp"
 
 namespace pmkit::test {
 namespace {
@@ -44,6 +46,72 @@ TEST(CudaPairs, UserKernelCompiledByTheCaller) {
     // The same kernel on the CPU from this nvcc-compiled file (OpenMP host code).
     check_case<double, 3>(Box<3>::periodic({3.0, 3.0, 3.0}), 0.6, Yukawa<3>{}, 500, Layout::Uniform, PairOptions{});
   }
+}
+
+TEST(CudaPairs, SyntheticKernelsMixedBoundariesAndSmallBoxes) {
+  PMKIT_REQUIRE_GPU();
+  bench::CheapSynthetic cheap{0.5};
+  bench::ExpensiveSynthetic expensive{0.5};
+  Box<3> mixed = Box<3>::periodic({1.2, 2.0, 1.6});  // 2 cells in x: neighbours wrap onto each other
+  mixed.boundary[2] = Boundary::Bounded;
+  Box<3> one_cell = Box<3>::periodic({1.0, 1.0, 1.0});  // 2 x 2 x 2 cells of a 1-box: every image
+  for (PairMethod method : kCudaMethods) {
+    const PairOptions opt = cuda_options(method);
+    check_case<double, 3>(mixed, 0.5, cheap, 500, Layout::Uniform, opt);
+    check_case<double, 3>(mixed, 0.5, expensive, 500, Layout::Clustered, opt);
+    check_case<float, 3>(one_cell, 0.5, expensive, 200, Layout::Uniform, opt);
+    check_case<double, 2>(Box<2>::periodic({4.0, 4.0}), 0.5, expensive, 300, Layout::Lattice, opt);
+    check_case<double, 2>(Box<2>::periodic({4.0, 4.0}), 0.5, cheap, 1, Layout::Uniform, opt);  // alone
+    check_case<double, 2>(Box<2>::periodic({4.0, 4.0}), 0.5, cheap, 0, Layout::Uniform, opt);  // empty
+  }
+}
+
+TEST(CudaPairs, BadInput) {
+  PMKIT_REQUIRE_GPU();
+  const PairOptions opt = cuda_options(PairMethod::Auto);
+  PairPlan<double, 3> plan(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, opt);
+  std::vector<double> good = {0.1, 0.2, 1.9}, bad = {0.1, std::nan(""), 0.3}, far = {0.1, 2.5, 0.3};
+  cuda::DeviceBuffer<double> x(good), nan_x(bad), out(std::vector<double>(3, 5.0));
+  bench::CheapSynthetic cheap{0.5};
+  expect_pmkit_error(ErrorCode::NotReady, "", [&] { cuda::compute(plan, cheap, {}, {view_of(out)}); });
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.set_points({good, good, good}); });  // host pointers
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), cview_of(nan_x), cview_of(x)}); });
+  EXPECT_FALSE(plan.has_points());
+  plan.set_points({cview_of(x), cview_of(x), cview_of(x)});
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), cview_of(x), cview_of(nan_x)}); });
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { cuda::compute(plan, cheap, {}, {View<double>(good.data(), 3)}); });
+  EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
+  cuda::compute(plan, cheap, {}, {view_of(out)});  // the points of before the failed call
+  // x = y = z = (0.1, 0.2, 1.9): r^2 = 0.03 for 0-1, 0.12 for 0-2 across the seam, 0.27
+  // (beyond 0.5^2) for 1-2; the cheap kernel adds 0.25 - r^2 to both of a pair.
+  const std::vector<double> got = out.download();
+  EXPECT_NEAR(got[0], 0.22 + 0.13, 1e-12);
+  EXPECT_NEAR(got[1], 0.22, 1e-12);
+  EXPECT_NEAR(got[2], 0.13, 1e-12);
+  expect_pmkit_error(ErrorCode::OutOfBounds, "", [&] {
+    PairPlan<double, 3> bounded(Box<3>::bounded({2.0, 2.0, 2.0}), 0.5, opt);
+    cuda::DeviceBuffer<double> outside(far);
+    bounded.set_points({cview_of(x), cview_of(x), cview_of(outside)});
+  });
+  expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] {
+    PairOptions wrong;
+    wrong.method = PairMethod::CudaXPencil;  // a CUDA method on the CPU backend
+    PairPlan<double, 3>(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, wrong);
+  });
+}
+
+// The seam puts particles a few roundings of T apart: the smooth synthetic kernel there,
+// from a mesh plan on the same Grid (see test_pairs_from_mesh.cpp).
+TEST(CudaPairsFromMesh, SyntheticKernelAtTheSeam) {
+  PMKIT_REQUIRE_GPU();
+  bench::ExpensiveSynthetic expensive{kCutoff};
+  for_each_cuda_mesh_case([&](const Kernel& kernel, const Grid<3>& grid3, const Grid<2>& grid2,
+                              const Options& mesh_options, const PairOptions& pair_options) {
+    check_from_mesh<float, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, scaled(6000), mesh_options,
+                              pair_options);
+    check_from_mesh<double, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, scaled(3000), mesh_options,
+                               pair_options);
+  });
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 //    Ghosts::Keep the mesh arrays carry the ghost layers themselves (cells+1+2g nodes,
 //    interior node i stored at i+g): spread returns them, interp reads them as given.
 // Storage: one contiguous array per field, x fastest: index = i0 + n0*(i1 + n1*i2).
+// A pair plan on the same particles takes the same Grid (PairPlan(grid, cutoff): its
+// domain, Box<D>::of(grid), in pmkit/pairs.hpp).
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -7,47 +7,58 @@
 //   pmkit::pair_kernels::LennardJones<3> lj{epsilon, sigma, cutoff};
 //   pairs.compute(lj, {}, {fx, fy, fz, energy});   // outputs in the caller's order
 //
-// With a particle-mesh plan on the same particles and box, pairs.set_points(mesh_plan)
-// bins the mesh plan's particles instead (validated once, by the mesh plan).
+// The domain is a Box, or the Grid of a mesh plan on the same particles:
+// PairPlan(grid, cutoff) takes the grid's domain (origin, cells * spacing, boundaries;
+// Box<D>::of(grid)). pairs.set_points(mesh_plan) then bins the mesh plan's particles
+// instead of the caller's arrays (validated once, by the mesh plan).
 //
 // A pair kernel is a functor with
 //   static constexpr int inputs;    // per-particle properties it reads (e.g. charge)
 //   static constexpr int outputs;   // per-particle values it accumulates
 //   template <class T> PMKIT_HD void operator()(const T* r, T r2, const T* in_i,
 //       const T* in_j, T* out_i, T* out_j) const;
-// called once per unordered pair {i, j} of distinct particles with |r| < cutoff (r = x_i - x_j, minimum
-// image on periodic axes, r2 = |r|^2); it adds the pair's share to out_i and out_j.
-// Both shells call it the same way: the half shell visits each pair once (Newton's third
-// law), the full shell twice, discarding out_j; results agree to rounding. Optionally,
+// called once per unordered pair {i, j} of distinct particles with |r| < cutoff (r = x_i -
+// x_j, minimum image on periodic axes, r2 = |r|^2); it adds the pair's share to out_i and
+// out_j. Both shells call it the same way: the half shell visits each pair once (Newton's
+// third law), the full shell twice, discarding out_j; results agree to rounding.
+// Optionally,
 //   template <class T> PMKIT_HD void finish(T* out) const;
 // turns a particle's summed outputs into its results, once, after all its pairs: a
 // factor common to every pair taken out of the pair's code (Lennard-Jones' 24 eps /
-// sigma^2, one instruction of its 13 on the GPU); it must be linear (the sums of the half
-// shell arrive in parts).
+// sigma^2); it must be linear (the sums of the half shell arrive in parts).
+//
+// Which call runs which kernel where:
+//  - PairPlan::compute runs the built-in kernels (pmkit/pair_kernels.hpp) on either
+//    backend (compiled into the library), and any kernel of the caller's on the CPU
+//    backend (the traversal is a template in pmkit/detail/pair_traversal.hpp).
+//  - A kernel of the caller's on the CUDA backend needs device code compiled for it: a
+//    file compiled by nvcc includes "pmkit/cuda/pairs.cuh" and calls
+//    pmkit::cuda::compute(plan, kernel, inputs, outputs) (which runs any kernel on either
+//    backend). PairPlan::compute with such a kernel on a CUDA plan throws
+//    pmkit::Error(Unsupported) saying so.
 //
 // CUDA backend (options.backend = Backend::Cuda): positions, inputs and outputs are device
-// pointers. The full-shell methods gather each particle's own outputs (no atomics, the same
-// bits from run to run); PairMethod::CudaHalfShell calls the kernel once per pair, as the
-// CPU half shell does, and sums with floating-point atomics, so its last bits vary from
-// run to run. compute() with a kernel type runs device code compiled for that type: the
-// built-in kernels come compiled in the library; a file that calls compute() with its own
-// kernel on the CUDA backend is compiled by nvcc and includes "pmkit/cuda/pairs.cuh".
+// pointers, and every kernel, copy and event runs on options.stream. The full-shell
+// methods gather each particle's own outputs (no atomics, the same bits from run to run);
+// PairMethod::CudaHalfShell calls the kernel once per pair, as the CPU half shell does,
+// and sums with floating-point atomics, so its last bits vary from run to run.
 #include <array>
-#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
-#include "pmkit/config.hpp"
+#include "pmkit/backend.hpp"
+#include "pmkit/detail/pair_traversal.hpp"
 #include "pmkit/error.hpp"
 #include "pmkit/grid.hpp"
-#include "pmkit/plan.hpp"  // Backend
+#include "pmkit/pair_kernels.hpp"
+#include "pmkit/plan.hpp"
 #include "pmkit/view.hpp"
 
 namespace pmkit {
 
+// The domain of a pair plan: an origin, a length and a boundary per axis. Box<D>::of(grid)
+// is a mesh plan's domain, so that both plans on one set of particles share it.
 template <int D>
 struct Box {
   static_assert(D == 2 || D == 3, "pmkit boxes are 2D or 3D");
@@ -64,6 +75,16 @@ struct Box {
   static Box bounded(std::array<double, D> length, double origin = 0.0) {
     Box b = periodic(length, origin);
     b.boundary.fill(Boundary::Bounded);
+    return b;
+  }
+  // The grid's domain: [origin, origin + cells * spacing] per axis, its boundaries.
+  static Box of(const Grid<D>& grid) {
+    Box b;
+    for (int d = 0; d < D; ++d) {
+      b.origin[d] = grid.origin[d];
+      b.length[d] = double(grid.cells[d]) * grid.spacing[d];
+      b.boundary[d] = grid.boundary[d];
+    }
     return b;
   }
 };
@@ -106,6 +127,7 @@ struct PairOptions {
   bool half_shell = true;  // CPU: Newton's third law, each pair once (per-thread output buffers)
   PairMethod method = PairMethod::Auto;  // CUDA
   int device = 0;                        // CUDA: device ordinal
+  StreamHandle stream = nullptr;         // CUDA: the stream every call runs on (null: default)
 };
 
 inline const char* to_string(PairMethod method) {
@@ -121,148 +143,29 @@ inline const char* to_string(PairMethod method) {
 }
 
 namespace detail {
-template <class Kernel, class T, class = void>
-struct HasFinish : std::false_type {};
-template <class Kernel, class T>
-struct HasFinish<Kernel, T, std::void_t<decltype(std::declval<const Kernel&>().finish(std::declval<T*>()))>>
-    : std::true_type {};
-
-// A particle's summed outputs into its results (the kernel's finish, where it has one).
-template <class Kernel, class T>
-PMKIT_HD inline void finish_outputs(const Kernel& kernel, T* out) {
-  if constexpr (HasFinish<Kernel, T>::value) kernel.finish(out);
-}
-}  // namespace detail
-
-namespace pair_kernels {
-
-namespace detail {
-template <class T>
-PMKIT_HD inline T reciprocal(T x) {
-#if defined(__CUDA_ARCH__)
-  // rcp.approx.ftz: one MUFU.RCP. __fdividef(1, x) adds four instructions that rescue a
-  // denormal x (r^2 below 1e-38, where a pair's force overflows anyway) and returns the
-  // same value for every normal x; in the pair loops they are four of the LJ body's 22
-  // instructions (bench/NOTES.md P17).
-  if constexpr (std::is_same<T, float>::value) {
-    float y;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-  }
-#endif
-  return T(1) / x;
-}
-}  // namespace detail
-
-// Lennard-Jones, truncated at the cutoff and shifted so the energy is continuous there;
-// `softening` is added to r^2 so that overlapping particles give finite values.
-// Outputs: the force on the particle (D components), then its potential energy (half
-// of each pair's energy goes to each particle, so the outputs sum to the total).
-// sigma must be positive (the body divides by it once, into constants).
-template <int D>
-struct LennardJones {
-  static constexpr int inputs = 0;
-  static constexpr int outputs = D + 1;
-  double epsilon = 1.0;
-  double sigma = 1.0;
-  double cutoff = 2.5;
-  double softening = 0.0;
-
-  template <class T>
-  PMKIT_HD T energy(T r2) const {
-    const T s2 = T(sigma * sigma) / (r2 + T(softening * softening));
-    const T s6 = s2 * s2 * s2;
-    return T(4 * epsilon) * (s6 * s6 - s6);
-  }
-  template <class T>
-  PMKIT_HD void operator()(const T* r, T r2, const T*, const T*, T* out_i, T* out_j) const {
-    // One reciprocal per pair, of a fused multiply-add: s2 = sigma^2 / (r^2 + soft^2) =
-    // 1 / (r^2 / sigma^2 + soft^2 / sigma^2), one instruction shorter than scaling the
-    // reciprocal of r^2 + soft^2 (bench/NOTES.md P26). In float on the GPU, the hardware
-    // reciprocal (2 ulp) rather than the IEEE division, whose slow-path branch costs a
-    // quarter of the pair.
-    const double inv_sigma2 = 1 / (sigma * sigma);  // once per thread: the compiler hoists it
-    const T s2 = detail::reciprocal(r2 * T(inv_sigma2) + T(softening * softening * inv_sigma2));
-    const T s6 = s2 * s2 * s2;
-    // With a = s^12 - s^6: U = 4 eps a and F_i = -dU/dr r_hat =
-    // 24 eps (2 s^12 - s^6) / (r^2 + soft^2) r = (24 eps / sigma^2) (2 a + s6) s2 r.
-    // Written so, the body is two instructions shorter on the GPU (bench/NOTES.md P18),
-    // and a = s6 s6 - s6 one fused multiply-add (P20). The force is summed without its
-    // constant 24 eps / sigma^2, which finish applies once (P31).
-    const T a = s6 * s6 - s6;
-    const T f = (T(2) * a + s6) * s2;
-    for (int d = 0; d < D; ++d) {
-      out_i[d] += f * r[d];
-      out_j[d] -= f * r[d];
-    }
-    // Half of the pair's shifted energy to each particle.
-    const T u = T(2 * epsilon) * a - T(0.5) * energy(T(cutoff * cutoff));
-    out_i[D] += u;
-    out_j[D] += u;
-  }
-  template <class T>
-  PMKIT_HD void finish(T* out) const {
-    for (int d = 0; d < D; ++d) out[d] *= T(24 * epsilon / (sigma * sigma));
-  }
-};
-
-// Each particle's number of neighbours closer than the cutoff, as T (exact up to 2^24 in
-// float): neighbour statistics, SPH number densities, a check of a cell list.
-struct NeighbourCount {
-  static constexpr int inputs = 0;
-  static constexpr int outputs = 1;
-  template <class T>
-  PMKIT_HD void operator()(const T*, T, const T*, const T*, T* out_i, T* out_j) const {
-    out_i[0] += T(1);
-    out_j[0] += T(1);
-  }
-};
-
-// Synthetic kernels for benchmarking the traversal: a cheap one (a few flops) and an
-// expensive one (transcendental functions), both symmetric sums.
-struct CheapSynthetic {
-  static constexpr int inputs = 0;
-  static constexpr int outputs = 1;
-  double cutoff = 1.0;
-  template <class T>
-  PMKIT_HD void operator()(const T*, T r2, const T*, const T*, T* out_i, T* out_j) const {
-    const T w = T(cutoff * cutoff) - r2;
-    out_i[0] += w;
-    out_j[0] += w;
-  }
-};
-struct ExpensiveSynthetic {
-  static constexpr int inputs = 1;  // a weight per particle
-  static constexpr int outputs = 1;
-  double cutoff = 1.0;
-  template <class T>
-  PMKIT_HD void operator()(const T*, T r2, const T* in_i, const T* in_j, T* out_i, T* out_j) const {
-    using std::exp;
-    using std::sqrt;
-    using std::cos;
-    const T r = sqrt(r2);
-    const T w = exp(-r2) * cos(r) / (T(1) + r);
-    out_i[0] += w * in_j[0];
-    out_j[0] += w * in_i[0];
-  }
-};
-
-}  // namespace pair_kernels
-
-namespace detail {
 template <class T, int D>
-struct CellList;
+class PairBackend;
+template <class T, int D>
+class DevicePairs;
+struct PairPlanAccess;  // pmkit/cuda/pairs.cuh
 }  // namespace detail
 
 template <class T, int D>
 class PairPlan {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "pmkit pair plans are float or double");
+
  public:
   using Positions = std::array<View<const T>, D>;
 
   PairPlan(const Box<D>& box, double cutoff, PairOptions options = {});
+  // The domain of a mesh plan's grid (Box<D>::of(grid)).
+  PairPlan(const Grid<D>& grid, double cutoff, PairOptions options = {});
   ~PairPlan();
   PairPlan(PairPlan&&) noexcept;
   PairPlan& operator=(PairPlan&&) noexcept;
+  PairPlan(const PairPlan&) = delete;
+  PairPlan& operator=(const PairPlan&) = delete;
 
   // Validates (finite, inside bounded axes) and bins the positions. A failed call keeps
   // the previous points.
@@ -278,12 +181,21 @@ class PairPlan {
 
   // Overwrites outputs[k][p] with particle p's accumulated output k of the kernel;
   // inputs[k][p] is its input k. Nothing the caller owns is written if a check fails.
-  // CUDA: asynchronous on the default stream, like a kernel launch (and like Plan::spread
-  // and interp with device arrays): use the outputs in stream order or after
-  // cudaDeviceSynchronize(). The first compute of a kernel type with PairMethod::Auto
-  // waits, for its one-time timing.
+  // Built-in kernels on either backend, the caller's own kernels on the CPU backend (see
+  // the top of this file for the CUDA backend). CUDA: asynchronous on options.stream, like
+  // a kernel launch: use the outputs in stream order or after synchronising the stream.
+  // The first compute of a kernel type with PairMethod::Auto waits, for its one-time
+  // timing.
   template <class Kernel>
-  void compute(const Kernel& kernel, Span<View<const T>> inputs, Span<View<T>> outputs);
+  void compute(const Kernel& kernel, Span<View<const T>> inputs, Span<View<T>> outputs) {
+    if constexpr (detail::kBuiltinPairKernel<Kernel, D>) {
+      compute_builtin(kernel, inputs, outputs);
+    } else {
+      check_compute(Kernel::inputs, Kernel::outputs, inputs, outputs);
+      detail::HostPairCells<T, D>& cells = host_cells();
+      detail::traverse_pairs(cells, kernel, inputs, outputs, cells.compute_s);
+    }
+  }
 
   std::size_t num_points() const;
   bool has_points() const;
@@ -299,18 +211,19 @@ class PairPlan {
   Timings last_timings() const;
 
  private:
-  // The CPU cell sort of offsets from the box origin plus `origin` (the box's own
-  // origin for the caller's positions, zeros for a mesh plan's offsets); with `order`,
-  // input k is the caller's particle order[k].
-  void bin_on_host(const Positions& positions, const std::array<double, D>& origin, const std::uint32_t* order);
+  friend struct detail::PairPlanAccess;
   void check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in, Span<View<T>> out) const;
+  // The CPU backend's cell list; pmkit::Error(Unsupported) on the CUDA backend.
+  detail::HostPairCells<T, D>& host_cells();
+  // The CUDA backend's services for the traversal; null on the CPU backend.
+  detail::DevicePairs<T, D>* device_pairs();
+  void compute_builtin(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in, Span<View<T>> out);
+  void compute_builtin(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in, Span<View<T>> out);
+
   Box<D> box_;
   double cutoff_;
   PairOptions options_;
-  Timings timings_;
-  std::unique_ptr<detail::CellList<T, D>> cells_;
+  std::unique_ptr<detail::PairBackend<T, D>> backend_;
 };
 
 }  // namespace pmkit
-
-#include "pmkit/pairs_impl.hpp"

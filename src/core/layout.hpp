@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/wrap.hpp"
 #include "pmkit/config.hpp"
 #include "pmkit/grid.hpp"
 
@@ -27,14 +28,7 @@ struct Axis {
   // False for a non-finite x, or an x outside [0, n] on a bounded axis.
   PMKIT_HD bool coordinate(double x, double& u) const {
     u = exact_inverse != 0.0 ? (x - origin) * exact_inverse : (x - origin) / spacing;
-    if (!(u - u == 0.0)) return false;  // NaN or inf (also catches inf - inf)
-    if (kind == AxisKind::Periodic) {
-      if (u >= 0.0 && u < cells) return true;  // inside already: no division to wrap
-      u -= cells * floor(u / cells);
-      if (u >= cells) u = 0.0;  // -tiny wrapped and rounded up onto the seam
-      return true;
-    }
-    return u >= 0.0 && u <= cells;
+    return wrap_coordinate(u, cells, kind == AxisKind::Periodic);
   }
 
   // The inverse of coordinate, relative to the origin: (x - origin) for a grid coordinate

@@ -13,6 +13,7 @@
 #include "core/layout.hpp"
 #include "core/stencil.hpp"
 #include "cpu/binning.hpp"
+#include "cpu/counting_sort.hpp"
 #include "cpu/openmp.hpp"
 #include "pmkit/error.hpp"
 
@@ -112,86 +113,51 @@ class CpuBackend final : public detail::Backend<T, D> {
     const detail::Layout<D> L = layout_;
     const KeyGeometry kg = key_geometry();
     const int nt = threads_;
-    keys_.resize(n);
-    counts_.resize(static_cast<std::size_t>(nt) * kg.keys);
-    std::vector<std::size_t> first_bad(nt, std::numeric_limits<std::size_t>::max());
-
     auto home = [&](const double* u, int d) {
       int f = static_cast<int>(std::floor(u[d] + shift));
       if (L.axis[d].kind == detail::AxisKind::Periodic && f >= L.axis[d].cells) f -= L.axis[d].cells;
       return f;
     };
-    auto key_of = [&](const double* u) -> std::uint32_t {
+    auto key_of_u = [&](const double* u) -> std::uint32_t {
       if (!kg.rows) return static_cast<std::uint32_t>(home(u, D - 1));
       std::size_t key = 0;
       for (int d = D - 1; d >= 1; --d) key = key * kg.dims[d] + home(u, d);
       return static_cast<std::uint32_t>(key);
     };
-
-    // Pass 1: validate, key, count per thread.
-#pragma omp parallel num_threads(nt)
-    {
-      const int t = thread_id();
-      const std::size_t lo = n * t / nt, hi = n * (t + 1) / nt;
-      std::uint32_t* count = counts_.data() + static_cast<std::size_t>(t) * kg.keys;
-      std::fill(count, count + kg.keys, 0u);
-      for (std::size_t i = lo; i < hi; ++i) {
-        double u[D];
-        bool ok = true;
-        for (int d = 0; d < D; ++d) ok = L.axis[d].coordinate(positions[d][i], u[d]) && ok;
-        if (!ok) {
-          first_bad[t] = i;
-          break;
-        }
-        const std::uint32_t key = key_of(u);
-        keys_[i] = key;
-        ++count[key];
+    Binning<T, D>& B = spare_;
+    B.resize(n);
+    // Validate and key each particle; scatter it into the spare binning, which becomes
+    // current only when complete. The sort is stable, so the order is reproducible.
+    auto key_of = [&](std::size_t i, std::uint32_t& key) {
+      double u[D];
+      bool ok = true;
+      for (int d = 0; d < D; ++d) ok = L.axis[d].coordinate(positions[d][i], u[d]) && ok;
+      if (ok) key = key_of_u(u);
+      return ok;
+    };
+    auto place = [&](std::size_t i, std::uint32_t dst) {
+      double u[D];
+      for (int d = 0; d < D; ++d) L.axis[d].coordinate(positions[d][i], u[d]);
+      int base[D];
+      T s[D];
+      detail::locate_particle<K, D>(u, base, s);
+      B.perm[dst] = static_cast<std::uint32_t>(i);
+      for (int d = 0; d < D; ++d) {
+        B.base[d][dst] = base[d];
+        B.frac[d][dst] = s[d];
       }
-    }
-    const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
-    if (bad != std::numeric_limits<std::size_t>::max()) {
+    };
+    std::vector<std::uint32_t> key_start;
+    const std::size_t bad = counting_sort(n, kg.keys, nt, key_of, place, keys_, counts_, &key_start);
+    if (bad < n) {
       double x[D];
       for (int d = 0; d < D; ++d) x[d] = positions[d][bad];
       detail::reject_particle<D>(L, x, bad);
     }
-
-    // Pass 2: exclusive scan over (key, thread): stable, so the order is reproducible.
     const int planes = static_cast<int>(kg.rows ? kg.keys / kg.keys_per_plane : kg.keys);
     std::vector<std::size_t> plane_start(planes + 1);
-    std::size_t running = 0;
-    std::vector<std::size_t> offsets(counts_.size());
-    for (std::size_t key = 0; key < kg.keys; ++key) {
-      if (key % kg.keys_per_plane == 0) plane_start[key / kg.keys_per_plane] = running;
-      for (int t = 0; t < nt; ++t) {
-        const std::size_t slot = static_cast<std::size_t>(t) * kg.keys + key;
-        offsets[slot] = running;
-        running += counts_[slot];
-      }
-    }
-    plane_start[planes] = running;
-
-    // Pass 3: scatter into the spare binning; it becomes current only when complete.
-    Binning<T, D>& B = spare_;
-    B.resize(n);
-#pragma omp parallel num_threads(nt)
-    {
-      const int t = thread_id();
-      const std::size_t lo = n * t / nt, hi = n * (t + 1) / nt;
-      std::size_t* offset = offsets.data() + static_cast<std::size_t>(t) * kg.keys;
-      for (std::size_t i = lo; i < hi; ++i) {
-        const std::size_t dst = offset[keys_[i]]++;
-        double u[D];
-        for (int d = 0; d < D; ++d) L.axis[d].coordinate(positions[d][i], u[d]);
-        int base[D];
-        T s[D];
-        detail::locate_particle<K, D>(u, base, s);
-        B.perm[dst] = static_cast<std::uint32_t>(i);
-        for (int d = 0; d < D; ++d) {
-          B.base[d][dst] = base[d];
-          B.frac[d][dst] = s[d];
-        }
-      }
-    }
+    for (int p = 0; p < planes; ++p) plane_start[p] = key_start[p * kg.keys_per_plane];
+    plane_start[planes] = n;
     // Chunks at least S-1 planes wide keep same-colour chunks off each other's planes;
     // at least 2, as a folding bounded axis maps node cells+1 of the linear kernel onto
     // cells-1, outside a one-plane chunk that holds plane cells.

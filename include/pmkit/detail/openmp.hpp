@@ -1,6 +1,6 @@
 #pragma once
-// OpenMP helpers that also compile (serially) without OpenMP. Shared by the CPU backend
-// and the header-only pair traversal.
+// OpenMP helpers that also compile (serially) without OpenMP. Shared by the CPU backends
+// and the CPU pair traversal template (pmkit/detail/pair_traversal.hpp).
 #if defined(_OPENMP)
 #include <omp.h>
 #endif

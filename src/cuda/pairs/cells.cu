@@ -1,13 +1,15 @@
-// Binning of the CUDA pair backend: validate and wrap the positions, sort them by cell
-// (CUB radix sort of the cell index, stable, on just the bits the cell count needs, plus
-// the particle's quantised x inside its cell when cells are dense),
-// gather the packed positions into that order and find where each cell starts.
+// Binning of the CUDA pair backend, on the plan's stream: validate and wrap the positions,
+// sort them by cell (CUB radix sort of the cell index, stable, on just the bits the cell
+// count needs, plus the particle's quantised x inside its cell when cells are dense),
+// gather the packed positions into that order, find where each cell starts, and build the
+// corner lists where cells are dense.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include <limits>
 
-#include "pmkit/cuda/pair_cells.hpp"
+#include "core/checks.hpp"
+#include "cuda/pairs/cells.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -125,11 +127,16 @@ unsigned blocks_for(std::size_t n, int threads) { return static_cast<unsigned>((
 
 }  // namespace
 
-// From this many particles a cell on average (3D), set_points builds the corner lists
-// (two passes over the sorted positions), and the pencil methods stage corner
-// rows from them: about a fifth of each corner row's sources, 11% of the candidates a
-// target tests, never staged or tested (bench/NOTES.md P30). Measured at 100 a cell; below
-// 32 the lists are not built (the traversal is short against the binning there).
+// Mean particles a cell from which each cell is sorted by x as well, in about
+// kXStepsPerParticle steps a particle and at most 2^kMaxXBits: a longer sort key against
+// the x-windows it lets the pencil methods cut (docs/tuning.md#kxsortfrom).
+constexpr double kXSortFrom = 4;
+constexpr double kXStepsPerParticle = 4;
+constexpr int kMaxXBits = 10;
+
+// Mean particles a cell (3D) from which set_points builds the corner lists: two more
+// passes of binning against a fifth of each corner row never staged or tested
+// (docs/tuning.md#kcornerlistsfrom).
 constexpr double kCornerListsFrom = 32;
 
 template <class T, int D>
@@ -138,6 +145,7 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   using cuda::check;
   const std::size_t n = positions[0].size;
   const cuda::DeviceScope on_device(cells.device);
+  cudaStream_t stream = cells.stream;
   DevicePositions<T, D> x;
   for (int d = 0; d < D; ++d) {
     cells.device_pointers.require(positions[d].data, "positions", d);
@@ -154,16 +162,17 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   cells.unsorted.reserve(n, "PairPlan::set_points: wrapped positions");
   cells.status.reserve(2, "PairPlan::set_points: status");
   const unsigned long long none[2] = {std::numeric_limits<unsigned long long>::max(), 0};
-  check(cudaMemcpy(cells.status.get(), none, sizeof(none), cudaMemcpyHostToDevice), "PairPlan::set_points");
+  check(cudaMemcpyAsync(cells.status.get(), none, sizeof(none), cudaMemcpyHostToDevice, stream),
+        "PairPlan::set_points");
 
   int bits = 1;
   while ((std::size_t(1) << bits) < ncells) ++bits;
-  // From about 4 particles a cell, sort each cell by x too (about 4 steps per particle,
-  // at most 2^10): the pencil traversal then narrows each row to the x-window of a warp.
+  // Dense cells are sorted by x too: the pencil traversal then narrows each row to the
+  // x-window of a warp.
   const double per_cell = ncells ? double(n) / double(ncells) : 0.0;
   int x_bits = 0;
-  if (per_cell >= 4) {
-    while (x_bits < 10 && double(1 << x_bits) < 4 * per_cell) ++x_bits;
+  if (per_cell >= kXSortFrom) {
+    while (x_bits < kMaxXBits && double(1 << x_bits) < kXStepsPerParticle * per_cell) ++x_bits;
     x_bits = std::min(x_bits, 32 - bits);
   }
   PairGeometry<T, D> g = cells.geometry;  // the plan's copy changes only on success
@@ -176,50 +185,54 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     for (int d = 0; d < D; ++d) key_geometry.origin[d] = T(0);
   if (n > 0) {
     const auto n32 = static_cast<std::uint32_t>(n);
-    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256>>>(key_geometry, x, n32, cells.keys.get(), cells.index.get(),
+    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256, 0, stream>>>(key_geometry, x, n32, cells.keys.get(), cells.index.get(),
                                                         cells.unsorted.get(), cells.status.get(), order != nullptr);
     cuda::check_launch("pmkit PairPlan::set_points: cell keys");
     std::size_t temp_bytes = 0;
     check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
-                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits),
+                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits, stream),
           "cub::DeviceRadixSort");
     cells.temp.reserve(temp_bytes, "PairPlan::set_points: sort storage");
     check(cub::DeviceRadixSort::SortPairs(cells.temp.get(), temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
-                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits),
+                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits, stream),
           "cub::DeviceRadixSort");
-    gather_kernel<<<blocks_for(n, 256), 256>>>(cells.unsorted.get(), cells.next_perm.get(), order, n32,
+    gather_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(cells.unsorted.get(), cells.next_perm.get(), order, n32,
                                                cells.next_pos.get());
     cuda::check_launch("pmkit PairPlan::set_points: gather");
-    cell_starts_kernel<<<blocks_for(n, 256), 256>>>(cells.keys_sorted.get(), x_bits, n32,
+    cell_starts_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(cells.keys_sorted.get(), x_bits, n32,
                                                     static_cast<std::uint32_t>(ncells), cells.next_start.get());
     cuda::check_launch("pmkit PairPlan::set_points: cell starts");
-    max_per_cell_kernel<<<blocks_for(ncells, 256), 256>>>(cells.next_start.get(), static_cast<std::uint32_t>(ncells),
+    max_per_cell_kernel<<<blocks_for(ncells, 256), 256, 0, stream>>>(cells.next_start.get(), static_cast<std::uint32_t>(ncells),
                                                           cells.status.get() + 1);
     cuda::check_launch("pmkit PairPlan::set_points: largest cell");
   } else {
-    check(cudaMemset(cells.next_start.get(), 0, (ncells + 1) * sizeof(std::uint32_t)), "cudaMemset");
+    check(cudaMemsetAsync(cells.next_start.get(), 0, (ncells + 1) * sizeof(std::uint32_t), stream), "cudaMemset");
   }
   unsigned long long status[2];
-  check(cudaMemcpy(status, cells.status.get(), sizeof(status), cudaMemcpyDeviceToHost), "PairPlan::set_points");
+  check(cudaMemcpyAsync(status, cells.status.get(), sizeof(status), cudaMemcpyDeviceToHost, stream),
+        "PairPlan::set_points");
+  check(cudaStreamSynchronize(stream), "PairPlan::set_points");
   if (status[0] != none[0]) {
     const std::size_t i = static_cast<std::size_t>(status[0]);
     // Offsets from a mesh plan were validated there and are rebuilt inside the box.
     if (order) fail(ErrorCode::Device, "PairPlan::set_points(mesh plan): binned particle ", i,
                     " of the mesh plan fell outside the pair plan's box");
+    double x[D], lo[D], hi[D];
     for (int d = 0; d < D; ++d) {
       T value;
-      check(cudaMemcpy(&value, positions[d].data + static_cast<std::ptrdiff_t>(i) * positions[d].stride, sizeof(T),
-                       cudaMemcpyDeviceToHost),
+      check(cudaMemcpyAsync(&value, positions[d].data + static_cast<std::ptrdiff_t>(i) * positions[d].stride,
+                            sizeof(T), cudaMemcpyDeviceToHost, stream),
             "PairPlan::set_points: read the rejected particle");
-      const double v = value, u = v - cells.geometry.origin[d];
-      if (!std::isfinite(v))
-        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", v, ": particle positions must be finite");
-      if (!cells.geometry.periodic[d] && (u < 0 || u > cells.geometry.length[d]))
-        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", v, " lies outside the bounded box [",
-             cells.geometry.origin[d], ", ", cells.geometry.origin[d] + cells.geometry.length[d], "] of dimension ",
-             d);
+      check(cudaStreamSynchronize(stream), "PairPlan::set_points: read the rejected particle");
+      x[d] = value;
+      lo[d] = cells.geometry.origin[d];
+      hi[d] = double(cells.geometry.origin[d]) + cells.geometry.length[d];
     }
-    fail(ErrorCode::Device, "PairPlan::set_points: particle ", i, " was rejected on the device");
+    const PairGeometry<T, D>& geometry = cells.geometry;
+    reject_position<D>(x, i, "box", lo, hi, [&](int d, double v) {
+      const double u = v - geometry.origin[d];
+      return geometry.periodic[d] || (u >= 0 && u <= geometry.length[d]);
+    });
   }
   // Dense 3D cells: the corner lists, built from the new points before anything is swapped.
   // (Their entries are 32-bit: four lists of up to n each.)
@@ -232,18 +245,18 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     cells.next_corner_start.reserve(entries, "PairPlan::set_points: corner list starts");
     cells.corner_counts.reserve(entries, "PairPlan::set_points: corner list counts");
     const unsigned warps_blocks = blocks_for(32 * (ncells + 1), 256);
-    corner_lists_kernel<T, D, false><<<warps_blocks, 256>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
+    corner_lists_kernel<T, D, false><<<warps_blocks, 256, 0, stream>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
                                                             cells.corner_counts.get(), nullptr);
     cuda::check_launch("pmkit PairPlan::set_points: corner list counts");
     std::size_t temp_bytes = 0;
     check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, cells.corner_counts.get(), cells.next_corner_start.get(),
-                                        entries),
+                                        entries, stream),
           "cub::DeviceScan");
     cells.temp.reserve(temp_bytes, "PairPlan::set_points: scan storage");
     check(cub::DeviceScan::ExclusiveSum(cells.temp.get(), temp_bytes, cells.corner_counts.get(),
-                                        cells.next_corner_start.get(), entries),
+                                        cells.next_corner_start.get(), entries, stream),
           "cub::DeviceScan");
-    corner_lists_kernel<T, D, true><<<warps_blocks, 256>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
+    corner_lists_kernel<T, D, true><<<warps_blocks, 256, 0, stream>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
                                                            cells.next_corner_start.get(),
                                                            cells.next_corner_index.get());
     cuda::check_launch("pmkit PairPlan::set_points: corner lists");

@@ -1,0 +1,202 @@
+// The PairPlan front end: argument and state checks common to both backends, then the
+// backend call.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/pair_backend.hpp"
+#include "pmkit/pairs.hpp"
+
+namespace pmkit {
+
+using detail::fail;
+
+namespace {
+
+const char* boundary_name(Boundary b) { return b == Boundary::Periodic ? "periodic" : "bounded"; }
+const char* backend_name(Backend b) { return b == Backend::Cuda ? "CUDA" : "CPU"; }
+
+// Cell lists number particles with 32-bit slots (the last value kept free).
+void check_point_count(std::size_t n) {
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
+}
+
+template <int D>
+detail::PairCellGrid<D> cell_grid(const Box<D>& box, double cutoff) {
+  detail::PairCellGrid<D> grid;
+  std::int64_t total = 1;
+  for (int d = 0; d < D; ++d) {
+    if (!(box.length[d] > 0) || !std::isfinite(box.length[d]) || !std::isfinite(box.origin[d]))
+      fail(ErrorCode::InvalidArgument, "box.length[", d, "] = ", box.length[d], ", box.origin[", d,
+           "] = ", box.origin[d], ": the box needs a positive, finite size and a finite origin");
+    if (box.boundary[d] == Boundary::Periodic && cutoff > 0.5 * box.length[d])
+      fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, " is larger than half the periodic box length ",
+           box.length[d], " of dimension ", d, " (the minimum image would be ambiguous)");
+    const double cells = std::floor(box.length[d] / cutoff);
+    if (cells > 1 << 20) fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": more than 2^20 cells per dimension");
+    grid.ncell[d] = std::max(1, static_cast<int>(cells));
+    grid.width[d] = box.length[d] / grid.ncell[d];
+    total *= grid.ncell[d];
+  }
+  if (total > (std::int64_t(1) << 31)) fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": too many cells");
+  grid.cells = static_cast<std::size_t>(total);
+  return grid;
+}
+
+}  // namespace
+
+template <class T, int D>
+PairPlan<T, D>::PairPlan(const Box<D>& box, double cutoff, PairOptions options)
+    : box_(box), cutoff_(cutoff), options_(options) {
+  if (!(cutoff > 0) || !std::isfinite(cutoff))
+    fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": the cutoff radius must be positive and finite");
+  if (options.num_threads < 0)
+    fail(ErrorCode::InvalidArgument, "options.num_threads = ", options.num_threads);
+  if (options.backend == Backend::Cpu && options.method != PairMethod::Auto)
+    fail(ErrorCode::InvalidArgument, "options.method = ", to_string(options.method),
+         " is a CUDA method; the CPU backend takes PairMethod::Auto");
+  const detail::PairCellGrid<D> grid = cell_grid(box, cutoff);
+  if (options.backend == Backend::Cpu) {
+    backend_ = detail::make_cpu_pair_backend<T, D>(box, cutoff, grid, options);
+  } else {
+#if defined(PMKIT_WITH_CUDA)
+    backend_ = detail::make_cuda_pair_backend<T, D>(box, cutoff, grid, options);
+#else
+    fail(ErrorCode::Unsupported, "PairOptions::backend = Cuda, but this build of pmkit has no CUDA backend");
+#endif
+  }
+}
+
+template <class T, int D>
+PairPlan<T, D>::PairPlan(const Grid<D>& grid, double cutoff, PairOptions options)
+    : PairPlan(Box<D>::of(grid), cutoff, options) {}
+
+template <class T, int D>
+PairPlan<T, D>::~PairPlan() = default;
+template <class T, int D>
+PairPlan<T, D>::PairPlan(PairPlan&&) noexcept = default;
+template <class T, int D>
+PairPlan<T, D>& PairPlan<T, D>::operator=(PairPlan&&) noexcept = default;
+
+template <class T, int D>
+std::size_t PairPlan<T, D>::num_points() const {
+  return backend_->num_points();
+}
+template <class T, int D>
+bool PairPlan<T, D>::has_points() const {
+  return backend_->has_points();
+}
+template <class T, int D>
+PairMethod PairPlan<T, D>::last_method() const {
+  return backend_->last_method();
+}
+template <class T, int D>
+Timings PairPlan<T, D>::last_timings() const {
+  return backend_->last_timings();
+}
+template <class T, int D>
+std::array<int, D> PairPlan<T, D>::cells() const {
+  std::array<int, D> ncell;
+  for (int d = 0; d < D; ++d) ncell[d] = std::max(1, static_cast<int>(std::floor(box_.length[d] / cutoff_)));
+  return ncell;
+}
+
+template <class T, int D>
+void PairPlan<T, D>::set_points(const Positions& positions) {
+  const std::size_t n = positions[0].size;
+  for (int d = 0; d < D; ++d) {
+    if (positions[d].size != n)
+      fail(ErrorCode::SizeMismatch, "positions[", d, "].size = ", positions[d].size, " but positions[0].size = ", n);
+    if (n > 0 && positions[d].data == nullptr) fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null");
+  }
+  check_point_count(n);
+  backend_->set_points(positions);
+}
+
+template <class T, int D>
+void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
+  if (!mesh.has_points())
+    fail(ErrorCode::NotReady, "PairPlan::set_points(mesh plan): the mesh plan has no points (call its set_points first)");
+  const Grid<D>& grid = mesh.grid();
+  for (int d = 0; d < D; ++d) {
+    const double length = double(grid.cells[d]) * grid.spacing[d];
+    const double tolerance = 1e-12 * std::max(length, std::abs(grid.origin[d]));
+    if (grid.boundary[d] != box_.boundary[d] || std::abs(length - box_.length[d]) > tolerance ||
+        std::abs(grid.origin[d] - box_.origin[d]) > tolerance)
+      fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): dimension ", d,
+           " of the mesh plan's domain is [", grid.origin[d], ", ", grid.origin[d] + length, "] (",
+           boundary_name(grid.boundary[d]), "), of the pair plan's box [",
+           box_.origin[d], ", ", box_.origin[d] + box_.length[d], "] (",
+           boundary_name(box_.boundary[d]), "): they must be the same box");
+  }
+  if (mesh.options().backend != options_.backend)
+    fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan runs on the ",
+         backend_name(mesh.options().backend), " backend, the pair plan on the ", backend_name(options_.backend),
+         " backend");
+  check_point_count(mesh.num_points());
+  if (options_.backend == Backend::Cuda) {
+    if (mesh.options().device != options_.device)
+      fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan is on device ",
+           mesh.options().device, ", the pair plan on device ", options_.device);
+    if (mesh.options().host_arrays)
+      fail(ErrorCode::Unsupported, "PairPlan::set_points(mesh plan): the mesh plan takes host arrays "
+           "(Options::host_arrays), the CUDA pair plan device memory; pass the positions instead");
+  }
+  backend_->set_points(mesh);
+}
+
+template <class T, int D>
+void PairPlan<T, D>::check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in,
+                                   Span<View<T>> out) const {
+  if (!has_points()) fail(ErrorCode::NotReady, "compute called before set_points");
+  if (in.size() != inputs)
+    fail(ErrorCode::SizeMismatch, "the pair kernel reads ", inputs, " inputs but ", in.size(), " were given");
+  if (out.size() != outputs)
+    fail(ErrorCode::SizeMismatch, "the pair kernel writes ", outputs, " outputs but ", out.size(), " were given");
+  const std::size_t n = num_points();
+  for (std::size_t k = 0; k < in.size(); ++k)
+    if (in[k].size != n || (n > 0 && in[k].data == nullptr))
+      fail(ErrorCode::SizeMismatch, "inputs[", k, "].size = ", in[k].size, " but the plan has ", n, " particles");
+  for (std::size_t k = 0; k < out.size(); ++k)
+    if (out[k].size != n || (n > 0 && out[k].data == nullptr))
+      fail(ErrorCode::SizeMismatch, "outputs[", k, "].size = ", out[k].size, " but the plan has ", n, " particles");
+}
+
+template <class T, int D>
+detail::HostPairCells<T, D>& PairPlan<T, D>::host_cells() {
+  detail::HostPairCells<T, D>* cells = backend_->host_cells();
+  if (!cells)
+    fail(ErrorCode::Unsupported, "PairPlan::compute: a pair kernel of the caller's runs on the CUDA backend "
+         "through pmkit::cuda::compute(plan, kernel, inputs, outputs), in a file compiled by nvcc that includes "
+         "pmkit/cuda/pairs.cuh (PairPlan::compute runs the built-in kernels on CUDA)");
+  return *cells;
+}
+
+template <class T, int D>
+detail::DevicePairs<T, D>* PairPlan<T, D>::device_pairs() {
+  return backend_->device_pairs();
+}
+
+template <class T, int D>
+void PairPlan<T, D>::compute_builtin(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in,
+                                     Span<View<T>> out) {
+  using Kernel = pair_kernels::LennardJones<D>;
+  check_compute(Kernel::inputs, Kernel::outputs, in, out);
+  backend_->compute(kernel, in, out);
+}
+
+template <class T, int D>
+void PairPlan<T, D>::compute_builtin(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in,
+                                     Span<View<T>> out) {
+  using Kernel = pair_kernels::NeighbourCount;
+  check_compute(Kernel::inputs, Kernel::outputs, in, out);
+  backend_->compute(kernel, in, out);
+}
+
+template class PairPlan<float, 2>;
+template class PairPlan<float, 3>;
+template class PairPlan<double, 2>;
+template class PairPlan<double, 3>;
+
+}  // namespace pmkit
