@@ -23,11 +23,13 @@ namespace pmkit::cpu {
 
 using detail::fail;
 
-// Properties handled together per pass over the stencil (weights computed once per group).
+// Properties per pass over the stencil: weights computed once per group, against the
+// registers and CpuSlabs windows a group holds (docs/tuning.md#mesh-plan-cpu).
 constexpr int kPropGroup = 4;
 
-// A: the type a spread sums in. A = T (float) adds each contribution to the float
-// mesh, which only `pmkit bench` builds, as the cost baseline of the double sums.
+// A: the type a spread sums in. A = T adds each contribution straight to the mesh:
+// double plans do, and float ones only as `pmkit bench`'s baseline for the cost of
+// summing in double.
 template <class T, int D, class A = double>
 class CpuBackend final : public detail::Backend<T, D> {
  public:
@@ -259,7 +261,7 @@ class CpuBackend final : public detail::Backend<T, D> {
     return {first, last - first + K::support};
   }
 
-  // Nodes of the largest chunk window (0 when the mesh type accumulates itself).
+  // Nodes of the largest chunk window (0 when A is T: no windows).
   template <class K>
   std::size_t window_nodes() const {
     if (std::is_same<A, T>::value) return 0;
@@ -388,20 +390,23 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   // Adds property values props[0..count)[p] times the stencil weights of (base, s) to
-  // meshes m[0..count) at the nodes L maps the stencil to, in the meshes' type M.
+  // meshes m[0..count) at the nodes L maps the stencil to. The weights and products are
+  // computed in the meshes' type M.
   template <class K, class M>
   static void deposit(const detail::Layout<D>& L, const int (&base)[D], const T (&s)[D], const View<const T>* props,
                       std::size_t p, M* const (&m)[kPropGroup], int count) {
+    M sm[D];
+    for (int d = 0; d < D; ++d) sm[d] = static_cast<M>(s[d]);
     if (count == 1) {
       const M q = static_cast<M>(props[0][p]);
       M* m0 = m[0];
-      detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) { m0[idx] += q * static_cast<M>(w); });
+      detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) { m0[idx] += q * w; });
       return;
     }
     M q[kPropGroup];
     for (int j = 0; j < count; ++j) q[j] = static_cast<M>(props[j][p]);
-    detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) {
-      for (int j = 0; j < count; ++j) m[j][idx] += q[j] * static_cast<M>(w);
+    detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) {
+      for (int j = 0; j < count; ++j) m[j][idx] += q[j] * w;
     });
   }
 
