@@ -22,8 +22,8 @@ std::vector<BackendCase> dense_backends() {
 // node, and the mass error of the whole mesh, at any number of particles per node.
 constexpr double kDenseL2 = 4e-7;
 constexpr double kDenseMass = 1e-6;
-// The error at 2^20 particles per cell may exceed the one at 2^12 by this factor, or
-// the larger of it and one float rounding (2^-24).
+// The error at 2^20 particles per cell stays within kGrowth times the larger of the
+// error at 2^12 and one float rounding (2^-24).
 constexpr double kGrowth = 4.0;
 constexpr double kRounding = 0x1p-24;
 
