@@ -182,8 +182,8 @@ struct SpreadRow {
   double ppc;
   double set_points, spread, baseline, rel_l2;
   double private_spread, private_rel_l2;  // the CpuPrivateMeshes method on the same points
-  std::string method;            // Auto's choice
-  std::vector<SumCost> sums;     // float only: each method summing in double and in float
+  std::string method;         // Auto's choice
+  std::vector<SumCost> sums;  // float only: each method summing in double and in float
 };
 
 struct InterpRow {

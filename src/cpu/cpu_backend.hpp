@@ -268,7 +268,8 @@ class CpuBackend final : public detail::Backend<T, D> {
     const Binning<T, D>& B = current_;
     int planes = 0;
     for (std::size_t c = 0; c < B.num_chunks(); ++c)
-      if (B.chunk_begin[c] < B.chunk_begin[c + 1]) planes = std::max(planes, window_of<K>(B, static_cast<int>(c)).planes);
+      if (B.chunk_begin[c] < B.chunk_begin[c + 1])
+        planes = std::max(planes, window_of<K>(B, static_cast<int>(c)).planes);
     return static_cast<std::size_t>(planes) * static_cast<std::size_t>(layout_.stride[D - 1]);
   }
 
