@@ -6,6 +6,9 @@
 // shared stencil as pmkit's (core/stencil.hpp), so the two differ only in how they
 // organise the work: pmkit bins the particles once (set_points) and spreads slab by
 // slab without atomics.
+//
+// A float spread sums in double (cpu/cpu_backend.hpp). Its cost is shown against the
+// same backend summing in float (CpuBackend<float, 3, float>, built here only).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,12 +16,14 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cli.hpp"
 #include "commands.hpp"
 #include "core/layout.hpp"
 #include "core/stencil.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "cpu/openmp.hpp"
 #include "pmkit/pmkit.hpp"
 
@@ -61,6 +66,8 @@ struct BenchOptions {
 };
 
 constexpr double kAgreement = 1e-5;
+// Extra time of the double sums over float sums above which the output names the case.
+constexpr double kSumCostNote = 1.15;
 
 template <class T>
 struct Particles {
@@ -163,18 +170,58 @@ std::int64_t cells_for(std::int64_t particles, int ppc) {
   return std::max<std::int64_t>(c, 4);
 }
 
+// A float spread's time with the backend's double sums and with float sums.
+struct SumCost {
+  std::string method;
+  double double_sums, float_sums;
+};
+
 struct SpreadRow {
   std::string kernel;
   std::int64_t cells;
   double ppc;
   double set_points, spread, baseline, rel_l2;
   double private_spread, private_rel_l2;  // the CpuPrivateMeshes method on the same points
+  std::string method;         // Auto's choice
+  std::vector<SumCost> sums;  // float only: each method summing in double and in float
 };
 
 struct InterpRow {
   int threads;
   double pmkit, baseline, rel_l2;
 };
+
+// Median seconds of f and of g over `reps` calls each, alternated after one warm-up
+// of each, so that both see the same load on a shared machine.
+template <class F, class G>
+std::array<double, 2> timed_alternating(int reps, F&& f, G&& g) {
+  f();
+  g();
+  std::vector<double> tf(static_cast<std::size_t>(reps)), tg(tf.size());
+  for (std::size_t k = 0; k < tf.size(); ++k) {
+    tf[k] = seconds(f);
+    tg[k] = seconds(g);
+  }
+  return {median(tf), median(tg)};
+}
+
+// The float spread of `method` by the CPU backend summing in double (the plan's) and
+// summing in float (CpuBackend<float, 3, float>), on the same points.
+SumCost sum_cost(const BenchOptions& o, const Grid<3>& grid, const Kernel& kernel, Options opt,
+                 SpreadMethod method, const Particles<float>& p) {
+  opt.spread_method = method;
+  Plan<float, 3> plan(grid, kernel, opt);
+  plan.set_points(p.positions());
+  cpu::CpuBackend<float, 3, float> float_sums(grid, kernel, opt);
+  float_sums.set_points(p.size(), p.positions());
+  std::vector<float> a(static_cast<std::size_t>(plan.mesh_size())), b(a.size());
+  const View<const float> q(p.q);
+  const View<float> mesh(b);
+  const auto t = timed_alternating(
+      o.reps, [&] { plan.spread({q}, {View<float>(a)}); },
+      [&] { float_sums.spread(Span<View<const float>>(&q, 1), Span<View<float>>(&mesh, 1), Accumulate::Overwrite); });
+  return {plan.spread_method_name(), t[0], t[1]};
+}
 
 template <class T>
 SpreadRow spread_case(const BenchOptions& o, const Kernel& kernel, int ppc, int threads) {
@@ -188,7 +235,7 @@ SpreadRow spread_case(const BenchOptions& o, const Kernel& kernel, int ppc, int 
   std::vector<T> mesh(static_cast<std::size_t>(plan.mesh_size())), base_mesh(mesh.size());
 
   SpreadRow r{kernel.name(), cells, static_cast<double>(o.particles) / static_cast<double>(cells * cells * cells),
-              0, 0, 0, 0, 0, 0};
+              0, 0, 0, 0, 0, 0, "", {}};
   const auto positions = p.positions();
   r.set_points = timed(o.reps, [&] { plan.set_points(positions); });
   r.spread = timed(o.reps, [&] { plan.spread({View<const T>(p.q)}, {View<T>(mesh)}); });
@@ -206,6 +253,10 @@ SpreadRow spread_case(const BenchOptions& o, const Kernel& kernel, int ppc, int 
     r.private_spread = timed(o.reps, [&] { private_plan.spread({View<const T>(p.q)}, {View<T>(private_mesh)}); });
     r.private_rel_l2 = relative_l2(base_mesh, private_mesh);
   }
+  r.method = plan.spread_method_name();
+  if constexpr (std::is_same<T, float>::value)
+    for (SpreadMethod method : {SpreadMethod::CpuSlabs, SpreadMethod::CpuPrivateMeshes})
+      r.sums.push_back(sum_cost(o, grid, kernel, opt, method, p));
   std::printf("  P2M %-6s %4lld^3 mesh, %5.2f ppc: set_points %8.2f ms, spread %8.2f ms (%s), "
               "baseline %8.2f ms, rel L2 %.1e\n",
               r.kernel.c_str(), static_cast<long long>(cells), r.ppc, 1e3 * r.set_points, 1e3 * r.spread,
@@ -254,6 +305,32 @@ std::vector<InterpRow> interp_scaling(const BenchOptions& o, const Kernel& kerne
   return rows;
 }
 
+// Float spreads: sums in double (pmkit) against sums in float per method, and the
+// cases where the double sums cost more than kSumCostNote.
+void print_sum_cost(const std::vector<SpreadRow>& rows) {
+  std::printf("\nP2M float, sums in double (pmkit) against sums in float: times in ms, alternated; "
+              "cost = double / float; * = Auto's method\n");
+  std::printf("%-7s %5s | %-19s | %8s %8s | %6s\n", "kernel", "ppc", "method", "double", "float", "cost");
+  std::string costly;
+  for (const SpreadRow& r : rows)
+    for (const SumCost& c : r.sums) {
+      const double cost = c.double_sums / c.float_sums;
+      std::printf("%-7s %5.2f | %-18s%s | %8.2f %8.2f | %6.2f\n", r.kernel.c_str(), r.ppc, c.method.c_str(),
+                  c.method == r.method ? "*" : " ", 1e3 * c.double_sums, 1e3 * c.float_sums, cost);
+      if (cost > kSumCostNote) {
+        char line[128];
+        std::snprintf(line, sizeof line, "%s%s %s at %.2f ppc (%.2fx)", costly.empty() ? "" : "; ",
+                      c.method.c_str(), r.kernel.c_str(), r.ppc, cost);
+        costly += line;
+      }
+    }
+  if (costly.empty())
+    std::printf("double sums within %.0f%% of float sums in every case\n", 100 * (kSumCostNote - 1));
+  else
+    std::printf("double sums cost more than %.0f%% over float sums (they stay the default): %s\n",
+                100 * (kSumCostNote - 1), costly.c_str());
+}
+
 template <class T>
 int bench(const BenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : cpu::default_threads();
@@ -295,6 +372,7 @@ int bench(const BenchOptions& o) {
                 r.baseline / r.pmkit, r.rel_l2, r.rel_l2 < kAgreement ? "" : "  MISMATCH");
     ok = ok && r.rel_l2 < kAgreement;
   }
+  if (std::is_same<T, float>::value) print_sum_cost(spread_rows);
   std::printf("\npmkit and baseline %s (relative L2 %s 1e-5 in every case)\n", ok ? "agree" : "DISAGREE",
               ok ? "<" : "not <");
   return ok ? 0 : 1;

@@ -78,14 +78,7 @@ void check_scenario(const BackendCase& bc, const Kernel& kernel, const Scenario<
   const Grid<D> grid = make_grid<D>(sc.cells, sc.boundary);
   std::int64_t ncells = 1;
   for (auto c : sc.cells) ncells *= c;
-  // A float spread sums density * S^D terms per node in float, and its error grows
-  // about linearly with that count (bspline8 in 3D: 3e-6 at 10 per cell, 3e-5 at 100):
-  // above 4000 terms the float cases take fewer particles, so that the 1e-5 bound
-  // measures the kernels and not the length of the sums.
-  double density = sc.density;
-  const double terms = density * std::pow(kernel.support(), D);
-  if (std::is_same<T, float>::value && terms > 4000) density *= 4000 / terms;
-  const std::size_t n = std::max<std::size_t>(1, static_cast<std::size_t>(density * ncells));
+  const std::size_t n = std::max<std::size_t>(1, static_cast<std::size_t>(sc.density * ncells));
   SCOPED_TRACE(describe(sc, n, aos_positions));
 
   Plan<T, D> plan(grid, kernel, options_for(bc));

@@ -1,11 +1,14 @@
 #pragma once
 // The OpenMP backend. set_points bins (binning.hpp); spread walks slabs of planes in
 // two colours, so each mesh node is written by one thread at a time and no atomics are
-// needed; interp is a parallel gather over the sorted particles.
+// needed, or gives each thread a private mesh; interp is a parallel gather over the
+// sorted particles. A spread sums in the accumulator type A (double for float meshes
+// too), so a node's error does not grow with the number of particles that reach it.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "core/backend.hpp"
@@ -21,10 +24,14 @@ namespace pmkit::cpu {
 
 using detail::fail;
 
-// Properties handled together per pass over the stencil (weights computed once per group).
+// Properties per pass over the stencil: weights computed once per group, against the
+// registers and CpuSlabs windows a group holds (docs/tuning.md#mesh-plan-cpu).
 constexpr int kPropGroup = 4;
 
-template <class T, int D>
+// A: the type a spread sums in. A = T adds each contribution straight to the mesh:
+// double plans do, and float ones only as `pmkit bench`'s baseline for the cost of
+// summing in double.
+template <class T, int D, class A = double>
 class CpuBackend final : public detail::Backend<T, D> {
  public:
   CpuBackend(const Grid<D>& grid, const Kernel& kernel, const Options& options)
@@ -39,7 +46,7 @@ class CpuBackend final : public detail::Backend<T, D> {
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
     // The spread method for these points, with its memory, is decided first and
     // committed only with the binning, so a failed call changes nothing.
-    std::vector<T> private_meshes;
+    std::vector<A> private_meshes;
     const bool use_private = choose_private_meshes(n, private_meshes);
     try {
       kernels::dispatch(kernel_, [&](auto k) { bin<decltype(k)>(n, positions); });
@@ -49,7 +56,7 @@ class CpuBackend final : public detail::Backend<T, D> {
     }
     private_meshes_ = use_private;
     if (!use_private)
-      std::vector<T>().swap(private_);
+      std::vector<A>().swap(private_);
     else if (!private_meshes.empty())
       private_.swap(private_meshes);
   }
@@ -165,6 +172,8 @@ class CpuBackend final : public detail::Backend<T, D> {
     std::swap(current_, spare_);
   }
 
+  // Slabs: even chunks in parallel, then odd ones (binning.hpp); each mesh node is
+  // written by one thread at a time.
   template <class K>
   void spread_slabs(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
     const Binning<T, D>& B = current_;
@@ -172,6 +181,9 @@ class CpuBackend final : public detail::Backend<T, D> {
     const int nprops = static_cast<int>(props.size());
     const int chunks = static_cast<int>(B.num_chunks());
     const std::int64_t size = L.size;
+    const std::size_t window = window_nodes<K>();
+    const std::size_t per_thread = window * static_cast<std::size_t>(std::min(nprops, kPropGroup));
+    reserve_scratch(per_thread * static_cast<std::size_t>(threads_));
 #pragma omp parallel num_threads(threads_)
     {
       if (mode == Accumulate::Overwrite) {
@@ -181,25 +193,121 @@ class CpuBackend final : public detail::Backend<T, D> {
           for (std::int64_t i = 0; i < size; ++i) m[i] = T(0);
         }
       }
+      A* mine = scratch_.data() + per_thread * static_cast<std::size_t>(thread_id());
       for (int colour = 0; colour < 2; ++colour) {
 #pragma omp for schedule(dynamic, 1)
         for (int c = colour; c < chunks; c += 2)
-          for (std::size_t i = B.chunk_begin[c]; i < B.chunk_begin[c + 1]; ++i)
-            deposit<K>(L, B, i, props, meshes, nprops);
+          for (int g = 0; g < nprops; g += kPropGroup)
+            spread_chunk<K>(L, B, c, &props[g], &meshes[g], std::min(kPropGroup, nprops - g), window, mine);
       }
     }
   }
 
-  // Auto: private meshes when zeroing and summing one mesh per thread costs little next
-  // to the deposits (threads x mesh nodes <= 4 x particles) and fits in 2 GiB; slabs
-  // otherwise. From pmkit bench on 16 cores (bench/results/2026-11-22-h100-3e20446.txt):
-  // private 2.0x faster at 8 particles per cell (threads x mesh = 2n), slabs 1.3-1.6x
-  // faster at 1 per cell (16n). Allocated in set_points, never in spread.
-  // Returns whether to use private meshes; allocates them into `meshes` unless the
-  // current ones have the right size.
-  bool choose_private_meshes(std::size_t n, std::vector<T>& meshes) const {
+  // The planes of the last axis a chunk reaches: its particles' home planes run from
+  // `first` to `last` (sorted), and a particle at home plane h reaches logical planes
+  // h - (S-1)/2 ... h + S/2.
+  struct Window {
+    int first;   // home plane of the chunk's first particle
+    int planes;  // logical planes reached: last - first + S
+  };
+
+  // Home plane of sorted particle i: the key plane set_points sorted it by.
+  template <class K>
+  int home_plane(const Binning<T, D>& B, std::size_t i) const {
+    const detail::Axis& a = layout_.axis[D - 1];
+    int h = B.base[D - 1][i] + (K::support - 1) / 2;
+    if (a.kind == detail::AxisKind::Periodic && h >= a.cells) h -= a.cells;
+    return h;
+  }
+
+  template <class K>
+  Window window_of(const Binning<T, D>& B, int c) const {
+    const int first = home_plane<K>(B, B.chunk_begin[c]);
+    const int last = home_plane<K>(B, B.chunk_begin[c + 1] - 1);
+    return {first, last - first + K::support};
+  }
+
+  // Nodes of the largest chunk window (0 when A is T: no windows).
+  template <class K>
+  std::size_t window_nodes() const {
+    if (std::is_same<A, T>::value) return 0;
+    const Binning<T, D>& B = current_;
+    int planes = 0;
+    for (std::size_t c = 0; c < B.num_chunks(); ++c)
+      if (B.chunk_begin[c] < B.chunk_begin[c + 1])
+        planes = std::max(planes, window_of<K>(B, static_cast<int>(c)).planes);
+    return static_cast<std::size_t>(planes) * static_cast<std::size_t>(layout_.stride[D - 1]);
+  }
+
+  // Grows the accumulators of spread_slabs before any mesh is written, so that a failed
+  // allocation leaves the caller's meshes as they were.
+  void reserve_scratch(std::size_t count) {
+    if (scratch_.size() >= count) return;
+    try {
+      scratch_.resize(count);
+    } catch (const std::bad_alloc&) {
+      fail(ErrorCode::OutOfMemory, "spread: could not allocate ", count * sizeof(A), " bytes of accumulators");
+    }
+  }
+
+  // Properties props[0..count) of chunk c. When A is T, each particle adds straight into
+  // the meshes. Otherwise it adds into `scratch`, count windows of `window` nodes that
+  // cover the planes the chunk reaches, and each window node is added to the mesh once,
+  // rounded to T once: the rounding error per node stays that of a few additions
+  // however many particles reach the node.
+  template <class K>
+  void spread_chunk(const detail::Layout<D>& L, const Binning<T, D>& B, int c, const View<const T>* props,
+                    const View<T>* meshes, int count, std::size_t window, A* scratch) const {
+    const std::size_t begin = B.chunk_begin[c], end = B.chunk_begin[c + 1];
+    if (begin == end) return;
+    if constexpr (std::is_same<A, T>::value) {
+      T* m[kPropGroup];
+      for (int j = 0; j < count; ++j) m[j] = meshes[j].data;
+      for (std::size_t i = begin; i < end; ++i) {
+        int base[D];
+        T s[D];
+        B.load(i, base, s);
+        deposit<K>(L, base, s, props, B.perm[i], m, count);
+      }
+    } else {
+      // The window as a layout: the last axis keeps logical plane first - (S-1)/2 at
+      // index 0, the others are the mesh's.
+      const Window w = window_of<K>(B, c);
+      const int lowest = w.first - (K::support - 1) / 2;
+      detail::Layout<D> local = L;
+      local.axis[D - 1].kind = detail::AxisKind::Keep;
+      local.axis[D - 1].ghost = -lowest;
+      const std::size_t nodes = static_cast<std::size_t>(w.planes) * static_cast<std::size_t>(L.stride[D - 1]);
+      A* m[kPropGroup];
+      for (int j = 0; j < count; ++j) {
+        m[j] = scratch + static_cast<std::size_t>(j) * window;
+        std::fill(m[j], m[j] + nodes, A(0));
+      }
+      for (std::size_t i = begin; i < end; ++i) {
+        int base[D];
+        T s[D];
+        B.load(i, base, s);
+        base[D - 1] = home_plane<K>(B, i) - (K::support - 1) / 2;  // unwrapped at a periodic seam
+        deposit<K>(local, base, s, props, B.perm[i], m, count);
+      }
+      const std::int64_t plane = L.stride[D - 1];
+      for (int j = 0; j < count; ++j)
+        for (int k = 0; k < w.planes; ++k) {
+          T* out = meshes[j].data + L.axis[D - 1].node(lowest + k) * plane;
+          const A* in = m[j] + k * plane;
+          for (std::int64_t r = 0; r < plane; ++r) out[r] = static_cast<T>(static_cast<A>(out[r]) + in[r]);
+        }
+    }
+  }
+
+  // Auto: private meshes when zeroing and summing one mesh of accumulators per thread
+  // costs little next to the deposits (threads x mesh nodes <= 4 x particles) and the
+  // copies fit in 2 GiB; slabs otherwise (docs/tuning.md#mesh-plan-cpu). Allocated in
+  // set_points, never in spread. Returns whether to use private meshes; allocates them
+  // into `meshes` unless the current ones have the right size.
+  bool choose_private_meshes(std::size_t n, std::vector<A>& meshes) const {
     const double copies = static_cast<double>(threads_) * static_cast<double>(layout_.size);
-    const bool fits = copies * sizeof(T) <= 2.0 * (1 << 30);
+    const bool fits = copies * sizeof(A) <= 2.0 * (1 << 30);
     bool wanted = method_ == SpreadMethod::CpuPrivateMeshes ||
                   (method_ == SpreadMethod::Auto && threads_ > 1 && fits && copies <= 4.0 * n);
     if (!wanted) return false;
@@ -208,7 +316,7 @@ class CpuBackend final : public detail::Backend<T, D> {
       meshes.resize(static_cast<std::size_t>(copies));
     } catch (const std::bad_alloc&) {
       if (method_ == SpreadMethod::CpuPrivateMeshes)
-        fail(ErrorCode::OutOfMemory, "CpuPrivateMeshes: ", threads_, " private meshes need ", copies * sizeof(T),
+        fail(ErrorCode::OutOfMemory, "CpuPrivateMeshes: ", threads_, " private meshes need ", copies * sizeof(A),
              " bytes");
       return false;  // Auto falls back to slabs
     }
@@ -216,7 +324,8 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   // One property at a time: each thread deposits a static share of the sorted particles
-  // into its own mesh, then every node sums the copies in thread order (deterministic).
+  // into its own mesh of accumulators, then every node sums the copies in thread order
+  // (deterministic) and is rounded to T once.
   template <class K>
   void spread_private(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
     const Binning<T, D>& B = current_;
@@ -227,48 +336,45 @@ class CpuBackend final : public detail::Backend<T, D> {
 #pragma omp parallel num_threads(nt)
       {
         const int t = thread_id();
-        View<T> mine(private_.data() + static_cast<std::size_t>(t) * size, static_cast<std::size_t>(size));
-        std::fill(mine.data, mine.data + size, T(0));
-        const Span<View<const T>> prop(&props[j], 1);
-        const Span<View<T>> target(&mine, 1);
-        for (std::size_t i = B.n * t / nt; i < B.n * (t + 1) / nt; ++i) deposit<K>(L, B, i, prop, target, 1);
+        A* mine[kPropGroup] = {private_.data() + static_cast<std::size_t>(t) * size};
+        std::fill(mine[0], mine[0] + size, A(0));
+        for (std::size_t i = B.n * t / nt; i < B.n * (t + 1) / nt; ++i) {
+          int base[D];
+          T s[D];
+          B.load(i, base, s);
+          deposit<K>(L, base, s, &props[j], B.perm[i], mine, 1);
+        }
 #pragma omp barrier
         T* out = meshes[j].data;
 #pragma omp for schedule(static)
         for (std::int64_t i = 0; i < size; ++i) {
-          T sum = mode == Accumulate::Overwrite ? T(0) : out[i];
+          A sum = mode == Accumulate::Overwrite ? A(0) : static_cast<A>(out[i]);
           for (int u = 0; u < nt; ++u) sum += private_[static_cast<std::size_t>(u) * size + i];
-          out[i] = sum;
+          out[i] = static_cast<T>(sum);
         }
       }
     }
   }
 
-  template <class K>
-  static void deposit(const detail::Layout<D>& L, const Binning<T, D>& B, std::size_t i,
-                      const Span<View<const T>>& props, const Span<View<T>>& meshes, int nprops) {
-    int base[D];
-    T s[D];
-    B.load(i, base, s);
-    const std::size_t p = B.perm[i];
-    if (nprops == 1) {
-      const T q = props[0][p];
-      T* m = meshes[0].data;
-      detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) { m[idx] += q * w; });
+  // Adds property values props[0..count)[p] times the stencil weights of (base, s) to
+  // meshes m[0..count) at the nodes L maps the stencil to. The weights and products are
+  // computed in the meshes' type M.
+  template <class K, class M>
+  static void deposit(const detail::Layout<D>& L, const int (&base)[D], const T (&s)[D], const View<const T>* props,
+                      std::size_t p, M* const (&m)[kPropGroup], int count) {
+    M sm[D];
+    for (int d = 0; d < D; ++d) sm[d] = static_cast<M>(s[d]);
+    if (count == 1) {
+      const M q = static_cast<M>(props[0][p]);
+      M* m0 = m[0];
+      detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) { m0[idx] += q * w; });
       return;
     }
-    for (int g = 0; g < nprops; g += kPropGroup) {
-      const int count = std::min(kPropGroup, nprops - g);
-      T q[kPropGroup];
-      T* m[kPropGroup];
-      for (int j = 0; j < count; ++j) {
-        q[j] = props[g + j][p];
-        m[j] = meshes[g + j].data;
-      }
-      detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) {
-        for (int j = 0; j < count; ++j) m[j][idx] += q[j] * w;
-      });
-    }
+    M q[kPropGroup];
+    for (int j = 0; j < count; ++j) q[j] = static_cast<M>(props[j][p]);
+    detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) {
+      for (int j = 0; j < count; ++j) m[j][idx] += q[j] * w;
+    });
   }
 
   template <class K>
@@ -304,7 +410,8 @@ class CpuBackend final : public detail::Backend<T, D> {
   std::vector<std::uint32_t> counts_;  // per-thread key histograms
   SpreadMethod method_;                // as asked: Auto, CpuSlabs or CpuPrivateMeshes
   bool private_meshes_ = false;        // resolved at set_points: private meshes or slabs
-  std::vector<T> private_;             // CpuPrivateMeshes: one mesh per thread
+  std::vector<A> private_;             // CpuPrivateMeshes: one mesh per thread
+  std::vector<A> scratch_;             // CpuSlabs with A != T: each thread's chunk windows
 };
 
 }  // namespace pmkit::cpu

@@ -1,0 +1,203 @@
+// Dense inputs: many particles per mesh node, where a float spread that rounds every
+// contribution into the mesh loses mass. Up to 2^20 particles in one cell (every kernel,
+// 2D and 3D), the error against the float64 reference at 2^12, 2^16 and 2^20 per cell,
+// and clustered particles at high density on bounded and mixed grids. Each test body
+// runs on the CPU methods at one and several threads and on CUDA (skipped without a GPU).
+#include "test_support.hpp"
+
+namespace pmkit::test {
+namespace {
+
+// CpuSlabs at one and two threads, CpuPrivateMeshes at three, CUDA with host arrays.
+std::vector<BackendCase> dense_backends() {
+  return {
+      {Backend::Cpu, 1, "Cpu1Slabs", SpreadMethod::CpuSlabs},
+      {Backend::Cpu, 2, "Cpu2Slabs", SpreadMethod::CpuSlabs},
+      {Backend::Cpu, 3, "Cpu3PrivateMeshes", SpreadMethod::CpuPrivateMeshes},
+      {Backend::Cuda, 0, "Cuda"},
+  };
+}
+
+// A float mesh against the float64 reference: relative L2 error of a few roundings per
+// node, and the mass error of the whole mesh, at any number of particles per node.
+constexpr double kDenseL2 = 4e-7;
+constexpr double kDenseMass = 1e-6;
+// The error at 2^20 particles per cell stays within kGrowth times the larger of the
+// error at 2^12 and one float rounding (2^-24).
+constexpr double kGrowth = 4.0;
+constexpr double kRounding = 0x1p-24;
+
+class DenseTest : public KernelCaseTest {};
+
+struct SpreadError {
+  double l2, mass;
+};
+
+// Spreads unit charges at `pos` in float; its error against the float64 mesh `want`.
+template <int D>
+SpreadError unit_spread_error(const BackendCase& bc, const Grid<D>& grid, const Kernel& kernel,
+                              const Positions<float, D>& pos, const std::vector<double>& want) {
+  Plan<float, D> plan(grid, kernel, options_for(bc));
+  plan.set_points(views_of<float, D>(pos));
+  const std::size_t n = pos[0].size();
+  const std::vector<float> q(n, 1.0f);
+  std::vector<float> mesh(want.size(), std::numeric_limits<float>::quiet_NaN());
+  plan.spread({View<const float>(q)}, {View<float>(mesh)});
+  double total = 0;
+  for (float m : mesh) total += m;
+  return {rel_l2<float>(View<const float>(mesh), want), std::fabs(total - static_cast<double>(n)) / n};
+}
+
+// The float64 reference of unit charges at coordinates xs along an axis of `cells` cells
+// of width h, summed over the other axis: per node the sum of the weights it receives
+// (the weights of one particle sum to one across the other axis).
+std::vector<double> profile(const Kernel& kernel, std::int64_t cells, double h, const std::vector<double>& xs) {
+  const Grid<2> line = Grid<2>::periodic({cells, 8}, h);
+  const std::vector<double> y(xs.size(), 2.5 * h), q(xs.size(), 1.0);
+  const std::vector<double> mesh = reference_spread<2>(line, kernel, {xs.data(), y.data()}, q);
+  std::vector<double> p(static_cast<std::size_t>(cells), 0.0);
+  for (std::size_t i = 0; i < mesh.size(); ++i) p[i % p.size()] += mesh[i];
+  return p;
+}
+
+// Particles on every combination of per[d] random coordinates inside one random cell per
+// dimension; the reference mesh of unit charges is the outer product of one profile per
+// dimension, so it costs nothing next to the spread of per[0] x ... x per[D-1] particles.
+template <int D>
+struct TensorCell {
+  Positions<float, D> pos;
+  std::vector<double> reference;
+};
+
+template <int D>
+TensorCell<D> tensor_cell(const Grid<D>& grid, const Kernel& kernel, const std::array<std::size_t, D>& per,
+                          std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::array<std::vector<float>, D> axis;
+  std::array<std::vector<double>, D> prof;
+  std::size_t n = 1;
+  for (int d = 0; d < D; ++d) {
+    const double h = grid.spacing[d];
+    const auto cell = static_cast<std::int64_t>(unit(rng) * static_cast<double>(grid.cells[d]));
+    std::vector<double> xs(per[d]);
+    for (std::size_t i = 0; i < per[d]; ++i) {
+      axis[d].push_back(static_cast<float>(grid.origin[d] + (static_cast<double>(cell) + unit(rng)) * h));
+      xs[i] = axis[d].back();
+    }
+    prof[d] = profile(kernel, grid.cells[d], h, xs);
+    n *= per[d];
+  }
+  TensorCell<D> t;
+  for (auto& p : t.pos) p.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t rest = i;
+    for (int d = 0; d < D; ++d) {
+      t.pos[d][i] = axis[d][rest % per[d]];
+      rest /= per[d];
+    }
+  }
+  t.reference.resize(static_cast<std::size_t>(mesh_size(grid, kernel.ghost_width())));
+  for (std::size_t i = 0; i < t.reference.size(); ++i) {
+    std::size_t rest = i;
+    double v = 1.0;
+    for (int d = 0; d < D; ++d) {
+      v *= prof[d][rest % prof[d].size()];
+      rest /= prof[d].size();
+    }
+    t.reference[i] = v;
+  }
+  return t;
+}
+
+// Particles per dimension of the tensor cells: 2^12, 2^16 and 2^20 in all.
+template <int D>
+std::array<std::array<std::size_t, D>, 3> tensor_sizes() {
+  if constexpr (D == 2)
+    return {{{64, 64}, {256, 256}, {1024, 1024}}};
+  else
+    return {{{16, 16, 16}, {64, 32, 32}, {128, 128, 64}}};
+}
+
+// 2^12, 2^16 and 2^20 unit charges in one cell of a periodic unit box of 16^D cells.
+template <int D>
+void check_density_growth(const BackendCase& bc, const Kernel& kernel, std::mt19937_64& rng) {
+  std::array<std::int64_t, D> cells;
+  cells.fill(16);
+  const Grid<D> grid = Grid<D>::periodic(cells, 1.0 / 16);
+  const auto sizes = tensor_sizes<D>();
+  double sparse = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const TensorCell<D> cell = tensor_cell<D>(grid, kernel, sizes[k], rng);
+    const std::size_t n = cell.pos[0].size();
+    SCOPED_TRACE(std::to_string(D) + "D, " + std::to_string(n) + " particles in one cell");
+    if (k == 0) {  // the outer product against the reference spread of every particle
+      const auto xd = positions_as_double<float, D>(views_of<float, D>(cell.pos));
+      const std::vector<double> direct =
+          reference_spread<D>(grid, kernel, pointers<D>(xd), std::vector<double>(n, 1.0));
+      EXPECT_LE(rel_l2<double>(View<const double>(cell.reference), direct), 1e-13) << "tensor reference";
+    }
+    const SpreadError e = unit_spread_error<D>(bc, grid, kernel, cell.pos, cell.reference);
+    EXPECT_LE(e.l2, kDenseL2) << "relative L2";
+    EXPECT_LE(e.mass, kDenseMass) << "mass";
+    if (k == 0) sparse = e.l2;
+    if (k + 1 == sizes.size()) {
+      EXPECT_LE(e.l2, kGrowth * std::max(sparse, kRounding))
+          << "relative L2 grows with the particles per node: " << sparse << " at the fewest";
+    }
+  }
+}
+
+TEST_P(DenseTest, ErrorDoesNotGrowWithParticlesPerNode) {
+  SCOPED_TRACE(seed_note(seed_));
+  check_density_growth<2>(bc_, kernel_, rng_);
+  check_density_growth<3>(bc_, kernel_, rng_);
+}
+
+// Clustered particles (90% in three cells) at tens of thousands per cell, two
+// properties (positive, and of either sign) at once, against the float64 reference.
+template <int D>
+void check_clustered(const BackendCase& bc, const Kernel& kernel, const std::array<std::int64_t, D>& cells,
+                     BoundaryKind boundary, std::mt19937_64& rng) {
+  SCOPED_TRACE(std::to_string(D) + "D " + name(boundary));
+  const Grid<D> grid = make_grid<D>(cells, boundary);
+  const std::size_t n = std::size_t(1) << 16;
+  const Positions<float, D> pos = make_positions<float, D>(grid, Distribution::Clustered, n, rng);
+  Plan<float, D> plan(grid, kernel, options_for(bc));
+  plan.set_points(views_of<float, D>(pos));
+  const std::array<std::vector<float>, 2> q = {random_values<float>(n, rng, 0.5, 1.5), random_values<float>(n, rng)};
+  std::array<std::vector<float>, 2> mesh;
+  for (auto& m : mesh) m.assign(static_cast<std::size_t>(plan.mesh_size()), std::numeric_limits<float>::quiet_NaN());
+  plan.spread({View<const float>(q[0]), View<const float>(q[1])}, {View<float>(mesh[0]), View<float>(mesh[1])});
+
+  const auto xd = positions_as_double<float, D>(views_of<float, D>(pos));
+  std::array<std::vector<double>, 2> qd, want;
+  const double* qp[2];
+  double* wp[2];
+  for (int j = 0; j < 2; ++j) {
+    qd[j] = to_double<float>(View<const float>(q[j]));
+    want[j].assign(mesh[j].size(), 0.0);
+    qp[j] = qd[j].data();
+    wp[j] = want[j].data();
+  }
+  reference::spread<D>(grid, kernel, n, pointers<D>(xd), 2, qp, wp);
+  EXPECT_LE(rel_l2<float>(View<const float>(mesh[0]), want[0]), kDenseL2) << "positive charges";
+  EXPECT_LE(rel_l2<float>(View<const float>(mesh[1]), want[1]), kDenseL2) << "charges of either sign";
+  double mass = 0, total = 0;
+  for (float m : mesh[0]) mass += m;
+  for (double v : qd[0]) total += v;
+  EXPECT_LE(std::fabs(mass - total) / total, kDenseMass) << "mass";
+}
+
+TEST_P(DenseTest, ClusteredAtHighDensity) {
+  SCOPED_TRACE(seed_note(seed_));
+  check_clustered<2>(bc_, kernel_, {23, 17}, BoundaryKind::Keep, rng_);
+  check_clustered<3>(bc_, kernel_, {11, 9, 13}, BoundaryKind::MixedFold, rng_);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKernels, DenseTest,
+                         ::testing::Combine(::testing::ValuesIn(dense_backends()), ::testing::ValuesIn(all_kernels()),
+                                            ::testing::Values(Precision::Float)),
+                         kernel_case_name);
+
+}  // namespace
+}  // namespace pmkit::test
