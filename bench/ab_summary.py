@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Summarises the `ab` step of bench/device.sh: for every case, pmkit's spread, set_points
+and interp times of each side in each round, the medians of the sides, new / base, and
+whether the difference exceeds the spread between rounds of the same side (noise).
+
+    python3 bench/ab_summary.py device-run.txt
+"""
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+
+def parse(path):
+    # times[(case, metric)][side] = [one value a round]
+    times = defaultdict(lambda: defaultdict(list))
+    side, table = None, None
+    for line in open(path):
+        m = re.match(r"^-- round (\d+): (\S+)", line)
+        if m:
+            side, table = m.group(2), None
+            continue
+        if line.startswith("P2M (spread)"):
+            table = "spread"
+            continue
+        if line.startswith("set_points (binning"):
+            table = "set_points"
+            continue
+        fields = line.split()
+        if side is None or table is None or len(fields) < 3 or fields[0] == "case":
+            continue
+        try:
+            if table == "spread":
+                times[(fields[0], "spread")][side].append(float(fields[1]))
+            else:
+                times[(fields[0], "set_points")][side].append(float(fields[1]))
+                bar = fields.index("|")
+                times[(fields[0], "interp")][side].append(float(fields[bar + 1]))
+        except (ValueError, IndexError):
+            continue
+    return times
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    times = parse(sys.argv[1])
+    sides = sorted({s for per in times.values() for s in per if s != "new"}) + ["new"]
+    base = sides[0]
+    print(f"{'case':40s} {'metric':10s} " + " ".join(f"{s + ' (rounds)':>22s}" for s in sides) +
+          f" {'new/' + base:>9s}  verdict")
+    slower = 0
+    for (case, metric), per in times.items():
+        if base not in per or "new" not in per:
+            continue
+        b, n = per[base], per["new"]
+        mb, mn = statistics.median(b), statistics.median(n)
+        # Noise: the larger spread between the rounds of one side, at least 2% of the time.
+        noise = max(max(b) - min(b), max(n) - min(n), 0.02 * mb)
+        if mn - mb > noise:
+            verdict = "SLOWER"
+            slower += 1
+        elif mb - mn > noise:
+            verdict = "faster"
+        else:
+            verdict = "same"
+        cols = " ".join(f"{' '.join(f'{v:.3f}' for v in per[s]):>22s}" for s in sides)
+        print(f"{case:40s} {metric:10s} {cols} {mn / mb:9.3f}  {verdict}")
+    print(f"\n{slower} of {len(times)} rows slower than {base} beyond noise "
+          "(the larger of the two sides' spread between rounds, at least 2%)")
+
+
+if __name__ == "__main__":
+    main()
