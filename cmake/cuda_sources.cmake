@@ -9,7 +9,7 @@ target_sources(pmkit PRIVATE
   src/cuda/pairs/cells.cu
   src/cuda/pairs/builtin_float.cu
   src/cuda/pairs/builtin_double.cu)
-target_compile_definitions(pmkit PUBLIC PMKIT_WITH_CUDA)
+target_compile_definitions(pmkit PRIVATE PMKIT_WITH_CUDA)
 target_compile_options(pmkit PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)
 set_target_properties(pmkit PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)

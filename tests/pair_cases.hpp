@@ -105,17 +105,6 @@ void compute_any(PairPlan<T, D>& plan, const Kernel& kernel, const std::vector<V
 #endif
 }
 
-#if defined(PMKIT_WITH_CUDA)
-template <class T>
-View<T> view_of(cuda::DeviceBuffer<T>& buffer) {
-  return View<T>(buffer.get(), buffer.size());
-}
-template <class T>
-View<const T> cview_of(const cuda::DeviceBuffer<T>& buffer) {
-  return View<const T>(buffer.get(), buffer.size());
-}
-#endif
-
 // A plan's outputs (its points set) for inputs in, from host arrays (CPU) or through
 // device copies (CUDA).
 template <class T, int D, class Kernel>
@@ -135,11 +124,11 @@ std::vector<std::vector<T>> compute_pairs(PairPlan<T, D>& plan, const Kernel& ke
   std::vector<View<T>> out_views;
   for (const auto& v : in) {
     din.push_back(std::make_unique<cuda::DeviceBuffer<T>>(v));
-    in_views.push_back(cview_of(*din.back()));
+    in_views.push_back(device_cview(*din.back()));
   }
   for (const auto& v : out) {
     dout.push_back(std::make_unique<cuda::DeviceBuffer<T>>(v));
-    out_views.push_back(view_of(*dout.back()));
+    out_views.push_back(device_view(*dout.back()));
   }
   compute_any(plan, kernel, in_views, out_views);
   cuda::check(cudaStreamSynchronize(cuda::to_cuda_stream(plan.options().stream)), "compute_pairs");
@@ -161,7 +150,7 @@ struct PositionsOn {
 #if defined(PMKIT_WITH_CUDA)
       if (on_device) {
         device.push_back(std::make_unique<cuda::DeviceBuffer<T>>(pos[d]));
-        views[d] = cview_of(*device.back());
+        views[d] = device_cview(*device.back());
       }
 #endif
     }

@@ -26,11 +26,11 @@ std::array<std::vector<double>, D> held_positions(const Plan<T, D>& mesh, bool o
     std::array<View<T>, D> views;
     for (int d = 0; d < D; ++d) {
       device.push_back(std::make_unique<cuda::DeviceBuffer<T>>(n, "held_positions"));
-      views[d] = view_of(*device.back());
+      views[d] = device_view(*device.back());
     }
     cuda::DeviceBuffer<std::uint32_t> device_order(n, "held_positions");
     mesh.binned_positions(views);
-    mesh.binned_order(view_of(device_order));
+    mesh.binned_order(device_view(device_order));
     for (int d = 0; d < D; ++d) offsets[d] = device[d]->download();
     order = device_order.download();
   }

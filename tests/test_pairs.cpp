@@ -238,9 +238,9 @@ TEST(CudaPairs, CallersKernelWithoutTheCudaHeaderIsAnError) {
   PairPlan<double, 3> plan(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, cuda_options(PairMethod::Auto));
   const std::vector<double> good = {0.1, 0.2, 1.9};
   cuda::DeviceBuffer<double> x(good), out(std::vector<double>(3, 5.0));
-  plan.set_points({cview_of(x), cview_of(x), cview_of(x)});
+  plan.set_points({device_cview(x), device_cview(x), device_cview(x)});
   expect_pmkit_error(ErrorCode::Unsupported, "pmkit/cuda/pairs.cuh",
-                     [&] { plan.compute(bench::CheapSynthetic{0.5}, {}, {view_of(out)}); });
+                     [&] { plan.compute(bench::CheapSynthetic{0.5}, {}, {device_view(out)}); });
   EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));
 }
 
@@ -280,7 +280,7 @@ TEST(CudaPairs, TwoPlansOnTwoStreamsAtOnce) {
       run.x[d].resize(n + r * 500);
       for (double& v : run.x[d]) v = unit(rng);
       run.pos.push_back(std::make_unique<cuda::DeviceBuffer<double>>(run.x[d]));
-      views[d] = cview_of(*run.pos.back());
+      views[d] = device_cview(*run.pos.back());
     }
     run.plan->set_points(views);
     for (int k = 0; k < 4; ++k) run.out.push_back(std::make_unique<cuda::DeviceBuffer<double>>(n + r * 500, "out"));
@@ -290,7 +290,7 @@ TEST(CudaPairs, TwoPlansOnTwoStreamsAtOnce) {
     std::vector<View<double>> out;
     for (auto& o : run.out) {
       cuda::check(cudaMemsetAsync(o->get(), 0xff, o->size() * sizeof(double), run.stream), "cudaMemsetAsync");
-      out.push_back(view_of(*o));
+      out.push_back(device_view(*o));
     }
     run.plan->compute(lj, {}, out);
   }

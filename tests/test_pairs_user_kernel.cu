@@ -73,15 +73,15 @@ TEST(CudaPairs, BadInput) {
   std::vector<double> good = {0.1, 0.2, 1.9}, bad = {0.1, std::nan(""), 0.3}, far = {0.1, 2.5, 0.3};
   cuda::DeviceBuffer<double> x(good), nan_x(bad), out(std::vector<double>(3, 5.0));
   bench::CheapSynthetic cheap{0.5};
-  expect_pmkit_error(ErrorCode::NotReady, "", [&] { cuda::compute(plan, cheap, {}, {view_of(out)}); });
+  expect_pmkit_error(ErrorCode::NotReady, "", [&] { cuda::compute(plan, cheap, {}, {device_view(out)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.set_points({good, good, good}); });  // host pointers
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), cview_of(nan_x), cview_of(x)}); });
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(nan_x), device_cview(x)}); });
   EXPECT_FALSE(plan.has_points());
-  plan.set_points({cview_of(x), cview_of(x), cview_of(x)});
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({cview_of(x), cview_of(x), cview_of(nan_x)}); });
+  plan.set_points({device_cview(x), device_cview(x), device_cview(x)});
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(x), device_cview(nan_x)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { cuda::compute(plan, cheap, {}, {View<double>(good.data(), 3)}); });
   EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
-  cuda::compute(plan, cheap, {}, {view_of(out)});  // the points of before the failed call
+  cuda::compute(plan, cheap, {}, {device_view(out)});  // the points of before the failed call
   // x = y = z = (0.1, 0.2, 1.9): r^2 = 0.03 for 0-1, 0.12 for 0-2 across the seam, 0.27
   // (beyond 0.5^2) for 1-2; the cheap kernel adds 0.25 - r^2 to both of a pair.
   const std::vector<double> got = out.download();
@@ -91,7 +91,7 @@ TEST(CudaPairs, BadInput) {
   expect_pmkit_error(ErrorCode::OutOfBounds, "", [&] {
     PairPlan<double, 3> bounded(Box<3>::bounded({2.0, 2.0, 2.0}), 0.5, opt);
     cuda::DeviceBuffer<double> outside(far);
-    bounded.set_points({cview_of(x), cview_of(x), cview_of(outside)});
+    bounded.set_points({device_cview(x), device_cview(x), device_cview(outside)});
   });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] {
     PairOptions wrong;

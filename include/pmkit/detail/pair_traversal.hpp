@@ -96,36 +96,46 @@ void traverse_pairs(HostPairCells<T, D>& cl, const Kernel& kernel, Span<View<con
     for (int k = 0; k < Kernel::inputs; ++k) in[k] = inputs[k][cl.perm[slot]];
   };
 
+  // Walks this thread's share of the cells (an orphaned worksharing loop: call it inside a
+  // parallel region) and calls visit(c, around, shifts, a, in_a, out_a) for each particle a
+  // of a cell, its inputs loaded and its outputs zeroed.
+  auto for_each_target = [&](auto&& visit) {
+#pragma omp for schedule(dynamic, 16)
+    for (int c = 0; c < ncells; ++c) {
+      const std::vector<int>& around = cl.neighbours[c];
+      NeighbourShifts shifts;
+      image_shifts(c, shifts);
+      for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
+        T in_a[kIn] = {}, out_a[kOut] = {};
+        load_inputs(a, in_a);
+        visit(c, around, shifts, a, in_a, out_a);
+      }
+    }
+  };
+
   if (cl.half_shell) {
     const std::size_t block = n * kOut;
     cl.thread_outputs.assign(block * threads, T(0));
 #pragma omp parallel num_threads(threads)
     {
       T* mine = cl.thread_outputs.data() + block * openmp_thread_id();
-#pragma omp for schedule(dynamic, 16)
-      for (int c = 0; c < ncells; ++c) {
-        const std::vector<int>& around = cl.neighbours[c];
-        NeighbourShifts shifts;
-        image_shifts(c, shifts);
-        for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
-          T in_a[kIn] = {}, out_a[kOut] = {};
-          load_inputs(a, in_a);
-          for (std::size_t o = 0; o < around.size(); ++o) {
-            const int other = around[o];
-            if (other < c) continue;  // each unordered pair of cells once
-            const std::uint32_t first = other == c ? a + 1 : cl.start[other];
-            for (std::uint32_t b = first; b < cl.start[other + 1]; ++b) {
-              T r[D], r2;
-              if (!separation(a, b, shifts[o], r, r2)) continue;
-              T in_b[kIn] = {}, out_b[kOut] = {};
-              load_inputs(b, in_b);
-              kernel(r, r2, in_a, in_b, out_a, out_b);
-              for (int k = 0; k < kOut; ++k) mine[k * n + b] += out_b[k];
-            }
+      for_each_target([&](int c, const std::vector<int>& around, const NeighbourShifts& shifts, std::uint32_t a,
+                          const T (&in_a)[kIn], T (&out_a)[kOut]) {
+        for (std::size_t o = 0; o < around.size(); ++o) {
+          const int other = around[o];
+          if (other < c) continue;  // each unordered pair of cells once
+          const std::uint32_t first = other == c ? a + 1 : cl.start[other];
+          for (std::uint32_t b = first; b < cl.start[other + 1]; ++b) {
+            T r[D], r2;
+            if (!separation(a, b, shifts[o], r, r2)) continue;
+            T in_b[kIn] = {}, out_b[kOut] = {};
+            load_inputs(b, in_b);
+            kernel(r, r2, in_a, in_b, out_a, out_b);
+            for (int k = 0; k < kOut; ++k) mine[k * n + b] += out_b[k];
           }
-          for (int k = 0; k < kOut; ++k) mine[k * n + a] += out_a[k];
         }
-      }
+        for (int k = 0; k < kOut; ++k) mine[k * n + a] += out_a[k];
+      });
       // Sum the threads' blocks in thread order (reproducible for a thread count).
 #pragma omp for schedule(static)
       for (std::int64_t s = 0; s < static_cast<std::int64_t>(n); ++s) {
@@ -139,26 +149,20 @@ void traverse_pairs(HostPairCells<T, D>& cl, const Kernel& kernel, Span<View<con
     return;
   }
   // Full shell: every particle gathers its own outputs; race-free without buffers.
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
-  for (int c = 0; c < ncells; ++c) {
-    const std::vector<int>& around = cl.neighbours[c];
-    NeighbourShifts shifts;
-    image_shifts(c, shifts);
-    for (std::uint32_t a = cl.start[c]; a < cl.start[c + 1]; ++a) {
-      T in_a[kIn] = {}, out_a[kOut] = {};
-      load_inputs(a, in_a);
-      for (std::size_t o = 0; o < around.size(); ++o)
-        for (std::uint32_t b = cl.start[around[o]]; b < cl.start[around[o] + 1]; ++b) {
-          T r[D], r2;
-          if (b == a || !separation(a, b, shifts[o], r, r2)) continue;
-          T in_b[kIn] = {}, discard[kOut] = {};
-          load_inputs(b, in_b);
-          kernel(r, r2, in_a, in_b, out_a, discard);
-        }
-      finish_outputs(kernel, out_a);
-      for (int k = 0; k < kOut; ++k) outputs[k][cl.perm[a]] = out_a[k];
-    }
-  }
+#pragma omp parallel num_threads(threads)
+  for_each_target([&](int, const std::vector<int>& around, const NeighbourShifts& shifts, std::uint32_t a,
+                      const T (&in_a)[kIn], T (&out_a)[kOut]) {
+    for (std::size_t o = 0; o < around.size(); ++o)
+      for (std::uint32_t b = cl.start[around[o]]; b < cl.start[around[o] + 1]; ++b) {
+        T r[D], r2;
+        if (b == a || !separation(a, b, shifts[o], r, r2)) continue;
+        T in_b[kIn] = {}, discard[kOut] = {};
+        load_inputs(b, in_b);
+        kernel(r, r2, in_a, in_b, out_a, discard);
+      }
+    finish_outputs(kernel, out_a);
+    for (int k = 0; k < kOut; ++k) outputs[k][cl.perm[a]] = out_a[k];
+  });
 }
 
 }  // namespace pmkit::detail
