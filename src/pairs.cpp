@@ -2,8 +2,8 @@
 // backend call.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
+#include "core/arguments.hpp"
 #include "core/pair_backend.hpp"
 #include "pmkit/pairs.hpp"
 
@@ -15,12 +15,6 @@ namespace {
 
 const char* boundary_name(Boundary b) { return b == Boundary::Periodic ? "periodic" : "bounded"; }
 const char* backend_name(Backend b) { return b == Backend::Cuda ? "CUDA" : "CPU"; }
-
-// Cell lists number particles with 32-bit slots (the last value kept free).
-void check_point_count(std::size_t n) {
-  if (n >= std::numeric_limits<std::uint32_t>::max())
-    fail(ErrorCode::Unsupported, "set_points with ", n, " particles: at most 2^32 - 2");
-}
 
 template <int D>
 detail::PairCellGrid<D> cell_grid(const Box<D>& box, double cutoff) {
@@ -104,13 +98,7 @@ std::array<int, D> PairPlan<T, D>::cells() const {
 
 template <class T, int D>
 void PairPlan<T, D>::set_points(const Positions& positions) {
-  const std::size_t n = positions[0].size;
-  for (int d = 0; d < D; ++d) {
-    if (positions[d].size != n)
-      fail(ErrorCode::SizeMismatch, "positions[", d, "].size = ", positions[d].size, " but positions[0].size = ", n);
-    if (n > 0 && positions[d].data == nullptr) fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null");
-  }
-  check_point_count(n);
+  detail::check_positions<T, D>(positions);
   backend_->set_points(positions);
 }
 
@@ -134,7 +122,7 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
     fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan runs on the ",
          backend_name(mesh.options().backend), " backend, the pair plan on the ", backend_name(options_.backend),
          " backend");
-  check_point_count(mesh.num_points());
+  detail::check_point_count(mesh.num_points());
   if (options_.backend == Backend::Cuda) {
     if (mesh.options().device != options_.device)
       fail(ErrorCode::InvalidArgument, "PairPlan::set_points(mesh plan): the mesh plan is on device ",
@@ -154,13 +142,8 @@ void PairPlan<T, D>::check_compute(std::size_t inputs, std::size_t outputs, Span
     fail(ErrorCode::SizeMismatch, "the pair kernel reads ", inputs, " inputs but ", in.size(), " were given");
   if (out.size() != outputs)
     fail(ErrorCode::SizeMismatch, "the pair kernel writes ", outputs, " outputs but ", out.size(), " were given");
-  const std::size_t n = num_points();
-  for (std::size_t k = 0; k < in.size(); ++k)
-    if (in[k].size != n || (n > 0 && in[k].data == nullptr))
-      fail(ErrorCode::SizeMismatch, "inputs[", k, "].size = ", in[k].size, " but the plan has ", n, " particles");
-  for (std::size_t k = 0; k < out.size(); ++k)
-    if (out[k].size != n || (n > 0 && out[k].data == nullptr))
-      fail(ErrorCode::SizeMismatch, "outputs[", k, "].size = ", out[k].size, " but the plan has ", n, " particles");
+  detail::check_particle_arrays("inputs", in, num_points());
+  detail::check_particle_arrays("outputs", out, num_points());
 }
 
 template <class T, int D>

@@ -1,11 +1,12 @@
 // The Plan front end: argument checks common to all backends, then the backend call.
-#include <limits>
-
+#include "core/arguments.hpp"
 #include "core/backend.hpp"
 #include "pmkit/plan.hpp"
 
 namespace pmkit {
 
+using detail::check_particle_arrays;
+using detail::check_positions;
 using detail::fail;
 
 template <class T, int D>
@@ -38,25 +39,6 @@ Plan<T, D>::Plan(Plan&&) noexcept = default;
 template <class T, int D>
 Plan<T, D>& Plan<T, D>::operator=(Plan&&) noexcept = default;
 
-namespace {
-template <class T, int D>
-std::size_t check_positions(const std::array<View<const T>, D>& positions) {
-  const std::size_t n = positions[0].size;
-  for (int d = 0; d < D; ++d) {
-    if (positions[d].size != n)
-      fail(ErrorCode::SizeMismatch, "positions[", d, "].size = ", positions[d].size,
-           " but positions[0].size = ", n, ": every coordinate needs one value per particle");
-    if (n > 0 && positions[d].data == nullptr)
-      fail(ErrorCode::InvalidArgument, "positions[", d, "].data is null for ", n, " particles");
-    if (positions[d].stride <= 0 && n > 1)
-      fail(ErrorCode::InvalidArgument, "positions[", d, "].stride = ", positions[d].stride, ": strides must be positive");
-  }
-  if (n >= std::numeric_limits<std::uint32_t>::max())
-    fail(ErrorCode::Unsupported, "set_points with ", n,
-         " particles: a plan holds fewer than 2^32 - 1 particles");
-  return n;
-}
-}  // namespace
 
 template <class T, int D>
 void Plan<T, D>::set_points(const Positions& positions) {
@@ -83,17 +65,6 @@ std::size_t Plan<T, D>::num_away() const {
 
 
 namespace {
-template <class P>
-void check_particle_arrays(const char* what, const Span<P>& arrays, std::size_t n) {
-  for (std::size_t i = 0; i < arrays.size(); ++i) {
-    if (arrays[i].size != n)
-      fail(ErrorCode::SizeMismatch, what, "[", i, "].size = ", arrays[i].size, " but the plan has ",
-           n, " particles (set_points)");
-    if (n > 0 && arrays[i].data == nullptr) fail(ErrorCode::InvalidArgument, what, "[", i, "].data is null");
-    if (arrays[i].stride <= 0 && n > 1)
-      fail(ErrorCode::InvalidArgument, what, "[", i, "].stride = ", arrays[i].stride, ": strides must be positive");
-  }
-}
 template <class M>
 void check_mesh_arrays(const char* what, const Span<M>& arrays, std::int64_t size) {
   for (std::size_t i = 0; i < arrays.size(); ++i) {
