@@ -17,6 +17,10 @@
 #endif
 
 namespace pmkit::test {
+// Internal linkage: a file compiled by nvcc instantiates these helpers with
+// pmkit::cuda::compute for the same kernel types that a plain C++ file instantiates with
+// PairPlan::compute; each file keeps its own copy instead of the linker picking one.
+namespace {
 
 // Brute force in double over every unordered pair, minimum image on periodic axes.
 // Where `near_cutoff` is given, it marks both particles of every pair whose r^2 lies
@@ -220,4 +224,5 @@ inline PairOptions cpu_options(bool half_shell, int threads) {
   return opt;
 }
 
+}  // namespace
 }  // namespace pmkit::test

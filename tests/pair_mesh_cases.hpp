@@ -5,6 +5,10 @@
 #include "pair_cases.hpp"
 
 namespace pmkit::test {
+// Internal linkage: a file compiled by nvcc instantiates these helpers with
+// pmkit::cuda::compute for the same kernel types that a plain C++ file instantiates with
+// PairPlan::compute; each file keeps its own copy instead of the linker picking one.
+namespace {
 
 // The positions a mesh plan holds (binned_positions, offsets from the grid origin), in the
 // caller's order (binned_order): what a pair plan fed from it bins.
@@ -119,4 +123,5 @@ void for_each_cuda_mesh_case(F&& f) {
 }
 #endif
 
+}  // namespace
 }  // namespace pmkit::test

@@ -41,6 +41,7 @@ struct BackendCase {
   int threads;  // CPU: OpenMP threads
   const char* label;
   SpreadMethod method = SpreadMethod::Auto;
+  bool deterministic = false;
 };
 
 inline void PrintTo(const BackendCase& b, std::ostream* os) { *os << b.label; }
@@ -60,6 +61,7 @@ inline Options options_for(const BackendCase& b) {
   o.backend = b.backend;
   o.num_threads = b.threads;
   o.spread_method = b.method;
+  o.deterministic = b.deterministic;
   o.host_arrays = b.backend == Backend::Cuda;
   return o;
 }
