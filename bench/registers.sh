@@ -2,7 +2,7 @@
 # Registers, stack and spills of every kernel of one CUDA translation unit, as ptxas
 # reports them for sm_90 (no GPU needed; nvcc only): what the register budgets of the
 # pair and spread kernels are chosen by.
-#   bash bench/registers.sh src/cuda/pairs_builtin_float.cu [REGEX] [-DNAME=VALUE ...]
+#   bash bench/registers.sh src/cuda/pairs/builtin_float.cu [REGEX] [-DNAME=VALUE ...]
 # REGEX (Python syntax) keeps the kernels whose mangled name matches it; the -D options
 # go to nvcc (to try a constant without editing the tree).
 set -euo pipefail
