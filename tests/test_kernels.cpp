@@ -1,5 +1,6 @@
 // The compile-time piece tables against the closed forms of pmkit::reference:
-// partition of unity, agreement at random points, nothing outside the stencil.
+// partition of unity, agreement at random points, nothing outside the stencil; the same
+// for the derivative weights.
 #include "test_support.hpp"
 
 namespace pmkit::test {
@@ -108,6 +109,60 @@ TEST_P(KernelTest, ClosedFormIsANormalisedSymmetricKernel) {
   EXPECT_EQ(reference::weight(kernel, half), 0.0);
   EXPECT_EQ(reference::weight(kernel, -half - 0.25), 0.0);
   EXPECT_NE(reference::weight(kernel, half - 0.01), 0.0);  // M'4 is negative there
+}
+
+// The derivative weights (the pieces differentiated) against the closed-form derivative
+// of the reference, and that against its own central differences; the derivatives of a
+// stencil sum to zero; float agrees with double.
+TEST_P(KernelTest, DerivativeWeightsMatchClosedForm) {
+  const Kernel kernel = GetParam();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> coord(-50.0, 50.0), unit(0.0, 1.0);
+  kernels::dispatch(kernel, [&](auto k) {
+    using K = decltype(k);
+    constexpr int S = K::support;
+    constexpr kernels::PieceTable<S> d = kernels::derivative_pieces<S>(K::pieces());
+    for (int j = 0; j < S; ++j) {
+      double sum = 0;
+      for (int node = 0; node < S; ++node) sum += d.c[node][j];
+      EXPECT_NEAR(sum, 0.0, 1e-12) << "column " << j << " of the derivative table";
+    }
+    for (int i = 0; i < 2000; ++i) {
+      const double u = coord(rng);
+      int base;
+      double s;
+      kernels::locate<K>(u, base, s);
+      double dw[S];
+      kernels::weight_derivatives_1d<K>(s, dw);
+      double sum = 0;
+      for (int node = 0; node < S; ++node) {
+        sum += dw[node];
+        EXPECT_NEAR(dw[node], reference::weight_derivative(kernel, u - (base + node)), 1e-12)
+            << "u = " << u << ", node base+" << node;
+      }
+      EXPECT_NEAR(sum, 0.0, 1e-12) << "u = " << u;
+    }
+    // The closed-form derivative against central differences of the closed form, away
+    // from the knots (integers and half-integers), where the lowest orders have kinks.
+    const double h = 1e-5, half = 0.5 * S;
+    for (int i = 0; i < 2000; ++i) {
+      const double r = (2 * unit(rng) - 1) * (half + 0.5);
+      if (std::fabs(2 * r - std::round(2 * r)) < 4 * h) continue;
+      const double fd = (reference::weight(kernel, r + h) - reference::weight(kernel, r - h)) / (2 * h);
+      EXPECT_NEAR(reference::weight_derivative(kernel, r), fd, 1e-8) << "r = " << r;
+    }
+    // Float derivatives: the same tables, to float rounding.
+    for (int i = 0; i < 200; ++i) {
+      const float sf = static_cast<float>(unit(rng));
+      float df[S];
+      double dd[S];
+      kernels::weight_derivatives_1d<K>(sf, df);
+      kernels::weight_derivatives_1d<K>(static_cast<double>(sf), dd);
+      for (int node = 0; node < S; ++node) EXPECT_NEAR(df[node], dd[node], 1e-5) << "s = " << sf;
+    }
+  });
 }
 
 TEST_P(KernelTest, NameRoundTrips) {

@@ -116,6 +116,17 @@ constexpr PieceTable<S> centered_pieces(const PieceTable<S>& p) {
   return t;
 }
 
+// The derivative d/ds of each node's weight: the pieces differentiated term by term,
+// d[k][j] = (j + 1) c[k][j + 1] (degree S - 2; the top coefficient is zero). Their
+// columns sum to zero: the weights sum to one at every s.
+template <int S>
+constexpr PieceTable<S> derivative_pieces(const PieceTable<S>& p) {
+  PieceTable<S> d{};
+  for (int k = 0; k < S; ++k)
+    for (int j = 0; j + 1 < S; ++j) d.c[k][j] = (j + 1) * p.c[k][j + 1];
+  return d;
+}
+
 // Compile-time kernel functors. Each gives its support and its piece table.
 template <int P>
 struct BSpline {
@@ -162,6 +173,22 @@ PMKIT_HD PMKIT_FORCEINLINE void weights_1d(T s, T (&w)[K::support]) {
   PMKIT_UNROLL
     for (int j = S - 2; j >= 0; --j) acc = acc * s + T(tab.c[k][j]);
     w[k] = acc;
+  }
+}
+
+// The derivatives of the S weights of one dimension with respect to the local coordinate
+// s, by Horner on the differentiated pieces. s moves with the grid coordinate u = (x -
+// origin) / h, so dw/dx = dw/ds / h.
+template <class K, class T>
+PMKIT_HD PMKIT_FORCEINLINE void weight_derivatives_1d(T s, T (&dw)[K::support]) {
+  constexpr int S = K::support;
+  constexpr PieceTable<S> tab = derivative_pieces<S>(K::pieces());
+  PMKIT_UNROLL
+  for (int k = 0; k < S; ++k) {
+    T acc = T(tab.c[k][S - 2]);
+  PMKIT_UNROLL
+    for (int j = S - 3; j >= 0; --j) acc = acc * s + T(tab.c[k][j]);
+    dw[k] = acc;
   }
 }
 

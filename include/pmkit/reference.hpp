@@ -13,6 +13,10 @@ namespace pmkit::reference {
 
 // The 1D kernel at signed distance r (in units of the spacing).
 double weight(const Kernel& kernel, double r);
+// Its derivative dW/dr, from the closed forms differentiated: for the B-spline of order
+// p, W_p'(r) = W_{p-1}(r + 1/2) - W_{p-1}(r - 1/2); for M'4, its cubic pieces. At the
+// kinks of the linear kernel (r = -1, 0, 1) it takes the mean of the one-sided values.
+double weight_derivative(const Kernel& kernel, double r);
 
 // Overwrites meshes[0..nprops) (mesh_size values each) with the spread of props.
 template <int D>

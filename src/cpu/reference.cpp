@@ -34,6 +34,24 @@ double bspline(int p, double r) {
   return sum / factorial(p - 1);
 }
 
+// dW/dr of M'4 at signed distance r.
+double mp4_derivative(double r) {
+  const double a = std::fabs(r), sign = r < 0 ? -1.0 : 1.0;
+  if (a < 1) return sign * (-5 * a + 4.5 * a * a);
+  if (a < 2) return sign * (-(2 - a) * (1 - a) - 0.5 * (2 - a) * (2 - a));
+  return 0.0;
+}
+
+// M_{p-1} one step to either side, halved where r + 1/2 or r - 1/2 falls on a knot of
+// the order-1 spline (the box's ends), so that the linear kernel's kinks get the mean.
+double bspline_derivative(int p, double r) {
+  auto lower = [p](double x) {
+    if (p - 1 == 1 && std::fabs(std::fabs(x) - 0.5) == 0.0) return 0.5;
+    return bspline(p - 1, x);
+  };
+  return lower(r + 0.5) - lower(r - 0.5);
+}
+
 double mp4(double r) {
   r = std::fabs(r);
   if (r < 1) return 1 - 2.5 * r * r + 1.5 * r * r * r;
@@ -130,6 +148,10 @@ struct Visit {
 
 double weight(const Kernel& kernel, double r) {
   return kernel.family() == KernelFamily::MP4 ? mp4(r) : bspline(kernel.order(), r);
+}
+
+double weight_derivative(const Kernel& kernel, double r) {
+  return kernel.family() == KernelFamily::MP4 ? mp4_derivative(r) : bspline_derivative(kernel.order(), r);
 }
 
 template <int D>
