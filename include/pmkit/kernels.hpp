@@ -176,20 +176,20 @@ PMKIT_HD PMKIT_FORCEINLINE void weights_1d(T s, T (&w)[K::support]) {
   }
 }
 
+// Kernel functor K with its pieces differentiated: weights_1d of it gives K's weight
+// derivatives.
+template <class K>
+struct Derivative {
+  static constexpr int support = K::support;
+  static constexpr PieceTable<support> pieces() { return derivative_pieces<support>(K::pieces()); }
+};
+
 // The derivatives of the S weights of one dimension with respect to the local coordinate
 // s, by Horner on the differentiated pieces. s moves with the grid coordinate u = (x -
 // origin) / h, so dw/dx = dw/ds / h.
 template <class K, class T>
 PMKIT_HD PMKIT_FORCEINLINE void weight_derivatives_1d(T s, T (&dw)[K::support]) {
-  constexpr int S = K::support;
-  constexpr PieceTable<S> tab = derivative_pieces<S>(K::pieces());
-  PMKIT_UNROLL
-  for (int k = 0; k < S; ++k) {
-    T acc = T(tab.c[k][S - 2]);
-  PMKIT_UNROLL
-    for (int j = S - 3; j >= 0; --j) acc = acc * s + T(tab.c[k][j]);
-    dw[k] = acc;
-  }
+  weights_1d<Derivative<K>>(s, dw);
 }
 
 // Calls f(KernelFunctor{}) for the run-time kernel: the one place where the run-time
