@@ -91,9 +91,7 @@ Timings PairPlan<T, D>::last_timings() const {
 }
 template <class T, int D>
 std::array<int, D> PairPlan<T, D>::cells() const {
-  std::array<int, D> ncell;
-  for (int d = 0; d < D; ++d) ncell[d] = std::max(1, static_cast<int>(std::floor(box_.length[d] / cutoff_)));
-  return ncell;
+  return cell_grid(box_, cutoff_).ncell;
 }
 
 template <class T, int D>

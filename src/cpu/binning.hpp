@@ -19,6 +19,8 @@ struct Binning {
   // particles of one chunk touch planes that no other chunk of the same parity
   // touches, so even chunks run in parallel, then odd ones.
   std::vector<std::size_t> chunk_begin;
+  // Planes of the last axis the widest chunk reaches (its window, set with the chunks).
+  int window_planes = 0;
 
   // The stencil position of sorted particle i.
   void load(std::size_t i, int (&b)[D], T (&s)[D]) const {

@@ -154,8 +154,7 @@ class CpuBackend final : public detail::Backend<T, D> {
         B.frac[d][dst] = s[d];
       }
     };
-    std::vector<std::uint32_t> key_start;
-    const std::size_t bad = counting_sort(n, kg.keys, nt, key_of, place, keys_, counts_, &key_start);
+    const std::size_t bad = counting_sort(n, kg.keys, nt, key_of, place, keys_, counts_, &key_start_);
     if (bad < n) {
       double x[D];
       for (int d = 0; d < D; ++d) x[d] = positions[d][bad];
@@ -163,12 +162,16 @@ class CpuBackend final : public detail::Backend<T, D> {
     }
     const int planes = static_cast<int>(kg.rows ? kg.keys / kg.keys_per_plane : kg.keys);
     std::vector<std::size_t> plane_start(planes + 1);
-    for (int p = 0; p < planes; ++p) plane_start[p] = key_start[p * kg.keys_per_plane];
+    for (int p = 0; p < planes; ++p) plane_start[p] = key_start_[p * kg.keys_per_plane];
     plane_start[planes] = n;
     // Chunks at least S-1 planes wide keep same-colour chunks off each other's planes;
     // at least 2, as a folding bounded axis maps node cells+1 of the linear kernel onto
     // cells-1, outside a one-plane chunk that holds plane cells.
     B.chunk_begin = balanced_slabs(plane_start, std::max(K::support - 1, 2), 4 * nt);
+    B.window_planes = 0;
+    for (std::size_t c = 0; c < B.num_chunks(); ++c)
+      if (B.chunk_begin[c] < B.chunk_begin[c + 1])
+        B.window_planes = std::max(B.window_planes, window_of<K>(B, static_cast<int>(c)).planes);
     std::swap(current_, spare_);
   }
 
@@ -181,7 +184,7 @@ class CpuBackend final : public detail::Backend<T, D> {
     const int nprops = static_cast<int>(props.size());
     const int chunks = static_cast<int>(B.num_chunks());
     const std::int64_t size = L.size;
-    const std::size_t window = window_nodes<K>();
+    const std::size_t window = window_nodes();
     const std::size_t per_thread = window * static_cast<std::size_t>(std::min(nprops, kPropGroup));
     reserve_scratch(per_thread * static_cast<std::size_t>(threads_));
 #pragma omp parallel num_threads(threads_)
@@ -228,15 +231,9 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   // Nodes of the largest chunk window (0 when A is T: no windows).
-  template <class K>
   std::size_t window_nodes() const {
     if (std::is_same<A, T>::value) return 0;
-    const Binning<T, D>& B = current_;
-    int planes = 0;
-    for (std::size_t c = 0; c < B.num_chunks(); ++c)
-      if (B.chunk_begin[c] < B.chunk_begin[c + 1])
-        planes = std::max(planes, window_of<K>(B, static_cast<int>(c)).planes);
-    return static_cast<std::size_t>(planes) * static_cast<std::size_t>(layout_.stride[D - 1]);
+    return static_cast<std::size_t>(current_.window_planes) * static_cast<std::size_t>(layout_.stride[D - 1]);
   }
 
   // Grows the accumulators of spread_slabs before any mesh is written, so that a failed
@@ -408,6 +405,7 @@ class CpuBackend final : public detail::Backend<T, D> {
   Binning<T, D> current_, spare_;
   std::vector<std::uint32_t> keys_;    // scratch of set_points
   std::vector<std::uint32_t> counts_;  // per-thread key histograms
+  std::vector<std::uint32_t> key_start_;  // each key's first sorted slot
   SpreadMethod method_;                // as asked: Auto, CpuSlabs or CpuPrivateMeshes
   bool private_meshes_ = false;        // resolved at set_points: private meshes or slabs
   std::vector<A> private_;             // CpuPrivateMeshes: one mesh per thread
