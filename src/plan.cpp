@@ -120,6 +120,30 @@ void Plan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
 }
 
 template <class T, int D>
+void Plan<T, D>::interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) {
+  if (!has_points_) fail(ErrorCode::NotReady, "interp_gradient called before set_points");
+  if (gradients.size() != D * meshes.size())
+    fail(ErrorCode::SizeMismatch, "interp_gradient got ", meshes.size(), " meshes but ", gradients.size(),
+         " output arrays: ", D, " per mesh (gradients[", D, "*i + d] is component d for meshes[i])");
+  check_mesh_arrays("meshes", meshes, mesh_size());
+  check_particle_arrays("gradients", gradients, num_points_);
+  if (meshes.empty() || num_points_ == 0) return;
+  backend_->interp_gradient(meshes, gradients);
+}
+
+template <class T, int D>
+void Plan<T, D>::spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) {
+  if (!has_points_) fail(ErrorCode::NotReady, "spread_gradient called before set_points");
+  if (vectors.size() != D * meshes.size())
+    fail(ErrorCode::SizeMismatch, "spread_gradient got ", vectors.size(), " vector components but ", meshes.size(),
+         " meshes: ", D, " per mesh (vectors[", D, "*i + d] is component d for meshes[i])");
+  check_particle_arrays("vectors", vectors, num_points_);
+  check_mesh_arrays("meshes", meshes, mesh_size());
+  if (meshes.empty()) return;
+  backend_->spread_gradient(vectors, meshes, mode);
+}
+
+template <class T, int D>
 std::string Plan<T, D>::spread_method_name() const {
   return backend_->spread_method_name();
 }

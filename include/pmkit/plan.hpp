@@ -112,6 +112,20 @@ class Plan {
               Accumulate mode = Accumulate::Overwrite);
   // M2P: values[i][p] = sum over nodes of weight * meshes[i], in the caller's order.
   void interp(Span<View<const T>> meshes, Span<View<T>> values);
+  // M2P of the gradient: gradients[D*i + d][p] = the derivative of interp's result for
+  // meshes[i] with respect to particle p's coordinate d, sum over nodes n of
+  // dW/dx_d(x_p - x_n) * meshes[i][n] (the weights' derivatives divided by the spacing).
+  // D outputs per mesh: D arrays, or D strided views of one interleaved array (stride D,
+  // data offset by d). With Ghosts::Fold a ghost node reads its mirrored interior value,
+  // as in interp, so the result is the exact derivative of interp's (zero across a face
+  // for a particle on it); with Ghosts::Keep the ghost values are read as given.
+  void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients);
+  // The adjoint of interp_gradient (a dipole or divergence spread): meshes[i][n] = sum
+  // over particles p and axes d of vectors[D*i + d][p] * dW/dx_d(x_p - x_n), so that
+  // <spread_gradient(v), f> = <v, interp_gradient(f)>. D components per mesh, as
+  // interp_gradient's outputs. Conflicts are resolved as in spread, deterministic mode
+  // included.
+  void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
 
   const Grid<D>& grid() const { return grid_; }
   const Kernel& kernel() const { return kernel_; }

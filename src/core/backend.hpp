@@ -26,6 +26,10 @@ class Backend {
   virtual void binned_positions(const std::array<View<T>, D>& offsets) const = 0;
   virtual void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) = 0;
   virtual void interp(Span<View<const T>> meshes, Span<View<T>> values) = 0;
+  // gradients[D*i + d]: component d for meshes[i] (Plan::interp_gradient).
+  virtual void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) = 0;
+  // vectors[D*i + d]: component d of the vectors spread onto meshes[i] (Plan::spread_gradient).
+  virtual void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) = 0;
   virtual std::string spread_method_name() const = 0;
   virtual Timings last_timings() const { return {}; }
 };

@@ -74,6 +74,13 @@ class CpuBackend final : public detail::Backend<T, D> {
     kernels::dispatch(kernel_, [&](auto k) { gather<decltype(k)>(meshes, values); });
   }
 
+  void interp_gradient(Span<View<const T>>, Span<View<T>>) override {
+    fail(ErrorCode::Unsupported, "interp_gradient: not yet on the CPU backend");
+  }
+  void spread_gradient(Span<View<const T>>, Span<View<T>>, Accumulate) override {
+    fail(ErrorCode::Unsupported, "spread_gradient: not yet on the CPU backend");
+  }
+
   std::string spread_method_name() const override { return private_meshes_ ? "cpu-private-meshes" : "cpu-slabs"; }
 
   void binned_order(View<std::uint32_t> order) const override {

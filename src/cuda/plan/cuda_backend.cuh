@@ -49,6 +49,12 @@ class CudaBackend final : public detail::Backend<T, D> {
   std::size_t num_away() const override { return current_.num_away; }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override;
   void interp(Span<View<const T>> meshes, Span<View<T>> values) override;
+  void interp_gradient(Span<View<const T>>, Span<View<T>>) override {
+    detail::fail(ErrorCode::Unsupported, "interp_gradient: not yet on the CUDA backend");
+  }
+  void spread_gradient(Span<View<const T>>, Span<View<T>>, Accumulate) override {
+    detail::fail(ErrorCode::Unsupported, "spread_gradient: not yet on the CUDA backend");
+  }
   void binned_order(View<std::uint32_t> order) const override;
   void binned_positions(const std::array<View<T>, D>& offsets) const override;
   std::string spread_method_name() const override;
