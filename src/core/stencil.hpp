@@ -74,4 +74,44 @@ PMKIT_HD PMKIT_FORCEINLINE void for_each_node(const Layout<D>& layout, const int
                      });
 }
 
+// Calls f(mesh_index, dw) for each of the S^D nodes of a particle, dw[d] the derivative
+// of the node's weight with respect to the particle's grid coordinate u_d (divide by the
+// spacing for d/dx_d): the product of the 1D weights with axis d's differentiated
+// (kernels::weight_derivatives_1d). Nodes in for_each_node's order, the products formed
+// row by row: per x-row the row's weight and its derivatives along y (and z), then per
+// x-node one product each.
+template <class K, int D, class T, class F>
+PMKIT_HD PMKIT_FORCEINLINE void for_each_node_gradient(const Layout<D>& layout, const int (&base)[D],
+                                                       const T (&s)[D], F&& f) {
+  constexpr int S = K::support;
+  const StencilRows<K, D, T> rows(layout, base, s);
+  T dw1d[D][S];
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) kernels::weight_derivatives_1d<K>(s[d], dw1d[d]);
+  constexpr int kRows = StencilRows<K, D, T>::kRows;
+  PMKIT_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const std::int64_t row = rows.row_index(r);
+    // The row's weight and its derivative along each of y (and z); x's comes per node.
+    T row_weight, row_derivative[D];
+    if constexpr (D == 2) {
+      row_weight = rows.weights[1][r];
+      row_derivative[1] = dw1d[1][r];
+    } else {
+      const int y = r % S, z = r / S;
+      row_weight = rows.weights[2][z] * rows.weights[1][y];
+      row_derivative[1] = rows.weights[2][z] * dw1d[1][y];
+      row_derivative[2] = dw1d[2][z] * rows.weights[1][y];
+    }
+    PMKIT_UNROLL
+    for (int a = 0; a < S; ++a) {
+      T dw[D];
+      dw[0] = row_weight * dw1d[0][a];
+      PMKIT_UNROLL
+      for (int d = 1; d < D; ++d) dw[d] = row_derivative[d] * rows.weights[0][a];
+      f(row + rows.nodes[0][a], dw);
+    }
+  }
+}
+
 }  // namespace pmkit::detail
