@@ -16,6 +16,10 @@ std::size_t max_pieces(std::size_t n, Groups groups) {
   return n / PartitionBlock<T>::kItems + groups.count + 1;
 }
 inline std::size_t max_chunks(std::size_t n, std::size_t tiles) { return tiles + n / tuning::kChunkParticles + 1; }
+// A heavy tile holds more than kHeavyTileChunks full chunks.
+inline std::size_t max_heavy_tiles(std::size_t n, std::size_t tiles) {
+  return std::min(tiles, n / (std::size_t(tuning::kHeavyTileChunks) * tuning::kChunkParticles) + 1);
+}
 // Entries of the partition's count matrix: one per (group, pass-1 block).
 template <class T>
 std::size_t partition_counts(std::size_t n, Groups groups) {
@@ -54,6 +58,8 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
     tile_buckets = buckets;
   }
   cut_tiles(tile_buckets, tile_start, tuning::kChunkParticles, false, spare_.chunks.get(), &host_->chunks);
+  host_->heavy = 0;
+  if (heavy_tiles_wanted()) find_heavy_tiles();  // from the chunk counts, before the spans' cut
   if (n > 0 && interleaved_) interleave(max_chunks(n, tiles), partition_levels);
   host_->spans = 0;
   if (cells_wanted())
@@ -64,6 +70,8 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
   // A rejected particle: the error, with the binning in use left as it was (every kernel
   // above wrote only to spare_ and scratch, and left the rejected particles out).
   reject_if_bad(pos, host_->first_bad);
+  reserve_heavy_windows(host_->heavy);
+  spare_.num_heavy = host_->heavy;
   spare_.n = n;
   spare_.num_chunks = host_->chunks;
   spare_.num_spans = host_->spans;
@@ -119,6 +127,11 @@ void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int s
   spare_.slot.reserve(n, "binned particles");
   if (interleaved_) spare_.order.reserve(n, "binned particles");
   spare_.chunks.reserve(max_chunks(n, tiles), "binned particles");
+  if (heavy_tiles_wanted()) {
+    spare_.heavy_slot.reserve(tiles, "binned particles");
+    spare_.heavy_tiles.reserve(max_heavy_tiles(n, tiles), "binned particles");
+    buf_.heavy_count.reserve(1, "binning scratch");
+  }
   if (cells_wanted()) spare_.spans.reserve(tiles + n / tuning::kCellSpanParticles + 1, "binned particles");
   std::size_t scan_bytes = 0;
   for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
@@ -149,6 +162,32 @@ void CudaBackend<T, D>::cut_tiles(Buckets tile_buckets, const std::uint32_t* til
   check_launch("pmkit::cuda::set_points::chunk_fill");
   check(cudaMemcpyAsync(total, buf_.chunk_start.get() + tiles, sizeof(*total), cudaMemcpyDeviceToHost, stream_),
         "set_points: binning");
+}
+
+// The heavy tiles of the chunks just cut (buf_.chunk_count: each tile's chunks): each
+// tile's window among them (spare_.heavy_slot), the heavy tiles by window, and their
+// count, copied back without waiting (it lands with set_points' final wait).
+template <class T, int D>
+void CudaBackend<T, D>::find_heavy_tiles() {
+  check(cudaMemsetAsync(buf_.heavy_count.get(), 0, sizeof(std::uint32_t), stream_), "cudaMemset");
+  heavy_tiles_kernel<<<blocks_for(geo_.num_tiles, 256), 256, 0, stream_>>>(
+      geo_.num_tiles, buf_.chunk_count.get(), tuning::kHeavyTileChunks, buf_.heavy_count.get(),
+      spare_.heavy_slot.get(), spare_.heavy_tiles.get());
+  check_launch("pmkit::cuda::set_points::heavy_tiles");
+  check(cudaMemcpyAsync(&host_->heavy, buf_.heavy_count.get(), sizeof(host_->heavy), cudaMemcpyDeviceToHost, stream_),
+        "set_points: binning");
+}
+
+// Room for the double windows of `heavy_tiles` heavy tiles, all zero. A larger buffer is
+// allocated before the old one goes, so that a failed allocation leaves the binning in
+// use with its windows.
+template <class T, int D>
+void CudaBackend<T, D>::reserve_heavy_windows(std::uint32_t heavy_tiles) {
+  if (heavy_tiles == 0) return;
+  const int window_nodes = kernels::dispatch(kernel_, [](auto k) { return TileWindow<decltype(k), D>::kNodes; });
+  const std::size_t values = std::size_t(heavy_tiles) * tuning::kPropsPerPass * window_nodes;
+  if (values > buf_.heavy_windows.size()) buf_.heavy_windows = DeviceBuffer<double>(values, "heavy tiles' windows");
+  check(cudaMemsetAsync(buf_.heavy_windows.get(), 0, values * sizeof(double), stream_), "cudaMemset");
 }
 
 // The order the tile kernels take each chunk's particles in (kernels/tiles.cuh). As many
