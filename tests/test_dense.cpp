@@ -146,6 +146,10 @@ void check_density_growth(const BackendCase& bc, const Kernel& kernel, std::mt19
       EXPECT_LE(rel_l2<double>(View<const double>(cell.reference), direct), 1e-13) << "tensor reference";
     }
     const SpreadError e = unit_spread_error<D>(bc, grid, kernel, cell.pos, cell.reference);
+    // The errors, for --gtest_output=xml (how far below the bounds a backend stays).
+    const std::string key = std::to_string(D) + "d_" + std::to_string(n);
+    ::testing::Test::RecordProperty("l2_" + key, ::testing::PrintToString(e.l2));
+    ::testing::Test::RecordProperty("mass_" + key, ::testing::PrintToString(e.mass));
     EXPECT_LE(e.l2, kDenseL2) << "relative L2";
     EXPECT_LE(e.mass, kDenseMass) << "mass";
     if (k == 0) sparse = e.l2;
