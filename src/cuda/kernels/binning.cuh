@@ -81,16 +81,19 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, Buckets bucket
 }
 
 // Each tile's window among the heavy tiles (more than `heavy` chunks, chunk_count per
-// tile; flush_heavy), numbered by an atomic counter (`found`, zero before), or kLightTile;
-// the heavy tiles by window.
+// tile; flush_heavy), numbered by an atomic counter (counts[1], zero before), or
+// kLightTile; the heavy tiles by window; the chunks' count (chunk_start's total) to
+// counts[0], beside it, for one copy back.
 static __global__ void heavy_tiles_kernel(std::uint32_t num_tiles, const std::uint32_t* chunk_count,
-                                          std::uint32_t heavy, std::uint32_t* found, std::uint32_t* slot_of_tile,
+                                          const std::uint32_t* chunk_start, std::uint32_t heavy,
+                                          std::uint32_t* counts, std::uint32_t* slot_of_tile,
                                           std::uint32_t* heavy_tiles) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t == 0) counts[0] = chunk_start[num_tiles];
   if (t >= num_tiles) return;
   std::uint32_t slot = kLightTile;
   if (chunk_count[t] > heavy) {
-    slot = atomicAdd(found, 1u);
+    slot = atomicAdd(counts + 1, 1u);
     heavy_tiles[slot] = t;
   }
   slot_of_tile[t] = slot;

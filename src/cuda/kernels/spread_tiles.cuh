@@ -15,13 +15,14 @@ namespace pmkit::cuda {
 //
 // One block per chunk. The accumulator holds, per property, W words per node of the
 // tile's window. Per-block scale (fast mode): from the chunk's sum of |q|, so the
-// rounding is relative to what the block holds. Global scale (deterministic mode):
-// from max |q| over all particles and N, identical in every block and every run, and
-// the block's integer sums go to 64-bit integer meshes.
+// rounding is relative to what the block holds (one_word_scale for float). Global
+// scale (deterministic mode): from max |q| over all particles and N, identical in every
+// block and every run, and the block's integer sums go to 64-bit integer meshes.
 
-// 1 / scale, once a thread: a scale is a power of two (or 1, or NaN), so multiplying by
-// its reciprocal gives the quotient's exact bits, without a double division (a reciprocal
-// and ~8 FP64 operations) per window node.
+// 1 / scale, once a thread, instead of a double division (a reciprocal and ~8 FP64
+// operations) per window node: a power-of-two scale (pow2_scale) gives the quotient's
+// exact bits, the fast mode's one-word scale (one_word_scale) bits within a double
+// rounding.
 template <int NP>
 __device__ __forceinline__ void unscales(const double* scale, double (&unscale)[NP]) {
 #pragma unroll
@@ -73,7 +74,8 @@ __device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::Ind
 
 // The block's fixed-point scale per property (shared `scale`, all threads call). Fast
 // mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
-// has none), so the rounding is relative to what the block holds. Deterministic mode:
+// has none), so the rounding is relative to what the block holds (float: one_word_scale,
+// double: 62 bits of it, a power of two). Deterministic mode:
 // from max |q| over all particles and N, identical in every block and every run.
 // Double sums are taken in units of 2^11 (AbsSum), so that values up to DBL_MAX keep
 // their precision.
@@ -98,8 +100,12 @@ __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], c
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
     }
     __syncthreads();
-    if (threadIdx.x < NP)
-      scale[threadIdx.x] = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
+    if (threadIdx.x < NP) {
+      if constexpr (W == 1)
+        scale[threadIdx.x] = one_word_scale(block_abs[threadIdx.x] * peak_weight);
+      else
+        scale[threadIdx.x] = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
+    }
   }
   __syncthreads();
 }

@@ -106,9 +106,8 @@ struct PlanBuffers {
   DeviceBuffer<unsigned char> scan_temp;
   // Deterministic spread: the integer meshes, max |q| per property.
   DeviceBuffer<unsigned long long> exact, max_abs;
-  // set_points: the heavy tiles' counter. Fast float spread: the heavy tiles' double
-  // windows (PropPass::heavy_windows), all zero between spreads.
-  DeviceBuffer<std::uint32_t> heavy_count;
+  // Fast float spread: the heavy tiles' double windows (PropPass::heavy_windows), all
+  // zero between spreads.
   DeviceBuffer<double> heavy_windows;
   // interp: values in binned order, before unbin_kernel; spread: the properties in binned
   // order (props_to_slots), and at their pass-1 places before that (two levels).
@@ -121,7 +120,8 @@ struct PlanBuffers {
 // asynchronously on the plan's stream and land with the call's one wait.
 struct HostStatus {
   unsigned long long first_bad;
-  std::uint32_t chunks, spans, away, pieces, same_pairs, heavy;
+  std::uint32_t chunks, heavy;  // adjacent: one copy (find_heavy_tiles)
+  std::uint32_t spans, away, pieces, same_pairs;
 };
 struct FreeHost {
   void operator()(HostStatus* p) const { cudaFreeHost(p); }

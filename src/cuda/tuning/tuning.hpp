@@ -96,7 +96,7 @@ constexpr bool fma_rounding_pays(int support, int props_per_pass) { return suppo
 // window of the tile's own, added to the mesh once (finish_heavy_kernel): the float
 // mesh's roundings, one a block, against double atomics and a launch
 // (docs/tuning.md#kheavytilechunks).
-constexpr unsigned kHeavyTileChunks = 128;
+constexpr unsigned kHeavyTileChunks = 256;
 
 // Stencil nodes a block's particles touch per node of its window (method_choice.hpp,
 // window_use) from which spread takes tiles: a window's flush against a global atomic a
