@@ -169,7 +169,10 @@ TEST_P(DenseTest, ErrorDoesNotGrowWithParticlesPerNode) {
 
 // 2^19 unit charges in one cell (512 blocks of one tile on CUDA), two properties (1 and
 // 0.75 a particle) in one pass, spread twice into the same meshes, the second time
-// adding: each spread adds the tile's sums once, whatever the meshes held before.
+// adding: each spread adds the tile's sums once, whatever the meshes held before (a sum
+// added twice, or left in a window for the next spread, is off by a third or more). The
+// general float tolerance: this checks that the sums are added once; the accuracy at
+// density is ErrorDoesNotGrowWithParticlesPerNode's.
 TEST_P(DenseTest, RepeatedSpreadsAddOnce) {
   SCOPED_TRACE(seed_note(seed_));
   const Grid<3> grid = Grid<3>::periodic({16, 16, 16}, 1.0 / 16);
@@ -188,7 +191,7 @@ TEST_P(DenseTest, RepeatedSpreadsAddOnce) {
   for (int j = 0; j < 2; ++j) {
     std::vector<double> want(cell.reference);
     for (double& w : want) w *= 2 * per_spread[j];
-    EXPECT_LE(rel_l2<float>(View<const float>(mesh[j]), want), kDenseL2) << "property " << j;
+    EXPECT_LE(rel_l2<float>(View<const float>(mesh[j]), want), tolerance<float>()) << "property " << j;
   }
 }
 
