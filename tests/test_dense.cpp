@@ -23,8 +23,7 @@ std::vector<BackendCase> dense_backends() {
 // error does not grow with the particles per node. Its clustered case stays disabled
 // (--gtest_also_run_disabled_tests runs it): a block rounds each contribution to 31 bits
 // of its own sum of |q| (one 32-bit word a node), which for charges of either sign, whose
-// sums cancel, is a relative error of several 1e-7 to 1e-6 at any density once blocks
-// are full, above kDenseL2.
+// sums cancel, leaves a relative error above kDenseL2 at any density once blocks are full.
 std::vector<BackendCase> cuda_fast_mode() { return {{Backend::Cuda, 0, "Cuda"}}; }
 
 // A float mesh against the float64 reference: relative L2 error of a few roundings per
