@@ -4,7 +4,8 @@
 # benchmark on the host's cores. Logs go to $OUT (or bench/out); the table is last.
 #   bash bench/device.sh [--quick]
 # PMKIT_DEVICE_STEPS="tests pairs" (a development run) limits the steps after the build
-# to those named: tests, sanitizer, torch, cpu, pairs, mesh, methods, profile. "methods" times
+# to those named: tests, sanitizer, torch, cpu, pairs, mesh, methods, profile
+# (PMKIT_TEST_FILTER, a gtest filter, narrows "tests" to the tests it names). "methods" times
 # the spread methods forced one by one (gpu_bench --method) on the cases around Auto's
 # switch between them (PMKIT_METHOD_CASES). PMKIT_SANITIZER_TOOLS
 # (default "memcheck racecheck") picks the sanitizer tools: racecheck over every CUDA
@@ -161,7 +162,11 @@ if want ab; then
 fi
 fi
 
-if want tests && [ $prebuilt = 0 ]; then
+if want tests && [ -n "${PMKIT_TEST_FILTER:-}" ]; then
+step "tests (gtest filter $PMKIT_TEST_FILTER)"
+./build-device/tests/pmkit_tests --gtest_filter="$PMKIT_TEST_FILTER" >"$out/ctest.log" 2>&1 || status=1
+gtest_summary "$out/ctest.log"
+elif want tests && [ $prebuilt = 0 ]; then
 step "tests (all, CUDA included)"
 ctest --test-dir build-device -j4 --output-on-failure >"$out/ctest.log" 2>&1 || status=1
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$out/ctest.log"

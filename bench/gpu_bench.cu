@@ -369,6 +369,12 @@ int main(int argc, char** argv) {
       {"p2m-mp4-3d-f-2^20-128-clustered", 3, "mp4", false, 20, 128, 1, false, false, true},
       {"p2m-linear-3d-f-2^20-128-clustered", 3, "linear", false, 20, 128, 1, false, false, true},
       {"p2m-mp4-2d-f-2^20-1024-clustered", 2, "mp4", false, 20, 1024, 1, false, false, true},
+      // Denser clusters (1024 a cell in 3D, 256 in 2D): 512 and 256 chunks a tile, past
+      // tuning::kHeavyTileChunks, where the fast float spread flushes through a tile's
+      // double window (flush_heavy).
+      {"p2m-mp4-3d-f-2^22-128-clustered", 3, "mp4", false, 22, 128, 1, false, false, true},
+      {"p2m-linear-3d-f-2^22-128-clustered", 3, "linear", false, 22, 128, 1, false, false, true},
+      {"p2m-mp4-2d-f-2^22-1024-clustered", 2, "mp4", false, 22, 1024, 1, false, false, true},
       // Sparse: around Auto's switches between tiles and one thread a particle (tuning,
       // kSpreadTileMinNodesPerWindowNode): 32, 8, 4 and 2 a tile in 3D, 64 and 16 in 2D; the
       // 256^3 and 4096^2 meshes (64 MB) are larger than the H100's L2, 2048^2 is not.

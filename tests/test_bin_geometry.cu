@@ -113,6 +113,25 @@ void expect_multiply_divides(double scale, std::mt19937_64& rng) {
   }
 }
 
+// The fast mode's one-word scale: a block's bound on a node's sum, times the scale, with
+// the roundings' and products' room, stays inside 32 bits, and takes nearly all of them.
+TEST(FixedPointScale, OneWordScaleFillsButKeepsThirtyTwoBits) {
+  using pmkit::cuda::one_word_scale;
+  std::mt19937_64 rng(std::random_device{}());
+  EXPECT_EQ(one_word_scale(0.0), 1.0);
+  EXPECT_TRUE(std::isnan(one_word_scale(std::numeric_limits<double>::infinity())));
+  EXPECT_TRUE(std::isnan(one_word_scale(std::nan(""))));
+  // Float blocks' bounds: from a subnormal float's to 1024 x FLT_MAX.
+  for (int e = -149; e <= 138; ++e) {
+    const double bound = std::ldexp(1.0 + static_cast<double>(rng() % 1000) / 1000.0, e);
+    const double scale = one_word_scale(bound);
+    SCOPED_TRACE(testing::Message() << "bound " << bound << ", scale " << scale);
+    ASSERT_TRUE(std::isfinite(scale));
+    EXPECT_LT(bound * scale * (1 + 0x1p-20) + 512, 0x1p31);
+    EXPECT_GT(bound * scale, 0x1p31 * (1 - 0x1p-18));
+  }
+}
+
 TEST(FixedPointScale, PowersOfTwoWhoseReciprocalMultipliesExactly) {
   using pmkit::cuda::deterministic_scale;
   using pmkit::cuda::pow2_scale;

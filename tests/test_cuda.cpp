@@ -222,7 +222,7 @@ TEST(Cuda, OneThreadKernelsAddRowsAtEveryAlignment) {
 }
 
 // The float fast mode's rounding on sparse input: blocks of a few particles take their
-// fixed-point scale from their own sum of |q| (30 bits of it), so a lone particle's small
+// fixed-point scale from their own sum of |q| (31 bits of it), so a lone particle's small
 // outer weights keep float's accuracy. A scale bounded by max |q| at 21 bits loses that
 // accuracy on such input by more than an order of magnitude: the tolerance sits between
 // the two, at a tenth of the general float tolerance.
@@ -236,6 +236,44 @@ TEST(Cuda, SparseFloatSpreadKeepsFloatAccuracy) {
       check_against_reference<float, 2>(k, {300, 260}, BoundaryKind::Periodic, per_cell, Distribution::Uniform,
                                         SpreadMethod::CudaSharedTiles, false, 1, 0, 1.0, kSparseTolerance);
     }
+}
+
+// A full block (1024 particles) at one position, where one node takes the kernel's peak
+// weight from each: that node's sum is the largest that the fast mode's one 32-bit word
+// holds (one_word_scale), with charges of one sign and of the other. Every kernel, 2D and
+// 3D, on a node and half a cell off (the peak of even and of odd supports). A sum past
+// 2^31 wraps, and its node comes out wrong by its own size; within the word, the float
+// tolerance holds (the particles' roundings are all alike here, so they do not average).
+template <int D>
+void check_full_block_on_one_position(const Kernel& kernel, double offset, float charge) {
+  SCOPED_TRACE(testing::Message() << kernel.name() << ", " << D << "D, offset " << offset << ", q " << charge);
+  std::array<std::int64_t, D> cells;
+  cells.fill(16);
+  const Grid<D> grid = Grid<D>::periodic(cells, 1.0);
+  const std::size_t n = cuda::tuning::kChunkParticles;
+  Positions<float, D> pos;
+  for (auto& p : pos) p.assign(n, static_cast<float>(5 + offset));
+  Options opt = cuda_options();
+  opt.host_arrays = true;
+  opt.spread_method = SpreadMethod::CudaSharedTiles;
+  Plan<float, D> plan(grid, kernel, opt);
+  plan.set_points(views_of<float, D>(pos));
+  const std::vector<float> q(n, charge);
+  std::vector<float> mesh(static_cast<std::size_t>(plan.mesh_size()));
+  plan.spread({View<const float>(q)}, {View<float>(mesh)});
+  const auto xd = positions_as_double<float, D>(views_of<float, D>(pos));
+  const std::vector<double> want = reference_spread<D>(grid, kernel, pointers<D>(xd), std::vector<double>(n, charge));
+  EXPECT_LE(rel_l2<float>(View<const float>(mesh), want), tolerance<float>());
+}
+
+TEST(Cuda, FullBlockAtThePeakFitsOneWord) {
+  PMKIT_REQUIRE_GPU();
+  for (const Kernel& k : all_kernels())
+    for (double offset : {0.0, 0.5})
+      for (float charge : {1.0f, -1.0f}) {
+        check_full_block_on_one_position<2>(k, offset, charge);
+        check_full_block_on_one_position<3>(k, offset, charge);
+      }
 }
 
 // Interp writes straight to the caller's order where its outputs and mesh fit in L2

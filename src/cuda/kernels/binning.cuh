@@ -1,6 +1,6 @@
 #pragma once
-// set_points' one-pass scatter (classify -> scan -> scatter), the cut of tiles into chunks,
-// update_points' kernel and Plan::binned_positions' kernel. The partition (the scatter of
+// set_points' one-pass scatter (classify -> scan -> scatter), the cut of tiles into chunks
+// and the heavy tiles among them, update_points' kernel and Plan::binned_positions' kernel. The partition (the scatter of
 // unsorted input) is in partition.cuh.
 #include <cstdint>
 
@@ -78,6 +78,25 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, Buckets bucket
         static_cast<std::uint32_t>(even ? std::uint64_t(count) * (k + 1) / pieces : min(count, (k + 1) * chunk));
     chunks[chunk_start[t] + k] = Chunk{t, begin + lo, hi - lo};
   }
+}
+
+// Each tile's window among the heavy tiles (more than `heavy` chunks, chunk_count per
+// tile; flush_heavy), numbered by an atomic counter (counts[1], zero before), or
+// kLightTile; the heavy tiles by window; the chunks' count (chunk_start's total) to
+// counts[0], beside it, for one copy back.
+static __global__ void heavy_tiles_kernel(std::uint32_t num_tiles, const std::uint32_t* chunk_count,
+                                          const std::uint32_t* chunk_start, std::uint32_t heavy,
+                                          std::uint32_t* counts, std::uint32_t* slot_of_tile,
+                                          std::uint32_t* heavy_tiles) {
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t == 0) counts[0] = chunk_start[num_tiles];
+  if (t >= num_tiles) return;
+  std::uint32_t slot = kLightTile;
+  if (chunk_count[t] > heavy) {
+    slot = atomicAdd(counts + 1, 1u);
+    heavy_tiles[slot] = t;
+  }
+  slot_of_tile[t] = slot;
 }
 
 // Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)

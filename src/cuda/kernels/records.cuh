@@ -153,7 +153,14 @@ struct PropPass {
   const unsigned long long* max_abs_bits;                  // deterministic: max |q| per prop
   int count;
   bool quad_flush;  // float meshes take float4 atomics along x (TileWindow::kQuads, flush_quads)
+  // Fast float tile spread with heavy tiles (tuning::kHeavyTileChunks; null where none):
+  // each tile's double window in heavy_windows, or kLightTile.
+  const std::uint32_t* heavy_slot;
+  double* heavy_windows;  // [heavy tile][tuning::kPropsPerPass][window nodes]
 };
+
+// A tile whose blocks flush to the mesh (PropPass::heavy_slot).
+constexpr std::uint32_t kLightTile = 0xffffffffu;
 
 // ---------------------------------------------------------------------------------
 // Binning

@@ -15,13 +15,14 @@ namespace pmkit::cuda {
 //
 // One block per chunk. The accumulator holds, per property, W words per node of the
 // tile's window. Per-block scale (fast mode): from the chunk's sum of |q|, so the
-// rounding is relative to what the block holds. Global scale (deterministic mode):
-// from max |q| over all particles and N, identical in every block and every run, and
-// the block's integer sums go to 64-bit integer meshes.
+// rounding is relative to what the block holds (one_word_scale for float). Global
+// scale (deterministic mode): from max |q| over all particles and N, identical in every
+// block and every run, and the block's integer sums go to 64-bit integer meshes.
 
-// 1 / scale, once a thread: a scale is a power of two (or 1, or NaN), so multiplying by
-// its reciprocal gives the quotient's exact bits, without a double division (a reciprocal
-// and ~8 FP64 operations) per window node.
+// 1 / scale, once a thread, instead of a double division (a reciprocal and ~8 FP64
+// operations) per window node: a power-of-two scale (pow2_scale) gives the quotient's
+// exact bits, the fast mode's one-word scale (one_word_scale) bits within a double
+// rounding.
 template <int NP>
 __device__ __forceinline__ void unscales(const double* scale, double (&unscale)[NP]) {
 #pragma unroll
@@ -73,7 +74,8 @@ __device__ __forceinline__ void flush_quads(const typename TileWindow<K, D>::Ind
 
 // The block's fixed-point scale per property (shared `scale`, all threads call). Fast
 // mode: from the sum of |q| over the block's particles (q: each thread's, zero where it
-// has none), so the rounding is relative to what the block holds. Deterministic mode:
+// has none), so the rounding is relative to what the block holds (float: one_word_scale,
+// double: 62 bits of it, a power of two). Deterministic mode:
 // from max |q| over all particles and N, identical in every block and every run.
 // Double sums are taken in units of 2^11 (AbsSum), so that values up to DBL_MAX keep
 // their precision.
@@ -98,21 +100,53 @@ __device__ __forceinline__ void block_scales(const Values<T, NP> (&q)[kSlots], c
       if ((threadIdx.x & 31) == 0) atomicAdd(&block_abs[j], v);  // one per warp
     }
     __syncthreads();
-    if (threadIdx.x < NP)
-      scale[threadIdx.x] = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
+    if (threadIdx.x < NP) {
+      if constexpr (W == 1)
+        scale[threadIdx.x] = one_word_scale(block_abs[threadIdx.x] * peak_weight);
+      else
+        scale[threadIdx.x] = Bound::scale(block_abs[threadIdx.x], peak_weight, FixedPoint<W>::kContributionBits);
+    }
   }
   __syncthreads();
+}
+
+// A heavy tile's block (fast mode): its window's sums to the tile's double window, one
+// native double atomic per non-zero node and property, node k of property j at
+// window[j * kNodes + k] (nodes off the mesh too: finish_heavy_kernel skips them). A
+// float atomic a block into the mesh would round each node once per block, partial sums
+// as large as the node's total, so that its error would grow like the square root of
+// the blocks that reach it.
+template <class K, int D, int W, int NP>
+__device__ __forceinline__ void flush_heavy(const int* accumulator, const double* scale, double* window) {
+  using Window = TileWindow<K, D>;
+  double unscale[NP];
+  unscales(scale, unscale);
+  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const long long v = FixedPoint<W>::combine(accumulator + j * W * Window::kNodes + k, Window::kNodes);
+      if (v == 0 && !isnan(scale[j])) continue;
+      atomicAdd(window + j * Window::kNodes + k, static_cast<double>(v) * unscale[j]);
+    }
+  }
 }
 
 // The window's integer sums to the mesh, after the block's last shared add (all threads
 // call): one global atomic per non-zero node and property (four nodes per float4 atomic
 // where the mesh allows). A NaN scale (non-finite properties in this block) writes NaN
-// to the whole window, as float arithmetic would.
+// to the whole window, as float arithmetic would. heavy_window (fast mode; null: none):
+// the block's tile is heavy, and its sums go there instead (flush_heavy).
 template <class K, int D, class T, int W, int NP, bool kDeterministic>
 __device__ __forceinline__ void flush_window(const typename TileWindow<K, D>::IndexTables& tables,
                                              const int (&tile)[D], const int* accumulator, const double* scale,
-                                             const PropPass<T>& pass) {
+                                             const PropPass<T>& pass, double* heavy_window = nullptr) {
   using Window = TileWindow<K, D>;
+  if constexpr (!kDeterministic) {
+    if (heavy_window) {
+      flush_heavy<K, D, W, NP>(accumulator, scale, heavy_window);
+      return;
+    }
+  }
   if constexpr (W == 1 && !kDeterministic && sizeof(T) == 4) {
     if (pass.quad_flush) {
       flush_quads<K, D, NP>(tables, tile, accumulator, scale, pass);
@@ -175,6 +209,17 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   geo.tile_coords(chunk.tile, tile);
   __shared__ typename Window::IndexTables tables;  // for the flush; block_scales' barriers order them
   Window::fill_index_tables(layout, tile, tables);
+  // The heavy tile's window (fast float mode; null: the block flushes to the mesh), in
+  // shared memory so that no register holds it through the accumulation; block_scales'
+  // barriers order it too.
+  constexpr bool kHeavyTiles = !kDeterministic && sizeof(T) == 4;
+  __shared__ double* heavy_window;
+  if (kHeavyTiles && threadIdx.x == 0) {
+    const std::uint32_t slot = pass.heavy_slot ? pass.heavy_slot[chunk.tile] : kLightTile;
+    heavy_window = slot == kLightTile
+                       ? nullptr
+                       : pass.heavy_windows + static_cast<std::size_t>(slot) * tuning::kPropsPerPass * Window::kNodes;
+  }
 
   block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
 
@@ -207,7 +252,34 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   }
   __syncthreads();
 
-  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass);
+  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass,
+                                               kHeavyTiles ? heavy_window : nullptr);
+}
+
+// The heavy tiles' double windows (flush_heavy) to the mesh after the tile spread: one
+// float atomic per non-zero node and property for a whole tile, each window cleared for
+// the next spread. A block a heavy tile.
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    finish_heavy_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const std::uint32_t* heavy_tiles,
+                        PropPass<T> pass) {
+  using Window = TileWindow<K, D>;
+  int tile[D];
+  geo.tile_coords(heavy_tiles[blockIdx.x], tile);
+  __shared__ typename Window::IndexTables tables;
+  Window::fill_index_tables(layout, tile, tables);
+  __syncthreads();
+  double* window = pass.heavy_windows + static_cast<std::size_t>(blockIdx.x) * tuning::kPropsPerPass * Window::kNodes;
+  for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
+    std::int64_t index;
+    const bool inside = Window::table_index(tables, k, index);
+    for (int j = 0; j < pass.count; ++j) {
+      const double v = window[j * Window::kNodes + k];
+      if (v == 0) continue;  // NaN is never skipped
+      window[j * Window::kNodes + k] = 0;
+      if (inside) atomicAdd(pass.meshes[j] + index, static_cast<T>(v));
+    }
+  }
 }
 
 // Deterministic mode: max |q| per property (non-negative doubles order like their bits).

@@ -87,6 +87,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   void cut_tiles(Buckets tile_buckets, const std::uint32_t* tile_start, std::uint32_t cap, bool even, Chunk* out,
                  std::uint32_t* total);
   void interleave(std::size_t max_chunks, int partition_levels);
+  void find_heavy_tiles();
+  void reserve_heavy_windows(std::uint32_t heavy_tiles);
   void reject_if_bad(const PositionArrays<T, D>& pos, unsigned long long bad);
   void resolve_method();
 
@@ -121,6 +123,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   // Whether set_points cuts spans for cell moments: only where they are asked for (Auto
   // never takes them; the constructor sized them, or refused the plan).
   bool cells_wanted() const { return cell_props_per_pass_ > 0; }
+  // Whether set_points finds the heavy tiles: the fast float tile spread's (flush_heavy).
+  bool heavy_tiles_wanted() const { return sizeof(T) == 4 && !options_.deterministic; }
 
   detail::Layout<D> layout_;
   Kernel kernel_;

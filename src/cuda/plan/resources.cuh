@@ -80,6 +80,10 @@ struct Binned {
   DeviceBuffer<std::uint32_t> place, binned_of_place;
   DeviceBuffer<Chunk> pieces;
   std::uint32_t num_pieces = 0;
+  // The fast float tile spread's heavy tiles (more than tuning::kHeavyTileChunks chunks):
+  // each tile's window among them or kLightTile, and the heavy tiles by window.
+  DeviceBuffer<std::uint32_t> heavy_slot, heavy_tiles;
+  std::uint32_t num_heavy = 0;
 };
 
 // The scratch of every phase, grown as needed and kept between calls (a later call of
@@ -102,6 +106,9 @@ struct PlanBuffers {
   DeviceBuffer<unsigned char> scan_temp;
   // Deterministic spread: the integer meshes, max |q| per property.
   DeviceBuffer<unsigned long long> exact, max_abs;
+  // Fast float spread: the heavy tiles' double windows (PropPass::heavy_windows), all
+  // zero between spreads.
+  DeviceBuffer<double> heavy_windows;
   // interp: values in binned order, before unbin_kernel; spread: the properties in binned
   // order (props_to_slots), and at their pass-1 places before that (two levels).
   DeviceBuffer<T> binned_values, mid_values;
@@ -113,7 +120,8 @@ struct PlanBuffers {
 // asynchronously on the plan's stream and land with the call's one wait.
 struct HostStatus {
   unsigned long long first_bad;
-  std::uint32_t chunks, spans, away, pieces, same_pairs;
+  std::uint32_t chunks, heavy;  // adjacent: one copy (find_heavy_tiles)
+  std::uint32_t spans, away, pieces, same_pairs;
 };
 struct FreeHost {
   void operator()(HostStatus* p) const { cudaFreeHost(p); }

@@ -3,6 +3,7 @@
 // all on the plan's stream, with one wait at the end for the values read back.
 #include <cub/device/device_scan.cuh>
 
+#include <cstddef>
 #include <limits>
 #include <utility>
 
@@ -16,6 +17,10 @@ std::size_t max_pieces(std::size_t n, Groups groups) {
   return n / PartitionBlock<T>::kItems + groups.count + 1;
 }
 inline std::size_t max_chunks(std::size_t n, std::size_t tiles) { return tiles + n / tuning::kChunkParticles + 1; }
+// A heavy tile holds more than kHeavyTileChunks full chunks.
+inline std::size_t max_heavy_tiles(std::size_t n, std::size_t tiles) {
+  return std::min(tiles, n / (std::size_t(tuning::kHeavyTileChunks) * tuning::kChunkParticles) + 1);
+}
 // Entries of the partition's count matrix: one per (group, pass-1 block).
 template <class T>
 std::size_t partition_counts(std::size_t n, Groups groups) {
@@ -39,7 +44,8 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
   const PositionArrays<T, D> pos = device_positions(n, positions);
 
   start_timer();
-  check(cudaMemsetAsync(buf_.chunk_count.get(), 0, (tiles + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
+  // The cut's counters, and after them the chunks' and heavy tiles' counts (find_heavy_tiles).
+  check(cudaMemsetAsync(buf_.chunk_count.get(), 0, (tiles + 3) * sizeof(std::uint32_t), stream_), "cudaMemset");
   check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
   // Where each tile's binned particles start (tiles + 1 entries, with tile_buckets).
   const std::uint32_t* tile_start = buf_.bucket_start.get();
@@ -53,7 +59,12 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
     one_pass_scatter(n, pos, buckets);
     tile_buckets = buckets;
   }
-  cut_tiles(tile_buckets, tile_start, tuning::kChunkParticles, false, spare_.chunks.get(), &host_->chunks);
+  // The chunks' count comes back with the heavy tiles' where set_points finds them (one copy).
+  const bool heavy = heavy_tiles_wanted();
+  cut_tiles(tile_buckets, tile_start, tuning::kChunkParticles, false, spare_.chunks.get(),
+            heavy ? nullptr : &host_->chunks);
+  host_->heavy = 0;
+  if (heavy) find_heavy_tiles();  // from the chunk counts, before the spans' cut
   if (n > 0 && interleaved_) interleave(max_chunks(n, tiles), partition_levels);
   host_->spans = 0;
   if (cells_wanted())
@@ -64,6 +75,8 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
   // A rejected particle: the error, with the binning in use left as it was (every kernel
   // above wrote only to spare_ and scratch, and left the rejected particles out).
   reject_if_bad(pos, host_->first_bad);
+  reserve_heavy_windows(host_->heavy);
+  spare_.num_heavy = host_->heavy;
   spare_.n = n;
   spare_.num_chunks = host_->chunks;
   spare_.num_spans = host_->spans;
@@ -92,7 +105,7 @@ void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int s
   buf_.rank.reserve(n, "binning scratch");
   buf_.bucket_count.reserve(num_buckets + 1, "binning scratch");
   buf_.bucket_start.reserve(num_buckets + 1, "binning scratch");
-  buf_.chunk_count.reserve(tiles + 1, "binning scratch");
+  buf_.chunk_count.reserve(tiles + 3, "binning scratch");
   buf_.chunk_start.reserve(tiles + 1, "binning scratch");
   buf_.bad.reserve(1, "binning scratch");
   if (may_partition) {
@@ -119,6 +132,10 @@ void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int s
   spare_.slot.reserve(n, "binned particles");
   if (interleaved_) spare_.order.reserve(n, "binned particles");
   spare_.chunks.reserve(max_chunks(n, tiles), "binned particles");
+  if (heavy_tiles_wanted()) {
+    spare_.heavy_slot.reserve(tiles, "binned particles");
+    spare_.heavy_tiles.reserve(max_heavy_tiles(n, tiles), "binned particles");
+  }
   if (cells_wanted()) spare_.spans.reserve(tiles + n / tuning::kCellSpanParticles + 1, "binned particles");
   std::size_t scan_bytes = 0;
   for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
@@ -132,8 +149,8 @@ void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int s
 }
 
 // Each tile (where it starts: tile_start, with tile_buckets) cut into pieces of at most
-// `cap` particles (`even`: all of one size), into `out`; their count goes to *total,
-// copied back without waiting (it lands with set_points' final wait). The counters' last
+// `cap` particles (`even`: all of one size), into `out`; their count goes to *total (null:
+// the caller copies it), copied back without waiting (it lands with set_points' final wait). The counters' last
 // entry stays 0 (set_points' memset) for the scan's total, which stays in
 // buf_.chunk_start[tiles] until the next cut.
 template <class T, int D>
@@ -147,8 +164,42 @@ void CudaBackend<T, D>::cut_tiles(Buckets tile_buckets, const std::uint32_t* til
   chunk_fill_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, tile_buckets, tile_start,
                                                                  buf_.chunk_start.get(), cap, even, out);
   check_launch("pmkit::cuda::set_points::chunk_fill");
-  check(cudaMemcpyAsync(total, buf_.chunk_start.get() + tiles, sizeof(*total), cudaMemcpyDeviceToHost, stream_),
+  if (total)
+    check(cudaMemcpyAsync(total, buf_.chunk_start.get() + tiles, sizeof(*total), cudaMemcpyDeviceToHost, stream_),
+          "set_points: binning");
+}
+
+// The heavy tiles of the chunks just cut (buf_.chunk_count: each tile's chunks, then the
+// scan's 0 and two zeros for the counts): each tile's window among them
+// (spare_.heavy_slot), the heavy tiles by window, and the chunks' and heavy tiles' counts,
+// copied back in one copy without waiting (it lands with set_points' final wait).
+template <class T, int D>
+void CudaBackend<T, D>::find_heavy_tiles() {
+  const std::size_t tiles = geo_.num_tiles;
+  std::uint32_t* counts = buf_.chunk_count.get() + tiles + 1;  // {chunks, heavy tiles}
+  heavy_tiles_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, buf_.chunk_count.get(),
+                                                                  buf_.chunk_start.get(), tuning::kHeavyTileChunks,
+                                                                  counts, spare_.heavy_slot.get(),
+                                                                  spare_.heavy_tiles.get());
+  check_launch("pmkit::cuda::set_points::heavy_tiles");
+  static_assert(offsetof(HostStatus, heavy) == offsetof(HostStatus, chunks) + sizeof(std::uint32_t),
+                "the two counts are copied back together");
+  check(cudaMemcpyAsync(&host_->chunks, counts, 2 * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream_),
         "set_points: binning");
+}
+
+// Room for the double windows of `heavy_tiles` heavy tiles. Every window is zero between
+// spreads: a new buffer is cleared once, and finish_heavy_kernel clears what it adds. A
+// larger buffer is allocated before the old one goes, so that a failed allocation leaves
+// the binning in use with its windows.
+template <class T, int D>
+void CudaBackend<T, D>::reserve_heavy_windows(std::uint32_t heavy_tiles) {
+  const int window_nodes = kernels::dispatch(kernel_, [](auto k) { return TileWindow<decltype(k), D>::kNodes; });
+  const std::size_t values = std::size_t(heavy_tiles) * tuning::kPropsPerPass * window_nodes;
+  if (values <= buf_.heavy_windows.size()) return;
+  DeviceBuffer<double> windows(values, "heavy tiles' windows");
+  check(cudaMemsetAsync(windows.get(), 0, values * sizeof(double), stream_), "cudaMemset");
+  buf_.heavy_windows = std::move(windows);
 }
 
 // The order the tile kernels take each chunk's particles in (kernels/tiles.cuh). As many

@@ -178,8 +178,13 @@ void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
   bool contiguous = true;
   for (int j = 0; j < caller_pass.count; ++j) contiguous = contiguous && caller_pass.prop_stride[j] == 1;
   const bool moved = contiguous && moves_props(K::support, caller_pass.count);
-  const PropPass<T> pass = moved ? props_to_slots(caller_pass) : caller_pass;
+  PropPass<T> pass = moved ? props_to_slots(caller_pass) : caller_pass;
   const std::uint32_t* perm = moved ? nullptr : current_.perm.get();  // null: read by slot
+  const std::uint32_t heavy = kDeterministic ? 0 : current_.num_heavy;  // fast float only (set_points)
+  if (heavy > 0) {
+    pass.heavy_slot = current_.heavy_slot.get();
+    pass.heavy_windows = buf_.heavy_windows.get();
+  }
   with_prop_count(pass.count, [&](auto np) {
     constexpr int NP = decltype(np)::value;
     const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
@@ -190,6 +195,11 @@ void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
                                                                     taken_order(), perm, current_.n, pass);
     check_launch("pmkit::cuda::spread::shared_tiles");
   });
+  if (heavy > 0) {  // the heavy tiles' windows to the mesh, once a tile
+    finish_heavy_kernel<K, D, T><<<heavy, tuning::kSpreadThreads, 0, stream_>>>(layout_, geo_,
+                                                                               current_.heavy_tiles.get(), pass);
+    check_launch("pmkit::cuda::spread::finish_heavy");
+  }
 }
 
 template <class T, int D>

@@ -92,6 +92,12 @@ constexpr int interleave_threads(bool from_banks) { return from_banks ? 64 : 256
 // (docs/tuning.md#fma_rounding_pays).
 constexpr bool fma_rounding_pays(int support, int props_per_pass) { return support >= 5 && props_per_pass == 1; }
 
+// Chunks a tile must exceed for its blocks (fast float spread) to flush into a double
+// window of the tile's own, added to the mesh once (finish_heavy_kernel): the float
+// mesh's roundings, one a block, against double atomics and a launch
+// (docs/tuning.md#kheavytilechunks).
+constexpr unsigned kHeavyTileChunks = 256;
+
 // Stencil nodes a block's particles touch per node of its window (method_choice.hpp,
 // window_use) from which spread takes tiles: a window's flush against a global atomic a
 // node and particle (docs/tuning.md#kspreadtileminnodesperwindownode).
