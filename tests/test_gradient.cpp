@@ -379,7 +379,8 @@ TEST_P(GradientTest, FoldingFaceHasZeroNormalGradient) {
 INSTANTIATE_TEST_SUITE_P(AllKernels, GradientTest, all_kernel_cases(), kernel_case_name);
 
 // ---------------------------------------------------------------------------------
-// Tests in double, over every backend and kernel (CUDA's deterministic mode too).
+// Tests over every backend and kernel (CUDA's deterministic mode too), in double but for
+// SpreadGradientIsReproducible, which takes float and double.
 class GradientDoubleTest : public KernelCaseTest {};
 
 // interp_gradient against central differences of interp in the particle position, on
