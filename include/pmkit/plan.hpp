@@ -118,7 +118,9 @@ class Plan {
   // D outputs per mesh: D arrays, or D strided views of one interleaved array (stride D,
   // data offset by d). With Ghosts::Fold a ghost node reads its mirrored interior value,
   // as in interp, so the result is the exact derivative of interp's (zero across a face
-  // for a particle on it); with Ghosts::Keep the ghost values are read as given.
+  // for a particle on it, for every kernel but the linear one, whose derivative jumps at
+  // the nodes: a particle on a node takes the slope of the cell above it); with
+  // Ghosts::Keep the ghost values are read as given.
   void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients);
   // The adjoint of interp_gradient (a dipole or divergence spread): meshes[i][n] = sum
   // over particles p and axes d of vectors[D*i + d][p] * dW/dx_d(x_p - x_n), so that
