@@ -1,0 +1,238 @@
+#pragma once
+// The gradient at the particles (M2P, interp_gradient) and its adjoint (P2M,
+// spread_gradient): the tile kernels of interp and spread with another per-particle step
+// (GradientGather, GradientDeposit), the one-thread-per-particle kernels on
+// detail::for_each_node_gradient, and the deterministic mode's bound.
+//
+// A pass is one mesh and its D components: pass.meshes[0]; interp writes component d to
+// pass.values[d], spread reads it from pass.props[d] (pass.count = D). The components are
+// derivatives with respect to the position x_d, so the grid's derivatives (with respect
+// to u_d = x_d / h_d) are scaled by 1 / h_d (InverseSpacing).
+#include <cstdint>
+
+#include "cuda/kernels/interp.cuh"
+#include "cuda/kernels/spread_tiles.cuh"
+
+namespace pmkit::cuda {
+
+// 1 / h_d per axis, in T (interp scales its sums) and in double (spread's fixed-point
+// scale and the deterministic bound).
+template <class T, int D>
+struct InverseSpacing {
+  T t[D];
+  double d[D];
+};
+
+// for_each_window_row with the derivatives: f(row, w, dw, wx, dwx) with w the row's
+// weight (w_y, or w_z w_y), dw[e] (e >= 1) its derivative along axis e (dw[0] unused),
+// and the S x-weights and their derivatives. A node's gradient is then (w dwx[a],
+// dw[1] wx[a], dw[2] wx[a]).
+template <class K, int D, class T, class F>
+__device__ __forceinline__ void for_each_window_row_gradient(int origin, const T (&s)[D], F&& f) {
+  constexpr int S = K::support;
+  constexpr int kWidth = TileWindow<K, D>::kWidth;
+  T w[D][S], dw1d[D][S];
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) {
+    kernels::weights_1d<K>(s[d], w[d]);
+    kernels::weight_derivatives_1d<K>(s[d], dw1d[d]);
+  }
+  if constexpr (D == 2) {
+    PMKIT_UNROLL
+    for (int b = 0; b < S; ++b) {
+      const T dw[2] = {T(0), dw1d[1][b]};
+      f(origin + b * kWidth, w[1][b], dw, w[0], dw1d[0]);
+    }
+  } else {
+    PMKIT_UNROLL
+    for (int c = 0; c < S; ++c)
+      PMKIT_UNROLL
+      for (int b = 0; b < S; ++b) {
+        const T dw[3] = {T(0), w[2][c] * dw1d[1][b], dw1d[2][c] * w[1][b]};
+        f(origin + (c * kWidth + b) * kWidth, w[2][c] * w[1][b], dw, w[0], dw1d[0]);
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// interp_gradient
+
+// interp_tiles_block's step for the gradient of one mesh: per x-row the sums of w_x f
+// and of w_x' f over one read of the row, then x's component from the row's weight and
+// the others from its derivatives.
+template <class T, int D>
+struct GradientGather {
+  static constexpr int kMeshes = 1;
+  static constexpr int kOutputs = D;
+  InverseSpacing<T, D> inverse;
+  template <class K, int kDims, class Window>
+  __device__ __forceinline__ void operator()(const Window& window, int origin, const T (&s)[D], T (&acc)[D]) const {
+    static_assert(kDims == D, "the gather's dimensions");
+    constexpr int S = K::support;
+    for_each_window_row_gradient<K, D>(origin, s, [&](int row, T w, const T (&dw)[D], const T (&wx)[S],
+                                                      const T (&dwx)[S]) {
+      const auto values = window.row(0, row);
+      T sum = 0, dsum = 0;
+#pragma unroll
+      for (int a = 0; a < S; ++a) {
+        const T v = values[a];
+        sum += wx[a] * v;
+        dsum += dwx[a] * v;
+      }
+      acc[0] += w * dsum;
+      PMKIT_UNROLL
+      for (int e = 1; e < D; ++e) acc[e] += dw[e] * sum;
+    });
+    PMKIT_UNROLL
+    for (int e = 0; e < D; ++e) acc[e] *= inverse.t[e];
+  }
+};
+
+// Resident blocks an SM the gradient's tile kernel is compiled for: interp's budget for
+// one mesh and D outputs (tuning::interp_tile_blocks_per_sm: its D outputs hold about as
+// many registers as D meshes' sums).
+template <class K, int D, class T, bool kDirect>
+__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), D, K::support, D))
+    interp_gradient_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                                 const Packed<T>* particles, const std::uint16_t* order, PropPass<T> pass,
+                                 InterpOutput<T> out, InverseSpacing<T, D> inverse) {
+  extern __shared__ __align__(16) unsigned char interp_shared[];
+  __shared__ typename TileWindow<K, D>::IndexTables tables;
+  interp_tiles_block<K, D, T, kDirect>(layout, geo, chunks, particles, order, pass, out,
+                                       GradientGather<T, D>{inverse}, interp_shared, tables);
+}
+
+// One thread a particle (the non-tile case, and update_points' away list: slots).
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kPointThreads)
+    interp_gradient_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
+                           const std::uint32_t* slots, std::size_t n, PropPass<T> pass, InterpOutput<T> out,
+                           InverseSpacing<T, D> inverse) {
+  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+    T acc[D] = {};
+    detail::for_each_node_gradient<K, D>(layout, base, s, [&](std::int64_t node, const T (&dw)[D]) {
+      const T f = __ldg(pass.meshes[0] + node);
+      PMKIT_UNROLL
+      for (int e = 0; e < D; ++e) acc[e] += dw[e] * f;
+    });
+    PMKIT_UNROLL
+    for (int e = 0; e < D; ++e) acc[e] *= inverse.t[e];
+    out.store(pass, D, slots ? slots[i] : i, acc);
+  });
+}
+
+// ---------------------------------------------------------------------------------
+// spread_gradient
+
+// A particle's weight on the fixed-point scale: the largest |contribution| a node takes
+// from it is at most sum_d |v_d| / h_d times the plan's peak gradient (peak_weight.hpp),
+// which the scales take in place of |q| times the peak weight.
+template <class T, int D>
+__device__ __forceinline__ double gradient_magnitude(const Values<T, D>& v, const InverseSpacing<T, D>& inverse) {
+  double m = 0;
+  PMKIT_UNROLL
+  for (int e = 0; e < D; ++e) m += fabs(static_cast<double>(v.v[e])) * inverse.d[e];
+  return m;
+}
+
+// accumulate_chunk's step for spread_gradient: one accumulator (the mesh), a node's
+// contribution sum_d v_d dW/dx_d formed per x-row as c1 w_x' + c2 w_x (c1 = the row's
+// weight times v_x, c2 = the sum over y (and z) of v_d times the row's derivative along
+// d), so one fixed-point add a node, as spread's.
+template <class K, int D, class T, int W>
+struct GradientDeposit {
+  static constexpr int kValues = D;
+  static constexpr int kMeshes = 1;
+  double peak_gradient;
+  InverseSpacing<T, D> inverse;
+
+  template <bool kDeterministic>
+  __device__ __forceinline__ void scales(const Values<T, D> (&v)[kSlots], const PropPass<T>& pass, std::size_t n,
+                                         double* scale) const {
+    Values<T, 1> magnitude[kSlots];
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) magnitude[r].v[0] = static_cast<T>(gradient_magnitude(v[r], inverse));
+    block_scales<W, 1, kDeterministic>(magnitude, pass, peak_gradient, n, scale);
+  }
+
+  __device__ __forceinline__ void operator()(int* accumulator, int origin, const T (&s)[D], const Values<T, D>& v,
+                                             const double* scale) const {
+    using Window = TileWindow<K, D>;
+    constexpr int S = K::support;
+    T vs[D];  // v_d / h_d on the block's scale (in double, as spread's q)
+    PMKIT_UNROLL
+    for (int e = 0; e < D; ++e) vs[e] = static_cast<T>(static_cast<double>(v.v[e]) * inverse.d[e] * scale[0]);
+    for_each_window_row_gradient<K, D>(origin, s, [&](int row, T w, const T (&dw)[D], const T (&wx)[S],
+                                                      const T (&dwx)[S]) {
+      const T c1 = w * vs[0];
+      T c2 = 0;
+      PMKIT_UNROLL
+      for (int e = 1; e < D; ++e) c2 += dw[e] * vs[e];
+      int* words = accumulator + row;
+#pragma unroll
+      for (int a = 0; a < S; ++a) FixedPoint<W>::add(words + a, Window::kNodes, fixed_of<W>(c1 * dwx[a] + c2 * wx[a]));
+    });
+  }
+};
+
+// The tile spread of the gradient: spread_tiles_kernel's block with GradientDeposit, one
+// mesh, the same flush.
+template <class K, int D, class T, int W, bool kDeterministic>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    spread_gradient_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                                 const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
+                                 std::size_t n, PropPass<T> pass, double peak_gradient, InverseSpacing<T, D> inverse) {
+  using Window = TileWindow<K, D>;
+  extern __shared__ int accumulator[];  // [W][Window::kNodes]
+  __shared__ double scale[1];
+  const Chunk chunk = chunks[blockIdx.x];
+  int tile[D];
+  __shared__ typename Window::IndexTables tables;
+  accumulate_chunk<K, D, T, W, kDeterministic>(layout, geo, chunk, particles, order, perm, n, pass,
+                                               GradientDeposit<K, D, T, W>{peak_gradient, inverse}, accumulator,
+                                               scale, tile, tables);
+  __syncthreads();
+  flush_window<K, D, T, W, 1, kDeterministic>(tables, tile, accumulator, scale, pass);
+}
+
+// One thread a particle, global atomics (the global-atomics method, and update_points'
+// away list: slots).
+template <class K, int D, class T>
+__global__ void __launch_bounds__(tuning::kPointThreads)
+    spread_gradient_atomics_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
+                                   const std::uint32_t* slots, const std::uint32_t* perm, std::size_t n,
+                                   PropPass<T> pass, InverseSpacing<T, D> inverse) {
+  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+    const std::uint32_t p = perm[slots ? slots[i] : i];
+    T v[D];
+    PMKIT_UNROLL
+    for (int e = 0; e < D; ++e) v[e] = load_prop(pass, e, p) * inverse.t[e];
+    detail::for_each_node_gradient<K, D>(layout, base, s, [&](std::int64_t node, const T (&dw)[D]) {
+      T sum = 0;
+      PMKIT_UNROLL
+      for (int e = 0; e < D; ++e) sum += v[e] * dw[e];
+      atomicAdd(pass.meshes[0] + node, sum);
+    });
+  });
+}
+
+// Deterministic mode: max over the particles of sum_d |v_d| / h_d (gradient_magnitude),
+// into max_abs_bits[0] (non-negative doubles order like their bits), the bound
+// finalize_exact_kernel and the blocks' global scale take.
+template <class T, int D>
+__global__ void max_gradient_magnitude_kernel(PropPass<T> pass, std::size_t n, InverseSpacing<T, D> inverse,
+                                              unsigned long long* max_abs_bits) {
+  double local = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    Values<T, D> v;
+    PMKIT_UNROLL
+    for (int e = 0; e < D; ++e) v.v[e] = load_prop(pass, e, static_cast<std::uint32_t>(i));
+    const double m = gradient_magnitude(v, inverse);
+    local = isnan(m) ? HUGE_VAL : fmax(local, m);  // NaN as inf, as max_abs_kernel
+  }
+  for (int o = 16; o > 0; o /= 2) local = fmax(local, __shfl_xor_sync(0xffffffffu, local, o));
+  if ((threadIdx.x & 31) == 0) atomicMax(max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(local)));
+}
+
+}  // namespace pmkit::cuda
