@@ -57,6 +57,45 @@ __device__ __forceinline__ void for_each_window_row_gradient(int origin, const T
 // ---------------------------------------------------------------------------------
 // interp_gradient
 
+// Where interp_gradient puts a particle's D components: at its binned slot, the D
+// together (slot-major), so that unbin_gradient_kernel gathers a particle's components
+// from one sector instead of D sectors of D arrays; or, with `direct.perm`, straight to
+// the caller's order (InterpOutput's direct stores).
+template <class T, int D>
+struct GradientOutput {
+  InterpOutput<T> direct;  // its binned pointer is the slot-major buffer [slot][D]
+
+  template <bool kDirect, int N>
+  __device__ __forceinline__ void store_as(const PropPass<T>& pass, int count, std::size_t slot,
+                                           const T (&acc)[N]) const {
+    static_assert(N == D, "D components a particle");
+    if constexpr (kDirect) {
+      direct.template store_as<true>(pass, count, slot, acc);
+    } else {
+      PMKIT_UNROLL
+      for (int e = 0; e < D; ++e) direct.binned[slot * D + e] = acc[e];
+    }
+  }
+  __device__ __forceinline__ void store(const PropPass<T>& pass, std::size_t slot, const T (&acc)[D]) const {
+    if (direct.perm)
+      store_as<true>(pass, D, slot, acc);
+    else
+      store_as<false>(pass, D, slot, acc);
+  }
+};
+
+// The caller's order from GradientOutput's slot-major buffer: each caller's particle
+// reads its D components from its binned slot (one sector) and stores them to the D
+// outputs (coalesced, strided where they are views of one interleaved array).
+template <class T, int D>
+__global__ void unbin_gradient_kernel(PropPass<T> pass, const T* binned, std::size_t n, const std::uint32_t* slot) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::size_t from = static_cast<std::size_t>(slot[i]) * D;
+  PMKIT_UNROLL
+  for (int e = 0; e < D; ++e) pass.values[e][static_cast<std::ptrdiff_t>(i) * pass.value_stride[e]] = binned[from + e];
+}
+
 // interp_tiles_block's step for the gradient of one mesh: per x-row the sums of w_x f
 // and of w_x' f over one read of the row, then x's component from the row's weight and
 // the others from its derivatives.
@@ -95,7 +134,7 @@ template <class K, int D, class T, bool kDirect>
 __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), D, K::support, D))
     interp_gradient_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                                  const Packed<T>* particles, const std::uint16_t* order, PropPass<T> pass,
-                                 InterpOutput<T> out, InverseSpacing<T, D> inverse) {
+                                 GradientOutput<T, D> out, InverseSpacing<T, D> inverse) {
   extern __shared__ __align__(16) unsigned char interp_shared[];
   __shared__ typename TileWindow<K, D>::IndexTables tables;
   interp_tiles_block<K, D, T, kDirect>(layout, geo, chunks, particles, order, pass, out,
@@ -106,7 +145,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_gradient_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                           const std::uint32_t* slots, std::size_t n, PropPass<T> pass, InterpOutput<T> out,
+                           const std::uint32_t* slots, std::size_t n, PropPass<T> pass, GradientOutput<T, D> out,
                            InverseSpacing<T, D> inverse) {
   with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
     T acc[D] = {};
@@ -117,7 +156,7 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
     });
     PMKIT_UNROLL
     for (int e = 0; e < D; ++e) acc[e] *= inverse.t[e];
-    out.store(pass, D, slots ? slots[i] : i, acc);
+    out.store(pass, slots ? slots[i] : i, acc);
   });
 }
 

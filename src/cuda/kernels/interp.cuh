@@ -136,18 +136,18 @@ struct ValueGather {
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
 // from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
-// through `out` (InterpOutput: binned slots, or the caller's order). The thread's
+// through `out` (InterpOutput, GradientOutput: binned slots, or the caller's order). The thread's
 // particles are loaded before the window, so that the two loads' latencies overlap
 // instead of stalling the block twice. Where it fits, the window is
 // held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1). What a
 // particle computes from the window is the Gather's (ValueGather: its values;
 // GradientGather: their gradients), on Gather::kMeshes meshes. The kernel declares the
 // shared memory: the window (interp_shared, interp_tiles_shared_bytes) and the tables.
-template <class K, int D, class T, bool kDirect, class Gather>
+template <class K, int D, class T, bool kDirect, class Gather, class Output>
 __device__ __forceinline__ void interp_tiles_block(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                                    const Chunk* chunks, const Packed<T>* particles,
                                                    const std::uint16_t* order, const PropPass<T>& pass,
-                                                   const InterpOutput<T>& out, const Gather& gather,
+                                                   const Output& out, const Gather& gather,
                                                    unsigned char* interp_shared,
                                                    typename TileWindow<K, D>::IndexTables& tables) {
   using Window = TileWindow<K, D>;

@@ -110,7 +110,6 @@ class CudaBackend final : public detail::Backend<T, D> {
   InterpOutput<T> interp_output(int outputs, int meshes) const;
   template <class K>
   bool interp_by_tiles(int meshes) const;
-  void finish_interp(const PropPass<T>& pass, const InterpOutput<T>& out);
 
   // gradient.cuh
   InverseSpacing<T, D> inverse_spacing() const;

@@ -110,17 +110,18 @@ void CudaBackend<T, D>::interp_gradient_all(Span<View<const T>> meshes, Span<Vie
 }
 
 // interp's paths (launch_interp) with the gradient kernels: one mesh, D outputs a
-// particle.
+// particle, unbinned from slot-major slots (GradientOutput).
 template <class T, int D>
 template <class K>
 void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
   const std::size_t n = current_.n;
   if (n == 0) return;
-  const InterpOutput<T> out = interp_output(D, 1);
+  const GradientOutput<T, D> out{interp_output(D, 1)};
   const InverseSpacing<T, D> inverse = inverse_spacing();
   if (interp_by_tiles<K>(1)) {
     const std::size_t shared = interp_tiles_shared_bytes<K, D, T, 1>();
-    auto kernel = out.perm ? interp_gradient_tiles_kernel<K, D, T, true> : interp_gradient_tiles_kernel<K, D, T, false>;
+    auto kernel =
+        out.direct.perm ? interp_gradient_tiles_kernel<K, D, T, true> : interp_gradient_tiles_kernel<K, D, T, false>;
     opt_in_shared(kernel, shared);
     kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared, stream_>>>(
         layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), pass, out, inverse);
@@ -135,7 +136,10 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
         layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::away");
   }
-  finish_interp(pass, out);
+  if (out.direct.perm) return;
+  unbin_gradient_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      pass, out.direct.binned, n, current_.slot.get());
+  check_launch("pmkit::cuda::interp_gradient::unbin");
 }
 
 // ---------------------------------------------------------------------------------

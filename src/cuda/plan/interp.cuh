@@ -19,7 +19,7 @@ void CudaBackend<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values)
 // Where interp's outputs go: straight to the caller's order where they fit in L2 with
 // the meshes read, or where the caller's order is the binned one (the stores then run
 // along it; tuning::interp_direct_pays), else to binned slots and then unbinned
-// (finish_interp). `outputs` values a particle, from `meshes` meshes.
+// (unbin_kernel). `outputs` values a particle, from `meshes` meshes.
 template <class T, int D>
 InterpOutput<T> CudaBackend<T, D>::interp_output(int outputs, int meshes) const {
   const std::size_t n = current_.n;
@@ -39,15 +39,6 @@ template <class K>
 bool CudaBackend<T, D>::interp_by_tiles(int meshes) const {
   const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * meshes * sizeof(T);
   return tuning::interp_by_tiles(window_use(), scalar_shared, static_cast<std::size_t>(limits_.shared_optin));
-}
-
-// The outputs written in binned order go to the caller's (unbin_kernel).
-template <class T, int D>
-void CudaBackend<T, D>::finish_interp(const PropPass<T>& pass, const InterpOutput<T>& out) {
-  if (out.perm) return;
-  unbin_kernel<T><<<blocks_for(current_.n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-      pass, out.binned, current_.n, current_.slot.get());
-  check_launch("pmkit::cuda::interp::unbin");
 }
 
 // Both paths write binned order into buf_.binned_values (then unbin_kernel fills the
@@ -79,7 +70,10 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
         layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
     check_launch("pmkit::cuda::interp::away");
   }
-  finish_interp(pass, out);
+  if (direct) return;
+  unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(pass, out.binned, n,
+                                                                                  current_.slot.get());
+  check_launch("pmkit::cuda::interp::unbin");
 }
 
 template <class T, int D>
