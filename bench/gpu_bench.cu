@@ -359,9 +359,7 @@ GradientRow run_gradient_case(const std::string& kernel_name, int log2n, int cel
   Options opt;
   opt.backend = Backend::Cuda;
   Plan<T, D> plan(grid, kernel, opt);
-  typename Plan<T, D>::Positions pos;
-  for (int d = 0; d < D; ++d) pos[d] = View<const T>(x[d]->get(), n);
-  plan.set_points(pos);
+  plan.set_points({View<const T>(x[0]->get(), n), View<const T>(x[1]->get(), n), View<const T>(x[2]->get(), n)});
 
   std::vector<View<T>> separate_views, interleaved_views, fd_value_views;
   std::vector<View<const T>> vector_views, interleaved_vector_views, fd_mesh_views;

@@ -23,6 +23,20 @@ struct InverseSpacing {
   double d[D];
 };
 
+// A particle's 1D weights and their derivatives along each axis (kernels::weights_1d,
+// kernels::weight_derivatives_1d), in grid units.
+template <class K, int D, class T>
+struct GradientWeights {
+  T w[D][K::support], dw[D][K::support];
+  __device__ __forceinline__ explicit GradientWeights(const T (&s)[D]) {
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      kernels::weights_1d<K>(s[d], w[d]);
+      kernels::weight_derivatives_1d<K>(s[d], dw[d]);
+    }
+  }
+};
+
 // for_each_window_row with the derivatives: f(row, w, dw, wx, dwx) with w the row's
 // weight (w_y, or w_z w_y), dw[e] (e >= 1) its derivative along axis e (dw[0] unused),
 // and the S x-weights and their derivatives. A node's gradient is then (w dwx[a],
@@ -31,25 +45,20 @@ template <class K, int D, class T, class F>
 __device__ __forceinline__ void for_each_window_row_gradient(int origin, const T (&s)[D], F&& f) {
   constexpr int S = K::support;
   constexpr int kWidth = TileWindow<K, D>::kWidth;
-  T w[D][S], dw1d[D][S];
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    kernels::weights_1d<K>(s[d], w[d]);
-    kernels::weight_derivatives_1d<K>(s[d], dw1d[d]);
-  }
+  const GradientWeights<K, D, T> g(s);
   if constexpr (D == 2) {
     PMKIT_UNROLL
     for (int b = 0; b < S; ++b) {
-      const T dw[2] = {T(0), dw1d[1][b]};
-      f(origin + b * kWidth, w[1][b], dw, w[0], dw1d[0]);
+      const T dw[2] = {T(0), g.dw[1][b]};
+      f(origin + b * kWidth, g.w[1][b], dw, g.w[0], g.dw[0]);
     }
   } else {
     PMKIT_UNROLL
     for (int c = 0; c < S; ++c)
       PMKIT_UNROLL
       for (int b = 0; b < S; ++b) {
-        const T dw[3] = {T(0), w[2][c] * dw1d[1][b], dw1d[2][c] * w[1][b]};
-        f(origin + (c * kWidth + b) * kWidth, w[2][c] * w[1][b], dw, w[0], dw1d[0]);
+        const T dw[3] = {T(0), g.w[2][c] * g.dw[1][b], g.dw[2][c] * g.w[1][b]};
+        f(origin + (c * kWidth + b) * kWidth, g.w[2][c] * g.w[1][b], dw, g.w[0], g.dw[0]);
       }
   }
 }
@@ -58,12 +67,16 @@ __device__ __forceinline__ void for_each_window_row_gradient(int origin, const T
 // interp_gradient
 
 // Where interp_gradient puts a particle's D components: at its binned slot, the D
-// together (slot-major), so that unbin_gradient_kernel gathers a particle's components
-// from one sector instead of D sectors of D arrays; or, with `direct.perm`, straight to
-// the caller's order (InterpOutput's direct stores).
+// together (slot-major, padded to a power of two: one aligned vector store here and one
+// vector load of one sector in unbin_gradient_kernel, instead of D scattered values), or,
+// with `direct.perm`, straight to the caller's order (InterpOutput's direct stores).
 template <class T, int D>
 struct GradientOutput {
-  InterpOutput<T> direct;  // its binned pointer is the slot-major buffer [slot][D]
+  static constexpr int kSlotWidth = D == 3 ? 4 : D;  // values a binned slot holds
+  struct alignas(kSlotWidth * sizeof(T)) Slot {
+    T v[kSlotWidth];
+  };
+  InterpOutput<T> direct;  // its binned pointer is the slot-major buffer: Slot[n]
 
   template <bool kDirect, int N>
   __device__ __forceinline__ void store_as(const PropPass<T>& pass, int count, std::size_t slot,
@@ -72,8 +85,10 @@ struct GradientOutput {
     if constexpr (kDirect) {
       direct.template store_as<true>(pass, count, slot, acc);
     } else {
+      Slot out{};
       PMKIT_UNROLL
-      for (int e = 0; e < D; ++e) direct.binned[slot * D + e] = acc[e];
+      for (int e = 0; e < D; ++e) out.v[e] = acc[e];
+      reinterpret_cast<Slot*>(direct.binned)[slot] = out;
     }
   }
   __device__ __forceinline__ void store(const PropPass<T>& pass, std::size_t slot, const T (&acc)[D]) const {
@@ -84,21 +99,36 @@ struct GradientOutput {
   }
 };
 
-// The caller's order from GradientOutput's slot-major buffer: each caller's particle
-// reads its D components from its binned slot (one sector) and stores them to the D
-// outputs (coalesced, strided where they are views of one interleaved array).
-template <class T, int D>
-__global__ void unbin_gradient_kernel(PropPass<T> pass, const T* binned, std::size_t n, const std::uint32_t* slot) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const std::size_t from = static_cast<std::size_t>(slot[i]) * D;
-  PMKIT_UNROLL
-  for (int e = 0; e < D; ++e) pass.values[e][static_cast<std::ptrdiff_t>(i) * pass.value_stride[e]] = binned[from + e];
+// The caller's order from GradientOutput's slots: each caller's particle loads its slot
+// (one vector, one sector) and stores its D components. kInterleaved: the D outputs are
+// the D strided views of one array (values[d] = values[0] + d, stride D); a block's
+// components then pass through shared memory and leave as whole consecutive words,
+// instead of D stores of every D-th word each.
+template <class T, int D, bool kInterleaved>
+__global__ void __launch_bounds__(tuning::kPointThreads)
+    unbin_gradient_kernel(PropPass<T> pass, const T* binned, std::size_t n, const std::uint32_t* slot) {
+  using Slot = typename GradientOutput<T, D>::Slot;
+  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x);
+  const std::size_t i = first + threadIdx.x;
+  const Slot v = i < n ? reinterpret_cast<const Slot*>(binned)[slot[i]] : Slot{};
+  if constexpr (kInterleaved) {
+    __shared__ T staged[tuning::kPointThreads * D];
+    PMKIT_UNROLL
+    for (int e = 0; e < D; ++e) staged[threadIdx.x * D + e] = v.v[e];
+    __syncthreads();
+    const std::size_t count = (n - first < blockDim.x ? n - first : blockDim.x) * D;
+    for (std::size_t k = threadIdx.x; k < count; k += blockDim.x) pass.values[0][first * D + k] = staged[k];
+  } else {
+    if (i >= n) return;
+    PMKIT_UNROLL
+    for (int e = 0; e < D; ++e) pass.values[e][static_cast<std::ptrdiff_t>(i) * pass.value_stride[e]] = v.v[e];
+  }
 }
 
 // interp_tiles_block's step for the gradient of one mesh: per x-row the sums of w_x f
-// and of w_x' f over one read of the row, then x's component from the row's weight and
-// the others from its derivatives.
+// and of w_x' f over one read of the row; in 3D a z-plane's rows summed with their y
+// weights first (x and z take w_y, y takes w_y'), then the plane's sums with its z
+// weight (x and y take w_z, z takes w_z'): 11 FMAs a row, none for the rows' own weights.
 template <class T, int D>
 struct GradientGather {
   static constexpr int kMeshes = 1;
@@ -108,20 +138,41 @@ struct GradientGather {
   __device__ __forceinline__ void operator()(const Window& window, int origin, const T (&s)[D], T (&acc)[D]) const {
     static_assert(kDims == D, "the gather's dimensions");
     constexpr int S = K::support;
-    for_each_window_row_gradient<K, D>(origin, s, [&](int row, T w, const T (&dw)[D], const T (&wx)[S],
-                                                      const T (&dwx)[S]) {
-      const auto values = window.row(0, row);
-      T sum = 0, dsum = 0;
-#pragma unroll
-      for (int a = 0; a < S; ++a) {
-        const T v = values[a];
-        sum += wx[a] * v;
-        dsum += dwx[a] * v;
-      }
-      acc[0] += w * dsum;
+    constexpr int kWidth = TileWindow<K, D>::kWidth;
+    const GradientWeights<K, D, T> g(s);
+    // One plane (2D: the whole stencil) of S rows from window offset `first`, its sums
+    // along y: t[0] = sum w_y (w_x' f), t[1] = sum w_y' (w_x f), t[2] = sum w_y (w_x f).
+    auto plane = [&](int first, T (&t)[3]) {
       PMKIT_UNROLL
-      for (int e = 1; e < D; ++e) acc[e] += dw[e] * sum;
-    });
+      for (int b = 0; b < S; ++b) {
+        const auto values = window.row(0, first + b * kWidth);
+        T sum = 0, dsum = 0;
+        PMKIT_UNROLL
+        for (int a = 0; a < S; ++a) {
+          const T v = values[a];
+          sum += g.w[0][a] * v;
+          dsum += g.dw[0][a] * v;
+        }
+        t[0] += g.w[1][b] * dsum;
+        t[1] += g.dw[1][b] * sum;
+        if constexpr (D == 3) t[2] += g.w[1][b] * sum;
+      }
+    };
+    if constexpr (D == 2) {
+      T t[3] = {};
+      plane(origin, t);
+      acc[0] = t[0];
+      acc[1] = t[1];
+    } else {
+      PMKIT_UNROLL
+      for (int c = 0; c < S; ++c) {
+        T t[3] = {};
+        plane(origin + c * kWidth * kWidth, t);
+        acc[0] += g.w[2][c] * t[0];
+        acc[1] += g.w[2][c] * t[1];
+        acc[2] += g.dw[2][c] * t[2];
+      }
+    }
     PMKIT_UNROLL
     for (int e = 0; e < D; ++e) acc[e] *= inverse.t[e];
   }

@@ -81,7 +81,7 @@ template <class T, int D>
 template <class K>
 void CudaBackend<T, D>::interp_gradient_all(Span<View<const T>> meshes, Span<View<T>> gradients) {
   const std::size_t n = current_.n;
-  buf_.binned_values.reserve(n * tuning::kPropsPerPass, "interp scratch");
+  buf_.binned_values.reserve(n * std::max(tuning::kPropsPerPass, GradientOutput<T, D>::kSlotWidth), "interp scratch");
   // The mesh views as writable ones for gradient_pass, which only reads them here.
   std::vector<View<T>> mesh_views;
   for (const View<const T>& m : meshes) mesh_views.emplace_back(const_cast<T*>(m.data), m.size, m.stride);
@@ -110,7 +110,7 @@ void CudaBackend<T, D>::interp_gradient_all(Span<View<const T>> meshes, Span<Vie
 }
 
 // interp's paths (launch_interp) with the gradient kernels: one mesh, D outputs a
-// particle, unbinned from slot-major slots (GradientOutput).
+// particle, unbinned from slot-major slots (GradientOutput, unbin_gradient_kernel).
 template <class T, int D>
 template <class K>
 void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
@@ -137,8 +137,11 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
     check_launch("pmkit::cuda::interp_gradient::away");
   }
   if (out.direct.perm) return;
-  unbin_gradient_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-      pass, out.direct.binned, n, current_.slot.get());
+  bool interleaved = true;  // the D outputs are the D strided views of one array
+  for (int d = 0; d < D; ++d) interleaved = interleaved && pass.values[d] == pass.values[0] + d && pass.value_stride[d] == D;
+  auto unbin = interleaved ? unbin_gradient_kernel<T, D, true> : unbin_gradient_kernel<T, D, false>;
+  unbin<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(pass, out.direct.binned, n,
+                                                                                   current_.slot.get());
   check_launch("pmkit::cuda::interp_gradient::unbin");
 }
 
