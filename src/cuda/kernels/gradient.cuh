@@ -306,24 +306,6 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
   });
 }
 
-// spread_gradient's D separate arrays in binned order as one slot-major array (a
-// GradientOutput::Slot a particle): read in the caller's order (coalesced), one vector
-// store a particle at its slot, so that the tile kernel reads a particle's D components
-// from one sector by slot. Where the arrays are larger than L2 this costs one scattered
-// store a particle, where moving each array into binned order (props_to_slots) costs D
-// moves and reading them through perm D random reads.
-template <class T, int D>
-__global__ void __launch_bounds__(tuning::kPointThreads)
-    vectors_to_slots_kernel(PropPass<T> pass, const std::uint32_t* slot, std::size_t n, T* slots) {
-  using Slot = typename GradientOutput<T, D>::Slot;
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  Slot v{};
-  PMKIT_UNROLL
-  for (int e = 0; e < D; ++e) v.v[e] = load_prop(pass, e, static_cast<std::uint32_t>(i));
-  reinterpret_cast<Slot*>(slots)[slot[i]] = v;
-}
-
 // Deterministic mode: max over the particles of sum_d |v_d| / h_d (gradient_magnitude),
 // into max_abs_bits[0] (non-negative doubles order like their bits), the bound
 // finalize_exact_kernel and the blocks' global scale take.

@@ -162,9 +162,12 @@ void CudaBackend<T, D>::spread_gradient(Span<View<const T>> vectors, Span<View<T
 template <class T, int D>
 template <class K>
 void CudaBackend<T, D>::spread_gradient_all(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) {
-  // The slot-major copy's scratch (launch_gradient_tiles), before any mesh is touched.
-  if (method_ == SpreadMethod::CudaSharedTiles && moves_props(K::support, D))
-    buf_.binned_values.reserve(current_.n * GradientOutput<T, D>::kSlotWidth, "vectors in binned order");
+  // The moves' scratch, before any mesh is touched (as spread_all).
+  if (method_ == SpreadMethod::CudaSharedTiles && moves_props(K::support, D)) {
+    buf_.binned_values.reserve(current_.n * tuning::kPropsPerPass, "vectors in binned order");
+    if (current_.partition_levels == 2)
+      buf_.mid_values.reserve(current_.n * tuning::kPropsPerPass, "vectors in binned order");
+  }
   for (std::size_t i = 0; i < meshes.size(); ++i) {
     if (options_.host_arrays) start_timer();
     const PropPass<T> pass = gradient_pass(vectors, meshes, i, options_.host_arrays && mode == Accumulate::Add);
@@ -227,10 +230,8 @@ void CudaBackend<T, D>::launch_spread_gradient(const PropPass<T>& pass, Accumula
   }
 }
 
-// launch_tiles with the gradient's kernel, one accumulator. Where spread would move D
-// separate arrays into binned order (moves_props), they are copied into one slot-major
-// array instead (vectors_to_slots_kernel: one scattered store a particle, not D moves);
-// one interleaved array is read through perm (one random read of D values a particle).
+// launch_tiles with the gradient's kernel: the D components moved into binned order
+// where spread would move D properties (props_to_slots), one accumulator.
 template <class T, int D>
 template <class K, int W, bool kDeterministic>
 void CudaBackend<T, D>::launch_gradient_tiles(const PropPass<T>& caller_pass) {
@@ -238,17 +239,7 @@ void CudaBackend<T, D>::launch_gradient_tiles(const PropPass<T>& caller_pass) {
   bool contiguous = true;
   for (int d = 0; d < D; ++d) contiguous = contiguous && caller_pass.prop_stride[d] == 1;
   const bool moved = contiguous && moves_props(K::support, D);
-  PropPass<T> pass = caller_pass;
-  if (moved) {
-    T* slots = buf_.binned_values.get();
-    vectors_to_slots_kernel<T, D><<<blocks_for(current_.n, tuning::kPointThreads), tuning::kPointThreads, 0,
-                                    stream_>>>(caller_pass, current_.slot.get(), current_.n, slots);
-    check_launch("pmkit::cuda::spread_gradient::vectors_to_slots");
-    for (int d = 0; d < D; ++d) {
-      pass.props[d] = slots + d;
-      pass.prop_stride[d] = GradientOutput<T, D>::kSlotWidth;
-    }
-  }
+  const PropPass<T> pass = moved ? props_to_slots(caller_pass) : caller_pass;
   const std::uint32_t* perm = moved ? nullptr : current_.perm.get();  // null: read by slot
   const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * sizeof(int);
   auto kernel = spread_gradient_tiles_kernel<K, D, T, W, kDeterministic>;
