@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 // interp_tiles_block's step for the gradient of one mesh: per x-row the sums of w_x f
 // and of w_x' f over one read of the row; in 3D a z-plane's rows summed with their y
 // weights first (x and z take w_y, y takes w_y'), then the plane's sums with its z
-// weight (x and y take w_z, z takes w_z'): 11 FMAs a row, none for the rows' own weights.
+// weight (x and y take w_z, z takes w_z'): 2S + 3 FMAs a row, no product for a row's own weights.
 template <class T, int D>
 struct GradientGather {
   static constexpr int kMeshes = 1;
