@@ -4,8 +4,11 @@
 # benchmark on the host's cores. Logs go to $OUT (or bench/out); the table is last.
 #   bash bench/device.sh [--quick]
 # PMKIT_DEVICE_STEPS="tests pairs" (a development run) limits the steps after the build
-# to those named: tests, sanitizer, torch, cpu, pairs, mesh, methods, profile
-# (PMKIT_TEST_FILTER, a gtest filter, narrows "tests" to the tests it names). "methods" times
+# to those named: tests, sanitizer, torch, cpu, pairs, mesh, gradient, methods, profile.
+# PMKIT_TEST_FILTER (a gtest filter) runs the tests step as pmkit_tests with that filter
+# instead of every test (a development run). "gradient" runs gpu_bench --gradient:
+# interp_gradient and spread_gradient next to interp, spread and the finite-difference
+# route (issue 33's targets), into $OUT/gpu_bench-gradient.txt. "methods" times
 # the spread methods forced one by one (gpu_bench --method) on the cases around Auto's
 # switch between them (PMKIT_METHOD_CASES). PMKIT_SANITIZER_TOOLS
 # (default "memcheck racecheck") picks the sanitizer tools: racecheck over every CUDA
@@ -50,7 +53,7 @@ quick="${1:-}"
 jobs=$(nproc)
 status=0
 step() { echo; echo "== $*"; }
-steps="${PMKIT_DEVICE_STEPS:-tests sanitizer torch cpu pairs mesh methods}"
+steps="${PMKIT_DEVICE_STEPS:-tests sanitizer torch cpu pairs mesh gradient methods}"
 want() { [[ " $steps " == *" $1 "* ]]; }
 # gpu_bench's arguments for the named cases, into the array case_args.
 set_case_args() { case_args=(); local c; for c in "$@"; do case_args+=(--case "$c"); done; }
@@ -145,12 +148,15 @@ fi
 
 if [ $prebuilt = 0 ]; then
 step "build (Release, sm_90)"
-# A run of steps that only run gpu_bench (ab, methods, mesh, profile, kernels) builds
-# gpu_bench only.
+# A run of steps that only run gpu_bench (ab, methods, mesh, gradient, profile, kernels)
+# builds gpu_bench only; filtered tests (PMKIT_TEST_FILTER) add pmkit_tests alone.
 targets=(--target gpu_bench)
 want ab && [ "$ab_bench" = pair_bench ] && targets+=(--target pair_bench)
+[ -n "${PMKIT_TEST_FILTER:-}" ] && want tests && targets+=(--target pmkit_tests)
 for s in $steps; do
-  case $s in ab | methods | mesh | profile | kernels | l2fetch | papers) ;; *) targets=() ;; esac
+  case $s in ab | methods | mesh | gradient | profile | kernels | l2fetch | papers) ;;
+    tests) [ -n "${PMKIT_TEST_FILTER:-}" ] || targets=() ;;
+    *) targets=() ;; esac
 done
 want papers && [ ${#targets[@]} -gt 0 ] && targets+=(--target paper_cases)
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&
@@ -163,8 +169,8 @@ fi
 fi
 
 if want tests && [ -n "${PMKIT_TEST_FILTER:-}" ]; then
-step "tests (gtest filter $PMKIT_TEST_FILTER)"
-./build-device/tests/pmkit_tests --gtest_filter="$PMKIT_TEST_FILTER" >"$out/ctest.log" 2>&1 || status=1
+step "tests matching $PMKIT_TEST_FILTER"
+./build-device/tests/pmkit_tests --gtest_filter="$PMKIT_TEST_FILTER" --gtest_brief=1 >"$out/ctest.log" 2>&1 || status=1
 gtest_summary "$out/ctest.log"
 elif want tests && [ $prebuilt = 0 ]; then
 step "tests (all, CUDA included)"
@@ -231,6 +237,10 @@ fi
 if want mesh; then
 step "GPU benchmark"
 ./build-device/bench/gpu_bench $quick --torch "$out/torch.csv" 2>&1 | tee "$out/gpu_bench.txt"
+fi
+if want gradient; then
+step "gradient at the particles (gpu_bench --gradient)"
+./build-device/bench/gpu_bench $quick --gradient 2>&1 | tee "$out/gpu_bench-gradient.txt"
 fi
 if want l2fetch; then
 step "the L2 fetch granularity (gpu_bench --l2-fetch), baselines included"

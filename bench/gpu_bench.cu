@@ -4,8 +4,11 @@
 // formulation timed by bench/torch_baseline.py in the same device.sh call.
 //
 //   gpu_bench [--quick] [--torch torch.csv] [--case NAME]... [--method tiles|atomics|cells]
+//   gpu_bench --gradient [--quick]
 // (several --case: those cases; --method: spread by that method wherever it applies,
-// the other cases are listed as skipped)
+// the other cases are listed as skipped; --gradient: the gradient table alone,
+// interp_gradient and spread_gradient next to interp, spread and the finite-difference
+// route, with issue 33's targets)
 #include <cuda_runtime.h>
 
 #include "bench/cuda_check.cuh"
@@ -17,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -300,10 +304,129 @@ std::map<std::string, double> read_torch(const std::string& file) {
   return t;
 }
 
+// ---------------------------------------------------------------------------------
+// --gradient: interp_gradient and spread_gradient (issue 33's benchmark)
+
+// The finite-difference route's first step: the D gradient meshes of a periodic mesh by
+// central differences, (f[i + 1] - f[i - 1]) / 2h along each axis (h = 1 here).
+template <class T, int D>
+__global__ void central_differences(detail::Layout<D> layout, const T* f, T* const* gradients) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= layout.size) return;
+  std::int64_t rest = i;
+  for (int d = 0; d < D; ++d) {
+    const int nodes = layout.axis[d].nodes;
+    const int k = static_cast<int>(rest % nodes);
+    rest /= nodes;
+    const std::int64_t stride = layout.stride[d];
+    const std::int64_t up = k + 1 < nodes ? i + stride : i - (nodes - 1) * stride;
+    const std::int64_t down = k > 0 ? i - stride : i + (nodes - 1) * stride;
+    gradients[d][i] = (f[up] - f[down]) * static_cast<T>(0.5 / layout.axis[d].spacing);
+  }
+}
+
+struct GradientRow {
+  std::string name;
+  double interp, gradient_interleaved, gradient_separate, fd_meshes, fd_total, spread, spread_gradient,
+      spread_gradient_interleaved;
+};
+
+GradientRow run_gradient_case(const std::string& kernel_name, int log2n, int cells, pmkit::cuda::EventTimer& timer) {
+  using T = float;
+  constexpr int D = 3;
+  const std::size_t n = std::size_t(1) << log2n;
+  const Grid<D> grid = Grid<D>::periodic({cells, cells, cells});
+  const Kernel kernel = Kernel::from_name(kernel_name);
+  const auto layout = detail::make_layout(grid, kernel.ghost_width());
+  const std::size_t mesh = static_cast<std::size_t>(layout.size);
+  using Buffer = pmkit::cuda::DeviceBuffer<T>;
+  std::vector<std::unique_ptr<Buffer>> x, separate, vectors, fd_meshes, fd_values;
+  for (int d = 0; d < D; ++d) {
+    x.emplace_back(new Buffer(n));
+    fill_uniform<<<(n + 255) / 256, 256>>>(x.back()->get(), n, double(cells), 1000 + d);
+    separate.emplace_back(new Buffer(n));
+    vectors.emplace_back(new Buffer(n));
+    fill_uniform<<<(n + 255) / 256, 256>>>(vectors.back()->get(), n, 1.0, 4000 + d);
+    fd_meshes.emplace_back(new Buffer(mesh));
+    fd_values.emplace_back(new Buffer(n));
+  }
+  Buffer field(mesh), values(n), interleaved(D * n), q(n), out_mesh(mesh), interleaved_vectors(D * n);
+  fill_uniform<<<(mesh + 255) / 256, 256>>>(field.get(), mesh, 1.0, 5000);
+  fill_uniform<<<(n + 255) / 256, 256>>>(q.get(), n, 1.0, 2000);
+  fill_uniform<<<(D * n + 255) / 256, 256>>>(interleaved_vectors.get(), D * n, 1.0, 6000);
+  ck(cudaDeviceSynchronize(), "inputs");
+
+  Options opt;
+  opt.backend = Backend::Cuda;
+  Plan<T, D> plan(grid, kernel, opt);
+  plan.set_points({View<const T>(x[0]->get(), n), View<const T>(x[1]->get(), n), View<const T>(x[2]->get(), n)});
+
+  std::vector<View<T>> separate_views, interleaved_views, fd_value_views;
+  std::vector<View<const T>> vector_views, interleaved_vector_views, fd_mesh_views;
+  for (int d = 0; d < D; ++d) {
+    separate_views.emplace_back(separate[d]->get(), n);
+    interleaved_views.emplace_back(interleaved.get() + d, n, D);
+    vector_views.emplace_back(vectors[d]->get(), n);
+    interleaved_vector_views.emplace_back(interleaved_vectors.get() + d, n, D);
+    fd_mesh_views.emplace_back(fd_meshes[d]->get(), mesh);
+    fd_value_views.emplace_back(fd_values[d]->get(), n);
+  }
+  pmkit::cuda::DeviceBuffer<T*> fd_pointers(D);
+  std::vector<T*> host_pointers;
+  for (auto& m : fd_meshes) host_pointers.push_back(m->get());
+  ck(cudaMemcpy(fd_pointers.get(), host_pointers.data(), D * sizeof(T*), cudaMemcpyHostToDevice), "pointers");
+  const unsigned mesh_blocks = static_cast<unsigned>((mesh + 255) / 256);
+  const View<const T> field_view(field.get(), mesh);
+
+  GradientRow row{};
+  row.name = kernel_name + "-2^" + std::to_string(log2n) + "-" + std::to_string(cells);
+  row.interp = median_ms(timer, [&] { plan.interp({field_view}, {View<T>(values.get(), n)}); });
+  row.gradient_interleaved = median_ms(timer, [&] { plan.interp_gradient({field_view}, interleaved_views); });
+  row.gradient_separate = median_ms(timer, [&] { plan.interp_gradient({field_view}, separate_views); });
+  row.fd_meshes = median_ms(timer, [&] {
+    central_differences<T, D><<<mesh_blocks, 256>>>(layout, field.get(), fd_pointers.get());
+  });
+  row.fd_total = median_ms(timer, [&] {
+    central_differences<T, D><<<mesh_blocks, 256>>>(layout, field.get(), fd_pointers.get());
+    plan.interp(fd_mesh_views, fd_value_views);
+  });
+  const View<T> out_view(out_mesh.get(), mesh);
+  row.spread = median_ms(timer, [&] { plan.spread({View<const T>(q.get(), n)}, {out_view}); });
+  row.spread_gradient = median_ms(timer, [&] { plan.spread_gradient(vector_views, {out_view}); });
+  row.spread_gradient_interleaved =
+      median_ms(timer, [&] { plan.spread_gradient(interleaved_vector_views, {out_view}); });
+  ck(cudaGetLastError(), "gradient case");
+  return row;
+}
+
+void run_gradient_table(bool quick, pmkit::cuda::EventTimer& timer) {
+  const int log2n = quick ? 20 : 24;
+  std::vector<GradientRow> rows;
+  for (int cells : {256, 128})
+    for (const char* kernel : {"mp4", "linear"}) rows.push_back(run_gradient_case(kernel, log2n, cells, timer));
+  std::printf("\nGradient at the particles, 3D float, uniform, periodic, one field, ms; ratios against the\n"
+              "baselines of this run; [target] from issue 33. grad-il: interp_gradient into one interleaved\n"
+              "array; grad-sep: into 3 arrays; FD: 3 gradient meshes by central differences (fd-mesh alone),\n"
+              "then interp of 3 fields\n");
+  std::printf("%-16s %8s %8s %8s %14s %10s %8s %8s %13s\n", "case", "interp", "grad-il", "grad-sep",
+              "il/interp[<=1.5]", "sep/interp", "fd-mesh", "FD", "FD/il[>=2]");
+  for (const auto& r : rows)
+    std::printf("%-16s %8.3f %8.3f %8.3f %16.2f %10.2f %8.3f %8.3f %13.2f\n", r.name.c_str(), r.interp,
+                r.gradient_interleaved, r.gradient_separate, r.gradient_interleaved / r.interp,
+                r.gradient_separate / r.interp, r.fd_meshes, r.fd_total, r.fd_total / r.gradient_interleaved);
+  std::printf("\nspread_gradient of one 3-vector a particle next to spread of one property, ms\n");
+  std::printf("%-16s %8s %8s %8s %18s %10s\n", "case", "spread", "sgrad", "sgrad-il", "sgrad/spread[<=2]",
+              "il/spread");
+  for (const auto& r : rows)
+    std::printf("%-16s %8.3f %8.3f %8.3f %18.2f %10.2f\n", r.name.c_str(), r.spread, r.spread_gradient,
+                r.spread_gradient_interleaved, r.spread_gradient / r.spread, r.spread_gradient_interleaved / r.spread);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
+  bool gradient = false;
   SpreadMethod method = SpreadMethod::Auto;
   std::string torch_file;
   std::vector<std::string> only;
@@ -311,6 +434,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
+    else if (a == "--gradient") gradient = true;
     else if (a == "--torch" && i + 1 < argc) torch_file = argv[++i];
     else if (a == "--case" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--l2-fetch" && i + 1 < argc) l2_fetch = std::atol(argv[++i]);
@@ -329,7 +453,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: gpu_bench [--quick] [--torch FILE] [--case NAME]... [--method tiles|atomics|cells] "
-                   "[--l2-fetch BYTES]\n");
+                   "[--l2-fetch BYTES] [--gradient]\n");
       return 2;
     }
   }
@@ -408,6 +532,10 @@ int main(int argc, char** argv) {
   const double bw = copy_bandwidth_gbs(timer);
   std::printf("device: %s, %d SMs; copy bandwidth (read+write) %.0f GB/s; L2 fetch granularity %zu B\n", prop.name,
               prop.multiProcessorCount, bw, l2_fetch_now);
+  if (gradient) {
+    run_gradient_table(quick, timer);
+    return 0;
+  }
 
   std::vector<Row> rows;
   for (const auto& c : cases) {

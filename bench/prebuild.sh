@@ -32,7 +32,7 @@ programs_for() {
       tests | sanitizer) echo "pmkit_tests tests/pmkit_tests" ;;
       cpu) echo "pmkit_cli pmkit" ;;
       pairs) echo "pair_bench bench/pair_bench" ;;
-      mesh | methods | profile | kernels | l2fetch) echo "gpu_bench bench/gpu_bench" ;;
+      mesh | gradient | methods | profile | kernels | l2fetch) echo "gpu_bench bench/gpu_bench" ;;
       ab) echo "gpu_bench bench/gpu_bench"; echo "${PMKIT_AB_BENCH:-gpu_bench} bench/${PMKIT_AB_BENCH:-gpu_bench}" ;;
       stores) echo "store_probe bench/store_probe" ;;
       shared) echo "shared_probe bench/shared_probe" ;;

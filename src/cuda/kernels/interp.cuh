@@ -88,23 +88,73 @@ constexpr std::size_t interp_tiles_shared_bytes() {
          (interp_row_spans<K, D, T, NP>() ? sizeof(typename RowSpan<T, K::support>::Values) : sizeof(T));
 }
 
+// The window of a tile kernel's meshes in shared memory, as a stencil row reads it:
+// row(j, r) gives the S values from window node r of mesh j on, indexable by [a] (a row
+// span: one vector load; or a pointer into the plain window: S scalar loads).
+template <class K, int D, class T, bool kSpans>
+struct StagedWindow {
+  using Span = typename RowSpan<T, K::support>::Values;
+  struct Pointer {
+    const T* values;
+    __device__ __forceinline__ T operator[](int a) const { return values[a]; }
+  };
+  struct Vector {
+    Span span;
+    __device__ __forceinline__ T operator[](int a) const { return span.v[a]; }
+  };
+  const unsigned char* shared;
+  __device__ __forceinline__ auto row(int j, int r) const {
+    constexpr int kNodes = TileWindow<K, D>::kNodes;
+    if constexpr (kSpans) return Vector{reinterpret_cast<const Span*>(shared)[j * kNodes + r]};
+    else return Pointer{reinterpret_cast<const T*>(shared) + j * kNodes + r};
+  }
+};
+
+// What interp's tile kernel computes at a particle from the staged window: its NP
+// values, one a mesh. (interp_gradient's: kernels/gradient.cuh.)
+template <int NP>
+struct ValueGather {
+  static constexpr int kMeshes = NP;   // meshes staged in the window
+  static constexpr int kOutputs = NP;  // values a particle stores
+  template <class K, int D, class T, class Window>
+  __device__ __forceinline__ void operator()(const Window& window, int origin, const T (&s)[D],
+                                             T (&acc)[kOutputs]) const {
+    constexpr int S = K::support;
+    for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
+#pragma unroll
+      for (int j = 0; j < NP; ++j) {
+        const auto values = window.row(j, row);
+        T sum = 0;
+#pragma unroll
+        for (int a = 0; a < S; ++a) sum += wx[a] * values[a];
+        acc[j] += row_weight * sum;
+      }
+    });
+  }
+};
+
 // M2P through shared memory: a block loads its tile's window of each mesh once (with
 // the boundary's wrap or fold), then every particle of the chunk reads its S^D nodes
 // from shared memory, in the chunk's interleaved order (interleave_kernel). Results go
-// through `out` (InterpOutput: binned slots, or the caller's order). The thread's
+// through `out` (InterpOutput, GradientOutput: binned slots, or the caller's order). The thread's
 // particles are loaded before the window, so that the two loads' latencies overlap
 // instead of stalling the block twice. Where it fits, the window is
-// held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1).
-template <class K, int D, class T, int NP, bool kDirect>
-__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), D, K::support, NP))
-    interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
-                        const Packed<T>* particles, const std::uint16_t* order, std::size_t n, PropPass<T> pass,
-                        InterpOutput<T> out) {
+// held as row spans (RowSpan: node k's span holds nodes k .. k + S - 1). What a
+// particle computes from the window is the Gather's (ValueGather: its values;
+// GradientGather: their gradients), on Gather::kMeshes meshes. The kernel declares the
+// shared memory: the window (interp_shared, interp_tiles_shared_bytes) and the tables.
+template <class K, int D, class T, bool kDirect, class Gather, class Output>
+__device__ __forceinline__ void interp_tiles_block(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                                   const Chunk* chunks, const Packed<T>* particles,
+                                                   const std::uint16_t* order, const PropPass<T>& pass,
+                                                   const Output& out, const Gather& gather,
+                                                   unsigned char* interp_shared,
+                                                   typename TileWindow<K, D>::IndexTables& tables) {
   using Window = TileWindow<K, D>;
   constexpr int S = K::support;
+  constexpr int NP = Gather::kMeshes;
   using Span = typename RowSpan<T, S>::Values;
   constexpr bool kSpans = interp_row_spans<K, D, T, NP>();
-  extern __shared__ __align__(16) unsigned char interp_shared[];
   T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
   Span* window_spans = reinterpret_cast<Span*>(interp_shared);  // [NP][Window::kNodes] (kSpans)
   const Chunk chunk = chunks[blockIdx.x];
@@ -120,7 +170,6 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
   }
   int tile[D];
   geo.tile_coords(chunk.tile, tile);
-  __shared__ typename Window::IndexTables tables;
   Window::fill_index_tables(layout, tile, tables);
   __syncthreads();
   for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
@@ -141,6 +190,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
     }
   }
   __syncthreads();
+  const StagedWindow<K, D, T, kSpans> window{interp_shared};
 
 #pragma unroll 1
   for (int r = 0; r < kSlots; ++r) {
@@ -152,25 +202,21 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
     T s[D];
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) s[d] = particle.s[d];
-    T acc[NP] = {};
-    for_each_window_row<K, D>(origin, s, [&](int row, T row_weight, const T (&wx)[S]) {
-#pragma unroll
-      for (int j = 0; j < NP; ++j) {
-        T sum = 0;
-        if constexpr (kSpans) {
-          const Span span = window_spans[j * Window::kNodes + row];
-#pragma unroll
-          for (int a = 0; a < S; ++a) sum += wx[a] * span.v[a];
-        } else {
-          const T* values = window_values + j * Window::kNodes + row;
-#pragma unroll
-          for (int a = 0; a < S; ++a) sum += wx[a] * values[a];
-        }
-        acc[j] += row_weight * sum;
-      }
-    });
-    out.template store_as<kDirect>(pass, NP, chunk.begin + pick(local, r), acc);
+    T acc[Gather::kOutputs] = {};
+    gather.template operator()<K, D>(window, origin, s, acc);
+    out.template store_as<kDirect>(pass, Gather::kOutputs, chunk.begin + pick(local, r), acc);
   }
+}
+
+template <class K, int D, class T, int NP, bool kDirect>
+__global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_blocks_per_sm(sizeof(T), D, K::support, NP))
+    interp_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                        const Packed<T>* particles, const std::uint16_t* order, std::size_t n, PropPass<T> pass,
+                        InterpOutput<T> out) {
+  extern __shared__ __align__(16) unsigned char interp_shared[];
+  __shared__ typename TileWindow<K, D>::IndexTables tables;
+  interp_tiles_block<K, D, T, kDirect>(layout, geo, chunks, particles, order, pass, out, ValueGather<NP>{},
+                                       interp_shared, tables);
 }
 
 // M2P's last step where the outputs do not fit in L2: each caller's particle reads its

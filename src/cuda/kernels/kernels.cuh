@@ -9,10 +9,13 @@
 //   spread_atomics.cuh  P2M by one thread a particle with global atomics
 //   props_moves.cuh     a spread's properties moved into binned order
 //   interp.cuh          M2P by tiles or one thread a particle, and the unbin pass
+//   gradient.cuh        interp_gradient and spread_gradient: the tile kernels' gradient
+//                       steps, and their one-thread-per-particle kernels
 //   fixed_point.cuh, mesh_rows.cuh: the integer accumulation and the vector row atomics
 // The per-particle stencil is the one shared with the CPU backend (core/stencil.hpp).
 // Launches and memory are in src/cuda/plan/.
 #include "cuda/kernels/binning.cuh"
+#include "cuda/kernels/gradient.cuh"
 #include "cuda/kernels/interp.cuh"
 #include "cuda/kernels/partition.cuh"
 #include "cuda/kernels/props_moves.cuh"

@@ -172,68 +172,27 @@ __device__ __forceinline__ void flush_window(const typename TileWindow<K, D>::In
   }
 }
 
-template <class K, int D, class T, int W, int NP, bool kDeterministic>
-__global__ void __launch_bounds__(tuning::kSpreadThreads)
-    spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
-                        const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
-                        std::size_t n, PropPass<T> pass) {
-  using Window = TileWindow<K, D>;
-  constexpr int S = K::support;
-  constexpr bool kFmaRounding = tuning::fma_rounding_pays(S, NP);
-  extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
-  __shared__ double scale[NP];
-  const Chunk chunk = chunks[blockIdx.x];
-  for (int k = threadIdx.x; k < Window::kNodes * W * NP; k += blockDim.x) accumulator[k] = 0;
-  if constexpr (!tuning::interleave_pays(S, D)) {
-    // Records and perm read once, coalesced (the arrival order): evict-first in L2 leaves
-    // it to the property gather and the mesh. Not where a chunk is read in the
-    // interleaved order: its record lines serve several warps, some through L2 again.
-    particles = streamed(particles);
-    perm = streamed(perm);
+// What a tile spread adds to its accumulator for a particle: q_j times the node's
+// weight, on one accumulator a property (spread). GradientDeposit (kernels/gradient.cuh)
+// is spread_gradient's. kValues: what a particle carries (pass.props[0, kValues));
+// kMeshes: the accumulators; scales: the block's fixed-point scale per accumulator.
+template <class K, int D, class T, int W, int NP>
+struct PropertyDeposit {
+  static constexpr int kValues = NP;
+  static constexpr int kMeshes = NP;
+  double peak_weight;
+
+  template <bool kDeterministic>
+  __device__ __forceinline__ void scales(const Values<T, NP> (&q)[kSlots], const PropPass<T>& pass, std::size_t n,
+                                         double* scale) const {
+    block_scales<W, NP, kDeterministic>(q, pass, peak_weight, n, scale);
   }
 
-  // Each thread's properties are gathered once, into registers, and serve both the scale
-  // and the accumulation: in the caller's order through perm (one random read each), or,
-  // perm null, by slot (the pass moved into binned order first, props_to_places_kernel).
-  Values<T, NP> q[kSlots];
-#pragma unroll
-  for (int r = 0; r < kSlots; ++r) {
-    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    const std::uint32_t slot = i < chunk.count ? chunk.begin + taken(order, chunk, i) : 0;
-    const std::uint32_t p = perm && i < chunk.count ? perm[slot] : slot;
-#pragma unroll
-    for (int j = 0; j < NP; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
-  }
-
-  int tile[D];
-  geo.tile_coords(chunk.tile, tile);
-  __shared__ typename Window::IndexTables tables;  // for the flush; block_scales' barriers order them
-  Window::fill_index_tables(layout, tile, tables);
-  // The heavy tile's window (fast float mode; null: the block flushes to the mesh), in
-  // shared memory so that no register holds it through the accumulation; block_scales'
-  // barriers order it too.
-  constexpr bool kHeavyTiles = !kDeterministic && sizeof(T) == 4;
-  __shared__ double* heavy_window;
-  if (kHeavyTiles && threadIdx.x == 0) {
-    const std::uint32_t slot = pass.heavy_slot ? pass.heavy_slot[chunk.tile] : kLightTile;
-    heavy_window = slot == kLightTile
-                       ? nullptr
-                       : pass.heavy_windows + static_cast<std::size_t>(slot) * tuning::kPropsPerPass * Window::kNodes;
-  }
-
-  block_scales<W, NP, kDeterministic>(q, pass, geo.peak_weight, n, scale);
-
-#pragma unroll 1  // the stencil is unrolled already; kSlots copies of it only bloat the code
-  for (int r = 0; r < kSlots; ++r) {
-    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
-    if (i >= chunk.count) break;
-    const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
-    if (particle.cell == kAwayCell) continue;
-    const Values<T, NP> qr = pick(q, r);
-    const int origin = Window::origin(geo, particle.cell, tile);
-    T s[D];
-    PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+  __device__ __forceinline__ void operator()(int* accumulator, int origin, const T (&s)[D], const Values<T, NP>& qr,
+                                             const double* scale) const {
+    using Window = TileWindow<K, D>;
+    constexpr int S = K::support;
+    constexpr bool kFmaRounding = tuning::fma_rounding_pays(S, NP);
     // q times the power-of-two scale, in double (the deterministic scale can pass
     // float's range; the product cannot): contributions are then row weight x q x w_x.
     T qs[NP];
@@ -250,10 +209,97 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
       }
     });
   }
+};
+
+// The chunk's heavy-tile window (fast float mode), or null where the block flushes to the
+// mesh: thread 0 writes it to the shared `window` before accumulate_chunk, whose barriers
+// order it, so that no register holds it through the accumulation.
+template <class K, int D, class T, bool kDeterministic>
+__device__ __forceinline__ void select_heavy_window(const PropPass<T>& pass, const Chunk& chunk, double*& window) {
+  if (threadIdx.x != 0) return;
+  window = nullptr;
+  if constexpr (!kDeterministic && sizeof(T) == 4) {
+    const std::uint32_t slot = pass.heavy_slot ? pass.heavy_slot[chunk.tile] : kLightTile;
+    if (slot != kLightTile)
+      window = pass.heavy_windows + static_cast<std::size_t>(slot) * tuning::kPropsPerPass * TileWindow<K, D>::kNodes;
+  }
+}
+
+// A tile block's accumulation, up to its flush: clears the accumulator, gathers the
+// chunk's values, fills the window's index tables (for the flush), sets the block's
+// scales and adds every particle by `deposit`. All threads call; a barrier must follow
+// before the flush reads the accumulator.
+template <class K, int D, class T, int W, bool kDeterministic, class Deposit>
+__device__ __forceinline__ void accumulate_chunk(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                                 const Chunk& chunk, const Packed<T>* particles,
+                                                 const std::uint16_t* order, const std::uint32_t* perm,
+                                                 std::size_t n, const PropPass<T>& pass, const Deposit& deposit,
+                                                 int* accumulator, double* scale, int (&tile)[D],
+                                                 typename TileWindow<K, D>::IndexTables& tables) {
+  using Window = TileWindow<K, D>;
+  constexpr int S = K::support;
+  constexpr int NV = Deposit::kValues;
+  for (int k = threadIdx.x; k < Window::kNodes * W * Deposit::kMeshes; k += blockDim.x) accumulator[k] = 0;
+  if constexpr (!tuning::interleave_pays(S, D)) {
+    // Records and perm read once, coalesced (the arrival order): evict-first in L2 leaves
+    // it to the property gather and the mesh. Not where a chunk is read in the
+    // interleaved order: its record lines serve several warps, some through L2 again.
+    particles = streamed(particles);
+    perm = streamed(perm);
+  }
+
+  // Each thread's properties are gathered once, into registers, and serve both the scale
+  // and the accumulation: in the caller's order through perm (one random read each), or,
+  // perm null, by slot (the pass moved into binned order first, props_to_places_kernel).
+  Values<T, NV> q[kSlots];
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    const std::uint32_t slot = i < chunk.count ? chunk.begin + taken(order, chunk, i) : 0;
+    const std::uint32_t p = perm && i < chunk.count ? perm[slot] : slot;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) q[r].v[j] = i < chunk.count ? load_prop(pass, j, p) : T(0);
+  }
+
+  geo.tile_coords(chunk.tile, tile);
+  Window::fill_index_tables(layout, tile, tables);  // for the flush; the scales' barriers order them
+
+  deposit.template scales<kDeterministic>(q, pass, n, scale);
+
+#pragma unroll 1  // the stencil is unrolled already; kSlots copies of it only bloat the code
+  for (int r = 0; r < kSlots; ++r) {
+    const std::uint32_t i = threadIdx.x + r * tuning::kSpreadThreads;
+    if (i >= chunk.count) break;
+    const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
+    if (particle.cell == kAwayCell) continue;
+    const Values<T, NV> qr = pick(q, r);
+    const int origin = Window::origin(geo, particle.cell, tile);
+    T s[D];
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    deposit(accumulator, origin, s, qr, scale);
+  }
+}
+
+template <class K, int D, class T, int W, int NP, bool kDeterministic>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                        const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
+                        std::size_t n, PropPass<T> pass) {
+  using Window = TileWindow<K, D>;
+  extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
+  __shared__ double scale[NP];
+  const Chunk chunk = chunks[blockIdx.x];
+  int tile[D];
+  __shared__ typename Window::IndexTables tables;
+  __shared__ double* heavy_window;
+  select_heavy_window<K, D, T, kDeterministic>(pass, chunk, heavy_window);
+  accumulate_chunk<K, D, T, W, kDeterministic>(layout, geo, chunk, particles, order, perm, n, pass,
+                                               PropertyDeposit<K, D, T, W, NP>{geo.peak_weight}, accumulator, scale,
+                                               tile, tables);
   __syncthreads();
 
-  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass,
-                                               kHeavyTiles ? heavy_window : nullptr);
+  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass, heavy_window);
 }
 
 // The heavy tiles' double windows (flush_heavy) to the mesh after the tile spread: one
@@ -262,7 +308,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     finish_heavy_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const std::uint32_t* heavy_tiles,
-                        PropPass<T> pass) {
+                        PropPass<T> pass, int meshes) {
   using Window = TileWindow<K, D>;
   int tile[D];
   geo.tile_coords(heavy_tiles[blockIdx.x], tile);
@@ -273,7 +319,7 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
   for (int k = threadIdx.x; k < Window::kNodes; k += blockDim.x) {
     std::int64_t index;
     const bool inside = Window::table_index(tables, k, index);
-    for (int j = 0; j < pass.count; ++j) {
+    for (int j = 0; j < meshes; ++j) {
       const double v = window[j * Window::kNodes + k];
       if (v == 0) continue;  // NaN is never skipped
       window[j * Window::kNodes + k] = 0;

@@ -5,6 +5,8 @@
 //   set_points.cuh  set_points and update_points (the binning);
 //   spread.cuh      spread (P2M) and its methods' launches;
 //   interp.cuh      interp (M2P);
+//   gradient.cuh    interp_gradient and spread_gradient (the gradient at the particles
+//                   and its adjoint);
 //   arrays.cuh      the caller's arrays: device checks, host staging, binned_order and
 //                   binned_positions.
 // Every run-time decision is a function in cuda/tuning/method_choice.hpp; the kernels are
@@ -49,12 +51,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   std::size_t num_away() const override { return current_.num_away; }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override;
   void interp(Span<View<const T>> meshes, Span<View<T>> values) override;
-  void interp_gradient(Span<View<const T>>, Span<View<T>>) override {
-    detail::fail(ErrorCode::Unsupported, "interp_gradient: not yet on the CUDA backend");
-  }
-  void spread_gradient(Span<View<const T>>, Span<View<T>>, Accumulate) override {
-    detail::fail(ErrorCode::Unsupported, "spread_gradient: not yet on the CUDA backend");
-  }
+  void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) override;
+  void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) override;
   void binned_order(View<std::uint32_t> order) const override;
   void binned_positions(const std::array<View<T>, D>& offsets) const override;
   std::string spread_method_name() const override;
@@ -101,6 +99,15 @@ class CudaBackend final : public detail::Backend<T, D> {
   void launch_spread(const PropPass<T>& pass, Accumulate mode);
   bool moves_props(int support, int props) const;
   PropPass<T> props_to_slots(const PropPass<T>& pass);
+  // What a tile spread's kernel reads (launch_tiles, launch_gradient_tiles): the pass's
+  // `values` particle arrays moved into binned order where that pays (perm set to null:
+  // read by slot; else the binned order's perm), with the heavy tiles' windows in fast
+  // float mode; then the heavy windows' sums to the pass's first `meshes` meshes after
+  // the kernel.
+  template <int kSupport, bool kDeterministic>
+  PropPass<T> tile_pass(const PropPass<T>& caller_pass, int values, const std::uint32_t*& perm);
+  template <class K, bool kDeterministic>
+  void finish_heavy_tiles(const PropPass<T>& pass, int meshes);
   template <class K, int W, bool kDeterministic>
   void launch_tiles(const PropPass<T>& caller_pass);
   template <class K>
@@ -111,6 +118,23 @@ class CudaBackend final : public detail::Backend<T, D> {
   void interp_all(Span<View<const T>> meshes, Span<View<T>> values);
   template <class K>
   void launch_interp(const PropPass<T>& pass);
+  InterpOutput<T> interp_output(int outputs, int meshes) const;
+  template <class K>
+  bool interp_by_tiles(int meshes) const;
+
+  // gradient.cuh
+  InverseSpacing<T, D> inverse_spacing() const;
+  PropPass<T> gradient_pass(Span<View<const T>> vectors, Span<View<T>> meshes, std::size_t mesh, bool stage_mesh_in);
+  template <class K>
+  void interp_gradient_all(Span<View<const T>> meshes, Span<View<T>> gradients);
+  template <class K>
+  void launch_interp_gradient(const PropPass<T>& pass);
+  template <class K>
+  void spread_gradient_all(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode);
+  template <class K>
+  void launch_spread_gradient(const PropPass<T>& pass, Accumulate mode);
+  template <class K, int W, bool kDeterministic>
+  void launch_gradient_tiles(const PropPass<T>& caller_pass);
 
   // arrays.cuh
   template <class P>

@@ -2,6 +2,7 @@
 // The whole CUDA mesh plan, every phase, for one translation unit per precision and
 // dimension (backend_<T>_<D>d.cu), so that nvcc builds them in parallel.
 #include "cuda/plan/arrays.cuh"
+#include "cuda/plan/gradient.cuh"
 #include "cuda/plan/interp.cuh"
 #include "cuda/plan/make_plan.cuh"
 #include "cuda/plan/set_points.cuh"

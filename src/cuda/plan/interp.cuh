@@ -16,27 +16,41 @@ void CudaBackend<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values)
   kernels::dispatch(kernel_, [&](auto k) { interp_all<decltype(k)>(meshes, values); });
 }
 
+// Where interp's outputs go: straight to the caller's order where they fit in L2 with
+// the meshes read, or where the caller's order is the binned one (the stores then run
+// along it; tuning::interp_direct_pays), else to binned slots and then unbinned
+// (unbin_kernel). `outputs` values a particle, from `meshes` meshes.
+template <class T, int D>
+InterpOutput<T> CudaBackend<T, D>::interp_output(int outputs, int meshes) const {
+  const std::size_t n = current_.n;
+  const double outputs_bytes = static_cast<double>(n) * outputs * sizeof(T);
+  const double meshes_bytes = static_cast<double>(layout_.size) * meshes * sizeof(T);
+  const bool direct =
+      tuning::interp_direct_pays(outputs_bytes, meshes_bytes, limits_.l2_bytes, current_.caller_order_binned);
+  return InterpOutput<T>{buf_.binned_values.get(), n, direct ? current_.perm.get() : nullptr};
+}
+
 // Tiles (the window in shared memory) where blocks hold enough particles to repay
 // loading it (tuning::interp_by_tiles); else one thread per particle gathering from the
-// mesh.
-// Both write binned order into buf_.binned_values (then unbin_kernel fills the outputs), or
-// the caller's order directly (InterpOutput).
+// mesh. Scalar windows of `meshes` meshes (the smallest a tile can take) decide whether
+// tiles fit at all.
+template <class T, int D>
+template <class K>
+bool CudaBackend<T, D>::interp_by_tiles(int meshes) const {
+  const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * meshes * sizeof(T);
+  return tuning::interp_by_tiles(window_use(), scalar_shared, static_cast<std::size_t>(limits_.shared_optin));
+}
+
+// Both paths write binned order into buf_.binned_values (then unbin_kernel fills the
+// outputs), or the caller's order directly (InterpOutput).
 template <class T, int D>
 template <class K>
 void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
   const std::size_t n = current_.n;
   if (n == 0) return;
-  // Outputs written straight to the caller's order where they fit in L2 with the
-  // meshes read, or where the caller's order is the binned one (the stores then run
-  // along it; tuning::interp_direct_pays), else to binned slots and then unbinned.
-  const double outputs_bytes = static_cast<double>(n) * pass.count * sizeof(T);
-  const double meshes_bytes = static_cast<double>(layout_.size) * pass.count * sizeof(T);
-  const bool direct =
-      tuning::interp_direct_pays(outputs_bytes, meshes_bytes, limits_.l2_bytes, current_.caller_order_binned);
-  const InterpOutput<T> out{buf_.binned_values.get(), n, direct ? current_.perm.get() : nullptr};
-  // Scalar windows (the smallest a tile can take) decide whether tiles fit at all.
-  const std::size_t scalar_shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * pass.count * sizeof(T);
-  if (tuning::interp_by_tiles(window_use(), scalar_shared, static_cast<std::size_t>(limits_.shared_optin))) {
+  const InterpOutput<T> out = interp_output(pass.count, pass.count);
+  const bool direct = out.perm != nullptr;
+  if (interp_by_tiles<K>(pass.count)) {
     with_prop_count(pass.count, [&](auto np) {
       constexpr int NP = decltype(np)::value;
       const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();

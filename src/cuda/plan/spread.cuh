@@ -172,19 +172,36 @@ PropPass<T> CudaBackend<T, D>::props_to_slots(const PropPass<T>& pass) {
 }
 
 template <class T, int D>
-template <class K, int W, bool kDeterministic>
-void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
-  if (current_.num_chunks == 0) return;
+template <int kSupport, bool kDeterministic>
+PropPass<T> CudaBackend<T, D>::tile_pass(const PropPass<T>& caller_pass, int values, const std::uint32_t*& perm) {
   bool contiguous = true;
-  for (int j = 0; j < caller_pass.count; ++j) contiguous = contiguous && caller_pass.prop_stride[j] == 1;
-  const bool moved = contiguous && moves_props(K::support, caller_pass.count);
+  for (int j = 0; j < values; ++j) contiguous = contiguous && caller_pass.prop_stride[j] == 1;
+  const bool moved = contiguous && moves_props(kSupport, values);
   PropPass<T> pass = moved ? props_to_slots(caller_pass) : caller_pass;
-  const std::uint32_t* perm = moved ? nullptr : current_.perm.get();  // null: read by slot
-  const std::uint32_t heavy = kDeterministic ? 0 : current_.num_heavy;  // fast float only (set_points)
-  if (heavy > 0) {
+  perm = moved ? nullptr : current_.perm.get();
+  if (!kDeterministic && current_.num_heavy > 0) {  // fast float only (set_points)
     pass.heavy_slot = current_.heavy_slot.get();
     pass.heavy_windows = buf_.heavy_windows.get();
   }
+  return pass;
+}
+
+template <class T, int D>
+template <class K, bool kDeterministic>
+void CudaBackend<T, D>::finish_heavy_tiles(const PropPass<T>& pass, int meshes) {
+  const std::uint32_t heavy = kDeterministic ? 0 : current_.num_heavy;
+  if (heavy == 0) return;
+  finish_heavy_kernel<K, D, T><<<heavy, tuning::kSpreadThreads, 0, stream_>>>(layout_, geo_, current_.heavy_tiles.get(),
+                                                                             pass, meshes);
+  check_launch("pmkit::cuda::spread::finish_heavy");
+}
+
+template <class T, int D>
+template <class K, int W, bool kDeterministic>
+void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
+  if (current_.num_chunks == 0) return;
+  const std::uint32_t* perm;
+  const PropPass<T> pass = tile_pass<K::support, kDeterministic>(caller_pass, caller_pass.count, perm);
   with_prop_count(pass.count, [&](auto np) {
     constexpr int NP = decltype(np)::value;
     const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
@@ -195,11 +212,7 @@ void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
                                                                     taken_order(), perm, current_.n, pass);
     check_launch("pmkit::cuda::spread::shared_tiles");
   });
-  if (heavy > 0) {  // the heavy tiles' windows to the mesh, once a tile
-    finish_heavy_kernel<K, D, T><<<heavy, tuning::kSpreadThreads, 0, stream_>>>(layout_, geo_,
-                                                                               current_.heavy_tiles.get(), pass);
-    check_launch("pmkit::cuda::spread::finish_heavy");
-  }
+  finish_heavy_tiles<K, kDeterministic>(pass, pass.count);
 }
 
 template <class T, int D>
