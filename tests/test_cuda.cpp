@@ -941,8 +941,9 @@ TEST(Cuda, ZeroParticlesAndEmptyMesh) {
 // The gradient and its adjoint in float64 from the closed-form kernels
 // (reference::weight, reference::weight_derivative), node by node where the layout
 // stores it: a folded ghost reads and receives at its mirror, a kept one at its own
-// place. The derivative is the one from above (r + 1e-12): the backends' pieces hold
-// s in [0, 1), so at a kink (the linear kernel's nodes) they take the right-hand slope.
+// place. The linear kernel's derivative is the one from above (r + 1e-12, where it is
+// constant): the backends' pieces hold s in [0, 1), so at its kinks (the nodes) they take
+// the right-hand slope. The other kernels' derivatives are continuous: taken at r.
 template <int D>
 class GradientReference {
  public:
@@ -972,6 +973,7 @@ class GradientReference {
   template <class F>
   void each_node(std::size_t p, F&& f) const {
     const int S = kernel_.support();
+    const double from_above = kernel_ == Kernel::linear() ? 1e-12 : 0.0;
     double w[D][Kernel::kMaxSupport], dw[D][Kernel::kMaxSupport];
     std::int64_t index[D][Kernel::kMaxSupport];
     for (int d = 0; d < D; ++d) {
@@ -982,7 +984,7 @@ class GradientReference {
       for (int k = 0; k < S; ++k) {
         const double r = u - (base + k);
         w[d][k] = reference::weight(kernel_, r);
-        dw[d][k] = reference::weight_derivative(kernel_, r + 1e-12) / layout_.axis[d].spacing;
+        dw[d][k] = reference::weight_derivative(kernel_, r + from_above) / layout_.axis[d].spacing;
         index[d][k] = static_cast<std::int64_t>(layout_.axis[d].node(base + k)) * layout_.stride[d];
       }
     }
