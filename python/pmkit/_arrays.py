@@ -1,0 +1,147 @@
+"""The array libraries pmkit takes arrays from and gives results back in.
+
+The compiled module reads and writes any array through DLPack, the buffer protocol or
+``__cuda_array_interface__`` without copying. What it cannot do is make a new array of
+the caller's library, or know that library's current CUDA stream: an ``ArrayLibrary``
+does both, one per library (NumPy, PyTorch, CuPy, JAX), picked by the type of the
+caller's first array. A library pmkit does not know gets NumPy results (so, on a CUDA
+plan, its calls need ``out=``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence
+
+import numpy as np
+
+
+class ArrayLibrary:
+    """Results and streams for the arrays of one library (the base: NumPy, host memory)."""
+
+    name = "numpy"
+
+    def empty(self, like: Any, shape: Sequence[int], dtype: str) -> Any:
+        """A new array of ``shape`` and ``dtype`` on ``like``'s device."""
+        return np.empty(shape, dtype=dtype)
+
+    def stream(self, like: Any) -> Optional[int]:
+        """The handle of the library's current CUDA stream on ``like``'s device, or None
+        where it has none (the plan's own stream then orders the call)."""
+        return None
+
+    def before(self, arrays: Sequence[Any]) -> None:
+        """Makes the work pending on the arrays visible to the plan's stream (JAX waits)."""
+
+    def result(self, array: Any, plan: Any) -> Any:
+        """The array a call returns for the result it wrote into ``array``."""
+        return array
+
+
+class TorchLibrary(ArrayLibrary):
+    name = "torch"
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    def empty(self, like: Any, shape: Sequence[int], dtype: str) -> Any:
+        torch_dtype = getattr(self._torch, dtype, None)
+        if torch_dtype is None:
+            raise TypeError(f"this version of torch has no {dtype} tensors; pass out= as a NumPy array")
+        return self._torch.empty(tuple(shape), dtype=torch_dtype, device=like.device)
+
+    def stream(self, like: Any) -> Optional[int]:
+        if not like.is_cuda:
+            return None
+        return self._torch.cuda.current_stream(like.device).cuda_stream
+
+
+class CupyLibrary(ArrayLibrary):
+    name = "cupy"
+
+    def __init__(self) -> None:
+        import cupy
+
+        self._cupy = cupy
+
+    def empty(self, like: Any, shape: Sequence[int], dtype: str) -> Any:
+        with like.device:
+            return self._cupy.empty(tuple(shape), dtype=dtype)
+
+    def stream(self, like: Any) -> Optional[int]:
+        with like.device:
+            return self._cupy.cuda.get_current_stream().ptr
+
+
+class JaxLibrary(ArrayLibrary):
+    """JAX arrays are immutable and JAX does not expose its streams: results are written
+    into new arrays of NumPy (CPU) or of torch or CuPy (GPU, whichever is installed) and
+    handed to JAX through DLPack without a copy; on the GPU a call waits for its inputs
+    before it starts and for the plan's stream before it returns."""
+
+    name = "jax"
+
+    def __init__(self) -> None:
+        import jax
+
+        self._jax = jax
+
+    def empty(self, like: Any, shape: Sequence[int], dtype: str) -> Any:
+        device = next(iter(like.devices()))
+        if device.platform == "cpu":
+            return np.empty(shape, dtype=dtype)
+        try:
+            import torch
+
+            return torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=f"cuda:{device.id}")
+        except ImportError:
+            pass
+        try:
+            import cupy
+        except ImportError:
+            raise TypeError("JAX arrays on the GPU need torch or CuPy installed for pmkit's results") from None
+        with cupy.cuda.Device(device.id):
+            return cupy.empty(tuple(shape), dtype=dtype)
+
+    def before(self, arrays: Sequence[Any]) -> None:
+        for array in arrays:
+            if hasattr(array, "block_until_ready"):
+                array.block_until_ready()
+
+    def result(self, array: Any, plan: Any) -> Any:
+        plan.synchronize()
+        return self._jax.dlpack.from_dlpack(array)
+
+
+NUMPY = ArrayLibrary()
+_FACTORIES: Dict[str, Callable[[], ArrayLibrary]] = {
+    "numpy": lambda: NUMPY,
+    "torch": TorchLibrary,
+    "cupy": CupyLibrary,
+    "jax": JaxLibrary,
+    "jaxlib": JaxLibrary,
+}
+_BY_TYPE: Dict[type, ArrayLibrary] = {}
+
+
+def library_of(array: Any) -> ArrayLibrary:
+    """The ArrayLibrary of an array, by the top-level module of its type."""
+    kind = type(array)
+    library = _BY_TYPE.get(kind)
+    if library is None:
+        factory = _FACTORIES.get(kind.__module__.partition(".")[0])
+        library = factory() if factory else NUMPY
+        _BY_TYPE[kind] = library
+    return library
+
+
+def ndim_of(array: Any, name: str) -> int:
+    """The number of dimensions of an array argument (TypeError if it has none)."""
+    ndim = getattr(array, "ndim", None)
+    if ndim is None:
+        shape = getattr(array, "shape", None)
+        if shape is None:
+            raise TypeError(f"{name} must be an array, not {type(array).__name__}")
+        ndim = len(shape)
+    return int(ndim)
