@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _pmkit
@@ -29,6 +31,17 @@ _PAIR_METHODS = {
 Array = Any  # an array of NumPy, PyTorch, CuPy, JAX, or anything with DLPack or the buffer protocol
 Arrays = Union[Array, Sequence[Array]]
 KernelLike = Union[str, _pmkit.Kernel]
+
+
+# Every mesh plan by its key, a string: pmkit.torch's operators take plans by key, as
+# torch.library operators take no Python objects.
+_PLANS: "weakref.WeakValueDictionary[str, Plan]" = weakref.WeakValueDictionary()
+_KEYS = itertools.count()
+
+
+def plan_of_key(key: str) -> "Plan":
+    """The live mesh plan of a key (Plan.key)."""
+    return _PLANS[key]
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -210,10 +223,19 @@ class Plan(_PlanBase):
         self._impl = cls(grid._cpp(), _kernel(kernel), options)
         self._mesh_shape: Tuple[int, ...] = tuple(self._impl.mesh_shape)
         self._points_like: Optional[Array] = None
+        # Which positions the plan holds, as pmkit.torch identifies them (None: other ones).
+        self._points_token: Any = None
+        self._key = f"plan{next(_KEYS)}"
+        _PLANS[self._key] = self
 
     @property
     def grid(self) -> Grid:
         return self._grid
+
+    @property
+    def key(self) -> str:
+        """The plan's key for pmkit.torch's operators (unique in the process)."""
+        return self._key
 
     @property
     def kernel(self) -> _pmkit.Kernel:
@@ -246,6 +268,7 @@ class Plan(_PlanBase):
         self._impl.set_points(arrays, self._call_stream(library, arrays[0]))
         self._library = library
         self._points_like = arrays[0]
+        self._points_token = None
 
     def update_points(self, *positions: Array) -> None:
         """The same particles (same count and order) after a small move; see pmkit::Plan."""
@@ -253,6 +276,7 @@ class Plan(_PlanBase):
         library = library_of(arrays[0])
         library.before(arrays)
         self._impl.update_points(arrays, self._call_stream(library, arrays[0]))
+        self._points_token = None
 
     def _run(self, method: str, inputs: Arrays, name: str, out: Optional[Arrays], shape_of, *flags: bool) -> Any:
         """Runs one compiled call: inputs and outputs as lists, outputs made where not given."""

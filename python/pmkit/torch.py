@@ -1,0 +1,201 @@
+"""pmkit for PyTorch: spread, interp, interp_gradient and spread_gradient as differentiable
+operators.
+
+    import pmkit, pmkit.torch
+    plan = pmkit.Plan(pmkit.Grid.periodic((64, 64, 64), h=1 / 64), "mp4", backend="cuda")
+    rho = pmkit.torch.spread(plan, x, q)      # x: (N, 3) positions, q: (N,) or (F, N)
+    phi = pmkit.torch.interp(plan, x, rho)
+    loss = phi.square().sum(); loss.backward()   # gradients for q and x
+
+Each function takes the plan, the positions as one (N, D) tensor, and the values; it bins
+the positions with ``plan.set_points`` unless the plan already holds these very positions
+(the same tensor, unmodified since: its data pointer, shape, strides and version), so a
+forward and backward pass on one set of positions bins once. The plan's dtype is the
+tensors' and its backend their device's.
+
+Derivatives:
+
+- ``spread`` and ``interp`` with respect to the values and meshes through their adjoints
+  (each other), and with respect to the positions through ``interp_gradient``;
+- ``interp_gradient`` and ``spread_gradient`` with respect to meshes and vectors through
+  their adjoints (each other). Their derivative with respect to the positions needs the
+  kernels' second derivatives, which pmkit does not have: asking for it raises
+  NotImplementedError rather than returning a wrong zero.
+
+The functions are ``torch.library`` custom operators (``torch.ops.pmkit.*``), so that
+``torch.compile`` takes them without a graph break.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+
+from ._plan import Plan, plan_of_key
+
+__all__ = ["spread", "interp", "interp_gradient", "spread_gradient"]
+
+
+def _bind(plan: Plan, positions: torch.Tensor) -> None:
+    """Bins the positions unless the plan holds them already. The plan keeps the tensor
+    whose binning it holds, so that its memory cannot be reused by another tensor with
+    the same data pointer while the token stands."""
+    token = (positions.data_ptr(), tuple(positions.shape), positions.stride(), positions._version)
+    if plan._points_token != token:
+        plan.set_points(positions)
+        plan._points_token = token
+        plan._points_tensor = positions
+
+
+# --- The operators. Each one runs the plan's call on detached tensors; a fake (meta)
+# version gives the result's shape to torch.compile.
+
+
+@torch.library.custom_op("pmkit::spread", mutates_args=())
+def _spread(key: str, positions: torch.Tensor, props: torch.Tensor) -> torch.Tensor:
+    plan = plan_of_key(key)
+    _bind(plan, positions)
+    return plan.spread(props)
+
+
+@_spread.register_fake
+def _(key: str, positions: torch.Tensor, props: torch.Tensor) -> torch.Tensor:
+    return props.new_empty(props.shape[:-1] + plan_of_key(key).mesh_shape)
+
+
+@torch.library.custom_op("pmkit::interp", mutates_args=())
+def _interp(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+    plan = plan_of_key(key)
+    _bind(plan, positions)
+    return plan.interp(meshes)
+
+
+@_interp.register_fake
+def _(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+    dim = positions.shape[-1]
+    return meshes.new_empty(meshes.shape[:-dim] + positions.shape[:1])
+
+
+@torch.library.custom_op("pmkit::interp_gradient", mutates_args=())
+def _interp_gradient(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+    plan = plan_of_key(key)
+    _bind(plan, positions)
+    return plan.interp_gradient(meshes)
+
+
+@_interp_gradient.register_fake
+def _(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+    dim = positions.shape[-1]
+    return meshes.new_empty(meshes.shape[:-dim] + positions.shape)
+
+
+@torch.library.custom_op("pmkit::spread_gradient", mutates_args=())
+def _spread_gradient(key: str, positions: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    plan = plan_of_key(key)
+    _bind(plan, positions)
+    return plan.spread_gradient(vectors)
+
+
+@_spread_gradient.register_fake
+def _(key: str, positions: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    return vectors.new_empty(vectors.shape[:-2] + plan_of_key(key).mesh_shape)
+
+
+# --- Their derivatives. Gradients arriving from autograd may be broadcast views (stride
+# 0), which a plan does not take: they are made contiguous first.
+
+
+def _save(ctx, inputs: Tuple, output: torch.Tensor) -> None:
+    key, positions, values = inputs
+    ctx.key = key
+    ctx.save_for_backward(positions, values)
+
+
+def _no_position_derivative(ctx, name: str) -> None:
+    if ctx.needs_input_grad[1]:
+        raise NotImplementedError(
+            f"pmkit.torch.{name}: the derivative with respect to the positions needs the kernels' second "
+            "derivatives, which pmkit does not compute; detach the positions"
+        )
+
+
+def _spread_backward(ctx, grad: torch.Tensor):
+    positions, props = ctx.saved_tensors
+    grad = grad.contiguous()
+    grad_props = _interp(ctx.key, positions, grad) if ctx.needs_input_grad[2] else None
+    grad_positions = None
+    if ctx.needs_input_grad[1]:
+        # d/dx_p of sum_n grad[n] q_p W(x_p - x_n) = q_p * interp_gradient(grad)[p].
+        g = _interp_gradient(ctx.key, positions, grad)
+        grad_positions = (props.unsqueeze(-1) * g).reshape(-1, *positions.shape).sum(0)
+    return None, grad_positions, grad_props
+
+
+def _interp_backward(ctx, grad: torch.Tensor):
+    positions, meshes = ctx.saved_tensors
+    grad = grad.contiguous()
+    grad_meshes = _spread(ctx.key, positions, grad) if ctx.needs_input_grad[2] else None
+    grad_positions = None
+    if ctx.needs_input_grad[1]:
+        # d/dx_p of sum_p grad[p] interp(m)[p] = grad[p] * interp_gradient(m)[p].
+        g = _interp_gradient(ctx.key, positions, meshes)
+        grad_positions = (grad.unsqueeze(-1) * g).reshape(-1, *positions.shape).sum(0)
+    return None, grad_positions, grad_meshes
+
+
+def _interp_gradient_backward(ctx, grad: torch.Tensor):
+    _no_position_derivative(ctx, "interp_gradient")
+    positions, _ = ctx.saved_tensors
+    grad_meshes = _spread_gradient(ctx.key, positions, grad.contiguous()) if ctx.needs_input_grad[2] else None
+    return None, None, grad_meshes
+
+
+def _spread_gradient_backward(ctx, grad: torch.Tensor):
+    _no_position_derivative(ctx, "spread_gradient")
+    positions, _ = ctx.saved_tensors
+    grad_vectors = _interp_gradient(ctx.key, positions, grad.contiguous()) if ctx.needs_input_grad[2] else None
+    return None, None, grad_vectors
+
+
+_spread.register_autograd(_spread_backward, setup_context=_save)
+_interp.register_autograd(_interp_backward, setup_context=_save)
+_interp_gradient.register_autograd(_interp_gradient_backward, setup_context=_save)
+_spread_gradient.register_autograd(_spread_gradient_backward, setup_context=_save)
+
+
+# --- The public functions.
+
+
+def _check(plan: Plan, positions: torch.Tensor) -> str:
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan must be a pmkit.Plan, not {type(plan).__name__}")
+    if not isinstance(positions, torch.Tensor) or positions.ndim != 2 or positions.shape[1] != plan.dim:
+        shape = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise ValueError(f"positions must be an (N, {plan.dim}) tensor, not {shape}")
+    return plan.key
+
+
+def spread(plan: Plan, positions: torch.Tensor, props: torch.Tensor) -> torch.Tensor:
+    """P2M: (N,) or (F, N) values at the (N, D) positions onto ``plan.mesh_shape`` or
+    (F, *mesh_shape) meshes. Differentiable in ``props`` and ``positions``."""
+    return _spread(_check(plan, positions), positions, props)
+
+
+def interp(plan: Plan, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+    """M2P: meshes (``plan.mesh_shape`` or (F, *mesh_shape)) at the (N, D) positions: (N,)
+    or (F, N). Differentiable in ``meshes`` and ``positions``."""
+    return _interp(_check(plan, positions), positions, meshes)
+
+
+def interp_gradient(plan: Plan, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``interp`` with respect to the positions: (N, D) or (F, N, D).
+    Differentiable in ``meshes``."""
+    return _interp_gradient(_check(plan, positions), positions, meshes)
+
+
+def spread_gradient(plan: Plan, positions: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """The adjoint of ``interp_gradient``: (N, D) or (F, N, D) vectors onto meshes.
+    Differentiable in ``vectors``."""
+    return _spread_gradient(_check(plan, positions), positions, vectors)
+
