@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <string>
 
 namespace pmkit::python {
@@ -84,6 +85,17 @@ void MeshPlan<T, D>::binned_positions(const nb::list& positions, std::uintptr_t 
   plan_.binned_positions(xyz);
 }
 
+template <class T, int D>
+double MeshPlan<T, D>::time_spread(const nb::list& props, const nb::list& meshes, int calls) {
+  const Views<const T> in(props, "props", Layout::Particles, where_);
+  const Views<T> out(meshes, "out", Layout::Mesh, where_, mesh_shape_);
+  nb::gil_scoped_release release;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) plan_.spread(in.span(), out.span());
+  synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls;
+}
+
 namespace {
 
 using namespace nb::literals;
@@ -104,6 +116,8 @@ void bind_plan(nb::module_& m, const char* name) {
       .def("binned_order", &P::binned_order, "out"_a, "stream"_a)
       .def("binned_positions", &P::binned_positions, "out"_a, "stream"_a)
       .def("synchronize", &P::synchronize, "Waits for the work queued on the plan's stream.")
+      .def("time_spread", &P::time_spread, "props"_a, "out"_a, "calls"_a,
+           "Seconds per call of spread run `calls` times from C++ (for benchmarks).")
       .def_prop_ro("mesh_shape", [](const P& p) { return p.mesh_shape(); })
       .def_prop_ro("mesh_size", [](const P& p) { return p.plan().mesh_size(); })
       .def_prop_ro("num_points", [](const P& p) { return p.plan().num_points(); })

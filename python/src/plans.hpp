@@ -38,6 +38,10 @@ class MeshPlan {
   void binned_order(const nb::list& order, std::uintptr_t stream) const;
   void binned_positions(const nb::list& positions, std::uintptr_t stream) const;
   void synchronize() const { python::synchronize(plan_.options().device, plan_.options().stream); }
+  // Seconds per call of `calls` spreads from C++ on views made once, waiting for the
+  // plan's stream at the end: the same call as spread without Python, for
+  // bench/python_bench.py.
+  double time_spread(const nb::list& props, const nb::list& meshes, int calls);
 
   const Plan<T, D>& plan() const { return plan_; }
   const Placement& where() const { return where_; }
