@@ -28,6 +28,7 @@ The functions are ``torch.library`` custom operators (``torch.ops.pmkit.*``), so
 
 from __future__ import annotations
 
+import functools
 from typing import Tuple
 
 import torch
@@ -112,56 +113,47 @@ def _save(ctx, inputs: Tuple, output: torch.Tensor) -> None:
     ctx.save_for_backward(positions, values)
 
 
-def _no_position_derivative(ctx, name: str) -> None:
+def _value_backward(adjoint, position_factors, ctx, grad: torch.Tensor):
+    """spread's and interp's backward: the values' gradient through the adjoint, the
+    positions' through interp_gradient, d/dx_p = sum over fields of weight[p] *
+    interp_gradient(mesh)[p], with (weight, mesh) = position_factors(values, grad)."""
+    positions, values = ctx.saved_tensors
+    grad = grad.contiguous()
+    grad_values = adjoint(ctx.key, positions, grad) if ctx.needs_input_grad[2] else None
+    grad_positions = None
+    if ctx.needs_input_grad[1]:
+        weight, mesh = position_factors(values, grad)
+        g = _interp_gradient(ctx.key, positions, mesh)
+        grad_positions = (weight.unsqueeze(-1) * g).reshape(-1, *positions.shape).sum(0)
+    return None, grad_positions, grad_values
+
+
+def _gradient_backward(adjoint, name: str, ctx, grad: torch.Tensor):
+    """interp_gradient's and spread_gradient's backward: through the adjoint only."""
     if ctx.needs_input_grad[1]:
         raise NotImplementedError(
             f"pmkit.torch.{name}: the derivative with respect to the positions needs the kernels' second "
             "derivatives, which pmkit does not compute; detach the positions"
         )
-
-
-def _spread_backward(ctx, grad: torch.Tensor):
-    positions, props = ctx.saved_tensors
-    grad = grad.contiguous()
-    grad_props = _interp(ctx.key, positions, grad) if ctx.needs_input_grad[2] else None
-    grad_positions = None
-    if ctx.needs_input_grad[1]:
-        # d/dx_p of sum_n grad[n] q_p W(x_p - x_n) = q_p * interp_gradient(grad)[p].
-        g = _interp_gradient(ctx.key, positions, grad)
-        grad_positions = (props.unsqueeze(-1) * g).reshape(-1, *positions.shape).sum(0)
-    return None, grad_positions, grad_props
-
-
-def _interp_backward(ctx, grad: torch.Tensor):
-    positions, meshes = ctx.saved_tensors
-    grad = grad.contiguous()
-    grad_meshes = _spread(ctx.key, positions, grad) if ctx.needs_input_grad[2] else None
-    grad_positions = None
-    if ctx.needs_input_grad[1]:
-        # d/dx_p of sum_p grad[p] interp(m)[p] = grad[p] * interp_gradient(m)[p].
-        g = _interp_gradient(ctx.key, positions, meshes)
-        grad_positions = (grad.unsqueeze(-1) * g).reshape(-1, *positions.shape).sum(0)
-    return None, grad_positions, grad_meshes
-
-
-def _interp_gradient_backward(ctx, grad: torch.Tensor):
-    _no_position_derivative(ctx, "interp_gradient")
     positions, _ = ctx.saved_tensors
-    grad_meshes = _spread_gradient(ctx.key, positions, grad.contiguous()) if ctx.needs_input_grad[2] else None
-    return None, None, grad_meshes
+    grad_values = adjoint(ctx.key, positions, grad.contiguous()) if ctx.needs_input_grad[2] else None
+    return None, None, grad_values
 
 
-def _spread_gradient_backward(ctx, grad: torch.Tensor):
-    _no_position_derivative(ctx, "spread_gradient")
-    positions, _ = ctx.saved_tensors
-    grad_vectors = _interp_gradient(ctx.key, positions, grad.contiguous()) if ctx.needs_input_grad[2] else None
-    return None, None, grad_vectors
-
-
-_spread.register_autograd(_spread_backward, setup_context=_save)
-_interp.register_autograd(_interp_backward, setup_context=_save)
-_interp_gradient.register_autograd(_interp_gradient_backward, setup_context=_save)
-_spread_gradient.register_autograd(_spread_gradient_backward, setup_context=_save)
+# spread: d/dx_p of sum_n grad[n] q_p W(x_p - x_n) = q_p * interp_gradient(grad)[p].
+_spread.register_autograd(
+    functools.partial(_value_backward, _interp, lambda props, grad: (props, grad)), setup_context=_save
+)
+# interp: d/dx_p of sum_p grad[p] interp(m)[p] = grad[p] * interp_gradient(m)[p].
+_interp.register_autograd(
+    functools.partial(_value_backward, _spread, lambda meshes, grad: (grad, meshes)), setup_context=_save
+)
+_interp_gradient.register_autograd(
+    functools.partial(_gradient_backward, _spread_gradient, "interp_gradient"), setup_context=_save
+)
+_spread_gradient.register_autograd(
+    functools.partial(_gradient_backward, _interp_gradient, "spread_gradient"), setup_context=_save
+)
 
 
 # --- The public functions.

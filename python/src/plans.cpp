@@ -31,40 +31,41 @@ void MeshPlan<T, D>::set_points(const nb::list& positions, std::uintptr_t stream
 }
 
 template <class T, int D>
-void MeshPlan<T, D>::spread(const nb::list& props, const nb::list& meshes, bool add, std::uintptr_t stream) {
-  const Views<const T> in(props, "props", Layout::Particles, where_);
-  const Views<T> out(meshes, "out", Layout::Mesh, where_, mesh_shape_);
+template <class Call>
+void MeshPlan<T, D>::run(const nb::list& inputs, const char* input_name, Layout input_layout, const nb::list& outputs,
+                         Layout output_layout, std::uintptr_t stream, Call call) {
+  const Views<const T> in(inputs, input_name, input_layout, where_, mesh_shape_);
+  const Views<T> out(outputs, "out", output_layout, where_, mesh_shape_);
   auto guard = order(stream);
   nb::gil_scoped_release release;
-  plan_.spread(in.span(), out.span(), add ? Accumulate::Add : Accumulate::Overwrite);
+  call(in.span(), out.span());
+}
+
+template <class T, int D>
+void MeshPlan<T, D>::spread(const nb::list& props, const nb::list& meshes, bool add, std::uintptr_t stream) {
+  run(props, "props", Layout::Particles, meshes, Layout::Mesh, stream, [&](auto in, auto out) {
+    plan_.spread(in, out, add ? Accumulate::Add : Accumulate::Overwrite);
+  });
 }
 
 template <class T, int D>
 void MeshPlan<T, D>::interp(const nb::list& meshes, const nb::list& values, std::uintptr_t stream) {
-  const Views<const T> in(meshes, "meshes", Layout::Mesh, where_, mesh_shape_);
-  const Views<T> out(values, "out", Layout::Particles, where_);
-  auto guard = order(stream);
-  nb::gil_scoped_release release;
-  plan_.interp(in.span(), out.span());
+  run(meshes, "meshes", Layout::Mesh, values, Layout::Particles, stream,
+      [&](auto in, auto out) { plan_.interp(in, out); });
 }
 
 template <class T, int D>
 void MeshPlan<T, D>::interp_gradient(const nb::list& meshes, const nb::list& gradients, std::uintptr_t stream) {
-  const Views<const T> in(meshes, "meshes", Layout::Mesh, where_, mesh_shape_);
-  const Views<T> out(gradients, "out", Layout::Components, where_);
-  auto guard = order(stream);
-  nb::gil_scoped_release release;
-  plan_.interp_gradient(in.span(), out.span());
+  run(meshes, "meshes", Layout::Mesh, gradients, Layout::Components, stream,
+      [&](auto in, auto out) { plan_.interp_gradient(in, out); });
 }
 
 template <class T, int D>
 void MeshPlan<T, D>::spread_gradient(const nb::list& vectors, const nb::list& meshes, bool add,
                                      std::uintptr_t stream) {
-  const Views<const T> in(vectors, "vectors", Layout::Components, where_);
-  const Views<T> out(meshes, "out", Layout::Mesh, where_, mesh_shape_);
-  auto guard = order(stream);
-  nb::gil_scoped_release release;
-  plan_.spread_gradient(in.span(), out.span(), add ? Accumulate::Add : Accumulate::Overwrite);
+  run(vectors, "vectors", Layout::Components, meshes, Layout::Mesh, stream, [&](auto in, auto out) {
+    plan_.spread_gradient(in, out, add ? Accumulate::Add : Accumulate::Overwrite);
+  });
 }
 
 template <class T, int D>

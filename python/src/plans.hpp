@@ -52,6 +52,12 @@ class MeshPlan {
   }
 
  private:
+  // One call from input arrays to output arrays: their views, the streams ordered, the
+  // GIL released around call(inputs, outputs).
+  template <class Call>
+  void run(const nb::list& inputs, const char* input_name, Layout input_layout, const nb::list& outputs,
+           Layout output_layout, std::uintptr_t stream, Call call);
+
   Plan<T, D> plan_;
   Placement where_;
   std::vector<std::int64_t> mesh_shape_;
