@@ -29,8 +29,9 @@ class ArrayLibrary:
         where it has none (the plan's own stream then orders the call)."""
         return None
 
-    def before(self, arrays: Sequence[Any]) -> None:
-        """Makes the work pending on the arrays visible to the plan's stream (JAX waits)."""
+    def before(self, arrays: Sequence[Any], name: str) -> None:
+        """Checks the input arrays of argument ``name`` and makes the work pending on them
+        visible to the plan's stream (JAX waits)."""
 
     def result(self, array: Any, plan: Any) -> Any:
         """The array a call returns for the result it wrote into ``array``."""
@@ -50,6 +51,18 @@ class TorchLibrary(ArrayLibrary):
         if torch_dtype is None:
             raise TypeError(f"this version of torch has no {dtype} tensors; pass out= as a NumPy array")
         return self._torch.empty(tuple(shape), dtype=torch_dtype, device=like.device)
+
+    def before(self, arrays: Sequence[Any], name: str) -> None:
+        # A plan's call is not recorded by autograd: a tensor that requires grad would
+        # lose its gradient silently.
+        if self._torch.is_grad_enabled():
+            for i, array in enumerate(arrays):
+                if getattr(array, "requires_grad", False):
+                    which = name if len(arrays) == 1 else f"{name}[{i}]"
+                    raise TypeError(
+                        f"{which} requires grad: pmkit.Plan's calls are not differentiable; use pmkit.torch, "
+                        f"or pass {which}.detach()"
+                    )
 
     def stream(self, like: Any) -> Optional[int]:
         if not like.is_cuda:
@@ -104,7 +117,7 @@ class JaxLibrary(ArrayLibrary):
         with cupy.cuda.Device(device.id):
             return cupy.empty(tuple(shape), dtype=dtype)
 
-    def before(self, arrays: Sequence[Any]) -> None:
+    def before(self, arrays: Sequence[Any], name: str) -> None:
         for array in arrays:
             if hasattr(array, "block_until_ready"):
                 array.block_until_ready()

@@ -264,7 +264,7 @@ class Plan(_PlanBase):
         """Validates and bins the particles: an (N, D) array, or D arrays of N (x, y[, z])."""
         arrays = self._positions(positions)
         library = library_of(arrays[0])
-        library.before(arrays)
+        library.before(arrays, "positions")
         self._impl.set_points(arrays, self._call_stream(library, arrays[0]))
         self._library = library
         self._points_like = arrays[0]
@@ -274,7 +274,7 @@ class Plan(_PlanBase):
         """The same particles (same count and order) after a small move; see pmkit::Plan."""
         arrays = self._positions(positions)
         library = library_of(arrays[0])
-        library.before(arrays)
+        library.before(arrays, "positions")
         self._impl.update_points(arrays, self._call_stream(library, arrays[0]))
         self._points_token = None
 
@@ -284,7 +284,7 @@ class Plan(_PlanBase):
         if not items:
             raise ValueError(f"{name} is empty")
         library = library_of(items[0])
-        library.before(items)
+        library.before(items, name)
         if out is None:
             outputs = [library.empty(items[0], shape_of(item, f"{name}[{i}]" if not single else name), self._dtype)
                        for i, item in enumerate(items)]
@@ -433,7 +433,7 @@ class PairPlan(_PlanBase):
             return
         arrays = self._positions(positions)
         library = library_of(arrays[0])
-        library.before(arrays)
+        library.before(arrays, "positions")
         self._impl.set_points(arrays, self._call_stream(library, arrays[0]))
         self._library, self._points_like = library, arrays[0]
 

@@ -49,58 +49,32 @@ def _bind(plan: Plan, positions: torch.Tensor) -> None:
         plan._points_tensor = positions
 
 
-# --- The operators. Each one runs the plan's call on detached tensors; a fake (meta)
-# version gives the result's shape to torch.compile.
+# --- The operators: each runs the plan's call of its name on detached tensors; its fake
+# (meta) version gives torch.compile the result's shape, shape(plan, positions, values).
 
 
-@torch.library.custom_op("pmkit::spread", mutates_args=())
-def _spread(key: str, positions: torch.Tensor, props: torch.Tensor) -> torch.Tensor:
-    plan = plan_of_key(key)
-    _bind(plan, positions)
-    return plan.spread(props)
+def _operator(name: str, shape):
+    @torch.library.custom_op(f"pmkit::{name}", mutates_args=())
+    def operator(key: str, positions: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        plan = plan_of_key(key)
+        _bind(plan, positions)
+        return getattr(plan, name)(values)
+
+    @operator.register_fake
+    def _(key: str, positions: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return values.new_empty(shape(plan_of_key(key), positions, values))
+
+    return operator
 
 
-@_spread.register_fake
-def _(key: str, positions: torch.Tensor, props: torch.Tensor) -> torch.Tensor:
-    return props.new_empty(props.shape[:-1] + plan_of_key(key).mesh_shape)
-
-
-@torch.library.custom_op("pmkit::interp", mutates_args=())
-def _interp(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
-    plan = plan_of_key(key)
-    _bind(plan, positions)
-    return plan.interp(meshes)
-
-
-@_interp.register_fake
-def _(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
-    dim = positions.shape[-1]
-    return meshes.new_empty(meshes.shape[:-dim] + positions.shape[:1])
-
-
-@torch.library.custom_op("pmkit::interp_gradient", mutates_args=())
-def _interp_gradient(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
-    plan = plan_of_key(key)
-    _bind(plan, positions)
-    return plan.interp_gradient(meshes)
-
-
-@_interp_gradient.register_fake
-def _(key: str, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
-    dim = positions.shape[-1]
-    return meshes.new_empty(meshes.shape[:-dim] + positions.shape)
-
-
-@torch.library.custom_op("pmkit::spread_gradient", mutates_args=())
-def _spread_gradient(key: str, positions: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    plan = plan_of_key(key)
-    _bind(plan, positions)
-    return plan.spread_gradient(vectors)
-
-
-@_spread_gradient.register_fake
-def _(key: str, positions: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    return vectors.new_empty(vectors.shape[:-2] + plan_of_key(key).mesh_shape)
+# props (N,) or (F, N) -> meshes; meshes -> (N,) or (F, N), or (N, D) or (F, N, D);
+# vectors (N, D) or (F, N, D) -> meshes.
+_spread = _operator("spread", lambda plan, x, props: props.shape[:-1] + plan.mesh_shape)
+_interp = _operator("interp", lambda plan, x, meshes: meshes.shape[: meshes.ndim - plan.dim] + x.shape[:1])
+_interp_gradient = _operator(
+    "interp_gradient", lambda plan, x, meshes: meshes.shape[: meshes.ndim - plan.dim] + x.shape
+)
+_spread_gradient = _operator("spread_gradient", lambda plan, x, vectors: vectors.shape[:-2] + plan.mesh_shape)
 
 
 # --- Their derivatives. Gradients arriving from autograd may be broadcast views (stride

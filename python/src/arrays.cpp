@@ -113,9 +113,6 @@ Array import_array(nb::handle object, const std::string& name, nb::dlpack::dtype
   }
   if (!imported) {
     const std::string type = nb::cast<std::string>(nb::type_name(object.type()));
-    if (nb::hasattr(object, "requires_grad") && nb::cast<bool>(object.attr("requires_grad")))
-      throw nb::type_error((name + " requires grad: use pmkit.torch for differentiable calls, or pass " + name +
-                            ".detach()").c_str());
     throw nb::type_error((name + " must be an array (DLPack, the buffer protocol or __cuda_array_interface__), not " +
                           type).c_str());
   }
