@@ -7,11 +7,14 @@ operators.
     phi = pmkit.torch.interp(plan, x, rho)
     loss = phi.square().sum(); loss.backward()   # gradients for q and x
 
-Each function takes the plan, the positions as one (N, D) tensor, and the values; it bins
-the positions with ``plan.set_points`` unless the plan already holds these very positions
-(the same tensor, unmodified since: its data pointer, shape, strides and version), so a
-forward and backward pass on one set of positions bins once. The plan's dtype is the
-tensors' and its backend their device's.
+Each function takes the plan, the positions as one (N, D) tensor, and the values, and bins
+the positions with ``plan.set_points`` before its call. With ``reuse_binning=True`` it
+skips that where the plan holds these very positions already: the same tensor, unmodified
+since by any operation that PyTorch counts (its data pointer, shape, strides and version
+counter; the plan keeps a reference to it). Writes that PyTorch does not count, through
+``.data`` or a NumPy view, go unseen then, which is why it is not the default. The backward
+pass reuses the forward pass's binning in the same way, as autograd trusts its saved
+tensors. The plan's dtype is the tensors' and its backend their device's.
 
 Derivatives:
 
@@ -38,12 +41,12 @@ from ._plan import Plan, plan_of_key
 __all__ = ["spread", "interp", "interp_gradient", "spread_gradient"]
 
 
-def _bind(plan: Plan, positions: torch.Tensor) -> None:
-    """Bins the positions unless the plan holds them already. The plan keeps the tensor
-    whose binning it holds, so that its memory cannot be reused by another tensor with
-    the same data pointer while the token stands."""
+def _bind(plan: Plan, positions: torch.Tensor, reuse: bool) -> None:
+    """Bins the positions, unless `reuse` and the plan holds them already. The plan keeps
+    the tensor whose binning it holds, so that its memory cannot be reused by another
+    tensor with the same data pointer while the token stands."""
     token = (positions.data_ptr(), tuple(positions.shape), positions.stride(), positions._version)
-    if plan._points_token != token:
+    if not reuse or plan._points_token != token:
         plan.set_points(positions)
         plan._points_token = token
         plan._points_tensor = positions
@@ -55,13 +58,13 @@ def _bind(plan: Plan, positions: torch.Tensor) -> None:
 
 def _operator(name: str, shape):
     @torch.library.custom_op(f"pmkit::{name}", mutates_args=())
-    def operator(key: str, positions: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def operator(key: str, positions: torch.Tensor, values: torch.Tensor, reuse: bool) -> torch.Tensor:
         plan = plan_of_key(key)
-        _bind(plan, positions)
+        _bind(plan, positions, reuse)
         return getattr(plan, name)(values)
 
     @operator.register_fake
-    def _(key: str, positions: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def _(key: str, positions: torch.Tensor, values: torch.Tensor, reuse: bool) -> torch.Tensor:
         return values.new_empty(shape(plan_of_key(key), positions, values))
 
     return operator
@@ -82,7 +85,7 @@ _spread_gradient = _operator("spread_gradient", lambda plan, x, vectors: vectors
 
 
 def _save(ctx, inputs: Tuple, output: torch.Tensor) -> None:
-    key, positions, values = inputs
+    key, positions, values, _ = inputs
     ctx.key = key
     ctx.save_for_backward(positions, values)
 
@@ -93,13 +96,13 @@ def _value_backward(adjoint, position_factors, ctx, grad: torch.Tensor):
     interp_gradient(mesh)[p], with (weight, mesh) = position_factors(values, grad)."""
     positions, values = ctx.saved_tensors
     grad = grad.contiguous()
-    grad_values = adjoint(ctx.key, positions, grad) if ctx.needs_input_grad[2] else None
+    grad_values = adjoint(ctx.key, positions, grad, True) if ctx.needs_input_grad[2] else None
     grad_positions = None
     if ctx.needs_input_grad[1]:
         weight, mesh = position_factors(values, grad)
-        g = _interp_gradient(ctx.key, positions, mesh)
+        g = _interp_gradient(ctx.key, positions, mesh, True)
         grad_positions = (weight.unsqueeze(-1) * g).reshape(-1, *positions.shape).sum(0)
-    return None, grad_positions, grad_values
+    return None, grad_positions, grad_values, None
 
 
 def _gradient_backward(adjoint, name: str, ctx, grad: torch.Tensor):
@@ -110,8 +113,8 @@ def _gradient_backward(adjoint, name: str, ctx, grad: torch.Tensor):
             "derivatives, which pmkit does not compute; detach the positions"
         )
     positions, _ = ctx.saved_tensors
-    grad_values = adjoint(ctx.key, positions, grad.contiguous()) if ctx.needs_input_grad[2] else None
-    return None, None, grad_values
+    grad_values = adjoint(ctx.key, positions, grad.contiguous(), True) if ctx.needs_input_grad[2] else None
+    return None, None, grad_values, None
 
 
 # spread: d/dx_p of sum_n grad[n] q_p W(x_p - x_n) = q_p * interp_gradient(grad)[p].
@@ -142,26 +145,26 @@ def _check(plan: Plan, positions: torch.Tensor) -> str:
     return plan.key
 
 
-def spread(plan: Plan, positions: torch.Tensor, props: torch.Tensor) -> torch.Tensor:
+def spread(plan: Plan, positions: torch.Tensor, props: torch.Tensor, *, reuse_binning: bool = False) -> torch.Tensor:
     """P2M: (N,) or (F, N) values at the (N, D) positions onto ``plan.mesh_shape`` or
     (F, *mesh_shape) meshes. Differentiable in ``props`` and ``positions``."""
-    return _spread(_check(plan, positions), positions, props)
+    return _spread(_check(plan, positions), positions, props, reuse_binning)
 
 
-def interp(plan: Plan, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+def interp(plan: Plan, positions: torch.Tensor, meshes: torch.Tensor, *, reuse_binning: bool = False) -> torch.Tensor:
     """M2P: meshes (``plan.mesh_shape`` or (F, *mesh_shape)) at the (N, D) positions: (N,)
     or (F, N). Differentiable in ``meshes`` and ``positions``."""
-    return _interp(_check(plan, positions), positions, meshes)
+    return _interp(_check(plan, positions), positions, meshes, reuse_binning)
 
 
-def interp_gradient(plan: Plan, positions: torch.Tensor, meshes: torch.Tensor) -> torch.Tensor:
+def interp_gradient(plan: Plan, positions: torch.Tensor, meshes: torch.Tensor, *, reuse_binning: bool = False) -> torch.Tensor:
     """The gradient of ``interp`` with respect to the positions: (N, D) or (F, N, D).
     Differentiable in ``meshes``."""
-    return _interp_gradient(_check(plan, positions), positions, meshes)
+    return _interp_gradient(_check(plan, positions), positions, meshes, reuse_binning)
 
 
-def spread_gradient(plan: Plan, positions: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+def spread_gradient(plan: Plan, positions: torch.Tensor, vectors: torch.Tensor, *, reuse_binning: bool = False) -> torch.Tensor:
     """The adjoint of ``interp_gradient``: (N, D) or (F, N, D) vectors onto meshes.
     Differentiable in ``vectors``."""
-    return _spread_gradient(_check(plan, positions), positions, vectors)
+    return _spread_gradient(_check(plan, positions), positions, vectors, reuse_binning)
 
