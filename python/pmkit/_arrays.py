@@ -10,7 +10,7 @@ plan, its calls need ``out=``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -149,12 +149,13 @@ def library_of(array: Any) -> ArrayLibrary:
     return library
 
 
-def ndim_of(array: Any, name: str) -> int:
-    """The number of dimensions of an array argument (TypeError if it has none)."""
-    ndim = getattr(array, "ndim", None)
-    if ndim is None:
-        shape = getattr(array, "shape", None)
-        if shape is None:
+def shape_of(array: Any, name: str) -> Tuple[int, ...]:
+    """The shape of an array argument, from ``shape`` or ``__cuda_array_interface__``
+    (TypeError if it has neither)."""
+    shape = getattr(array, "shape", None)
+    if shape is None:
+        interface = getattr(array, "__cuda_array_interface__", None)
+        if interface is None:
             raise TypeError(f"{name} must be an array, not {type(array).__name__}")
-        ndim = len(shape)
-    return int(ndim)
+        shape = interface["shape"]
+    return tuple(shape)

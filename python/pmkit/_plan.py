@@ -7,7 +7,7 @@ import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _pmkit
-from ._arrays import NUMPY, ArrayLibrary, library_of, ndim_of
+from ._arrays import NUMPY, ArrayLibrary, library_of, shape_of
 from ._geometry import Box, Grid, _choice
 
 _BACKENDS = {"cpu": _pmkit.Backend.Cpu, "cuda": _pmkit.Backend.Cuda}
@@ -298,8 +298,8 @@ class Plan(_PlanBase):
 
     def _mesh_fields(self, mesh: Array, name: str) -> Tuple[int, ...]:
         """(F,) for a stack of F meshes, () for one."""
-        ndim = ndim_of(mesh, name)
-        return (mesh.shape[0],) if ndim == self._dim + 1 else ()
+        shape = shape_of(mesh, name)
+        return shape[:1] if len(shape) == self._dim + 1 else ()
 
     def spread(self, props: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
         """P2M: each particle's value spread onto the mesh, sum over particles of
@@ -310,7 +310,8 @@ class Plan(_PlanBase):
             raise ValueError("add=True adds to out: give out=")
 
         def shape(p: Array, name: str) -> Tuple[int, ...]:
-            return (p.shape[0],) + self._mesh_shape if ndim_of(p, name) == 2 else self._mesh_shape
+            fields = shape_of(p, name)[:-1]
+            return fields + self._mesh_shape
 
         return self._run("spread", props, "props", out, shape, bool(add))
 
@@ -335,10 +336,10 @@ class Plan(_PlanBase):
             raise ValueError("add=True adds to out: give out=")
 
         def shape(v: Array, name: str) -> Tuple[int, ...]:
-            ndim = ndim_of(v, name)
+            ndim = len(shape_of(v, name))
             if ndim not in (2, 3):
                 raise ValueError(f"{name} has {ndim} dimensions; vectors are (N, D) or (F, N, D) (or give out=)")
-            return (v.shape[0],) + self._mesh_shape if ndim == 3 else self._mesh_shape
+            return shape_of(v, name)[:-2] + self._mesh_shape
 
         return self._run("spread_gradient", vectors, "vectors", out, shape, bool(add))
 

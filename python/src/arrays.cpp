@@ -1,6 +1,8 @@
 // Imports and cuts the arrays of the bindings (arrays.hpp).
 #include "arrays.hpp"
 
+#include <nanobind/stl/string.h>
+
 #include <sstream>
 
 namespace pmkit::python {

@@ -133,3 +133,22 @@ def test_import_needs_no_gpu():
         "assert p.spread(np.ones(1)).sum() == 1\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+
+
+class CudaArrayInterface:
+    """An object with only __cuda_array_interface__, as Numba's device arrays have."""
+
+    def __init__(self, typestr, shape=(20,), strides=None):
+        self.__cuda_array_interface__ = {
+            "shape": shape, "typestr": typestr, "data": (0x1000, False), "strides": strides, "version": 3,
+        }
+
+
+def test_cuda_array_interface_is_read(plan):
+    # The interface is parsed (dtype, strides) and its memory found to be a GPU's.
+    with pytest.raises(TypeError, match="props has dtype float32"):
+        plan.spread(CudaArrayInterface("<f4"))
+    with pytest.raises(ValueError, match="props: a stride of 12 bytes is not a whole number of elements"):
+        plan.spread(CudaArrayInterface("<f8", strides=(12,)))
+    with pytest.raises(ValueError, match="props is not in host memory"):
+        plan.spread(CudaArrayInterface("<f8"))
