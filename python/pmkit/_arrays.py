@@ -10,7 +10,7 @@ plan, its calls need ``out=``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +33,10 @@ class ArrayLibrary:
         """Checks the input arrays of argument ``name`` and makes the work pending on them
         visible to the plan's stream (JAX waits)."""
 
+    def exported(self, arrays: List[Any]) -> List[Any]:
+        """The arrays as the compiled module takes them (DLPack capsules, or as they are)."""
+        return arrays
+
     def result(self, array: Any, plan: Any) -> Any:
         """The array a call returns for the result it wrote into ``array``."""
         return array
@@ -43,8 +47,10 @@ class TorchLibrary(ArrayLibrary):
 
     def __init__(self) -> None:
         import torch
+        from torch.utils.dlpack import to_dlpack
 
         self._torch = torch
+        self._to_dlpack = to_dlpack
 
     def empty(self, like: Any, shape: Sequence[int], dtype: str) -> Any:
         torch_dtype = getattr(self._torch, dtype, None)
@@ -63,6 +69,12 @@ class TorchLibrary(ArrayLibrary):
                         f"{which} requires grad: pmkit.Plan's calls are not differentiable; use pmkit.torch, "
                         f"or pass {which}.detach()"
                     )
+
+    def exported(self, arrays: List[Any]) -> List[Any]:
+        # torch.utils.dlpack.to_dlpack costs about a tenth of Tensor.__dlpack__, whose
+        # stream handling pmkit does itself (streams.hpp).
+        tensor = self._torch.Tensor
+        return [self._to_dlpack(a) if isinstance(a, tensor) else a for a in arrays]
 
     def stream(self, like: Any) -> Optional[int]:
         if not like.is_cuda:

@@ -265,7 +265,7 @@ class Plan(_PlanBase):
         arrays = self._positions(positions)
         library = library_of(arrays[0])
         library.before(arrays, "positions")
-        self._impl.set_points(arrays, self._call_stream(library, arrays[0]))
+        self._impl.set_points(library.exported(arrays), self._call_stream(library, arrays[0]))
         self._library = library
         self._points_like = arrays[0]
         self._points_token = None
@@ -275,7 +275,7 @@ class Plan(_PlanBase):
         arrays = self._positions(positions)
         library = library_of(arrays[0])
         library.before(arrays, "positions")
-        self._impl.update_points(arrays, self._call_stream(library, arrays[0]))
+        self._impl.update_points(library.exported(arrays), self._call_stream(library, arrays[0]))
         self._points_token = None
 
     def _run(self, method: str, inputs: Arrays, name: str, out: Optional[Arrays], shape_of, *flags: bool) -> Any:
@@ -290,7 +290,8 @@ class Plan(_PlanBase):
                        for i, item in enumerate(items)]
         else:
             outputs, _ = _as_list(out)
-        getattr(self._impl, method)(items, outputs, *flags, self._call_stream(library, items[0]))
+        stream = self._call_stream(library, items[0])
+        getattr(self._impl, method)(library.exported(items), library.exported(outputs), *flags, stream)
         if out is not None:
             return out
         results = [library.result(o, self._impl) for o in outputs]
@@ -351,14 +352,14 @@ class Plan(_PlanBase):
         """(N,) uint32: the caller's index of the k-th particle in the plan's binned order.
         Keeping the particle arrays in this order makes every call faster."""
         order = self._points_output(out, (self.num_points,), "uint32")
-        self._impl.binned_order([order], self._call_stream(self._library, order))
+        self._impl.binned_order(self._library.exported([order]), self._call_stream(self._library, order))
         return order if out is not None else self._library.result(order, self._impl)
 
     def binned_positions(self, out: Optional[Array] = None) -> Array:
         """(N, D): the binned particles' positions relative to the grid's origin, wrapped on
         periodic axes, as the plan holds them (in binned order)."""
         positions = self._points_output(out, (self.num_points, self._dim), self._dtype)
-        self._impl.binned_positions([positions], self._call_stream(self._library, positions))
+        self._impl.binned_positions(self._library.exported([positions]), self._call_stream(self._library, positions))
         return positions if out is not None else self._library.result(positions, self._impl)
 
     def __repr__(self) -> str:
@@ -435,13 +436,13 @@ class PairPlan(_PlanBase):
         arrays = self._positions(positions)
         library = library_of(arrays[0])
         library.before(arrays, "positions")
-        self._impl.set_points(arrays, self._call_stream(library, arrays[0]))
+        self._impl.set_points(library.exported(arrays), self._call_stream(library, arrays[0]))
         self._library, self._points_like = library, arrays[0]
 
     def _compute(self, kernel: str, columns: int, out: Optional[Array], *params: float) -> Array:
         shape = (self.num_points, columns) if columns > 1 else (self.num_points,)
         result = self._library.empty(self._points_like, shape, self._dtype) if out is None else out
-        getattr(self._impl, kernel)(*params, [result], self._call_stream(self._library, result))
+        getattr(self._impl, kernel)(*params, self._library.exported([result]), self._call_stream(self._library, result))
         return result if out is not None else self._library.result(result, self._impl)
 
     def lennard_jones(
