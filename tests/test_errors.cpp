@@ -147,6 +147,116 @@ TEST_P(ErrorTest, MismatchedLengthsAreRejectedAndOutputsUntouched) {
   EXPECT_FALSE(same_bytes(v0, sentinel_values));
 }
 
+// The gradients take D arrays per mesh (gradients[D*i + d], vectors[D*i + d]); they are
+// checked as interp's outputs and spread's inputs are, before anything is written.
+TEST_P(ErrorTest, GradientArgumentsAreCheckedAndOutputsUntouched) {
+  const Grid<3> grid = make_grid<3>({7, 9, 8}, BoundaryKind::Fold);
+  Plan<double, 3> plan(grid, Kernel::mp4(), options_for(bc_));
+  const std::size_t n = 100, size = static_cast<std::size_t>(plan.mesh_size());
+  const std::vector<double> sentinel_mesh(size, kSentinel), sentinel_values(n, kSentinel);
+  std::vector<double> m0 = sentinel_mesh, m1 = sentinel_mesh, m_short(size - 1, kSentinel);
+  std::vector<std::vector<double>> g(6, sentinel_values);
+  std::vector<double> g_short(n - 1, kSentinel), interleaved(3 * n, kSentinel);
+  const std::vector<double> f = random_values<double>(size, rng_), f_short(size + 1, 1.0);
+  std::vector<std::vector<double>> v(6);
+  for (auto& c : v) c = random_values<double>(n, rng_);
+  const std::vector<double> v_short(n + 2, 1.0);
+  auto outputs = [&](int count) {
+    std::vector<View<double>> out;
+    for (int k = 0; k < count; ++k) out.emplace_back(g[k]);
+    return out;
+  };
+  auto vectors = [&](int count) {
+    std::vector<View<const double>> in;
+    for (int k = 0; k < count; ++k) in.emplace_back(v[k]);
+    return in;
+  };
+
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f)}, outputs(3)), ErrorCode::NotReady, "set_points");
+  EXPECT_PMKIT_ERROR(plan.spread_gradient(vectors(3), {View<double>(m0)}), ErrorCode::NotReady, "set_points");
+  auto pos = make_positions<double, 3>(grid, Distribution::Faces, n, rng_);
+  plan.set_points(views_of<double, 3>(pos));
+
+  // interp_gradient: three outputs per mesh, of the particles' length, meshes of the mesh's.
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f)}, outputs(2)), ErrorCode::SizeMismatch,
+                     "3 per mesh");
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f), View<const double>(f)}, outputs(3)),
+                     ErrorCode::SizeMismatch, "3 per mesh");
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f)}, outputs(4)), ErrorCode::SizeMismatch,
+                     "3 per mesh");
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f_short)}, outputs(3)), ErrorCode::SizeMismatch,
+                     "meshes[0]");
+  {
+    std::vector<View<double>> out = outputs(6);
+    out[4] = View<double>(g_short);
+    EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f), View<const double>(f)}, out),
+                       ErrorCode::SizeMismatch, "gradients[4]");
+    out[4] = View<double>(nullptr, n);
+    EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f), View<const double>(f)}, out),
+                       ErrorCode::InvalidArgument, "gradients[4].data");
+  }
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f.data(), size, 2)}, outputs(3)),
+                     ErrorCode::InvalidArgument, "meshes[0].stride");
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(nullptr, size)}, outputs(3)),
+                     ErrorCode::InvalidArgument, "meshes[0].data");
+  // An interleaved output one particle short in its last component.
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(f)},
+                                          {View<double>(interleaved.data(), n, 3), View<double>(interleaved.data() + 1, n, 3),
+                                           View<double>(interleaved.data() + 2, n - 1, 3)}),
+                     ErrorCode::SizeMismatch, "gradients[2]");
+  for (const auto& out : g) EXPECT_TRUE(same_bytes(out, sentinel_values)) << "a failed interp_gradient wrote values";
+  EXPECT_TRUE(std::all_of(interleaved.begin(), interleaved.end(), [](double x) { return x == kSentinel; }));
+
+  // spread_gradient: three vector components per mesh.
+  EXPECT_PMKIT_ERROR(plan.spread_gradient(vectors(2), {View<double>(m0)}), ErrorCode::SizeMismatch, "3 per mesh");
+  EXPECT_PMKIT_ERROR(plan.spread_gradient(vectors(3), {View<double>(m0), View<double>(m1)}), ErrorCode::SizeMismatch,
+                     "3 per mesh");
+  {
+    std::vector<View<const double>> in = vectors(6);
+    in[5] = View<const double>(v_short);
+    EXPECT_PMKIT_ERROR(plan.spread_gradient(in, {View<double>(m0), View<double>(m1)}), ErrorCode::SizeMismatch,
+                       "vectors[5]");
+    in[5] = View<const double>(nullptr, n);
+    EXPECT_PMKIT_ERROR(plan.spread_gradient(in, {View<double>(m0), View<double>(m1)}), ErrorCode::InvalidArgument,
+                       "vectors[5].data");
+  }
+  EXPECT_PMKIT_ERROR(plan.spread_gradient(vectors(6), {View<double>(m0), View<double>(m_short)}),
+                     ErrorCode::SizeMismatch, "meshes[1]");
+  std::vector<double> wide(2 * size, kSentinel);
+  EXPECT_PMKIT_ERROR(plan.spread_gradient(vectors(3), {View<double>(wide.data(), size, 2)}), ErrorCode::InvalidArgument,
+                     "meshes[0].stride");
+  EXPECT_PMKIT_ERROR(plan.spread_gradient(vectors(3), {View<double>(nullptr, size)}), ErrorCode::InvalidArgument,
+                     "meshes[0].data");
+  EXPECT_TRUE(same_bytes(m0, sentinel_mesh) && same_bytes(m1, sentinel_mesh)) << "a failed spread_gradient wrote a mesh";
+  EXPECT_TRUE(std::all_of(m_short.begin(), m_short.end(), [](double x) { return x == kSentinel; }));
+  EXPECT_TRUE(std::all_of(wide.begin(), wide.end(), [](double x) { return x == kSentinel; }));
+
+  // The plan still works after all that.
+  plan.interp_gradient({View<const double>(f)}, outputs(3));
+  plan.spread_gradient(vectors(3), {View<double>(m0)});
+  EXPECT_FALSE(same_bytes(g[0], sentinel_values));
+  EXPECT_FALSE(same_bytes(m0, sentinel_mesh));
+}
+
+// With no particles, spread_gradient's Overwrite zeroes the meshes and Add leaves them;
+// interp_gradient has nothing to write.
+TEST_P(ErrorTest, GradientsOfZeroParticlesAreValid) {
+  Plan<float, 2> plan(make_grid<2>({5, 6}, BoundaryKind::MixedKeep), Kernel::tsc(), options_for(bc_));
+  const std::size_t size = static_cast<std::size_t>(plan.mesh_size());
+  plan.set_points(Plan<float, 2>::Positions{});
+  const std::vector<float> sentinel(size, static_cast<float>(kSentinel));
+  std::vector<float> m = sentinel;
+  plan.spread_gradient({View<const float>(), View<const float>()}, {View<float>(m)}, Accumulate::Add);
+  EXPECT_TRUE(same_bytes(m, sentinel)) << "Add of no particles must leave the mesh alone";
+  plan.spread_gradient({View<const float>(), View<const float>()}, {View<float>(m)}, Accumulate::Overwrite);
+  EXPECT_TRUE(std::all_of(m.begin(), m.end(), [](float x) { return x == 0.0f; }))
+      << "Overwrite of no particles must zero the mesh";
+  std::vector<float> none;
+  EXPECT_NO_THROW(plan.interp_gradient({View<const float>(sentinel)}, {View<float>(none), View<float>(none)}));
+  EXPECT_NO_THROW(plan.interp_gradient({}, {}));
+  EXPECT_NO_THROW(plan.spread_gradient({}, {}));
+}
+
 TEST_P(ErrorTest, ZeroParticlesAreValid) {
   for (BoundaryKind kind : {BoundaryKind::Periodic, BoundaryKind::Keep}) {
     SCOPED_TRACE(name(kind));

@@ -153,6 +153,14 @@ TEST_P(KernelTest, DerivativeWeightsMatchClosedForm) {
       const double fd = (reference::weight(kernel, r + h) - reference::weight(kernel, r - h)) / (2 * h);
       EXPECT_NEAR(reference::weight_derivative(kernel, r), fd, 1e-8) << "r = " << r;
     }
+    // On the knots: the central difference of the linear kernel is the mean of its two
+    // slopes, exactly what weight_derivative takes there; every other kernel is C^1, its
+    // second derivative's jump putting the central difference O(h) off.
+    for (int twice = -S - 1; twice <= S + 1; ++twice) {
+      const double r = 0.5 * twice;
+      const double fd = (reference::weight(kernel, r + h) - reference::weight(kernel, r - h)) / (2 * h);
+      EXPECT_NEAR(reference::weight_derivative(kernel, r), fd, S == 2 ? 1e-9 : 1e-4) << "knot r = " << r;
+    }
     // Float derivatives: the same tables, to float rounding.
     for (int i = 0; i < 200; ++i) {
       const float sf = static_cast<float>(unit(rng));

@@ -3,8 +3,6 @@
 // odd mesh sizes, densities from 0.01 to 100 particles per cell, clustered particles,
 // particles on cell faces and on the periodic seam, five properties at once (an AoS
 // vector of three components plus two scalars), AoS positions, Overwrite and Add.
-#include <sstream>
-
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -13,14 +11,6 @@
 
 namespace pmkit::test {
 namespace {
-
-template <int D>
-struct Scenario {
-  std::array<std::int64_t, D> cells;
-  BoundaryKind boundary;
-  Distribution distribution;
-  double density;  // particles per cell
-};
 
 // Odd sizes, a small mesh where the widest kernels wrap onto themselves (and where a
 // bounded axis has just the cells a folding B-spline of order 8 needs), a mid one.
@@ -61,25 +51,14 @@ std::vector<Scenario<3>> scenarios<3>() {
   };
 }
 
-template <int D>
-std::string describe(const Scenario<D>& s, std::size_t n, bool aos_positions) {
-  std::ostringstream os;
-  os << D << "D cells";
-  for (auto c : s.cells) os << " " << c;
-  os << ", " << name(s.boundary) << ", " << name(s.distribution) << ", " << n << " particles, positions " << (aos_positions ? "AoS" : "SoA");
-  return os.str();
-}
-
 constexpr int kProps = 5;  // three AoS components (stride 3) and two contiguous scalars
 
 template <class T, int D>
 void check_scenario(const BackendCase& bc, const Kernel& kernel, const Scenario<D>& sc, bool aos_positions,
                     std::mt19937_64& rng) {
   const Grid<D> grid = make_grid<D>(sc.cells, sc.boundary);
-  std::int64_t ncells = 1;
-  for (auto c : sc.cells) ncells *= c;
-  const std::size_t n = std::max<std::size_t>(1, static_cast<std::size_t>(sc.density * ncells));
-  SCOPED_TRACE(describe(sc, n, aos_positions));
+  const std::size_t n = particle_count(sc);
+  SCOPED_TRACE(describe(sc, n) + ", positions " + (aos_positions ? "AoS" : "SoA"));
 
   Plan<T, D> plan(grid, kernel, options_for(bc));
   const std::size_t size = static_cast<std::size_t>(plan.mesh_size());

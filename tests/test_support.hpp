@@ -13,6 +13,7 @@
 #include <map>
 #include <ostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <exception>
 #include <tuple>
@@ -290,6 +291,32 @@ Positions<T, D> make_positions(const Grid<D>& g, Distribution dist, std::size_t 
     }
   }
   return pos;
+}
+
+// A case of particles on a grid, with the particle count its density gives (at least one)
+// and a line that names it in a test's messages.
+template <int D>
+struct Scenario {
+  std::array<std::int64_t, D> cells;
+  BoundaryKind boundary;
+  Distribution distribution;
+  double density;  // particles per cell
+};
+
+template <int D>
+std::size_t particle_count(const Scenario<D>& s) {
+  double cells = 1;
+  for (auto c : s.cells) cells *= static_cast<double>(c);
+  return std::max<std::size_t>(1, static_cast<std::size_t>(s.density * cells));
+}
+
+template <int D>
+std::string describe(const Scenario<D>& s, std::size_t n) {
+  std::ostringstream os;
+  os << D << "D cells";
+  for (auto c : s.cells) os << " " << c;
+  os << ", " << name(s.boundary) << ", " << name(s.distribution) << ", " << n << " particles";
+  return os.str();
 }
 
 // ---------------------------------------------------------------------------------

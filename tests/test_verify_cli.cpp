@@ -55,7 +55,10 @@ TEST(VerifyCommand, OneKernelOneDimension) {
   EXPECT_NE(o.out.find("P2M"), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find("3D"), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find("linear"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("verify: all 2 studies"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("GRAD"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("adjointness"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("verify: all 3 studies"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("all 1 gradient checks"), std::string::npos) << o.out;
 }
 
 }  // namespace

@@ -30,4 +30,22 @@ void interp(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
             const std::array<const double*, D>& positions, int nprops,
             const double* const* meshes, double* const* values);
 
+// gradients[D*i + d][p] = the derivative of interp's value of meshes[i] at particle p
+// with respect to the particle's coordinate x_d: the sum over nodes of dW/dx_d times the
+// node's value (the 1D derivatives divided by the spacing), ghosts mapped as interp
+// maps them. Where the linear kernel's derivative jumps (a particle on a node), the
+// derivative from above, as the coordinate increases: the slope of the cell the
+// particle lies in, as the backends take it.
+template <int D>
+void interp_gradient(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
+                     const std::array<const double*, D>& positions, int nmeshes, const double* const* meshes,
+                     double* const* gradients);
+
+// Overwrites meshes[0..nmeshes) with the adjoint of interp_gradient: meshes[i][n] = sum
+// over particles p and axes d of vectors[D*i + d][p] times node n's dW/dx_d at p.
+template <int D>
+void spread_gradient(const Grid<D>& grid, const Kernel& kernel, std::size_t n,
+                     const std::array<const double*, D>& positions, int nmeshes, const double* const* vectors,
+                     double* const* meshes);
+
 }  // namespace pmkit::reference

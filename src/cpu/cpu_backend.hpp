@@ -4,6 +4,9 @@
 // needed, or gives each thread a private mesh; interp is a parallel gather over the
 // sorted particles. A spread sums in the accumulator type A (double for float meshes
 // too), so a node's error does not grow with the number of particles that reach it.
+// spread and spread_gradient differ only in what a particle adds at a node (a Deposit
+// policy), interp and interp_gradient only in what a particle sums (a Gather policy):
+// each pair shares one slab, private-mesh or gather loop.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -62,23 +65,19 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
-    kernels::dispatch(kernel_, [&](auto k) {
-      if (private_meshes_)
-        spread_private<decltype(k)>(props, meshes, mode);
-      else
-        spread_slabs<decltype(k)>(props, meshes, mode);
-    });
+    spread_with(ValueDeposit{}, props, meshes, mode);
   }
 
   void interp(Span<View<const T>> meshes, Span<View<T>> values) override {
-    kernels::dispatch(kernel_, [&](auto k) { gather<decltype(k)>(meshes, values); });
+    gather_with(ValueGather{}, meshes, values);
   }
 
-  void interp_gradient(Span<View<const T>>, Span<View<T>>) override {
-    fail(ErrorCode::Unsupported, "interp_gradient: not yet on the CPU backend");
+  void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) override {
+    gather_with(GradientGather(layout_), meshes, gradients);
   }
-  void spread_gradient(Span<View<const T>>, Span<View<T>>, Accumulate) override {
-    fail(ErrorCode::Unsupported, "spread_gradient: not yet on the CPU backend");
+
+  void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) override {
+    spread_with(GradientDeposit(layout_), vectors, meshes, mode);
   }
 
   std::string spread_method_name() const override { return private_meshes_ ? "cpu-private-meshes" : "cpu-slabs"; }
@@ -97,6 +96,119 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
  private:
+  // Deposit policies: what a particle adds to meshes m[0..count) at the nodes L maps its
+  // stencil (base, s) to, from its values in inputs[kInputs * j + c][p] for mesh j. The
+  // weights and products are computed in the meshes' type M (T, or the accumulators A).
+
+  // spread: each mesh receives its property's value times the node weights.
+  struct ValueDeposit {
+    static constexpr int kInputs = 1;
+    static constexpr const char* kName = "spread";
+
+    template <class K, class M>
+    void add(const detail::Layout<D>& L, const int (&base)[D], const T (&s)[D], const View<const T>* props,
+             std::size_t p, M* const (&m)[kPropGroup], int count) const {
+      M sm[D];
+      for (int d = 0; d < D; ++d) sm[d] = static_cast<M>(s[d]);
+      if (count == 1) {
+        const M q = static_cast<M>(props[0][p]);
+        M* m0 = m[0];
+        detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) { m0[idx] += q * w; });
+        return;
+      }
+      M q[kPropGroup];
+      for (int j = 0; j < count; ++j) q[j] = static_cast<M>(props[j][p]);
+      detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) {
+        for (int j = 0; j < count; ++j) m[j][idx] += q[j] * w;
+      });
+    }
+  };
+
+  // spread_gradient: each mesh receives sum_d v_d dW/dx_d from its particle's D-vector v
+  // (the weights' derivatives with respect to the grid coordinate, divided by the
+  // spacing: v_d / h_d is formed once per particle).
+  struct GradientDeposit {
+    static constexpr int kInputs = D;
+    static constexpr const char* kName = "spread_gradient";
+    double spacing[D];
+
+    explicit GradientDeposit(const detail::Layout<D>& L) {
+      for (int d = 0; d < D; ++d) spacing[d] = L.axis[d].spacing;
+    }
+
+    template <class K, class M>
+    void add(const detail::Layout<D>& L, const int (&base)[D], const T (&s)[D], const View<const T>* vectors,
+             std::size_t p, M* const (&m)[kPropGroup], int count) const {
+      M sm[D];
+      for (int d = 0; d < D; ++d) sm[d] = static_cast<M>(s[d]);
+      M v[kPropGroup][D];
+      for (int j = 0; j < count; ++j)
+        for (int d = 0; d < D; ++d) v[j][d] = static_cast<M>(vectors[D * j + d][p]) / static_cast<M>(spacing[d]);
+      detail::for_each_node_gradient<K, D>(L, base, sm, [&](std::int64_t idx, const M (&dw)[D]) {
+        for (int j = 0; j < count; ++j) {
+          M sum = v[j][0] * dw[0];
+          for (int d = 1; d < D; ++d) sum += v[j][d] * dw[d];
+          m[j][idx] += sum;
+        }
+      });
+    }
+  };
+
+  // Gather policies: what a particle sums from meshes m[0..count) at its stencil's nodes
+  // into acc[j][0..kOutputs), and the result written to output kOutputs * j + o.
+
+  // interp: the weighted sum of each mesh.
+  struct ValueGather {
+    static constexpr int kOutputs = 1;
+
+    template <class K>
+    void add(const detail::Layout<D>& L, const int (&base)[D], const T (&s)[D], const T* const (&m)[kPropGroup],
+             int count, T (&acc)[kPropGroup][kOutputs]) const {
+      detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) {
+        for (int j = 0; j < count; ++j) acc[j][0] += w * m[j][idx];
+      });
+    }
+    T result(T sum, int) const { return sum; }
+  };
+
+  // interp_gradient: per mesh the D sums of the weights' derivatives times the mesh,
+  // divided by the spacing of their axis.
+  struct GradientGather {
+    static constexpr int kOutputs = D;
+    T spacing[D];
+
+    explicit GradientGather(const detail::Layout<D>& L) {
+      for (int d = 0; d < D; ++d) spacing[d] = static_cast<T>(L.axis[d].spacing);
+    }
+
+    template <class K>
+    void add(const detail::Layout<D>& L, const int (&base)[D], const T (&s)[D], const T* const (&m)[kPropGroup],
+             int count, T (&acc)[kPropGroup][kOutputs]) const {
+      detail::for_each_node_gradient<K, D>(L, base, s, [&](std::int64_t idx, const T (&dw)[D]) {
+        for (int j = 0; j < count; ++j) {
+          const T f = m[j][idx];
+          for (int d = 0; d < D; ++d) acc[j][d] += dw[d] * f;
+        }
+      });
+    }
+    T result(T sum, int d) const { return sum / spacing[d]; }
+  };
+
+  template <class Deposit>
+  void spread_with(const Deposit& deposit, Span<View<const T>> inputs, Span<View<T>> meshes, Accumulate mode) {
+    kernels::dispatch(kernel_, [&](auto k) {
+      if (private_meshes_)
+        spread_private<decltype(k)>(deposit, inputs, meshes, mode);
+      else
+        spread_slabs<decltype(k)>(deposit, inputs, meshes, mode);
+    });
+  }
+
+  template <class Gather>
+  void gather_with(const Gather& reader, Span<View<const T>> meshes, Span<View<T>> outputs) {
+    kernels::dispatch(kernel_, [&](auto k) { gather<decltype(k)>(reader, meshes, outputs); });
+  }
+
   // Row key of a particle: its home node (floor(u + shift), wrapped) in every
   // dimension but x; or only its plane when the row histogram would be too large.
   struct KeyGeometry {
@@ -183,17 +295,17 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   // Slabs: even chunks in parallel, then odd ones (binning.hpp); each mesh node is
-  // written by one thread at a time.
-  template <class K>
-  void spread_slabs(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+  // written by one thread at a time. Mesh j takes inputs [kInputs j, kInputs (j + 1)).
+  template <class K, class Deposit>
+  void spread_slabs(const Deposit& deposit, Span<View<const T>> inputs, Span<View<T>> meshes, Accumulate mode) {
     const Binning<T, D>& B = current_;
     const detail::Layout<D> L = layout_;
-    const int nprops = static_cast<int>(props.size());
+    const int nprops = static_cast<int>(meshes.size());
     const int chunks = static_cast<int>(B.num_chunks());
     const std::int64_t size = L.size;
     const std::size_t window = window_nodes();
     const std::size_t per_thread = window * static_cast<std::size_t>(std::min(nprops, kPropGroup));
-    reserve_scratch(per_thread * static_cast<std::size_t>(threads_));
+    reserve_scratch(Deposit::kName, per_thread * static_cast<std::size_t>(threads_));
 #pragma omp parallel num_threads(threads_)
     {
       if (mode == Accumulate::Overwrite) {
@@ -208,7 +320,8 @@ class CpuBackend final : public detail::Backend<T, D> {
 #pragma omp for schedule(dynamic, 1)
         for (int c = colour; c < chunks; c += 2)
           for (int g = 0; g < nprops; g += kPropGroup)
-            spread_chunk<K>(L, B, c, &props[g], &meshes[g], std::min(kPropGroup, nprops - g), window, mine);
+            spread_chunk<K>(deposit, L, B, c, &inputs[Deposit::kInputs * g], &meshes[g],
+                            std::min(kPropGroup, nprops - g), window, mine);
       }
     }
   }
@@ -245,23 +358,24 @@ class CpuBackend final : public detail::Backend<T, D> {
 
   // Grows the accumulators of spread_slabs before any mesh is written, so that a failed
   // allocation leaves the caller's meshes as they were.
-  void reserve_scratch(std::size_t count) {
+  void reserve_scratch(const char* operation, std::size_t count) {
     if (scratch_.size() >= count) return;
     try {
       scratch_.resize(count);
     } catch (const std::bad_alloc&) {
-      fail(ErrorCode::OutOfMemory, "spread: could not allocate ", count * sizeof(A), " bytes of accumulators");
+      fail(ErrorCode::OutOfMemory, operation, ": could not allocate ", count * sizeof(A), " bytes of accumulators");
     }
   }
 
-  // Properties props[0..count) of chunk c. When A is T, each particle adds straight into
-  // the meshes. Otherwise it adds into `scratch`, count windows of `window` nodes that
+  // Meshes meshes[0..count) of chunk c, from the particles' inputs (the deposit's
+  // kInputs arrays per mesh). When A is T, each particle adds straight into the meshes. Otherwise it adds into `scratch`, count windows of `window` nodes that
   // cover the planes the chunk reaches, and each window node is added to the mesh once,
   // rounded to T once: the rounding error per node stays that of a few additions
   // however many particles reach the node.
-  template <class K>
-  void spread_chunk(const detail::Layout<D>& L, const Binning<T, D>& B, int c, const View<const T>* props,
-                    const View<T>* meshes, int count, std::size_t window, A* scratch) const {
+  template <class K, class Deposit>
+  void spread_chunk(const Deposit& deposit, const detail::Layout<D>& L, const Binning<T, D>& B, int c,
+                    const View<const T>* inputs, const View<T>* meshes, int count, std::size_t window,
+                    A* scratch) const {
     const std::size_t begin = B.chunk_begin[c], end = B.chunk_begin[c + 1];
     if (begin == end) return;
     if constexpr (std::is_same<A, T>::value) {
@@ -271,7 +385,7 @@ class CpuBackend final : public detail::Backend<T, D> {
         int base[D];
         T s[D];
         B.load(i, base, s);
-        deposit<K>(L, base, s, props, B.perm[i], m, count);
+        deposit.template add<K>(L, base, s, inputs, B.perm[i], m, count);
       }
     } else {
       // The window as a layout: the last axis keeps logical plane first - (S-1)/2 at
@@ -292,7 +406,7 @@ class CpuBackend final : public detail::Backend<T, D> {
         T s[D];
         B.load(i, base, s);
         base[D - 1] = home_plane<K>(B, i) - (K::support - 1) / 2;  // unwrapped at a periodic seam
-        deposit<K>(local, base, s, props, B.perm[i], m, count);
+        deposit.template add<K>(local, base, s, inputs, B.perm[i], m, count);
       }
       const std::int64_t plane = L.stride[D - 1];
       for (int j = 0; j < count; ++j)
@@ -327,16 +441,16 @@ class CpuBackend final : public detail::Backend<T, D> {
     return true;
   }
 
-  // One property at a time: each thread deposits a static share of the sorted particles
-  // into its own mesh of accumulators, then every node sums the copies in thread order
+  // One mesh at a time: each thread deposits a static share of the sorted particles into
+  // its own mesh of accumulators, then every node sums the copies in thread order
   // (deterministic) and is rounded to T once.
-  template <class K>
-  void spread_private(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+  template <class K, class Deposit>
+  void spread_private(const Deposit& deposit, Span<View<const T>> inputs, Span<View<T>> meshes, Accumulate mode) {
     const Binning<T, D>& B = current_;
     const detail::Layout<D> L = layout_;
     const std::int64_t size = L.size;
     const int nt = threads_;
-    for (std::size_t j = 0; j < props.size(); ++j) {
+    for (std::size_t j = 0; j < meshes.size(); ++j) {
 #pragma omp parallel num_threads(nt)
       {
         const int t = thread_id();
@@ -346,7 +460,7 @@ class CpuBackend final : public detail::Backend<T, D> {
           int base[D];
           T s[D];
           B.load(i, base, s);
-          deposit<K>(L, base, s, &props[j], B.perm[i], mine, 1);
+          deposit.template add<K>(L, base, s, &inputs[Deposit::kInputs * j], B.perm[i], mine, 1);
         }
 #pragma omp barrier
         T* out = meshes[j].data;
@@ -360,29 +474,11 @@ class CpuBackend final : public detail::Backend<T, D> {
     }
   }
 
-  // Adds property values props[0..count)[p] times the stencil weights of (base, s) to
-  // meshes m[0..count) at the nodes L maps the stencil to. The weights and products are
-  // computed in the meshes' type M.
-  template <class K, class M>
-  static void deposit(const detail::Layout<D>& L, const int (&base)[D], const T (&s)[D], const View<const T>* props,
-                      std::size_t p, M* const (&m)[kPropGroup], int count) {
-    M sm[D];
-    for (int d = 0; d < D; ++d) sm[d] = static_cast<M>(s[d]);
-    if (count == 1) {
-      const M q = static_cast<M>(props[0][p]);
-      M* m0 = m[0];
-      detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) { m0[idx] += q * w; });
-      return;
-    }
-    M q[kPropGroup];
-    for (int j = 0; j < count; ++j) q[j] = static_cast<M>(props[j][p]);
-    detail::for_each_node<K, D>(L, base, sm, [&](std::int64_t idx, M w) {
-      for (int j = 0; j < count; ++j) m[j][idx] += q[j] * w;
-    });
-  }
-
-  template <class K>
-  void gather(Span<View<const T>> meshes, Span<View<T>> values) {
+  // A parallel gather over the sorted particles, kPropGroup meshes per stencil pass;
+  // mesh j's results go to outputs [kOutputs j, kOutputs (j + 1)).
+  template <class K, class Gather>
+  void gather(const Gather& reader, Span<View<const T>> meshes, Span<View<T>> outputs) {
+    constexpr int R = Gather::kOutputs;
     const Binning<T, D>& B = current_;
     const detail::Layout<D> L = layout_;
     const int nprops = static_cast<int>(meshes.size());
@@ -395,13 +491,12 @@ class CpuBackend final : public detail::Backend<T, D> {
       const std::size_t p = B.perm[i];
       for (int g = 0; g < nprops; g += kPropGroup) {
         const int count = std::min(kPropGroup, nprops - g);
-        T acc[kPropGroup] = {};
+        T acc[kPropGroup][R] = {};
         const T* m[kPropGroup];
         for (int j = 0; j < count; ++j) m[j] = meshes[g + j].data;
-        detail::for_each_node<K, D>(L, base, s, [&](std::int64_t idx, T w) {
-          for (int j = 0; j < count; ++j) acc[j] += w * m[j][idx];
-        });
-        for (int j = 0; j < count; ++j) values[g + j][p] = acc[j];
+        reader.template add<K>(L, base, s, m, count, acc);
+        for (int j = 0; j < count; ++j)
+          for (int o = 0; o < R; ++o) outputs[R * (g + j) + o][p] = reader.result(acc[j][o], o);
       }
     }
   }

@@ -58,9 +58,19 @@ std::array<std::int64_t, D> cube(std::int64_t n) {
   return c;
 }
 
+// The gradient of gaussian().
+template <int D>
+Point<D> gaussian_gradient(const Point<D>& x, double sigma) {
+  const double g = gaussian<D>(x, sigma);
+  Point<D> grad{};
+  for (int d = 0; d < D; ++d) grad[d] = -2.0 * (x[d] - 0.5) / (sigma * sigma) * g;
+  return grad;
+}
+
+// M2P, or with `gradient` the interp_gradient, of the Gaussian sampled on the nodes.
 template <int D>
 ConvergenceRow m2p_row(const Kernel& kernel, std::int64_t n, const ConvergenceConfig& cfg,
-                       const std::array<std::vector<double>, D>& pos) {
+                       const std::array<std::vector<double>, D>& pos, bool gradient) {
   const double h = 1.0 / static_cast<double>(n);
   Options options;
   options.num_threads = cfg.num_threads;
@@ -74,14 +84,25 @@ ConvergenceRow m2p_row(const Kernel& kernel, std::int64_t n, const ConvergenceCo
   typename Plan<double, D>::Positions views;
   for (int d = 0; d < D; ++d) views[d] = View<const double>(pos[d]);
   plan.set_points(views);
-  std::vector<double> values(pos[0].size());
-  plan.interp({View<const double>(mesh)}, {View<double>(values)});
+  const std::size_t count = pos[0].size();
+  const int components = gradient ? D : 1;
+  std::vector<std::vector<double>> values(components, std::vector<double>(count));
+  std::vector<View<double>> outputs(values.begin(), values.end());
+  if (gradient)
+    plan.interp_gradient({View<const double>(mesh)}, outputs);
+  else
+    plan.interp({View<const double>(mesh)}, outputs);
 
   ErrorSum e;
-  for (std::size_t p = 0; p < values.size(); ++p) {
+  for (std::size_t p = 0; p < count; ++p) {
     Point<D> x;
     for (int d = 0; d < D; ++d) x[d] = pos[d][p];
-    e.add(values[p], gaussian<D>(x, cfg.sigma));
+    if (gradient) {
+      const Point<D> want = gaussian_gradient<D>(x, cfg.sigma);
+      for (int d = 0; d < D; ++d) e.add(values[d][p], want[d]);
+    } else {
+      e.add(values[0][p], gaussian<D>(x, cfg.sigma));
+    }
   }
   return {n, h, e.l2(), e.linf()};
 }
@@ -128,7 +149,7 @@ ConvergenceResult study(const Kernel& kernel, Operation op, const ConvergenceCon
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::array<std::vector<double>, D> pos;
   Point<D> offset{};
-  if (op == Operation::M2P) {
+  if (op != Operation::P2M) {
     for (auto& p : pos) p.resize(cfg.particles);
     for (std::size_t i = 0; i < cfg.particles; ++i)
       for (int d = 0; d < D; ++d) pos[d][i] = unit(rng);
@@ -141,8 +162,8 @@ ConvergenceResult study(const Kernel& kernel, Operation op, const ConvergenceCon
   ConvergenceResult r{kernel, op, D, {}, 0.0, 0.0};
   std::vector<double> hs, l2, linf;
   for (std::int64_t n : cfg.cells) {
-    r.rows.push_back(op == Operation::M2P ? m2p_row<D>(kernel, n, cfg, pos)
-                                          : p2m_row<D>(kernel, n, cfg, offset));
+    r.rows.push_back(op == Operation::P2M ? p2m_row<D>(kernel, n, cfg, offset)
+                                          : m2p_row<D>(kernel, n, cfg, pos, op == Operation::Gradient));
     hs.push_back(r.rows.back().h);
     l2.push_back(r.rows.back().l2);
     linf.push_back(r.rows.back().linf);
@@ -168,7 +189,13 @@ std::string left(const std::string& s, std::size_t width) {
 
 }  // namespace
 
-const char* to_string(Operation op) { return op == Operation::M2P ? "M2P" : "P2M"; }
+const char* to_string(Operation op) {
+  switch (op) {
+    case Operation::M2P: return "M2P";
+    case Operation::P2M: return "P2M";
+    default: return "GRAD";
+  }
+}
 
 ConvergenceConfig default_config(int dim) {
   ConvergenceConfig c;
@@ -208,12 +235,13 @@ double fitted_order(const std::vector<double>& h, const std::vector<double>& err
   return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
-double required_order(const Kernel& kernel) {
+double required_order(const Kernel& kernel, Operation op) {
+  if (op == Operation::Gradient) return kernel.support() == 2 ? 0.9 : 1.9;
   return kernel.family() == KernelFamily::MP4 ? 2.9 : 1.9;
 }
 
 bool meets_threshold(const ConvergenceResult& r) {
-  const double need = required_order(r.kernel);
+  const double need = required_order(r.kernel, r.op);
   // Written so that a NaN order fails.
   return r.order_l2 >= need && r.order_linf >= need;
 }
@@ -232,7 +260,7 @@ std::string format_table(const std::vector<ConvergenceResult>& results) {
       for (auto n : cells) os << left("n=" + std::to_string(n), 10);
       os << left("order", 7) << "need\n";
     }
-    const double need = required_order(r.kernel);
+    const double need = required_order(r.kernel, r.op);
     for (int line = 0; line < 2; ++line) {
       if (line == 0)
         os << left(r.kernel.name(), 10) << left(to_string(r.op), 5)

@@ -7,6 +7,8 @@
 //  * P2M: carried by particles on the mesh lattice shifted by one sub-cell offset per
 //    dimension (strengths g(x_p) * h^D), spread and divided by h^D, compared with g at
 //    the nodes;
+//  * Gradient: sampled on the mesh nodes, its gradient interpolated (interp_gradient) at
+//    the M2P particles, compared with the gradient of g there (all components);
 // at several resolutions. The fitted order is the least-squares slope of log(error)
 // against log(h), for the relative L2 and the relative Linf error.
 #include <cstdint>
@@ -17,7 +19,7 @@
 
 namespace pmkit::verify {
 
-enum class Operation { M2P, P2M };
+enum class Operation { M2P, P2M, Gradient };
 const char* to_string(Operation op);
 
 struct ConvergenceConfig {
@@ -57,8 +59,12 @@ ConvergenceResult convergence(const Kernel& kernel, Operation op, int dim,
 // Least-squares slope of log(err) against log(h) (sizes equal, >= 2 points).
 double fitted_order(const std::vector<double>& h, const std::vector<double>& err);
 
-// The order a kernel must reach: 2.9 for M'4 (third order), 1.9 for the B-splines.
-double required_order(const Kernel& kernel);
+// The order a kernel must reach in M2P and P2M: 2.9 for M'4 (third order), 1.9 for the
+// B-splines. In Gradient: 0.9 for the linear kernel (its gradient is the slope of the
+// particle's cell: first order at random positions), 1.9 for every other (second order:
+// the B-splines of order 3 and more as in interpolation, M'4 one order less, as its
+// moment (n - u)^3 varies with the position u; tests/test_gradient.cpp derives both).
+double required_order(const Kernel& kernel, Operation op = Operation::M2P);
 // True when both fitted orders of the study reach required_order.
 bool meets_threshold(const ConvergenceResult& result);
 
