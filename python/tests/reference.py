@@ -15,9 +15,11 @@ import numpy as np
 def bspline(r, order):
     """The centred cardinal B-spline of the given order at distances r (in cells)."""
     x = np.asarray(r, dtype=np.float64) + order / 2
-    return sum((-1) ** k * comb(order, k) * np.maximum(x - k, 0) ** (order - 1) for k in range(order + 1)) / factorial(
-        order - 1
-    )
+    # Truncated powers (x - k)_+^(order - 1); for order 1 the step function, 0 at x = k.
+    def power(k):
+        return np.where(x > k, np.abs(x - k) ** (order - 1), 0.0)
+
+    return sum((-1) ** k * comb(order, k) * power(k) for k in range(order + 1)) / factorial(order - 1)
 
 
 def bspline_derivative(r, order):
