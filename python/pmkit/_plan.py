@@ -190,8 +190,8 @@ class Plan(_PlanBase):
     there next, with events where the two streams differ; it returns without waiting,
     except ``set_points`` and ``update_points``.
 
-    ``interp_gradient`` and ``spread_gradient`` need a build of the library that has
-    them; otherwise they raise pmkit.Error with code Unsupported.
+    ``interp_gradient`` and ``spread_gradient`` raise pmkit.Error with code Unsupported
+    on a backend that does not have them.
     """
 
     def __init__(
