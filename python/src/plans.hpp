@@ -1,0 +1,80 @@
+#pragma once
+// The mesh plan as the extension module holds it: pmkit::Plan<T, D> with the Python-side
+// arguments (lists of arrays, the caller's stream) turned into views, and the events that
+// order the caller's stream with the plan's.
+#include <nanobind/nanobind.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "arrays.hpp"
+#include "pmkit/plan.hpp"
+#include "streams.hpp"
+
+namespace pmkit::python {
+
+Placement placement(Backend backend, bool host_arrays, int device);
+
+// The plan's mesh shape in C order (the last axis is x): the shape of a mesh array.
+template <int D>
+std::vector<std::int64_t> c_order(const std::array<std::int64_t, D>& shape) {
+  return std::vector<std::int64_t>(shape.rbegin(), shape.rend());
+}
+
+template <class T, int D>
+class MeshPlan {
+ public:
+  MeshPlan(const Grid<D>& grid, const Kernel& kernel, const Options& options)
+      : plan_(grid, kernel, options),
+        where_(placement(options.backend, options.host_arrays, options.device)),
+        mesh_shape_(c_order<D>(plan_.mesh_shape())) {}
+
+  void set_points(const nb::list& positions, std::uintptr_t stream, bool update);
+  void spread(const nb::list& props, const nb::list& meshes, bool add, std::uintptr_t stream);
+  void interp(const nb::list& meshes, const nb::list& values, std::uintptr_t stream);
+  void interp_gradient(const nb::list& meshes, const nb::list& gradients, std::uintptr_t stream);
+  void spread_gradient(const nb::list& vectors, const nb::list& meshes, bool add, std::uintptr_t stream);
+  void binned_order(const nb::list& order, std::uintptr_t stream) const;
+  void binned_positions(const nb::list& positions, std::uintptr_t stream) const;
+  void synchronize() const { python::synchronize(plan_.options().device, plan_.options().stream); }
+  // Seconds per call of `calls` spreads from C++ on views made once, waiting for the
+  // plan's stream at the end: the same call as spread without Python, for
+  // bench/python_bench.py.
+  double time_spread(const nb::list& props, const nb::list& meshes, int calls);
+
+  const Plan<T, D>& plan() const { return plan_; }
+  const Placement& where() const { return where_; }
+  const std::vector<std::int64_t>& mesh_shape() const { return mesh_shape_; }
+  // The plan's CUDA stream after the caller's for one call (see streams.hpp).
+  StreamOrder order(std::uintptr_t stream) const {
+    return StreamOrder(events_, where_.device, plan_.options().device, stream, plan_.options().stream);
+  }
+
+ private:
+  // One call from input arrays to output arrays: their views, the streams ordered, the
+  // GIL released around call(inputs, outputs).
+  template <class Call>
+  void run(const nb::list& inputs, const char* input_name, Layout input_layout, const nb::list& outputs,
+           Layout output_layout, std::uintptr_t stream, Call call);
+
+  Plan<T, D> plan_;
+  Placement where_;
+  std::vector<std::int64_t> mesh_shape_;
+  mutable StreamEvents events_;
+};
+
+// The D position views of one argument: an (N, D) array or D arrays of N.
+template <class E, int D>
+std::array<View<E>, D> position_views(const Views<E>& views, const char* what) {
+  require_count(what, views.size(), D, "coordinate arrays",
+                "one per dimension: an (N, D) array or D arrays of N");
+  std::array<View<E>, D> result;
+  for (int d = 0; d < D; ++d) result[d] = views[d];
+  return result;
+}
+
+void bind_plans(nb::module_& m);
+void bind_pair_plans(nb::module_& m);
+
+}  // namespace pmkit::python
