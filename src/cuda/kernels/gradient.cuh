@@ -265,26 +265,15 @@ struct GradientDeposit {
   }
 };
 
-// The tile spread of the gradient: spread_tiles_kernel's block with GradientDeposit, one
+// The tile spread of the gradient: spread_tile_block with GradientDeposit, one
 // mesh, the same flush.
 template <class K, int D, class T, int W, bool kDeterministic>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     spread_gradient_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
                                  const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
                                  std::size_t n, PropPass<T> pass, double peak_gradient, InverseSpacing<T, D> inverse) {
-  using Window = TileWindow<K, D>;
-  extern __shared__ int accumulator[];  // [W][Window::kNodes]
-  __shared__ double scale[1];
-  const Chunk chunk = chunks[blockIdx.x];
-  int tile[D];
-  __shared__ typename Window::IndexTables tables;
-  __shared__ double* heavy_window;
-  select_heavy_window<K, D, T, kDeterministic>(pass, chunk, heavy_window);
-  accumulate_chunk<K, D, T, W, kDeterministic>(layout, geo, chunk, particles, order, perm, n, pass,
-                                               GradientDeposit<K, D, T, W>{peak_gradient, inverse}, accumulator,
-                                               scale, tile, tables);
-  __syncthreads();
-  flush_window<K, D, T, W, 1, kDeterministic>(tables, tile, accumulator, scale, pass, heavy_window);
+  spread_tile_block<K, D, T, W, kDeterministic>(layout, geo, chunks, particles, order, perm, n, pass,
+                                                GradientDeposit<K, D, T, W>{peak_gradient, inverse});
 }
 
 // One thread a particle, global atomics (the global-atomics method, and update_points'

@@ -281,25 +281,37 @@ __device__ __forceinline__ void accumulate_chunk(const detail::Layout<D>& layout
   }
 }
 
-template <class K, int D, class T, int W, int NP, bool kDeterministic>
-__global__ void __launch_bounds__(tuning::kSpreadThreads)
-    spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
-                        const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
-                        std::size_t n, PropPass<T> pass) {
+// A tile spread's block, whatever its deposit (PropertyDeposit, GradientDeposit): the
+// chunk's sums in shared memory (accumulate_chunk), then their flush to the meshes, or
+// to the heavy tile's window.
+template <class K, int D, class T, int W, bool kDeterministic, class Deposit>
+__device__ __forceinline__ void spread_tile_block(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
+                                                  const Chunk* chunks, const Packed<T>* particles,
+                                                  const std::uint16_t* order, const std::uint32_t* perm, std::size_t n,
+                                                  const PropPass<T>& pass, const Deposit& deposit) {
   using Window = TileWindow<K, D>;
-  extern __shared__ int accumulator[];  // [NP][W][Window::kNodes]
-  __shared__ double scale[NP];
+  constexpr int NM = Deposit::kMeshes;
+  extern __shared__ int accumulator[];  // [NM][W][Window::kNodes]
+  __shared__ double scale[NM];
   const Chunk chunk = chunks[blockIdx.x];
   int tile[D];
   __shared__ typename Window::IndexTables tables;
   __shared__ double* heavy_window;
   select_heavy_window<K, D, T, kDeterministic>(pass, chunk, heavy_window);
-  accumulate_chunk<K, D, T, W, kDeterministic>(layout, geo, chunk, particles, order, perm, n, pass,
-                                               PropertyDeposit<K, D, T, W, NP>{geo.peak_weight}, accumulator, scale,
-                                               tile, tables);
+  accumulate_chunk<K, D, T, W, kDeterministic>(layout, geo, chunk, particles, order, perm, n, pass, deposit,
+                                               accumulator, scale, tile, tables);
   __syncthreads();
 
-  flush_window<K, D, T, W, NP, kDeterministic>(tables, tile, accumulator, scale, pass, heavy_window);
+  flush_window<K, D, T, W, NM, kDeterministic>(tables, tile, accumulator, scale, pass, heavy_window);
+}
+
+template <class K, int D, class T, int W, int NP, bool kDeterministic>
+__global__ void __launch_bounds__(tuning::kSpreadThreads)
+    spread_tiles_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Chunk* chunks,
+                        const Packed<T>* particles, const std::uint16_t* order, const std::uint32_t* perm,
+                        std::size_t n, PropPass<T> pass) {
+  spread_tile_block<K, D, T, W, kDeterministic>(layout, geo, chunks, particles, order, perm, n, pass,
+                                                PropertyDeposit<K, D, T, W, NP>{geo.peak_weight});
 }
 
 // The heavy tiles' double windows (flush_heavy) to the mesh after the tile spread: one
