@@ -99,6 +99,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   void launch_spread(const PropPass<T>& pass, Accumulate mode);
   bool moves_props(int support, int props) const;
   PropPass<T> props_to_slots(const PropPass<T>& pass);
+  bool quad_flush_fits(const PropPass<T>& pass, int meshes) const;
   // What a tile spread's kernel reads (launch_tiles, launch_gradient_tiles): the pass's
   // `values` particle arrays moved into binned order where that pays (perm set to null:
   // read by slot; else the binned order's perm), with the heavy tiles' windows in fast
@@ -158,6 +159,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   // set_points writes a bank-interleaved order for the tile kernels (kernels/tiles.cuh).
   bool interleaved_;
   BinGeometry<D> geo_{};
+  double peak_gradient_ = 0;  // bounds spread_gradient's contributions (peak_weight.hpp), set once a plan
   Groups groups_{};  // the partition's pass-1 groups (fixed by the geometry)
   int tile_props_per_pass_ = 0;
   int cell_props_per_pass_ = 0;         // 0: cell moments not asked for

@@ -55,10 +55,7 @@ PropPass<T> CudaBackend<T, D>::gradient_pass(Span<View<const T>> vectors, Span<V
   }
   if (options_.deterministic) pass.exact[0] = buf_.exact.get();
   pass.max_abs_bits = buf_.max_abs.get();
-  // float4 atomics along x, as spread's (make_pass).
-  const detail::Axis& x = layout_.axis[0];
-  pass.quad_flush = sizeof(T) == 4 && x.kind == detail::AxisKind::Periodic && x.nodes % 4 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(pass.meshes[0]) % 16 == 0;
+  pass.quad_flush = quad_flush_fits(pass, 1);
   return pass;
 }
 
@@ -209,7 +206,7 @@ void CudaBackend<T, D>::launch_spread_gradient(const PropPass<T>& pass, Accumula
     PropPass<T> one_mesh = pass;  // finalize_exact_kernel takes a mesh per count
     one_mesh.count = 1;
     finalize_exact_kernel<T, W><<<blocks_for(layout_.size, 256), 256, 0, stream_>>>(
-        one_mesh, layout_.size, n, peak_gradient(kernel_, D), mode == Accumulate::Add);
+        one_mesh, layout_.size, n, peak_gradient_, mode == Accumulate::Add);
     check_launch("pmkit::cuda::spread_gradient::finalize_exact");
     return;
   }
@@ -243,7 +240,7 @@ void CudaBackend<T, D>::launch_gradient_tiles(const PropPass<T>& caller_pass) {
   opt_in_shared(kernel, shared);
   kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared, stream_>>>(
       layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), perm, current_.n, pass,
-      peak_gradient(kernel_, D), inverse_spacing());
+      peak_gradient_, inverse_spacing());
   check_launch("pmkit::cuda::spread_gradient::shared_tiles");
   finish_heavy_tiles<K, kDeterministic>(pass, 1);
 }

@@ -33,6 +33,7 @@ CudaBackend<T, D>::CudaBackend(const Grid<D>& grid, const Kernel& kernel, const 
   geo_.support = kernel.support();
   geo_.num_tiles = static_cast<std::uint32_t>(tiles);
   geo_.peak_weight = peak_weight(kernel, D);
+  peak_gradient_ = peak_gradient(kernel, D);
   if (keys >= (std::uint64_t(1) << 32))
     fail(ErrorCode::Unsupported, "grid of ", keys,
          " cells: the CUDA backend indexes cells with 32 bits (at most 2^32 - 1 cells)");

@@ -58,12 +58,18 @@ PropPass<T> CudaBackend<T, D>::make_pass(Span<View<const T>> particle_arrays, Sp
     if (options_.deterministic) pass.exact[j] = buf_.exact.get() + j * layout_.size;
   }
   pass.max_abs_bits = buf_.max_abs.get();
-  // float4 atomics along x (TileWindow quads): periodic x of 4k nodes, aligned meshes.
-  const detail::Axis& x = layout_.axis[0];
-  pass.quad_flush = sizeof(T) == 4 && x.kind == detail::AxisKind::Periodic && x.nodes % 4 == 0;
-  for (int j = 0; j < pass.count; ++j)
-    pass.quad_flush = pass.quad_flush && reinterpret_cast<std::uintptr_t>(pass.meshes[j]) % 16 == 0;
+  pass.quad_flush = quad_flush_fits(pass, pass.count);
   return pass;
+}
+
+// float4 atomics along x (TileWindow quads): float, periodic x of 4k nodes, the pass's
+// first `meshes` meshes aligned.
+template <class T, int D>
+bool CudaBackend<T, D>::quad_flush_fits(const PropPass<T>& pass, int meshes) const {
+  const detail::Axis& x = layout_.axis[0];
+  bool fits = sizeof(T) == 4 && x.kind == detail::AxisKind::Periodic && x.nodes % 4 == 0;
+  for (int j = 0; j < meshes; ++j) fits = fits && reinterpret_cast<std::uintptr_t>(pass.meshes[j]) % 16 == 0;
+  return fits;
 }
 
 template <class T, int D>
