@@ -5,6 +5,8 @@
 #   bash bench/device.sh [--quick]
 # PMKIT_DEVICE_STEPS="tests pairs" (a development run) limits the steps after the build
 # to those named: tests, sanitizer, torch, cpu, pairs, mesh, gradient, methods, profile.
+# "python" (never in the default) builds the Python extension with CUDA and runs pytest
+# and bench/python_bench.py (nanobind must be importable: carry it as a wheel).
 # PMKIT_TEST_FILTER (a gtest filter) runs the tests step as pmkit_tests with that filter
 # instead of every test (a development run). "gradient" runs gpu_bench --gradient:
 # interp_gradient and spread_gradient next to interp, spread and the finite-difference
@@ -154,12 +156,18 @@ targets=(--target gpu_bench)
 want ab && [ "$ab_bench" = pair_bench ] && targets+=(--target pair_bench)
 [ -n "${PMKIT_TEST_FILTER:-}" ] && want tests && targets+=(--target pmkit_tests)
 for s in $steps; do
-  case $s in ab | methods | mesh | gradient | profile | kernels | l2fetch | papers) ;;
+  case $s in ab | methods | mesh | gradient | profile | kernels | l2fetch | papers | python) ;;
     tests) [ -n "${PMKIT_TEST_FILTER:-}" ] || targets=() ;;
     *) targets=() ;; esac
 done
 want papers && [ ${#targets[@]} -gt 0 ] && targets+=(--target paper_cases)
-cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&
+python_flags=()
+if want python; then
+  python_flags=(-DPMKIT_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
+  [ ${#targets[@]} -gt 0 ] && targets+=(--target _pmkit)
+fi
+cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DPMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  ${python_flags[@]+"${python_flags[@]}"} >"$out/build.log" 2>&1 &&
   cmake --build build-device -j"$jobs" ${targets[@]+"${targets[@]}"} >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "built"
 if want ab; then
@@ -241,6 +249,16 @@ fi
 if want gradient; then
 step "gradient at the particles (gpu_bench --gradient)"
 ./build-device/bench/gpu_bench $quick --gradient 2>&1 | tee "$out/gpu_bench-gradient.txt"
+fi
+if want python; then
+step "Python package with the CUDA backend: pytest on the GPU, then bench/python_bench.py"
+# The extension built above goes beside the package's sources, as an in-place build;
+# nanobind (and pytest, where the image lacks it) come as wheels on PYTHONPATH.
+cp build-device/python/pmkit/_pmkit*.so python/pmkit/ || status=1
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$out/pytest.log" 2>&1 || status=1
+grep -E "^(SKIPPED|FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -30
+PYTHONUNBUFFERED=1 python3 bench/python_bench.py $quick 2>&1 | tee "$out/python_bench.txt" || status=1
 fi
 if want l2fetch; then
 step "the L2 fetch granularity (gpu_bench --l2-fetch), baselines included"

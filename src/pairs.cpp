@@ -90,6 +90,11 @@ Timings PairPlan<T, D>::last_timings() const {
   return backend_->last_timings();
 }
 template <class T, int D>
+void PairPlan<T, D>::set_stream(StreamHandle stream) {
+  backend_->set_stream(stream);
+  options_.stream = stream;
+}
+template <class T, int D>
 std::array<int, D> PairPlan<T, D>::cells() const {
   return cell_grid(box_, cutoff_).ncell;
 }

@@ -153,6 +153,12 @@ Timings Plan<T, D>::last_timings() const {
   return backend_->last_timings();
 }
 
+template <class T, int D>
+void Plan<T, D>::set_stream(StreamHandle stream) {
+  backend_->set_stream(stream);
+  options_.stream = stream;
+}
+
 template class Plan<float, 2>;
 template class Plan<float, 3>;
 template class Plan<double, 2>;

@@ -203,6 +203,9 @@ class PairPlan {
   double cutoff() const { return cutoff_; }
   const Box<D>& box() const { return box_; }
   const PairOptions& options() const { return options_; }
+  // CUDA: later calls run on `stream`, after the work queued so far on the previous one
+  // (as Plan::set_stream). The CPU backend keeps the handle.
+  void set_stream(StreamHandle stream);
   // CUDA: the method that ran the last compute (Auto resolved); CPU: Auto.
   PairMethod last_method() const;
   // Seconds of the last compute's traversal: CUDA, the device time of its kernels (CUDA

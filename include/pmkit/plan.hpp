@@ -132,6 +132,12 @@ class Plan {
   const Grid<D>& grid() const { return grid_; }
   const Kernel& kernel() const { return kernel_; }
   const Options& options() const { return options_; }
+  // CUDA: later calls run on `stream` (options().stream becomes it), in order after the
+  // work queued so far on the previous stream: an event recorded there and waited on by
+  // the new one, no host wait. Lets a caller follow its framework's current stream (as
+  // the Python package does with torch's and CuPy's). The CPU backend keeps the handle
+  // and has nothing to order.
+  void set_stream(StreamHandle stream);
   std::array<std::int64_t, D> mesh_shape() const { return pmkit::mesh_shape(grid_, kernel_.ghost_width()); }
   std::int64_t mesh_size() const { return pmkit::mesh_size(grid_, kernel_.ghost_width()); }
   bool has_points() const { return has_points_; }

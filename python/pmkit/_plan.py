@@ -54,19 +54,6 @@ def _dtype_name(dtype: Any) -> str:
     return name
 
 
-def _stream_handle(stream: Any) -> int:
-    """A CUDA stream's handle from None (the default stream), an int, a torch stream
-    (``cuda_stream``) or a CuPy stream (``ptr``)."""
-    if stream is None:
-        return 0
-    for attribute in ("cuda_stream", "ptr"):
-        if hasattr(stream, attribute):
-            return int(getattr(stream, attribute))
-    if isinstance(stream, int):
-        return stream
-    raise TypeError(f"stream = {stream!r}: expected None, an int handle, a torch or a CuPy stream")
-
-
 def _as_list(arrays: Arrays) -> Tuple[List[Array], bool]:
     """The arrays of an argument as a list, and whether it was one array."""
     if isinstance(arrays, list):
@@ -87,28 +74,25 @@ def _kernel(kernel: KernelLike) -> _pmkit.Kernel:
 class _PlanBase:
     """What both plans share: dtype, backend and device, the stream, the positions."""
 
-    def __init__(self, dim: int, dtype: Any, backend: str, device: int, stream: Any) -> None:
+    def __init__(self, dim: int, dtype: Any, backend: str, device: int) -> None:
         self._dtype = _dtype_name(dtype)
         self._backend = backend
         _choice(backend, _BACKENDS, "backend")
         self._device = int(device)
-        self._stream = _stream_handle(stream)
         self._dim = dim
         self._library: ArrayLibrary = NUMPY  # of the positions; binned_order's results
 
     def _options(self, options: Any) -> Any:
         options.backend = _BACKENDS[self._backend]
         options.device = self._device
-        options.stream = self._stream
         return options
 
-    def _call_stream(self, library: ArrayLibrary, like: Array) -> int:
-        """The stream a call's work is ordered after (and before the caller's next work):
-        the caller library's current stream on CUDA plans, else the plan's own."""
+    def _call_stream(self, library: ArrayLibrary, like: Array) -> Optional[int]:
+        """The stream a call runs on: the caller library's current stream on CUDA plans
+        (None where it has none, and on the CPU: the plan stays where it is)."""
         if self._backend == "cpu":
-            return self._stream
-        stream = library.stream(like)
-        return self._stream if stream is None else stream
+            return None
+        return library.stream(like)
 
     def _positions(self, positions: Tuple[Array, ...]) -> List[Array]:
         """An (N, D) array, D arrays of N, or one sequence of D arrays, as a list."""
@@ -138,8 +122,9 @@ class _PlanBase:
 
     @property
     def stream(self) -> int:
-        """The handle of the CUDA stream the plan runs on (0: the default stream)."""
-        return self._stream
+        """The handle of the CUDA stream the plan's last call ran on, that is the caller's
+        current stream then (0: the default stream)."""
+        return self._impl.options.stream
 
     @property
     def num_points(self) -> int:
@@ -185,10 +170,11 @@ class Plan(_PlanBase):
 
     Each argument may also be a list of such arrays; the result is then a list too.
 
-    On the CUDA backend a call is queued on the plan's stream, ordered after the work on
-    the caller library's current stream (torch's or CuPy's) and before the work queued
-    there next, with events where the two streams differ; it returns without waiting,
-    except ``set_points`` and ``update_points``.
+    On the CUDA backend a call runs on the caller library's current stream (torch's or
+    CuPy's), in order with the work queued there before and after it, and returns
+    without waiting, except ``set_points`` and ``update_points``. JAX arrays, whose
+    streams JAX does not expose, are waited for before a call, and the call's results
+    before it returns.
 
     ``interp_gradient`` and ``spread_gradient`` raise pmkit.Error with code Unsupported
     on a backend that does not have them.
@@ -206,12 +192,11 @@ class Plan(_PlanBase):
         threads: int = 0,
         spread_method: str = "auto",
         host_arrays: bool = False,
-        stream: Any = None,
         max_away_fraction: float = 0.005,
     ) -> None:
         if not isinstance(grid, Grid):
             raise TypeError(f"grid must be a pmkit.Grid, not {type(grid).__name__}")
-        super().__init__(grid.dim, dtype, backend, device, stream)
+        super().__init__(grid.dim, dtype, backend, device)
         options = self._options(_pmkit.Options())
         options.deterministic = bool(deterministic)
         options.num_threads = int(threads)
@@ -389,13 +374,12 @@ class PairPlan(_PlanBase):
         threads: int = 0,
         half_shell: bool = True,
         method: str = "auto",
-        stream: Any = None,
     ) -> None:
         if isinstance(domain, Grid):
             domain = Box.of(domain)
         if not isinstance(domain, Box):
             raise TypeError(f"domain must be a pmkit.Box or pmkit.Grid, not {type(domain).__name__}")
-        super().__init__(domain.dim, dtype, backend, device, stream)
+        super().__init__(domain.dim, dtype, backend, device)
         options = self._options(_pmkit.PairOptions())
         options.num_threads = int(threads)
         options.half_shell = bool(half_shell)

@@ -3,6 +3,7 @@
 #include "plans.hpp"
 
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -19,10 +20,10 @@ Placement placement(Backend backend, bool host_arrays, int device) {
 }
 
 template <class T, int D>
-void MeshPlan<T, D>::set_points(const nb::list& positions, std::uintptr_t stream, bool update) {
+void MeshPlan<T, D>::set_points(const nb::list& positions, Stream stream, bool update) {
   const Views<const T> views(positions, "positions", Layout::Components, where_);
   const auto xyz = position_views<const T, D>(views, "positions");
-  auto guard = order(stream);
+  follow(stream);
   nb::gil_scoped_release release;
   if (update)
     plan_.update_points(xyz);
@@ -33,66 +34,78 @@ void MeshPlan<T, D>::set_points(const nb::list& positions, std::uintptr_t stream
 template <class T, int D>
 template <class Call>
 void MeshPlan<T, D>::run(const nb::list& inputs, const char* input_name, Layout input_layout, const nb::list& outputs,
-                         Layout output_layout, std::uintptr_t stream, Call call) {
+                         Layout output_layout, Stream stream, Call call) {
   const Views<const T> in(inputs, input_name, input_layout, where_, mesh_shape_);
   const Views<T> out(outputs, "out", output_layout, where_, mesh_shape_);
-  auto guard = order(stream);
+  follow(stream);
   nb::gil_scoped_release release;
   call(in.span(), out.span());
 }
 
 template <class T, int D>
-void MeshPlan<T, D>::spread(const nb::list& props, const nb::list& meshes, bool add, std::uintptr_t stream) {
+void MeshPlan<T, D>::spread(const nb::list& props, const nb::list& meshes, bool add, Stream stream) {
   run(props, "props", Layout::Particles, meshes, Layout::Mesh, stream, [&](auto in, auto out) {
     plan_.spread(in, out, add ? Accumulate::Add : Accumulate::Overwrite);
   });
 }
 
 template <class T, int D>
-void MeshPlan<T, D>::interp(const nb::list& meshes, const nb::list& values, std::uintptr_t stream) {
+void MeshPlan<T, D>::interp(const nb::list& meshes, const nb::list& values, Stream stream) {
   run(meshes, "meshes", Layout::Mesh, values, Layout::Particles, stream,
       [&](auto in, auto out) { plan_.interp(in, out); });
 }
 
 template <class T, int D>
-void MeshPlan<T, D>::interp_gradient(const nb::list& meshes, const nb::list& gradients, std::uintptr_t stream) {
+void MeshPlan<T, D>::interp_gradient(const nb::list& meshes, const nb::list& gradients, Stream stream) {
   run(meshes, "meshes", Layout::Mesh, gradients, Layout::Components, stream,
       [&](auto in, auto out) { plan_.interp_gradient(in, out); });
 }
 
 template <class T, int D>
 void MeshPlan<T, D>::spread_gradient(const nb::list& vectors, const nb::list& meshes, bool add,
-                                     std::uintptr_t stream) {
+                                     Stream stream) {
   run(vectors, "vectors", Layout::Components, meshes, Layout::Mesh, stream, [&](auto in, auto out) {
     plan_.spread_gradient(in, out, add ? Accumulate::Add : Accumulate::Overwrite);
   });
 }
 
 template <class T, int D>
-void MeshPlan<T, D>::binned_order(const nb::list& order_out, std::uintptr_t stream) const {
+void MeshPlan<T, D>::binned_order(const nb::list& order_out, Stream stream) {
   const Views<std::uint32_t> out(order_out, "out", Layout::Particles, where_);
   require_count("out", out.size(), 1, "arrays", "one (N,) array of uint32");
-  auto guard = order(stream);
+  follow(stream);
   nb::gil_scoped_release release;
   plan_.binned_order(out[0]);
 }
 
 template <class T, int D>
-void MeshPlan<T, D>::binned_positions(const nb::list& positions, std::uintptr_t stream) const {
+void MeshPlan<T, D>::binned_positions(const nb::list& positions, Stream stream) {
   const Views<T> out(positions, "out", Layout::Components, where_);
   const auto xyz = position_views<T, D>(out, "out");
-  auto guard = order(stream);
+  follow(stream);
   nb::gil_scoped_release release;
   plan_.binned_positions(xyz);
 }
 
 template <class T, int D>
-double MeshPlan<T, D>::time_spread(const nb::list& props, const nb::list& meshes, int calls) {
-  const Views<const T> in(props, "props", Layout::Particles, where_);
-  const Views<T> out(meshes, "out", Layout::Mesh, where_, mesh_shape_);
+double MeshPlan<T, D>::time_calls(const std::string& method, const nb::list& inputs, const nb::list& outputs,
+                                  int calls) {
+  const bool spread = method == "spread", gradient = method == "interp_gradient";
+  if (!spread && !gradient && method != "interp")
+    throw nb::value_error(("time_calls: method '" + method + "'; expected spread, interp or interp_gradient").c_str());
+  const Views<const T> in(inputs, "inputs", spread ? Layout::Particles : Layout::Mesh, where_, mesh_shape_);
+  const Views<T> out(outputs, "out", spread ? Layout::Mesh : gradient ? Layout::Components : Layout::Particles, where_,
+                     mesh_shape_);
   nb::gil_scoped_release release;
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) plan_.spread(in.span(), out.span());
+  for (int i = 0; i < calls; ++i) {
+    if (spread)
+      plan_.spread(in.span(), out.span());
+    else if (gradient)
+      plan_.interp_gradient(in.span(), out.span());
+    else
+      plan_.interp(in.span(), out.span());
+  }
   synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls;
 }
@@ -106,19 +119,19 @@ void bind_plan(nb::module_& m, const char* name) {
   using P = MeshPlan<T, D>;
   nb::class_<P>(m, name, "pmkit::Plan for one dtype and dimension; use pmkit.Plan.")
       .def(nb::init<const Grid<D>&, const Kernel&, const Options&>(), "grid"_a, "kernel"_a, "options"_a)
-      .def("set_points", [](P& p, const nb::list& x, std::uintptr_t s) { p.set_points(x, s, false); },
-           "positions"_a, "stream"_a)
-      .def("update_points", [](P& p, const nb::list& x, std::uintptr_t s) { p.set_points(x, s, true); },
-           "positions"_a, "stream"_a)
-      .def("spread", &P::spread, "props"_a, "out"_a, "add"_a, "stream"_a)
-      .def("interp", &P::interp, "meshes"_a, "out"_a, "stream"_a)
-      .def("interp_gradient", &P::interp_gradient, "meshes"_a, "out"_a, "stream"_a)
-      .def("spread_gradient", &P::spread_gradient, "vectors"_a, "out"_a, "add"_a, "stream"_a)
-      .def("binned_order", &P::binned_order, "out"_a, "stream"_a)
-      .def("binned_positions", &P::binned_positions, "out"_a, "stream"_a)
+      .def("set_points", [](P& p, const nb::list& x, Stream s) { p.set_points(x, s, false); },
+           "positions"_a, "stream"_a.none())
+      .def("update_points", [](P& p, const nb::list& x, Stream s) { p.set_points(x, s, true); },
+           "positions"_a, "stream"_a.none())
+      .def("spread", &P::spread, "props"_a, "out"_a, "add"_a, "stream"_a.none())
+      .def("interp", &P::interp, "meshes"_a, "out"_a, "stream"_a.none())
+      .def("interp_gradient", &P::interp_gradient, "meshes"_a, "out"_a, "stream"_a.none())
+      .def("spread_gradient", &P::spread_gradient, "vectors"_a, "out"_a, "add"_a, "stream"_a.none())
+      .def("binned_order", &P::binned_order, "out"_a, "stream"_a.none())
+      .def("binned_positions", &P::binned_positions, "out"_a, "stream"_a.none())
       .def("synchronize", &P::synchronize, "Waits for the work queued on the plan's stream.")
-      .def("time_spread", &P::time_spread, "props"_a, "out"_a, "calls"_a,
-           "Seconds per call of spread run `calls` times from C++ (for benchmarks).")
+      .def("time_calls", &P::time_calls, "method"_a, "inputs"_a, "out"_a, "calls"_a,
+           "Seconds per call of `method` run `calls` times from C++ (for benchmarks).")
       .def_prop_ro("mesh_shape", [](const P& p) { return p.mesh_shape(); })
       .def_prop_ro("mesh_size", [](const P& p) { return p.plan().mesh_size(); })
       .def_prop_ro("num_points", [](const P& p) { return p.plan().num_points(); })

@@ -1,11 +1,12 @@
 #pragma once
 // The mesh plan as the extension module holds it: pmkit::Plan<T, D> with the Python-side
-// arguments (lists of arrays, the caller's stream) turned into views, and the events that
-// order the caller's stream with the plan's.
+// arguments (lists of arrays) turned into views, run on the caller's stream.
 #include <nanobind/nanobind.h>
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "arrays.hpp"
@@ -22,6 +23,9 @@ std::vector<std::int64_t> c_order(const std::array<std::int64_t, D>& shape) {
   return std::vector<std::int64_t>(shape.rbegin(), shape.rend());
 }
 
+// The caller's current CUDA stream, or none (streams.hpp).
+using Stream = std::optional<std::uintptr_t>;
+
 template <class T, int D>
 class MeshPlan {
  public:
@@ -30,38 +34,35 @@ class MeshPlan {
         where_(placement(options.backend, options.host_arrays, options.device)),
         mesh_shape_(c_order<D>(plan_.mesh_shape())) {}
 
-  void set_points(const nb::list& positions, std::uintptr_t stream, bool update);
-  void spread(const nb::list& props, const nb::list& meshes, bool add, std::uintptr_t stream);
-  void interp(const nb::list& meshes, const nb::list& values, std::uintptr_t stream);
-  void interp_gradient(const nb::list& meshes, const nb::list& gradients, std::uintptr_t stream);
-  void spread_gradient(const nb::list& vectors, const nb::list& meshes, bool add, std::uintptr_t stream);
-  void binned_order(const nb::list& order, std::uintptr_t stream) const;
-  void binned_positions(const nb::list& positions, std::uintptr_t stream) const;
+  void set_points(const nb::list& positions, Stream stream, bool update);
+  void spread(const nb::list& props, const nb::list& meshes, bool add, Stream stream);
+  void interp(const nb::list& meshes, const nb::list& values, Stream stream);
+  void interp_gradient(const nb::list& meshes, const nb::list& gradients, Stream stream);
+  void spread_gradient(const nb::list& vectors, const nb::list& meshes, bool add, Stream stream);
+  void binned_order(const nb::list& order, Stream stream);
+  void binned_positions(const nb::list& positions, Stream stream);
   void synchronize() const { python::synchronize(plan_.options().device, plan_.options().stream); }
-  // Seconds per call of `calls` spreads from C++ on views made once, waiting for the
-  // plan's stream at the end: the same call as spread without Python, for
-  // bench/python_bench.py.
-  double time_spread(const nb::list& props, const nb::list& meshes, int calls);
+  // Seconds per call of `calls` calls of `method` ("spread", "interp" or
+  // "interp_gradient") from C++ on views made once, waiting for the plan's stream at the
+  // end: the same call as from Python without Python, for bench/python_bench.py.
+  double time_calls(const std::string& method, const nb::list& inputs, const nb::list& outputs, int calls);
 
   const Plan<T, D>& plan() const { return plan_; }
   const Placement& where() const { return where_; }
   const std::vector<std::int64_t>& mesh_shape() const { return mesh_shape_; }
-  // The plan's CUDA stream after the caller's for one call (see streams.hpp).
-  StreamOrder order(std::uintptr_t stream) const {
-    return StreamOrder(events_, where_.device, plan_.options().device, stream, plan_.options().stream);
-  }
+  // The plan on the caller's stream (streams.hpp).
+  void follow(Stream stream) { follow_stream(plan_, where_.device, stream); }
 
  private:
   // One call from input arrays to output arrays: their views, the streams ordered, the
   // GIL released around call(inputs, outputs).
   template <class Call>
   void run(const nb::list& inputs, const char* input_name, Layout input_layout, const nb::list& outputs,
-           Layout output_layout, std::uintptr_t stream, Call call);
+           Layout output_layout, Stream stream, Call call);
 
   Plan<T, D> plan_;
   Placement where_;
   std::vector<std::int64_t> mesh_shape_;
-  mutable StreamEvents events_;
 };
 
 // The D position views of one argument: an (N, D) array or D arrays of N.

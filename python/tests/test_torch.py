@@ -182,12 +182,26 @@ def test_results_follow_the_current_stream():
 
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs a GPU and a CUDA build of pmkit")
-def test_cuda_plan_on_its_own_stream():
+def test_the_plan_follows_the_current_stream_from_call_to_call():
+    # A call on the default stream, then one on a side stream that reads the first's
+    # result (after side.wait_stream, as torch asks of a tensor made on another stream):
+    # the plan moves with the caller, and the second call sees the first's mesh.
+    plan = make_plan("cuda")
+    n = 1 << 16
+    plan.set_points(positions("cuda", n=n, seed=6))
+    assert plan.stream == torch.cuda.current_stream().cuda_stream
+    q = torch.ones(n, dtype=torch.float64, device="cuda")
     side = torch.cuda.Stream()
-    plan = pmkit.Plan(GRID, "mp4", backend="cuda", stream=side)
-    assert plan.stream == side.cuda_stream
-    x = positions("cuda", n=1000)
-    plan.set_points(x)
-    q = torch.ones(1000, dtype=torch.float64, device="cuda")
-    rho = plan.spread(q)  # on the plan's stream, ordered with the default stream by events
-    assert rho.sum().item() == pytest.approx(1000)
+    torch.cuda._sleep(50_000_000)  # the default stream busy: a side call that did not wait would read zeros
+    rho = plan.spread(q)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        phi = plan.interp(rho)
+        assert plan.stream == side.cuda_stream
+        total = phi.sum()
+    side.synchronize()
+    torch.cuda.synchronize()
+    expected = plan.interp(rho).sum()  # on the default stream, with nothing pending
+    assert plan.stream == torch.cuda.current_stream().cuda_stream
+    assert total.item() == pytest.approx(expected.item(), rel=1e-12)
+    assert total.item() > 0

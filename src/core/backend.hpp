@@ -32,6 +32,9 @@ class Backend {
   virtual void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) = 0;
   virtual std::string spread_method_name() const = 0;
   virtual Timings last_timings() const { return {}; }
+  // CUDA: later calls run on `stream`, after the work queued so far on the previous one
+  // (Plan::set_stream). The CPU backend has no stream.
+  virtual void set_stream(StreamHandle) {}
 };
 
 template <class T, int D>

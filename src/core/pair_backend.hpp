@@ -35,6 +35,9 @@ class PairBackend {
   virtual DevicePairs<T, D>* device_pairs() { return nullptr; }
   virtual PairMethod last_method() const { return PairMethod::Auto; }
   virtual Timings last_timings() const = 0;
+  // CUDA: later calls run on `stream`, after the work queued so far on the previous one
+  // (PairPlan::set_stream). The CPU backend has no stream.
+  virtual void set_stream(StreamHandle) {}
 };
 
 // A mesh plan's binned particles as positions to bin: its offsets from the domain origin

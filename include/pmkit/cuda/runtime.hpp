@@ -148,6 +148,29 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
+// Moves a plan from one stream to another without a host wait: the work queued next on
+// the new stream runs after the work queued so far on the old one (one event, made on
+// first use, recorded on the old stream and waited on by the new).
+class StreamHandover {
+ public:
+  StreamHandover() = default;
+  ~StreamHandover() {
+    if (event_) cudaEventDestroy(event_);
+  }
+  StreamHandover(const StreamHandover&) = delete;
+  StreamHandover& operator=(const StreamHandover&) = delete;
+
+  void order(cudaStream_t from, cudaStream_t to) {
+    if (from == to) return;
+    if (!event_) check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventRecord(event_, from), "cudaEventRecord (the plan's previous stream)");
+    check(cudaStreamWaitEvent(to, event_, 0), "cudaStreamWaitEvent (the plan's new stream)");
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 // Device time between two points of a stream, by a pair of CUDA events (made on first use,
 // so that a plan that never times costs nothing): start() and stop() record on the
 // stream without waiting; seconds() waits for the stop event and returns the time between.

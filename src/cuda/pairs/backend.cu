@@ -70,6 +70,11 @@ class CudaPairBackend final : public PairBackend<T, D>, public DevicePairs<T, D>
   DevicePairs<T, D>* device_pairs() override { return this; }
   PairMethod last_method() const override { return last_method_; }
   Timings last_timings() const override { return {0.0, timer_.seconds("PairPlan::compute")}; }
+  void set_stream(StreamHandle stream) override {
+    const cuda::DeviceScope on_device(cells_.device);
+    handover_.order(cells_.stream, cuda::to_cuda_stream(stream));
+    cells_.stream = cuda::to_cuda_stream(stream);
+  }
 
   // DevicePairs
   DevicePairView<T, D> view() const override {
@@ -134,6 +139,7 @@ class CudaPairBackend final : public PairBackend<T, D>, public DevicePairs<T, D>
   // Device time of the last traversal: recorded without waiting (compute is
   // asynchronous), read on demand.
   cuda::EventTimer timer_;
+  cuda::StreamHandover handover_;  // set_stream's ordering of the new stream after the old
 };
 
 }  // namespace

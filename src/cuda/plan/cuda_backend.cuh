@@ -57,6 +57,12 @@ class CudaBackend final : public detail::Backend<T, D> {
   void binned_positions(const std::array<View<T>, D>& offsets) const override;
   std::string spread_method_name() const override;
   Timings last_timings() const override { return timings_; }
+  void set_stream(StreamHandle stream) override {
+    const DeviceScope on_device(options_.device);
+    handover_.order(stream_, to_cuda_stream(stream));
+    stream_ = to_cuda_stream(stream);
+    options_.stream = stream;
+  }
 
  private:
   // Shared memory of the partition's blocks: pass 1, and pass 2 (its caller indices too).
@@ -169,6 +175,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   mutable DevicePointerCheck checked_pointers_;  // the caller's arrays found to be device memory
   Timings timings_;
   EventTimer timer_;
+  StreamHandover handover_;  // set_stream's ordering of the new stream after the old
 
   Binned<T> current_, spare_;  // the binning in use, and the one set_points builds
   PlanBuffers<T> buf_;
