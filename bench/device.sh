@@ -256,8 +256,15 @@ step "Python package with the CUDA backend: pytest on the GPU, then bench/python
 # nanobind (and pytest, where the image lacks it) come as wheels on PYTHONPATH.
 cp build-device/python/pmkit/_pmkit*.so python/pmkit/ || status=1
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$out/pytest.log" 2>&1 || status=1
-grep -E "^(SKIPPED|FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -30
+# One process a test file, so that a crash in one (a segfault ends its process) leaves the
+# others' results standing and names its file.
+: >"$out/pytest.log"
+for f in python/tests/test_*.py; do
+  echo "-- $f" >>"$out/pytest.log"
+  python3 -X faulthandler -m pytest "$f" -q -rs -p no:cacheprovider >>"$out/pytest.log" 2>&1 ||
+    { status=1; echo "$f: pytest exit $?"; }
+done
+grep -E "^-- |^(SKIPPED|FAILED|ERROR)|passed|failed|Fatal Python error" "$out/pytest.log" | tail -40
 PYTHONUNBUFFERED=1 python3 bench/python_bench.py $quick 2>&1 | tee "$out/python_bench.txt" || status=1
 fi
 if want l2fetch; then

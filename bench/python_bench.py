@@ -21,7 +21,7 @@ Overhead: at 2^10 particles, --calls back-to-back calls from Python and from C++
 (time_calls), each loop followed by one synchronisation; the difference per call is what
 the Python layer adds (array import, stream lookup, argument checks).
 
-    python bench/python_bench.py [--quick] [--reps 11] [--calls 2000]
+    python bench/python_bench.py [--quick] [--reps 21] [--calls 2000]
 """
 
 import argparse
@@ -41,17 +41,25 @@ import torch_baseline  # noqa: E402  (bench/torch_baseline.py, beside this file)
 CALLS = ("spread", "interp", "interp_gradient")
 
 
-def wall_median(f, plan, reps):
-    """Median wall seconds of f() followed by the plan's synchronisation, after one warm-up."""
+def wall_seconds(f, plan):
+    """Wall seconds of f() followed by the plan's synchronisation."""
+    start = time.perf_counter()
     f()
     plan.synchronize()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        f()
-        plan.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return time.perf_counter() - start
+
+
+def alternating_medians(reps, calls):
+    """The median of each named timing (a function that runs its call once and returns
+    its seconds), after one warm-up each; the calls take turns within each rep, so that a
+    slow spell of the GPU falls on all of them."""
+    times = {name: [] for name in calls}
+    for rep in range(reps + 1):
+        for name, f in calls.items():
+            seconds = f()
+            if rep:
+                times[name].append(seconds)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def problem(n, cells, seed=1):
@@ -85,10 +93,11 @@ def case(log2n, cells, reps):
         inputs, out = args[call]
         method = getattr(plan, call)
         op = getattr(pmkit.torch, call)
-        python = wall_median(lambda: method(inputs, out=out), plan, reps)
-        cpp = statistics.median(plan._impl.time_calls(call, [inputs], [out], 1) for _ in range(reps))
-        torch_op = wall_median(lambda: op(plan, x, inputs, reuse_binning=True), plan, reps)
-        rows[call] = {"python": python, "c++": cpp, "torch.op": torch_op}
+        rows[call] = alternating_medians(reps, {
+            "python": lambda: wall_seconds(lambda: method(inputs, out=out), plan),
+            "c++": lambda: plan._impl.time_calls(call, [inputs], [out], 1),
+            "torch.op": lambda: wall_seconds(lambda: op(plan, x, inputs, reuse_binning=True), plan),
+        })
     flat = args["spread"][1].reshape(-1)
     rows["spread"]["torch"] = torch_baseline.median_ms(
         lambda: torch_baseline.p2m(x, q, cells, 4, torch_baseline.mp4), reps) / 1e3
@@ -119,7 +128,7 @@ def overhead(calls):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="2^20 particles instead of 2^24")
-    parser.add_argument("--reps", type=int, default=11)
+    parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
     if not (torch.cuda.is_available() and pmkit.built_with_cuda()):

@@ -51,6 +51,11 @@ class TorchLibrary(ArrayLibrary):
 
         self._torch = torch
         self._to_dlpack = to_dlpack
+        # The current stream's handle without a torch.cuda.Stream object made per call
+        # (the raw query is what torch's own Triton launcher uses), or through the public
+        # API where this torch lacks it.
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._current_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
 
     def empty(self, like: Any, shape: Sequence[int], dtype: str) -> Any:
         torch_dtype = getattr(self._torch, dtype, None)
@@ -79,7 +84,7 @@ class TorchLibrary(ArrayLibrary):
     def stream(self, like: Any) -> Optional[int]:
         if not like.is_cuda:
             return None
-        return self._torch.cuda.current_stream(like.device).cuda_stream
+        return self._current_stream(like.device.index)
 
 
 class CupyLibrary(ArrayLibrary):
