@@ -265,6 +265,7 @@ for f in python/tests/test_*.py; do
     { status=1; echo "$f: pytest exit $?"; }
 done
 grep -E "^-- |^(SKIPPED|FAILED|ERROR)|passed|failed|Fatal Python error" "$out/pytest.log" | tail -40
+python3 examples/python/deposit.py --output "$out/deposit.png" || status=1
 PYTHONUNBUFFERED=1 python3 bench/python_bench.py $quick 2>&1 | tee "$out/python_bench.txt" || status=1
 fi
 if want l2fetch; then
