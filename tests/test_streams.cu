@@ -57,32 +57,42 @@ class Streams : public ::testing::Test {
     if (first_) cudaStreamDestroy(first_);
     if (second_) cudaStreamDestroy(second_);
   }
+  // An M'4 plan on 16^3 periodic cells that runs on the first stream.
+  pmkit::Plan<float, 3> plan_on_first_stream() const {
+    pmkit::Options options;
+    options.backend = pmkit::Backend::Cuda;
+    options.stream = pmkit::cuda::stream_handle(first_);
+    return pmkit::Plan<float, 3>(pmkit::Grid<3>::periodic({16, 16, 16}), pmkit::Kernel::mp4(), options);
+  }
   cudaStream_t first_ = nullptr;
   cudaStream_t second_ = nullptr;
 };
 
-std::vector<float> random_positions(std::size_t n, double length, unsigned seed) {
+// n uniform random positions in [0, length)^3 on the device, one buffer per axis.
+std::array<DeviceBuffer<float>, 3> device_positions(std::size_t n, double length, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(0.0f, static_cast<float>(length));
-  std::vector<float> x(n);
-  for (auto& v : x) v = u(rng);
+  std::array<DeviceBuffer<float>, 3> x;
+  for (auto& axis : x) {
+    std::vector<float> values(n);
+    for (auto& v : values) v = u(rng);
+    axis = DeviceBuffer<float>(values);
+  }
   return x;
+}
+
+template <class AnyPlan>
+void set_points(AnyPlan& plan, const std::array<DeviceBuffer<float>, 3>& x) {
+  uploads_done();
+  plan.set_points({device_cview(x[0]), device_cview(x[1]), device_cview(x[2])});
 }
 
 TEST_F(Streams, SpreadOnTheNewStreamReadsWhatTheOldOneWrote) {
   const std::size_t n = 4096;
-  const auto grid = pmkit::Grid<3>::periodic({16, 16, 16});
-  pmkit::Options options;
-  options.backend = pmkit::Backend::Cuda;
-  options.stream = pmkit::cuda::stream_handle(first_);
-  pmkit::Plan<float, 3> plan(grid, pmkit::Kernel::mp4(), options);
-
-  std::array<DeviceBuffer<float>, 3> x;
-  for (int d = 0; d < 3; ++d) x[d] = DeviceBuffer<float>(random_positions(n, 16.0, 7 + d));
+  pmkit::Plan<float, 3> plan = plan_on_first_stream();
   DeviceBuffer<float> q(std::vector<float>(n, 1.0f));
   DeviceBuffer<float> rho(static_cast<std::size_t>(plan.mesh_size()));
-  uploads_done();
-  plan.set_points({device_cview(x[0]), device_cview(x[1]), device_cview(x[2])});
+  set_points(plan, device_positions(n, 16.0, 7));
   fill_later(first_, q, 2.0f);  // the charges the spread must see
   plan.set_stream(pmkit::cuda::stream_handle(second_));
   EXPECT_EQ(plan.options().stream, pmkit::cuda::stream_handle(second_));
@@ -96,16 +106,9 @@ TEST_F(Streams, SpreadOnTheNewStreamReadsWhatTheOldOneWrote) {
 
 TEST_F(Streams, InterpOnTheNewStreamReadsThePlansOwnWorkOnTheOldOne) {
   const std::size_t n = 4096;
-  const auto grid = pmkit::Grid<3>::periodic({16, 16, 16});
-  pmkit::Options options;
-  options.backend = pmkit::Backend::Cuda;
-  options.stream = pmkit::cuda::stream_handle(first_);
-  pmkit::Plan<float, 3> plan(grid, pmkit::Kernel::mp4(), options);
-  std::array<DeviceBuffer<float>, 3> x;
-  for (int d = 0; d < 3; ++d) x[d] = DeviceBuffer<float>(random_positions(n, 16.0, 17 + d));
+  pmkit::Plan<float, 3> plan = plan_on_first_stream();
   DeviceBuffer<float> phi(std::vector<float>(static_cast<std::size_t>(plan.mesh_size()), 0.0f));
-  uploads_done();
-  plan.set_points({device_cview(x[0]), device_cview(x[1]), device_cview(x[2])});
+  set_points(plan, device_positions(n, 16.0, 17));
 
   // On the old stream: a mesh of ones written late, then the plan's interp of it into
   // `before`. On the new stream: interp of the same mesh into `after`. Both must read 1
@@ -130,10 +133,7 @@ TEST_F(Streams, PairComputeOnTheNewStreamOverwritesWhatTheOldOneWrote) {
   options.stream = pmkit::cuda::stream_handle(first_);
   const double length = 8.0;
   pmkit::PairPlan<float, 3> plan(pmkit::Box<3>::periodic({length, length, length}), 1.0, options);
-  std::array<DeviceBuffer<float>, 3> x;
-  for (int d = 0; d < 3; ++d) x[d] = DeviceBuffer<float>(random_positions(n, length, 27 + d));
-  uploads_done();
-  plan.set_points({device_cview(x[0]), device_cview(x[1]), device_cview(x[2])});
+  set_points(plan, device_positions(n, length, 27));
 
   // The neighbour count written late on the old stream must be overwritten by the
   // compute on the new one, not the other way round.
