@@ -1,14 +1,21 @@
 // The Ewald real-space pair kernel (pair_kernels::EwaldRealSpace) on the pair plan, CPU
 // (both shells) and CUDA (every method), float and double, against the float64 sum of
-// tests/ewald_reference.hpp on fresh random charges; and the Ewald reference itself.
+// src/verify/ewald.hpp on fresh random charges; and the Ewald reference itself.
 #include <cmath>
 #include <random>
 
-#include "ewald_reference.hpp"
+#include "verify/ewald.hpp"
 #include "pair_cases.hpp"
 
 namespace pmkit::test {
 namespace {
+
+using verify::ChargeSystem;
+using verify::CoulombResult;
+using verify::ewald_sum;
+using verify::real_space_sum;
+using verify::rock_salt;
+using verify::zero_result;
 
 // Random charges in a periodic box: uniform, or 90% of them in a small region.
 ChargeSystem random_charges(std::mt19937_64& rng, std::array<double, 3> box, std::size_t n, bool clustered) {
@@ -84,7 +91,7 @@ TEST(EwaldReference, RockSaltMadelungConstant) {
   for (int cells : {1, 2}) {
     const ChargeSystem s = rock_salt(cells);
     const CoulombResult r = ewald_sum(s);
-    EXPECT_NEAR(-2 * r.energy / double(s.size()), 1.747564594633182, 1e-12) << cells << " cells";
+    EXPECT_NEAR(-2 * r.energy / double(s.size()), verify::kRockSaltMadelung, 1e-12) << cells << " cells";
     for (int d = 0; d < 3; ++d)
       for (double f : r.force[d]) EXPECT_NEAR(f, 0.0, 1e-12);
   }

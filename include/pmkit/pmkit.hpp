@@ -7,5 +7,6 @@
 #include "pmkit/pair_kernels.hpp"
 #include "pmkit/pairs.hpp"
 #include "pmkit/plan.hpp"
+#include "pmkit/pme.hpp"
 #include "pmkit/view.hpp"
 #include "pmkit/version.hpp"

@@ -1,34 +1,13 @@
-#pragma once
-// The Ewald sum of point charges in a periodic orthorhombic box, in double, written for
-// the tests apart from the library: real-space images, the reciprocal sum over wave
-// vectors, the self term and the neutralising background, each converged to rounding.
-// O(N^2 images + N k-vectors): for systems of about a thousand charges.
-#include <array>
+// The float64 Ewald sum (ewald.hpp).
+#include "verify/ewald.hpp"
+
+#include <algorithm>
 #include <cmath>
 #include <complex>
-#include <cstddef>
-#include <vector>
 
-namespace pmkit::test {
+namespace pmkit::verify {
 
-struct ChargeSystem {
-  std::array<double, 3> box{};
-  std::array<std::vector<double>, 3> x;
-  std::vector<double> q;
-  std::size_t size() const { return q.size(); }
-};
-
-struct CoulombResult {
-  double energy = 0;
-  std::array<std::vector<double>, 3> force;
-  std::vector<double> potential;  // dE/dq_i
-};
-
-// The real-space part of the Ewald sum with splitting alpha: q_i q_j erfc(alpha r) / r
-// over the pairs of distinct particles closer than rc, in every image within `images`
-// boxes of the minimum image along each axis (0: the minimum image alone). Adds to out
-// (sized) and returns the energy.
-inline double real_space_sum(const ChargeSystem& s, double alpha, double rc, int images, CoulombResult& out) {
+double real_space_sum(const ChargeSystem& s, double alpha, double rc, int images, CoulombResult& out) {
   constexpr double pi = 3.14159265358979323846;
   const std::size_t n = s.size();
   double energy = 0;
@@ -59,18 +38,14 @@ inline double real_space_sum(const ChargeSystem& s, double alpha, double rc, int
   return energy;
 }
 
-inline CoulombResult zero_result(std::size_t n) {
+CoulombResult zero_result(std::size_t n) {
   CoulombResult out;
   for (auto& f : out.force) f.assign(n, 0.0);
   out.potential.assign(n, 0.0);
   return out;
 }
 
-// The Coulomb energy, forces and potentials (Gaussian units: E = sum over pairs and
-// images of q_i q_j / r, with a uniform background cancelling a net charge). The
-// splitting is chosen for convergence, not speed: erfc(alpha r_c) and the largest
-// omitted exp(-pi^2 m^2 / alpha^2) are both below 1e-16.
-inline CoulombResult ewald_sum(const ChargeSystem& s) {
+CoulombResult ewald_sum(const ChargeSystem& s) {
   constexpr double pi = 3.14159265358979323846;
   const std::size_t n = s.size();
   const double lmin = std::min(s.box[0], std::min(s.box[1], s.box[2]));
@@ -135,10 +110,7 @@ inline CoulombResult ewald_sum(const ChargeSystem& s) {
   return out;
 }
 
-// The rock-salt crystal: `cells`^3 conventional cubic cells of edge a = 2 (nearest
-// neighbours at distance 1), alternating charges +1 and -1. Its Coulomb energy is
-// -N M / 2 with M the Madelung constant (N ions, nearest-neighbour distance 1).
-inline ChargeSystem rock_salt(int cells) {
+ChargeSystem rock_salt(int cells) {
   ChargeSystem s;
   const int sites = 2 * cells;
   s.box = {double(sites), double(sites), double(sites)};
@@ -153,4 +125,4 @@ inline ChargeSystem rock_salt(int cells) {
   return s;
 }
 
-}  // namespace pmkit::test
+}  // namespace pmkit::verify
