@@ -5,6 +5,7 @@ target_sources(pmkit PRIVATE
   src/cuda/backend_float_3d.cu
   src/cuda/backend_double_2d.cu
   src/cuda/backend_double_3d.cu
+  src/cuda/fft.cu
   src/cuda/pairs/backend.cu
   src/cuda/pairs/cells.cu
   src/cuda/pairs/builtin_float.cu

@@ -2,6 +2,7 @@
 // pmkit: particle <-> mesh interpolation and cutoff pair interactions on CPUs (OpenMP)
 // and GPUs (CUDA). Plain C++: no CUDA header (pmkit/cuda/ holds the headers for nvcc).
 #include "pmkit/error.hpp"
+#include "pmkit/fft.hpp"
 #include "pmkit/grid.hpp"
 #include "pmkit/kernels.hpp"
 #include "pmkit/pair_kernels.hpp"
