@@ -245,8 +245,8 @@ step "PME: OpenMM 8.6.1 (CUDA, single) and pmkit on the same charges, 10^5 and 1
 # charges, OpenMM's forces: 56 MB at 10^6) stay out of $OUT.
 site="${TMPDIR:-/tmp}/pmkit-site" cases="${TMPDIR:-/tmp}/pmkit-pme"
 mkdir -p "$cases"
+nvidia_libs=$(python3 -c 'import nvidia, glob; print(":".join(d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")))' 2>/dev/null || true)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl &&
-  nvidia_libs=$(python3 -c 'import nvidia, glob; print(":".join(d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")))') &&
   PYTHONPATH="$site" LD_LIBRARY_PATH="$nvidia_libs:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1 \
     python3 bench/pme_openmm.py "$cases" ${PMKIT_PME_SIZES:-100000 1000000} 2>&1 | tee "$out/pme_openmm.txt" || status=1
 ./build-device/bench/pme_bench --openmm "$cases" ${PMKIT_PME_SIZES:-} 2>&1 | tee "$out/pme_bench.txt" || status=1

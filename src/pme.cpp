@@ -120,8 +120,8 @@ class PmeState {
  public:
   PmeState(const std::array<double, 3>& box, const PmeParameters& p, const PmeOptions& o)
       : mesh(grid(box, p), Kernel::bspline(p.order), mesh_options(o)),
-        pairs(Box<3>::periodic(box), p.cutoff, pair_options(o)),
-        fft(p.mesh, fft_options(o)) {
+        pairs(Box<3>::periodic(box), p.cutoff, shared_options<PairOptions>(o)),
+        fft(p.mesh, shared_options<FftOptions>(o)) {
     const std::vector<T> influence = influence_function<T>(box, p);
     const std::size_t mesh_size = static_cast<std::size_t>(p.mesh[0] * p.mesh[1] * p.mesh[2]);
     const std::int64_t half = p.mesh[0] / 2 + 1;
@@ -141,29 +141,19 @@ class PmeState {
     for (int d = 0; d < 3; ++d) g.spacing[d] = box[d] / double(p.mesh[d]);
     return g;
   }
+  // The plans' options with the PME plan's backend, threads, device and stream.
+  template <class PlanOptions>
+  static PlanOptions shared_options(const PmeOptions& o) {
+    PlanOptions m;
+    m.backend = o.backend;
+    m.num_threads = o.num_threads;
+    m.device = o.device;
+    m.stream = o.stream;
+    return m;
+  }
   static Options mesh_options(const PmeOptions& o) {
-    Options m;
-    m.backend = o.backend;
-    m.num_threads = o.num_threads;
-    m.device = o.device;
-    m.stream = o.stream;
+    Options m = shared_options<Options>(o);
     m.deterministic = o.deterministic;
-    return m;
-  }
-  static PairOptions pair_options(const PmeOptions& o) {
-    PairOptions m;
-    m.backend = o.backend;
-    m.num_threads = o.num_threads;
-    m.device = o.device;
-    m.stream = o.stream;
-    return m;
-  }
-  static FftOptions fft_options(const PmeOptions& o) {
-    FftOptions m;
-    m.backend = o.backend;
-    m.num_threads = o.num_threads;
-    m.device = o.device;
-    m.stream = o.stream;
     return m;
   }
 

@@ -10,12 +10,7 @@
 namespace pmkit::test {
 namespace {
 
-using verify::ChargeSystem;
-using verify::CoulombResult;
-using verify::ewald_sum;
-using verify::real_space_sum;
-using verify::rock_salt;
-using verify::zero_result;
+using namespace verify;  // the float64 Ewald sum and its systems
 
 // Random charges in a periodic box: uniform, or 90% of them in a small region.
 ChargeSystem random_charges(std::mt19937_64& rng, std::array<double, 3> box, std::size_t n, bool clustered) {

