@@ -199,6 +199,13 @@ void PmePlan<T>::set_points(const Positions& positions) {
 }
 
 template <class T>
+void PmePlan<T>::update_points(const Positions& positions) {
+  if (!state_->mesh.has_points()) fail(ErrorCode::NotReady, "PmePlan::update_points called before set_points");
+  state_->mesh.update_points(positions);
+  state_->pairs_binned = false;
+}
+
+template <class T>
 void PmePlan<T>::compute(View<const T> charges, const Forces& forces, View<double> energy, View<T> potential) {
   run(true, charges, forces, energy, potential);
 }

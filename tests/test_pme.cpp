@@ -44,20 +44,33 @@ ChargeSystem random_system(std::mt19937_64& rng, std::array<double, 3> box, std:
   return s;
 }
 
-// The plan's energy, forces and potentials in double, on either backend.
+// The plan's energy, forces and potentials in double, on either backend. With `from`
+// (the same charges elsewhere), the plan first sets those points and computes, then
+// moves to s's by update_points.
 template <class T>
-CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions o, bool reciprocal_only = false) {
+CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions o, bool reciprocal_only = false,
+                      const ChargeSystem* from = nullptr) {
   const std::size_t n = s.size();
-  std::array<std::vector<T>, 3> x;
+  std::array<std::vector<T>, 3> x, x0;
   std::vector<T> q(s.q.begin(), s.q.end());
-  for (int d = 0; d < 3; ++d) x[d].assign(s.x[d].begin(), s.x[d].end());
+  for (int d = 0; d < 3; ++d) {
+    x[d].assign(s.x[d].begin(), s.x[d].end());
+    x0[d] = from ? std::vector<T>(from->x[d].begin(), from->x[d].end()) : x[d];
+  }
   std::array<std::vector<T>, 3> f;
   std::vector<T> phi(n, T(-7));
   for (auto& v : f) v.assign(n, T(-7));
   double energy = -7;
   PmePlan<T> plan(s.box, p, o);
-  auto compute = [&](auto&& pos, View<const T> charges, auto&& forces, View<double> e, View<T> potential) {
-    plan.set_points(pos);
+  auto compute = [&](auto&& pos, auto&& start, View<const T> charges, auto&& forces, View<double> e,
+                     View<T> potential) {
+    if (from) {
+      plan.set_points(start);
+      plan.compute(charges, forces);  // bins the cell list at the old positions
+      plan.update_points(pos);
+    } else {
+      plan.set_points(pos);
+    }
     if (reciprocal_only)
       plan.compute_reciprocal(charges, forces, e, potential);
     else
@@ -65,13 +78,16 @@ CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions 
   };
   if (o.backend == Backend::Cpu) {
     compute(typename PmePlan<T>::Positions{View<const T>(x[0]), View<const T>(x[1]), View<const T>(x[2])},
+            typename PmePlan<T>::Positions{View<const T>(x0[0]), View<const T>(x0[1]), View<const T>(x0[2])},
             View<const T>(q), typename PmePlan<T>::Forces{View<T>(f[0]), View<T>(f[1]), View<T>(f[2])},
             View<double>(&energy, 1), View<T>(phi));
   } else {
 #if defined(PMKIT_WITH_CUDA)
-    DeviceBuffer<T> dx(x[0]), dy(x[1]), dz(x[2]), dq(q), fx(f[0]), fy(f[1]), fz(f[2]), dphi(phi);
+    DeviceBuffer<T> dx(x[0]), dy(x[1]), dz(x[2]), sx(x0[0]), sy(x0[1]), sz(x0[2]), dq(q), fx(f[0]), fy(f[1]),
+        fz(f[2]), dphi(phi);
     DeviceBuffer<double> de(std::vector<double>{energy});
-    compute(typename PmePlan<T>::Positions{device_cview(dx), device_cview(dy), device_cview(dz)}, device_cview(dq),
+    compute(typename PmePlan<T>::Positions{device_cview(dx), device_cview(dy), device_cview(dz)},
+            typename PmePlan<T>::Positions{device_cview(sx), device_cview(sy), device_cview(sz)}, device_cview(dq),
             typename PmePlan<T>::Forces{device_view(fx), device_view(fy), device_view(fz)}, device_view(de),
             device_view(dphi));
     cuda::check(cudaStreamSynchronize(cuda::to_cuda_stream(o.stream)), "run_pme");
@@ -255,6 +271,34 @@ TEST(Pme, NetChargeAndThreads) {
   EXPECT_LE(force_error(one, got), 1e-12);
 }
 
+// update_points after a small move gives what set_points at the new positions gives, and
+// a changed count is refused.
+void check_update_points(const PmeOptions& o) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 300);
+  const PmeParameters p = parameters(4.0, 32, 5, 0.8);
+  ChargeSystem moved = s;
+  std::uniform_real_distribution<double> step(-0.01, 0.01);
+  for (int d = 0; d < 3; ++d)
+    for (double& x : moved.x[d]) x = static_cast<float>(x + step(rng));
+  const CoulombResult want = run_pme<double>(moved, p, o);
+  const CoulombResult got = run_pme<double>(moved, p, o, false, &s);
+  EXPECT_LE(energy_error(got, want), 1e-12);
+  EXPECT_LE(force_error(got, want), 1e-12);
+  EXPECT_LE(potential_error(got, want), 1e-12);
+}
+
+TEST(Pme, UpdatePointsIsSetPoints) {
+  check_update_points(cpu());
+  PmePlan<double> plan({2.0, 2.0, 2.0}, parameters(3.0, 16, 5, 0.9), cpu());
+  std::vector<double> x = {0.1, 0.5, 1.9}, shorter = {0.1, 0.5};
+  EXPECT_PMKIT_ERROR(plan.update_points({x, x, x}), ErrorCode::NotReady, "set_points");
+  plan.set_points({x, x, x});
+  EXPECT_PMKIT_ERROR(plan.update_points({shorter, shorter, shorter}), ErrorCode::SizeMismatch, "update_points");
+}
+
 // The reciprocal part alone plus the real-space pairs, the self term and the background
 // is the full result.
 TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
@@ -383,6 +427,11 @@ TEST(CudaPme, RockSaltAndNetCharge) {
   const CoulombResult gpu = run_pme<double>(charged, parameters(4.2 / 0.8, 48, 6, 0.8), cuda_pme());
   EXPECT_LE(energy_error(gpu, want), 1e-5);
   EXPECT_LE(potential_error(gpu, want), 1e-4);
+}
+
+TEST(CudaPme, UpdatePointsIsSetPoints) {
+  PMKIT_REQUIRE_GPU();
+  check_update_points(cuda_pme());
 }
 
 TEST(CudaPme, HostArraysAreRefused) {

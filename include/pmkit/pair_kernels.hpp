@@ -41,24 +41,13 @@ PMKIT_HD inline T reciprocal(T x) {
   return T(1) / x;
 }
 
-// erfc, exp and 1/sqrt in T on host and device (CUDA's overloads on the device, where the
-// host's std:: functions are not callable).
-template <class T>
-PMKIT_HD inline T erfc(T x) {
+// A math function of T on host and device: CUDA's overloads on the device, where the
+// host's std:: functions are not callable.
 #if defined(__CUDA_ARCH__)
-  return ::erfc(x);
+#define PMKIT_PAIR_MATH(f) ::f
 #else
-  return std::erfc(x);
+#define PMKIT_PAIR_MATH(f) std::f
 #endif
-}
-template <class T>
-PMKIT_HD inline T exp(T x) {
-#if defined(__CUDA_ARCH__)
-  return ::exp(x);
-#else
-  return std::exp(x);
-#endif
-}
 template <class T>
 PMKIT_HD inline T rsqrt(T x) {
 #if defined(__CUDA_ARCH__)
@@ -152,11 +141,11 @@ struct EwaldRealSpace {
   PMKIT_HD void operator()(const T* r, T r2, const T* q_i, const T* q_j, T* out_i, T* out_j) const {
     const T inv_r = detail::rsqrt(r2);
     const T alpha_r = T(alpha) * r2 * inv_r;
-    const T phi = detail::erfc(alpha_r) * inv_r;  // erfc(alpha r) / r
+    const T phi = PMKIT_PAIR_MATH(erfc)(alpha_r) * inv_r;  // erfc(alpha r) / r
     // F_i = -q_i q_j d/dr(erfc(alpha r) / r) r / |r|
     //     = q_i q_j (erfc(alpha r) / r + 2 alpha / sqrt(pi) exp(-alpha^2 r^2)) r / r^2.
     const T two_alpha_over_sqrt_pi = T(alpha * 1.1283791670955126);
-    const T g = (phi + two_alpha_over_sqrt_pi * detail::exp(-alpha_r * alpha_r)) * inv_r * inv_r;
+    const T g = (phi + two_alpha_over_sqrt_pi * PMKIT_PAIR_MATH(exp)(-alpha_r * alpha_r)) * inv_r * inv_r;
     const T f = q_i[0] * q_j[0] * g;
     for (int d = 0; d < D; ++d) {
       out_i[d] += f * r[d];

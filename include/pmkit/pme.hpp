@@ -87,6 +87,11 @@ class PmePlan {
 
   // Validates (finite) and bins the positions, for the mesh and the cell list.
   void set_points(const Positions& positions);
+  // The same charges (same count and order) after a small move, a step of molecular
+  // dynamics: the results are those of set_points, but the CUDA backend keeps the mesh
+  // binning while few charges have left their tile (Plan::update_points,
+  // Options::max_away_fraction). The cell list is sorted again at the next compute.
+  void update_points(const Positions& positions);
 
   // The full Coulomb interaction: forces[d][i] (overwritten) is component d of the force
   // on charge i; energy, if given (one value), receives the total energy; potential, if
