@@ -383,6 +383,12 @@ TEST(Pme, BadInput) {
   for (double v : fx) EXPECT_EQ(v, 7.0);  // nothing written by a failed call
   plan.compute(q, {fx, fy, fz}, View<double>(&energy, 1));
   EXPECT_NE(energy, 7.0);
+  // No charges: zero energy, nothing to write.
+  const std::vector<double> none;
+  std::vector<double> empty_f;
+  plan.set_points({none, none, none});
+  plan.compute(none, {empty_f, empty_f, empty_f}, View<double>(&energy, 1), empty_f);
+  EXPECT_EQ(energy, 0.0);
 }
 
 #if defined(PMKIT_WITH_CUDA)
