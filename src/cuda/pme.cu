@@ -11,6 +11,10 @@ namespace {
 // Threads a block of the particle and spectrum loops (a multiple of the warp; each
 // block's sums meet in one atomic per sum): docs/tuning.md#kpmeblock.
 constexpr int kPmeBlock = 256;
+// Blocks a multiprocessor at most in those loops: enough to keep every multiprocessor
+// busy, few enough that each thread loops and the sums' atomics stay few
+// (docs/tuning.md#kpmeblock).
+constexpr std::size_t kPmeBlocksPerSm = 8;
 
 // The block's sum of v into *out (one double atomic a block).
 __device__ inline void block_add(double v, double* out) {
@@ -71,13 +75,12 @@ __global__ void energy_kernel(const PmeParts<T> p, const double* sums) {
   p.energy[0] = pme_energy(p, sums);
 }
 
-// Blocks for `count` items: enough to fill the device a few times over, each thread then
-// looping (the sums' atomics stay few).
+// Blocks for `count` items, at most kPmeBlocksPerSm a multiprocessor.
 unsigned blocks_for(std::size_t count, int device) {
   int sms = 0;
   cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "pmkit PME: device attributes");
   const std::size_t needed = (count + kPmeBlock - 1) / kPmeBlock;
-  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(needed, std::size_t(sms) * 8)));
+  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(needed, std::size_t(sms) * kPmeBlocksPerSm)));
 }
 
 template <class T>
