@@ -29,6 +29,9 @@
 # gpu_bench --case PMKIT_KERNELS_CASE launches (ncu, gpu__time_duration.sum; the first
 # PMKIT_KERNELS_LAUNCHES launches whose name matches PMKIT_KERNELS_REGEX), through
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
+# "pme" (never in the default) runs OpenMM's PME (bench/pme_openmm.py, its wheels carried in
+# .whl) and pmkit's (bench/pme_bench) on the same charges, into $OUT/pme_bench.txt;
+# PMKIT_PME_SPREADS=1 adds seed 003's spreading table.
 # "l2fetch" (never in the default) runs gpu_bench on PMKIT_L2_CASES at each L2 fetch
 # granularity of PMKIT_L2_FETCH (bytes, or "default"; gpu_bench --l2-fetch), rounds as ab's.
 # "ab" (never in the default) times this tree against a base tree, the way a tuning
@@ -156,11 +159,12 @@ targets=(--target gpu_bench)
 want ab && [ "$ab_bench" = pair_bench ] && targets+=(--target pair_bench)
 [ -n "${PMKIT_TEST_FILTER:-}" ] && want tests && targets+=(--target pmkit_tests)
 for s in $steps; do
-  case $s in ab | methods | mesh | gradient | profile | kernels | l2fetch | papers | python) ;;
+  case $s in ab | methods | mesh | gradient | profile | kernels | l2fetch | papers | python | pme) ;;
     tests) [ -n "${PMKIT_TEST_FILTER:-}" ] || targets=() ;;
     *) targets=() ;; esac
 done
 want papers && [ ${#targets[@]} -gt 0 ] && targets+=(--target paper_cases)
+want pme && [ ${#targets[@]} -gt 0 ] && targets+=(--target pme_bench)
 python_flags=()
 if want python; then
   python_flags=(-DPMKIT_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
@@ -240,6 +244,24 @@ if want pairs; then
 step "Cutoff pairs on the GPU and on $jobs host cores"
 ./build-device/bench/pair_bench $quick 2>"$out/pair_bench.err" | tee "$out/pair_bench.txt" || status=1
 
+fi
+
+if want pme; then
+step "PME: OpenMM 8.6.1 (CUDA, single) and pmkit on the same charges, 10^5 and 10^6 at water density"
+# OpenMM's wheels travel in .whl (openmm, openmm-cuda-13; docs/pme.md); the CUDA 13
+# libraries its CUDA platform loads are those of the machine's PyTorch. The cases (positions,
+# charges, OpenMM's forces: 56 MB at 10^6) stay out of $OUT.
+site="${TMPDIR:-/tmp}/pmkit-site" cases="${TMPDIR:-/tmp}/pmkit-pme"
+mkdir -p "$cases"
+nvidia_libs=$(python3 -c 'import nvidia, glob; print(":".join(d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")))' 2>/dev/null || true)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl &&
+  PYTHONPATH="$site" LD_LIBRARY_PATH="$nvidia_libs:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1 \
+    python3 bench/pme_openmm.py "$cases" ${PMKIT_PME_SIZES:-100000 1000000} 2>&1 | tee "$out/pme_openmm.txt" || status=1
+./build-device/bench/pme_bench --openmm "$cases" ${PMKIT_PME_SIZES:-} 2>&1 | tee "$out/pme_bench.txt" || status=1
+# PMKIT_PME_SPREADS=1 adds seed 003's table (1 and 20 spreads a binning).
+if [ -n "${PMKIT_PME_SPREADS:-}" ]; then
+  ./build-device/bench/pme_bench --spreads 2>&1 | tee -a "$out/pme_bench.txt" || status=1
+fi
 fi
 
 if want mesh; then

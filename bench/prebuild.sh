@@ -37,6 +37,7 @@ programs_for() {
       stores) echo "store_probe bench/store_probe" ;;
       shared) echo "shared_probe bench/shared_probe" ;;
       papers) echo "paper_cases bench/paper_cases" ;;
+      pme) echo "pme_bench bench/pme_bench" ;;
     esac
   done | sort -u
 }

@@ -165,19 +165,28 @@ detail::DevicePairs<T, D>* PairPlan<T, D>::device_pairs() {
 }
 
 template <class T, int D>
-void PairPlan<T, D>::compute_builtin(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in,
-                                     Span<View<T>> out) {
-  using Kernel = pair_kernels::LennardJones<D>;
+template <class Kernel>
+void PairPlan<T, D>::run_builtin(const Kernel& kernel, Span<View<const T>> in, Span<View<T>> out) {
   check_compute(Kernel::inputs, Kernel::outputs, in, out);
   backend_->compute(kernel, in, out);
 }
 
 template <class T, int D>
+void PairPlan<T, D>::compute_builtin(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in,
+                                     Span<View<T>> out) {
+  run_builtin(kernel, in, out);
+}
+
+template <class T, int D>
 void PairPlan<T, D>::compute_builtin(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in,
                                      Span<View<T>> out) {
-  using Kernel = pair_kernels::NeighbourCount;
-  check_compute(Kernel::inputs, Kernel::outputs, in, out);
-  backend_->compute(kernel, in, out);
+  run_builtin(kernel, in, out);
+}
+
+template <class T, int D>
+void PairPlan<T, D>::compute_builtin(const pair_kernels::EwaldRealSpace<D>& kernel, Span<View<const T>> in,
+                                     Span<View<T>> out) {
+  run_builtin(kernel, in, out);
 }
 
 template class PairPlan<float, 2>;

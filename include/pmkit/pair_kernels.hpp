@@ -1,6 +1,7 @@
 #pragma once
 // The built-in pair kernels (compiled into the library for both backends) and the
 // contract of a pair kernel (see pmkit/pairs.hpp).
+#include <cmath>
 #include <type_traits>
 #include <utility>
 
@@ -38,6 +39,22 @@ PMKIT_HD inline T reciprocal(T x) {
   }
 #endif
   return T(1) / x;
+}
+
+// A math function of T on host and device: CUDA's overloads on the device, where the
+// host's std:: functions are not callable.
+#if defined(__CUDA_ARCH__)
+#define PMKIT_PAIR_MATH(f) ::f
+#else
+#define PMKIT_PAIR_MATH(f) std::f
+#endif
+template <class T>
+PMKIT_HD inline T rsqrt(T x) {
+#if defined(__CUDA_ARCH__)
+  return ::rsqrt(x);
+#else
+  return T(1) / std::sqrt(x);
+#endif
 }
 }  // namespace detail
 
@@ -104,13 +121,49 @@ struct NeighbourCount {
   }
 };
 
+// The real-space part of the Ewald sum of Coulomb interactions (pmkit/pme.hpp): the pair
+// potential q_i q_j erfc(alpha r) / r within the plan's cutoff, unshifted (at the cutoff
+// it is erfc(alpha r_c) / r_c, the real-space error the splitting parameter alpha is
+// chosen for). Gaussian units: multiply by the Coulomb constant of the caller's units.
+// Input: the charge. Outputs: the force on the particle (D components), then the
+// real-space potential at the particle, phi_i = sum over neighbours j of q_j erfc(alpha
+// r) / r; the real-space energy is 1/2 sum_i q_i phi_i. A particle never pairs with
+// itself (the plan calls the kernel for distinct particles), and with a cutoff at most
+// half the box each pair meets one periodic image: the Ewald sum's real-space part
+// whenever erfc(alpha r_c) is negligible.
+template <int D>
+struct EwaldRealSpace {
+  static constexpr int inputs = 1;
+  static constexpr int outputs = D + 1;
+  double alpha = 1.0;
+
+  template <class T>
+  PMKIT_HD void operator()(const T* r, T r2, const T* q_i, const T* q_j, T* out_i, T* out_j) const {
+    const T inv_r = detail::rsqrt(r2);
+    const T alpha_r = T(alpha) * r2 * inv_r;
+    const T phi = PMKIT_PAIR_MATH(erfc)(alpha_r) * inv_r;  // erfc(alpha r) / r
+    // F_i = -q_i q_j d/dr(erfc(alpha r) / r) r / |r|
+    //     = q_i q_j (erfc(alpha r) / r + 2 alpha / sqrt(pi) exp(-alpha^2 r^2)) r / r^2.
+    const T two_alpha_over_sqrt_pi = T(alpha * 1.1283791670955126);
+    const T g = (phi + two_alpha_over_sqrt_pi * PMKIT_PAIR_MATH(exp)(-alpha_r * alpha_r)) * inv_r * inv_r;
+    const T f = q_i[0] * q_j[0] * g;
+    for (int d = 0; d < D; ++d) {
+      out_i[d] += f * r[d];
+      out_j[d] -= f * r[d];
+    }
+    out_i[D] += q_j[0] * phi;
+    out_j[D] += q_i[0] * phi;
+  }
+};
+
 }  // namespace pair_kernels
 
 namespace detail {
 // The kernels compiled into the library for a D-dimensional plan.
 template <class Kernel, int D>
 constexpr bool kBuiltinPairKernel =
-    std::is_same<Kernel, pair_kernels::LennardJones<D>>::value || std::is_same<Kernel, pair_kernels::NeighbourCount>::value;
+    std::is_same<Kernel, pair_kernels::LennardJones<D>>::value || std::is_same<Kernel, pair_kernels::NeighbourCount>::value ||
+    std::is_same<Kernel, pair_kernels::EwaldRealSpace<D>>::value;
 }  // namespace detail
 
 }  // namespace pmkit

@@ -222,6 +222,9 @@ class PairPlan {
   detail::DevicePairs<T, D>* device_pairs();
   void compute_builtin(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in, Span<View<T>> out);
   void compute_builtin(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in, Span<View<T>> out);
+  void compute_builtin(const pair_kernels::EwaldRealSpace<D>& kernel, Span<View<const T>> in, Span<View<T>> out);
+  template <class Kernel>
+  void run_builtin(const Kernel& kernel, Span<View<const T>> in, Span<View<T>> out);
 
   Box<D> box_;
   double cutoff_;

@@ -61,6 +61,9 @@ class CpuPairBackend final : public PairBackend<T, D> {
   void compute(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in, Span<View<T>> out) override {
     traverse_pairs(cl_, kernel, in, out, cl_.compute_s);
   }
+  void compute(const pair_kernels::EwaldRealSpace<D>& kernel, Span<View<const T>> in, Span<View<T>> out) override {
+    traverse_pairs(cl_, kernel, in, out, cl_.compute_s);
+  }
   HostPairCells<T, D>* host_cells() override { return &cl_; }
   Timings last_timings() const override { return {0.0, cl_.compute_s}; }
 

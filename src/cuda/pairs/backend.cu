@@ -67,6 +67,9 @@ class CudaPairBackend final : public PairBackend<T, D>, public DevicePairs<T, D>
   void compute(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in, Span<View<T>> out) override {
     device_pair_compute<T, D>(*this, kernel, method_, in, out);
   }
+  void compute(const pair_kernels::EwaldRealSpace<D>& kernel, Span<View<const T>> in, Span<View<T>> out) override {
+    device_pair_compute<T, D>(*this, kernel, method_, in, out);
+  }
   DevicePairs<T, D>* device_pairs() override { return this; }
   PairMethod last_method() const override { return last_method_; }
   Timings last_timings() const override { return {0.0, timer_.seconds("PairPlan::compute")}; }

@@ -14,6 +14,8 @@ PMKIT_INSTANTIATE_PAIRS(2, pair_kernels::LennardJones<2>)
 PMKIT_INSTANTIATE_PAIRS(3, pair_kernels::LennardJones<3>)
 PMKIT_INSTANTIATE_PAIRS(2, pair_kernels::NeighbourCount)
 PMKIT_INSTANTIATE_PAIRS(3, pair_kernels::NeighbourCount)
+PMKIT_INSTANTIATE_PAIRS(2, pair_kernels::EwaldRealSpace<2>)
+PMKIT_INSTANTIATE_PAIRS(3, pair_kernels::EwaldRealSpace<3>)
 #undef PMKIT_INSTANTIATE_PAIRS
 
 }  // namespace pmkit::detail

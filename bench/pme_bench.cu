@@ -1,0 +1,281 @@
+// Smooth PME on the GPU next to OpenMM's, and seed 003's spreading table.
+//
+//   pme_bench --openmm DIR [N ...]   the cases bench/pme_openmm.py wrote (DIR/pme-case-N.bin):
+//       pmkit's reciprocal part (PmePlan<float>::compute_reciprocal) with OpenMM's alpha,
+//       mesh and order 5 on the same charges, timed alone and with set_points (the binning
+//       a step of molecular dynamics repeats, as OpenMM's step re-sorts its atoms), next to
+//       OpenMM's milliseconds per reciprocal step from the same run, as ratios; the forces
+//       of both against pmkit's in double on the same mesh and against a converged
+//       reciprocal force (pmkit in double, order 8 on a mesh twice as fine: its own mesh
+//       error far below the others'), relative RMS; then pmkit's step phase by phase
+//       (set_points, spread, forward FFT, inverse FFT, interp_gradient) on the library's
+//       plans alone.
+//   pme_bench --spreads              seed 003 (Guo et al.): B-spline orders 4 and 6, K^3 periodic
+//       meshes K = 32..256, N = 10^3..10^7 uniform random particles, float; the time per
+//       spread of a binning followed by 1 spread and by 20 spreads (as Brownian dynamics
+//       with Lanczos iterations spreads 20 times a step).
+// Times: medians of CUDA-event times over repetitions after warm-up calls.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pmkit/cuda/runtime.hpp"
+#include "pmkit/fft.hpp"
+#include "pmkit/pme.hpp"
+#include "pmkit/plan.hpp"
+
+namespace {
+
+using namespace pmkit;
+using cuda::DeviceBuffer;
+
+// OpenMM's Coulomb constant, kJ mol^-1 nm e^-2 (ONE_4PI_EPS0).
+constexpr double kOpenMMCoulomb = 138.935456;
+
+// Median milliseconds of f() over reps calls, each timed by CUDA events on the default
+// stream, after `warm` untimed calls.
+template <class F>
+double median_ms(F&& f, int reps, int warm = 3) {
+  for (int i = 0; i < warm; ++i) f();
+  cudaEvent_t start, stop;
+  cuda::check(cudaEventCreate(&start), "event");
+  cuda::check(cudaEventCreate(&stop), "event");
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    cuda::check(cudaEventRecord(start), "record");
+    f();
+    cuda::check(cudaEventRecord(stop), "record");
+    cuda::check(cudaEventSynchronize(stop), "sync");
+    cuda::check(cudaEventElapsedTime(&ms[i], start, stop), "elapsed");
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct OpenMMCase {
+  std::size_t n = 0;
+  double length = 0, alpha = 0, openmm_ms = 0, openmm_energy = 0;
+  std::array<std::int64_t, 3> mesh{};
+  std::array<std::vector<double>, 3> x, force;
+  std::vector<double> q;
+};
+
+OpenMMCase read_case(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "pme_bench: cannot open %s\n", path.c_str());
+    std::exit(1);
+  }
+  double header[8];
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  OpenMMCase c;
+  c.n = static_cast<std::size_t>(header[0]);
+  c.length = header[1];
+  c.alpha = header[2];
+  for (int d = 0; d < 3; ++d) c.mesh[d] = static_cast<std::int64_t>(header[3 + d]);
+  c.openmm_ms = header[6];
+  c.openmm_energy = header[7];
+  std::vector<double> rows(3 * c.n);
+  auto read_rows = [&](std::array<std::vector<double>, 3>& out) {
+    in.read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(double)));
+    for (int d = 0; d < 3; ++d) {
+      out[d].resize(c.n);
+      for (std::size_t i = 0; i < c.n; ++i) out[d][i] = rows[3 * i + d];
+    }
+  };
+  read_rows(c.x);
+  c.q.resize(c.n);
+  in.read(reinterpret_cast<char*>(c.q.data()), static_cast<std::streamsize>(c.n * sizeof(double)));
+  read_rows(c.force);
+  if (!in) {
+    std::fprintf(stderr, "pme_bench: %s is short\n", path.c_str());
+    std::exit(1);
+  }
+  return c;
+}
+
+// sqrt(sum |a - b|^2 / sum |b|^2)
+double relative_rms(const std::array<std::vector<double>, 3>& a, const std::array<std::vector<double>, 3>& b) {
+  double e = 0, w = 0;
+  for (int d = 0; d < 3; ++d)
+    for (std::size_t i = 0; i < b[d].size(); ++i) {
+      e += (a[d][i] - b[d][i]) * (a[d][i] - b[d][i]);
+      w += b[d][i] * b[d][i];
+    }
+  return std::sqrt(e / w);
+}
+
+struct PmeTiming {
+  double compute_ms = 0, step_ms = 0, energy = 0;
+  std::array<std::vector<double>, 3> force;
+};
+
+template <class T>
+PmeTiming run_pmkit(const OpenMMCase& c, int reps, int order = 5, std::int64_t refine = 1) {
+  PmeParameters p;
+  p.alpha = c.alpha;
+  for (int d = 0; d < 3; ++d) p.mesh[d] = c.mesh[d] * refine;
+  p.order = order;
+  p.cutoff = 1.0;
+  PmeOptions o;
+  o.backend = Backend::Cuda;
+  o.coulomb_constant = kOpenMMCoulomb;
+  PmePlan<T> plan({c.length, c.length, c.length}, p, o);
+  std::array<std::vector<T>, 3> x;
+  for (int d = 0; d < 3; ++d) x[d].assign(c.x[d].begin(), c.x[d].end());
+  DeviceBuffer<T> dx(x[0]), dy(x[1]), dz(x[2]), dq(std::vector<T>(c.q.begin(), c.q.end())), fx(c.n), fy(c.n), fz(c.n);
+  DeviceBuffer<double> energy(1);
+  const typename PmePlan<T>::Positions pos = {View<const T>(dx.get(), c.n), View<const T>(dy.get(), c.n),
+                                              View<const T>(dz.get(), c.n)};
+  const View<const T> charges(dq.get(), c.n);
+  const typename PmePlan<T>::Forces forces = {View<T>(fx.get(), c.n), View<T>(fy.get(), c.n), View<T>(fz.get(), c.n)};
+  PmeTiming t;
+  t.step_ms = median_ms([&] {
+    plan.set_points(pos);
+    plan.compute_reciprocal(charges, forces, View<double>(energy.get(), 1));
+  }, reps);
+  plan.set_points(pos);
+  t.compute_ms = median_ms([&] { plan.compute_reciprocal(charges, forces, View<double>(energy.get(), 1)); }, reps);
+  cuda::check(cudaDeviceSynchronize(), "pme_bench");
+  const std::vector<T> f[3] = {fx.download(), fy.download(), fz.download()};
+  for (int d = 0; d < 3; ++d) t.force[d].assign(f[d].begin(), f[d].end());
+  t.energy = energy.download()[0];
+  return t;
+}
+
+// pmkit's step phase by phase, float, on the library's plans alone (what PmePlan runs,
+// without its convolution and last step): median ms of each.
+void phases(const OpenMMCase& c) {
+  const std::size_t n = c.n;
+  Grid3 grid = Grid3::periodic(c.mesh);
+  for (int d = 0; d < 3; ++d) grid.spacing[d] = c.length / double(c.mesh[d]);
+  Options o;
+  o.backend = Backend::Cuda;
+  Plan<float, 3> plan(grid, Kernel::bspline(5), o);
+  FftOptions fo;
+  fo.backend = Backend::Cuda;
+  RealFft<float, 3> fft(c.mesh, fo);
+  std::array<std::vector<float>, 3> x;
+  for (int d = 0; d < 3; ++d) x[d].assign(c.x[d].begin(), c.x[d].end());
+  DeviceBuffer<float> dx(x[0]), dy(x[1]), dz(x[2]), dq(std::vector<float>(c.q.begin(), c.q.end())), g(3 * n);
+  DeviceBuffer<float> mesh(static_cast<std::size_t>(fft.real_size())), spectrum(2 * static_cast<std::size_t>(fft.spectrum_size()));
+  const std::array<View<const float>, 3> pos = {View<const float>(dx.get(), n), View<const float>(dy.get(), n),
+                                                View<const float>(dz.get(), n)};
+  auto* complex = reinterpret_cast<std::complex<float>*>(spectrum.get());
+  const double bin = median_ms([&] { plan.set_points(pos); }, 21);
+  const double spread = median_ms([&] { plan.spread({View<const float>(dq.get(), n)}, {View<float>(mesh.get(), mesh.size())}); }, 21);
+  const double forward = median_ms([&] { fft.forward(mesh.get(), complex); }, 21);
+  const double inverse = median_ms([&] { fft.inverse(complex, mesh.get()); }, 21);
+  const double gradient = median_ms([&] {
+    plan.interp_gradient({View<const float>(mesh.get(), mesh.size())},
+                         {View<float>(g.get(), n), View<float>(g.get() + n, n), View<float>(g.get() + 2 * n, n)});
+  }, 21);
+  std::printf("%9zu phases (ms): set_points %.3f, spread %.3f (%s), forward FFT %.3f, inverse FFT %.3f, "
+              "interp_gradient %.3f; sum %.3f\n", n, bin, spread, plan.spread_method_name().c_str(), forward, inverse,
+              gradient, bin + spread + forward + inverse + gradient);
+}
+
+int openmm_cases(const std::string& dir, std::vector<std::string> sizes) {
+  if (sizes.empty()) sizes = {"100000", "1000000"};
+  std::printf("PME reciprocal part, pmkit (float, CUDA) against OpenMM 8.6.1 (CUDA, single), same charges, alpha, "
+              "mesh, order 5\n");
+  std::printf("%9s %13s %10s | %10s %10s | %9s %9s | %11s %11s %11s\n", "N", "mesh", "OpenMM ms", "pmkit ms",
+              "pmkit ms", "compute", "step", "rms err", "rms err", "OpenMM vs");
+  std::printf("%9s %13s %10s | %10s %10s | %9s %9s | %11s %11s %11s\n", "", "", "per step", "compute", "step",
+              "speed-up", "speed-up", "pmkit f32", "OpenMM", "pmkit f32");
+  for (const std::string& s : sizes) {
+    const OpenMMCase c = read_case(dir + "/pme-case-" + s + ".bin");
+    const PmeTiming single = run_pmkit<float>(c, 50);
+    const PmeTiming reference = run_pmkit<double>(c, 5);
+    const PmeTiming converged = run_pmkit<double>(c, 1, 8, 2);
+    char mesh[32];
+    std::snprintf(mesh, sizeof mesh, "%lldx%lldx%lld", static_cast<long long>(c.mesh[0]),
+                  static_cast<long long>(c.mesh[1]), static_cast<long long>(c.mesh[2]));
+    std::printf("%9zu %13s %10.3f | %10.3f %10.3f | %9.2f %9.2f | %11.2e %11.2e %11.2e\n", c.n, mesh,
+                c.openmm_ms, single.compute_ms, single.step_ms, c.openmm_ms / single.compute_ms,
+                c.openmm_ms / single.step_ms,
+                relative_rms(single.force, reference.force), relative_rms(c.force, reference.force),
+                relative_rms(c.force, single.force));
+    std::printf("%9s against the converged force (f64, order 8, mesh x2): pmkit f32 %.2e, pmkit f64 %.2e, OpenMM %.2e\n",
+                "", relative_rms(single.force, converged.force), relative_rms(reference.force, converged.force),
+                relative_rms(c.force, converged.force));
+    // OpenMM's reciprocal force group holds the self energy too: -alpha / sqrt(pi) k sum q^2.
+    double squares = 0;
+    for (double q : c.q) squares += q * q;
+    const double self = -c.alpha / std::sqrt(3.14159265358979323846) * kOpenMMCoulomb * squares;
+    std::printf("%9s reciprocal energy + self energy: pmkit f32 %.3f, f64 %.3f, converged %.3f, OpenMM %.3f kJ/mol\n", "",
+                single.energy + self, reference.energy + self, converged.energy + self, c.openmm_energy);
+    phases(c);
+  }
+  std::printf("(rms err: relative RMS difference of the reciprocal forces from pmkit's in double on the same mesh;\n"
+              " speed-up: OpenMM's ms per step over pmkit's; step = set_points + compute_reciprocal; the target is\n"
+              " a step speed-up of at least 2 at 10^6 charges and 1 at 10^5)\n");
+  return 0;
+}
+
+int spread_table() {
+  std::printf("Seed 003 (Guo et al.): B-spline spreading, float, K^3 periodic mesh, N uniform random particles;\n"
+              "ms per spread for a binning (set_points) followed by 1 and by 20 spreads\n");
+  std::printf("%6s %5s %10s | %12s %12s | %12s %12s\n", "order", "K", "N", "set_points", "spread", "1 spread",
+              "20 spreads");
+  std::printf("%6s %5s %10s | %12s %12s | %12s %12s\n", "", "", "", "ms", "ms", "ms/spread", "ms/spread");
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (std::size_t n : {std::size_t(1000), std::size_t(10000), std::size_t(100000), std::size_t(1000000),
+                        std::size_t(10000000)}) {
+    std::array<std::vector<float>, 3> x;
+    for (auto& v : x) {
+      v.resize(n);
+      for (float& u : v) u = unit(rng);
+    }
+    std::vector<float> q(n);
+    for (float& v : q) v = 2 * unit(rng) - 1;
+    DeviceBuffer<float> dx(x[0]), dy(x[1]), dz(x[2]), dq(q);
+    const std::array<View<const float>, 3> pos = {View<const float>(dx.get(), n), View<const float>(dy.get(), n),
+                                                  View<const float>(dz.get(), n)};
+    for (int order : {4, 6})
+      for (std::int64_t k : {32, 64, 128, 256}) {
+        Options o;
+        o.backend = Backend::Cuda;
+        Plan<float, 3> plan(Grid3::periodic({k, k, k}, 1.0 / double(k)), Kernel::bspline(order), o);
+        DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()));
+        const View<float> m(mesh.get(), mesh.size());
+        const View<const float> charges(dq.get(), n);
+        const int reps = n >= 10000000 ? 5 : 11;
+        const double bin = median_ms([&] { plan.set_points(pos); }, reps);
+        const double spread = median_ms([&] { plan.spread({charges}, {m}); }, reps);
+        const double one = median_ms([&] {
+          plan.set_points(pos);
+          plan.spread({charges}, {m});
+        }, reps);
+        const double twenty = median_ms([&] {
+          plan.set_points(pos);
+          for (int i = 0; i < 20; ++i) plan.spread({charges}, {m});
+        }, reps) / 20;
+        std::printf("%6d %5lld %10zu | %12.4f %12.4f | %12.4f %12.4f\n", order, static_cast<long long>(k), n, bin,
+                    spread, one, twenty);
+      }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage = "usage: pme_bench --openmm DIR [N ...] | --spreads\n";
+  if (argc >= 3 && std::string(argv[1]) == "--openmm")
+    return openmm_cases(argv[2], std::vector<std::string>(argv + 3, argv + argc));
+  if (argc == 2 && std::string(argv[1]) == "--spreads") return spread_table();
+  std::fputs(usage.c_str(), stderr);
+  return 2;
+}

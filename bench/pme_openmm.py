@@ -1,0 +1,66 @@
+"""OpenMM's smooth PME (CUDA platform, single precision) on random neutral charges at
+water density, its reciprocal part timed alone as ../shared/anchors/pme_openmm.py times it
+(the reciprocal force group integrated alone), and the case written for bench/pme_bench:
+
+    python3 bench/pme_openmm.py OUTDIR [N ...]      (default N: 100000 1000000)
+
+For each N, OUTDIR/pme-case-N.bin holds float64 values: a header of 8 (N, box length in
+nm, alpha in 1/nm, the mesh nx, ny, nz, OpenMM's milliseconds per reciprocal step, its
+reciprocal-group energy in kJ/mol), then the positions (N x 3, nm), the charges (N), and
+OpenMM's reciprocal forces at those positions (N x 3, kJ/mol/nm). B-spline order 5,
+OpenMM's own; alpha and the mesh are the ones OpenMM picks for cutoff 1 nm and
+ewaldErrorTolerance 5e-4.
+"""
+import sys
+import time
+
+import numpy as np
+import openmm as mm
+import openmm.unit as u
+
+
+def run_case(n, outdir, reps=50):
+    length = (n / 100.0) ** (1 / 3)
+    rng = np.random.default_rng(1)
+    pos = rng.random((n, 3)) * length
+    q = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    system = mm.System()
+    system.setDefaultPeriodicBoxVectors(mm.Vec3(length, 0, 0), mm.Vec3(0, length, 0), mm.Vec3(0, 0, length))
+    nb = mm.NonbondedForce()
+    nb.setNonbondedMethod(mm.NonbondedForce.PME)
+    nb.setCutoffDistance(1.0)
+    nb.setEwaldErrorTolerance(5e-4)
+    nb.setReciprocalSpaceForceGroup(1)
+    nb.setForceGroup(0)
+    for i in range(n):
+        system.addParticle(16.0)
+        nb.addParticle(q[i], 0.3, 0.0)
+    system.addForce(nb)
+    integrator = mm.VerletIntegrator(1e-9)
+    integrator.setIntegrationForceGroups({1})
+    context = mm.Context(system, integrator, mm.Platform.getPlatformByName("CUDA"), {"Precision": "single"})
+    context.setPositions(pos * u.nanometer)
+    alpha, nx, ny, nz = nb.getPMEParametersInContext(context)
+    state = context.getState(getForces=True, getEnergy=True, groups={1})
+    forces = state.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer)
+    energy = state.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole)
+    integrator.step(5)
+    context.getState(getEnergy=True, groups={1})
+    t = time.perf_counter()
+    integrator.step(reps)
+    context.getState(getEnergy=True, groups={1})
+    ms = (time.perf_counter() - t) / reps * 1e3
+    header = np.array([n, length, alpha, nx, ny, nz, ms, energy], dtype=np.float64)
+    with open(f"{outdir}/pme-case-{n}.bin", "wb") as f:
+        for a in (header, pos, q, np.asarray(forces, dtype=np.float64)):
+            np.ascontiguousarray(a, dtype=np.float64).tofile(f)
+    print(f"openmm {mm.__version__} PME N={n} L={length:.4f} nm alpha={alpha:.6f} grid={nx}x{ny}x{nz} order=5 "
+          f"single: reciprocal {ms:.3f} ms/step, reciprocal energy {energy:.6f} kJ/mol", flush=True)
+    del context
+
+
+if __name__ == "__main__":
+    outdir = sys.argv[1]
+    sizes = [int(float(s)) for s in sys.argv[2:]] or [100_000, 1_000_000]
+    for n in sizes:
+        run_case(n, outdir)

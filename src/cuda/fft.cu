@@ -1,0 +1,132 @@
+// RealFft on a CUDA device: cuFFT plans of the shape, made once, run on the object's stream.
+#include <cufft.h>
+
+#include "core/fft_backend.hpp"
+#include "pmkit/cuda/runtime.hpp"
+
+namespace pmkit::detail {
+namespace {
+
+void check_cufft(cufftResult status, const char* what) {
+  if (status == CUFFT_SUCCESS) return;
+  fail(status == CUFFT_ALLOC_FAILED ? ErrorCode::OutOfMemory : ErrorCode::Device, "RealFft: ", what,
+       " failed (cufftResult ", static_cast<int>(status), ")");
+}
+
+// cuFFT's types and calls of each precision under one name.
+template <class T>
+struct Cufft;
+
+template <>
+struct Cufft<float> {
+  static constexpr cufftType forward_type = CUFFT_R2C;
+  static constexpr cufftType inverse_type = CUFFT_C2R;
+  static cufftResult forward(cufftHandle p, const float* in, std::complex<float>* out) {
+    return cufftExecR2C(p, const_cast<cufftReal*>(in), reinterpret_cast<cufftComplex*>(out));
+  }
+  static cufftResult inverse(cufftHandle p, std::complex<float>* in, float* out) {
+    return cufftExecC2R(p, reinterpret_cast<cufftComplex*>(in), out);
+  }
+};
+
+template <>
+struct Cufft<double> {
+  static constexpr cufftType forward_type = CUFFT_D2Z;
+  static constexpr cufftType inverse_type = CUFFT_Z2D;
+  static cufftResult forward(cufftHandle p, const double* in, std::complex<double>* out) {
+    return cufftExecD2Z(p, const_cast<cufftDoubleReal*>(in), reinterpret_cast<cufftDoubleComplex*>(out));
+  }
+  static cufftResult inverse(cufftHandle p, std::complex<double>* in, double* out) {
+    return cufftExecZ2D(p, reinterpret_cast<cufftDoubleComplex*>(in), out);
+  }
+};
+
+template <class T, int D>
+class CufftBackend final : public FftBackend<T, D> {
+ public:
+  CufftBackend(const std::array<std::int64_t, D>& shape, const FftOptions& options)
+      : device_(options.device), stream_(cuda::to_cuda_stream(options.stream)) {
+    int count = 0;
+    cuda::check(cudaGetDeviceCount(&count), "RealFft: cudaGetDeviceCount");
+    if (options.device < 0 || options.device >= count)
+      fail(ErrorCode::InvalidArgument, "FftOptions::device = ", options.device, " but ", count,
+           " CUDA devices are present");
+    cuda::DeviceScope scope(device_);
+    // cuFFT is row-major (last index fastest): pmkit's x-fastest shape, reversed.
+    long long n[D];
+    for (int d = 0; d < D; ++d) n[d] = shape[D - 1 - d];
+    try {
+      make_plan(&forward_, n, Cufft<T>::forward_type);
+      make_plan(&inverse_, n, Cufft<T>::inverse_type);
+      cuda::check(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), "RealFft: cudaEventCreate");
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~CufftBackend() override { release(); }
+
+  void forward(const T* real, std::complex<T>* spectrum) override {
+    pointers_.require(real, "RealFft::forward's real array", 0);
+    pointers_.require(spectrum, "RealFft::forward's spectrum", 0);
+    cuda::DeviceScope scope(device_);
+    check_cufft(Cufft<T>::forward(forward_, real, spectrum), "the forward transform");
+  }
+  void inverse(std::complex<T>* spectrum, T* real) override {
+    pointers_.require(spectrum, "RealFft::inverse's spectrum", 0);
+    pointers_.require(real, "RealFft::inverse's real array", 0);
+    cuda::DeviceScope scope(device_);
+    check_cufft(Cufft<T>::inverse(inverse_, spectrum, real), "the inverse transform");
+  }
+  void set_stream(StreamHandle stream) override {
+    cudaStream_t next = cuda::to_cuda_stream(stream);
+    if (next == stream_) return;
+    cuda::DeviceScope scope(device_);
+    // The new stream waits for the transforms already queued on the old one.
+    cuda::check(cudaEventRecord(queued_, stream_), "RealFft::set_stream: cudaEventRecord");
+    cuda::check(cudaStreamWaitEvent(next, queued_, 0), "RealFft::set_stream: cudaStreamWaitEvent");
+    check_cufft(cufftSetStream(forward_, next), "cufftSetStream");
+    check_cufft(cufftSetStream(inverse_, next), "cufftSetStream");
+    stream_ = next;
+  }
+
+ private:
+  void make_plan(cufftHandle* plan, long long* n, cufftType type) {
+    check_cufft(cufftCreate(plan), "cufftCreate");
+    ++plans_made_;
+    std::size_t work = 0;
+    check_cufft(cufftMakePlanMany64(*plan, D, n, nullptr, 1, 0, nullptr, 1, 0, type, 1, &work),
+                "cufftMakePlanMany64");
+    check_cufft(cufftSetStream(*plan, stream_), "cufftSetStream");
+  }
+  void release() {
+    cuda::DeviceScope scope(device_);
+    if (plans_made_ > 0) cufftDestroy(forward_);
+    if (plans_made_ > 1) cufftDestroy(inverse_);
+    if (queued_) cudaEventDestroy(queued_);
+    plans_made_ = 0;
+    queued_ = nullptr;
+  }
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cufftHandle forward_ = 0, inverse_ = 0;
+  int plans_made_ = 0;  // forward_, then inverse_: those to destroy
+  cudaEvent_t queued_ = nullptr;
+  cuda::DevicePointerCheck pointers_;
+};
+
+}  // namespace
+
+template <class T, int D>
+std::unique_ptr<FftBackend<T, D>> make_cufft_backend(const std::array<std::int64_t, D>& shape,
+                                                     const FftOptions& options) {
+  return std::make_unique<CufftBackend<T, D>>(shape, options);
+}
+
+template std::unique_ptr<FftBackend<float, 2>> make_cufft_backend<float, 2>(const std::array<std::int64_t, 2>&, const FftOptions&);
+template std::unique_ptr<FftBackend<float, 3>> make_cufft_backend<float, 3>(const std::array<std::int64_t, 3>&, const FftOptions&);
+template std::unique_ptr<FftBackend<double, 2>> make_cufft_backend<double, 2>(const std::array<std::int64_t, 2>&, const FftOptions&);
+template std::unique_ptr<FftBackend<double, 3>> make_cufft_backend<double, 3>(const std::array<std::int64_t, 3>&, const FftOptions&);
+
+}  // namespace pmkit::detail

@@ -1,0 +1,162 @@
+// The CUDA backend of PmePlan: device scratch, the convolution and the last step, on the
+// plan's stream; the energy's sums stay on the device (no wait for the host).
+#include <algorithm>
+
+#include "core/pme_backend.hpp"
+#include "pmkit/cuda/runtime.hpp"
+
+namespace pmkit::detail {
+namespace {
+
+// Threads a block of the particle and spectrum loops (a multiple of the warp; each
+// block's sums meet in one atomic per sum): docs/tuning.md#kpmeblock.
+constexpr int kPmeBlock = 256;
+// Blocks a multiprocessor at most in those loops: enough to keep every multiprocessor
+// busy, few enough that each thread loops and the sums' atomics stay few
+// (docs/tuning.md#kpmeblock).
+constexpr std::size_t kPmeBlocksPerSm = 8;
+
+// The block's sum of v into *out (one double atomic a block).
+__device__ inline void block_add(double v, double* out) {
+  __shared__ double partial[kPmeBlock / 32];
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kPmeBlock / 32 ? partial[lane] : 0.0;
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (lane == 0) atomicAdd(out, v);
+  }
+  __syncthreads();  // partial is reused by the caller's next block_add
+}
+
+template <class T>
+__global__ void convolve_kernel(T* __restrict__ spectrum, const T* __restrict__ influence, std::int64_t size,
+                                std::int64_t half_x, std::int64_t mesh_x, double* sums) {
+  double energy = 0;
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < size;
+       k += std::int64_t(gridDim.x) * blockDim.x) {
+    const T c = influence[k];
+    const T re = spectrum[2 * k], im = spectrum[2 * k + 1];
+    energy += hermitian_weight(k % half_x, mesh_x) * double(c) * (double(re) * re + double(im) * im);
+    spectrum[2 * k] = re * c;
+    spectrum[2 * k + 1] = im * c;
+  }
+  block_add(0.5 * energy, sums + kReciprocalEnergy);
+}
+
+template <class T>
+__global__ void forces_kernel(const PmeParts<T> p, double* sums) {
+  double q = 0, q2 = 0, work = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    for (int d = 0; d < 3; ++d) p.forces[d][i] = pme_force(p, d, i);
+    const double qi = p.charges[i];
+    q += qi;
+    q2 += qi * qi;
+    if (p.real) work += qi * double(p.real[3 * p.n + i]);
+  }
+  block_add(q, sums + kChargeSum);
+  block_add(q2, sums + kChargeSquares);
+  block_add(work, sums + kRealSpaceWork);
+}
+
+template <class T>
+__global__ void potential_kernel(const PmeParts<T> p, const double* sums) {
+  const double q = sums[kChargeSum];
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    p.potential[i] = pme_potential(p, i, q);
+}
+
+template <class T>
+__global__ void energy_kernel(const PmeParts<T> p, const double* sums) {
+  p.energy[0] = pme_energy(p, sums);
+}
+
+// Blocks for `count` items, at most kPmeBlocksPerSm a multiprocessor.
+unsigned blocks_for(std::size_t count, int device) {
+  int sms = 0;
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "pmkit PME: device attributes");
+  const std::size_t needed = (count + kPmeBlock - 1) / kPmeBlock;
+  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(needed, std::size_t(sms) * kPmeBlocksPerSm)));
+}
+
+template <class T>
+class CudaPmeBackend final : public PmeBackend<T> {
+ public:
+  CudaPmeBackend(const std::vector<T>& influence, std::size_t mesh_size, std::int64_t half_x, std::int64_t mesh_x,
+                 int device, StreamHandle stream)
+      : device_(device), stream_(cuda::to_cuda_stream(stream)), half_x_(half_x), mesh_x_(mesh_x) {
+    const cuda::DeviceScope on_device(device_);
+    influence_.reserve(influence.size(), "PmePlan: influence function");
+    influence_.upload(influence);
+    mesh_.reserve(mesh_size, "PmePlan: mesh");
+    spectrum_.reserve(2 * influence.size(), "PmePlan: spectrum");
+    sums_.reserve(kPmeSums, "PmePlan: energy sums");
+    spectrum_blocks_ = blocks_for(influence.size(), device_);
+  }
+
+  T* mesh() override { return mesh_.get(); }
+  std::complex<T>* spectrum() override { return reinterpret_cast<std::complex<T>*>(spectrum_.get()); }
+  T* particle_scratch(std::size_t n) override {
+    const cuda::DeviceScope on_device(device_);
+    scratch_.reserve(8 * n, "PmePlan: particle scratch");
+    return scratch_.get();
+  }
+
+  void convolve() override {
+    const cuda::DeviceScope on_device(device_);
+    cuda::check(cudaMemsetAsync(sums_.get(), 0, kPmeSums * sizeof(double), stream_), "pmkit PME: clear the sums");
+    convolve_kernel<T><<<spectrum_blocks_, kPmeBlock, 0, stream_>>>(
+        spectrum_.get(), influence_.get(), static_cast<std::int64_t>(influence_.size()), half_x_, mesh_x_, sums_.get());
+    cuda::check_launch("pmkit PME: convolve");
+  }
+
+  void finish(const PmeParts<T>& p) override {
+    const cuda::DeviceScope on_device(device_);
+    for (int d = 0; d < 3; ++d) pointers_.require(p.forces[d].data, "PmePlan::compute: forces", d);
+    pointers_.require(p.potential.data, "PmePlan::compute: potential", 0);
+    pointers_.require(p.energy.data, "PmePlan::compute: energy", 0);
+    const unsigned blocks = blocks_for(p.n, device_);
+    if (p.n > 0) {
+      forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get());
+      cuda::check_launch("pmkit PME: forces");
+    }
+    if (p.potential.data && p.n > 0) {
+      potential_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get());
+      cuda::check_launch("pmkit PME: potential");
+    }
+    if (p.energy.data) {
+      energy_kernel<T><<<1, 1, 0, stream_>>>(p, sums_.get());
+      cuda::check_launch("pmkit PME: energy");
+    }
+  }
+
+ private:
+  int device_;
+  cudaStream_t stream_;
+  std::int64_t half_x_, mesh_x_;
+  unsigned spectrum_blocks_ = 1;
+  cuda::DeviceBuffer<T> influence_, mesh_, spectrum_, scratch_;
+  cuda::DeviceBuffer<double> sums_;
+  cuda::DevicePointerCheck pointers_;
+};
+
+}  // namespace
+
+template <class T>
+std::unique_ptr<PmeBackend<T>> make_cuda_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
+                                                     std::int64_t half_x, std::int64_t mesh_x, int device,
+                                                     StreamHandle stream) {
+  return std::make_unique<CudaPmeBackend<T>>(influence, mesh_size, half_x, mesh_x, device, stream);
+}
+
+template std::unique_ptr<PmeBackend<float>> make_cuda_pme_backend<float>(const std::vector<float>&, std::size_t,
+                                                                        std::int64_t, std::int64_t, int, StreamHandle);
+template std::unique_ptr<PmeBackend<double>> make_cuda_pme_backend<double>(const std::vector<double>&, std::size_t,
+                                                                          std::int64_t, std::int64_t, int,
+                                                                          StreamHandle);
+
+}  // namespace pmkit::detail

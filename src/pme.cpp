@@ -1,0 +1,274 @@
+// The PmePlan front end: the parameter and argument checks, the influence function, and
+// the reciprocal pipeline on the library's plans (spread, FFT, convolution, inverse FFT,
+// gradient), the real-space pairs, then the backend's last step.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/arguments.hpp"
+#include "core/pme_backend.hpp"
+#include "pmkit/fft.hpp"
+#include "pmkit/pairs.hpp"
+#include "pmkit/plan.hpp"
+#include "pmkit/reference.hpp"
+
+namespace pmkit {
+
+using detail::fail;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// The smallest n' >= n with no prime factor above 7.
+std::int64_t smooth_size(std::int64_t n) {
+  for (;; ++n) {
+    std::int64_t m = n;
+    for (std::int64_t p : {2, 3, 5, 7})
+      while (m % p == 0) m /= p;
+    if (m == 1) return n;
+  }
+}
+
+// The B-spline factor of one axis, D(k) = sum_j W(j) cos(2 pi k j / K) for k = 0..K-1,
+// with W pmkit's centred B-spline at the integers (docs/pme.md: |b(k)|^2 = 1 / D(k)^2).
+std::vector<double> bspline_factor(const Kernel& kernel, std::int64_t mesh) {
+  std::vector<double> factor(static_cast<std::size_t>(mesh));
+  const int reach = kernel.support() / 2;
+  for (std::int64_t k = 0; k < mesh; ++k) {
+    double sum = 0;
+    for (int j = -reach; j <= reach; ++j)
+      sum += reference::weight(kernel, j) * std::cos(2 * kPi * double(k) * j / double(mesh));
+    factor[static_cast<std::size_t>(k)] = sum;
+  }
+  return factor;
+}
+
+// C(m) = exp(-pi^2 m^2 / alpha^2) / (pi V m^2) / (D_x D_y D_z)^2 over the Hermitian half
+// spectrum (x fastest, x in [0, K_x / 2]), C(0) = 0: the inverse FFT of C times the
+// charges' spectrum, both unnormalised, is the reciprocal potential on the mesh.
+template <class T>
+std::vector<T> influence_function(const std::array<double, 3>& box, const PmeParameters& p) {
+  const Kernel kernel = Kernel::bspline(p.order);
+  std::array<std::vector<double>, 3> factor;
+  for (int d = 0; d < 3; ++d) factor[d] = bspline_factor(kernel, p.mesh[d]);
+  const double volume = box[0] * box[1] * box[2];
+  const std::int64_t half = p.mesh[0] / 2 + 1;
+  std::vector<T> c(static_cast<std::size_t>(half * p.mesh[1] * p.mesh[2]));
+  for (std::int64_t k2 = 0; k2 < p.mesh[2]; ++k2)
+    for (std::int64_t k1 = 0; k1 < p.mesh[1]; ++k1)
+      for (std::int64_t k0 = 0; k0 < half; ++k0) {
+        const std::int64_t k[3] = {k0, k1, k2};
+        double m2 = 0, b = 1;
+        for (int d = 0; d < 3; ++d) {
+          const std::int64_t signed_k = 2 * k[d] > p.mesh[d] ? k[d] - p.mesh[d] : k[d];
+          const double m = double(signed_k) / box[d];
+          m2 += m * m;
+          const double f = factor[d][static_cast<std::size_t>(k[d])];
+          b *= f * f;
+        }
+        const std::size_t index = static_cast<std::size_t>(k0 + half * (k1 + p.mesh[1] * k2));
+        c[index] = m2 == 0 ? T(0) : static_cast<T>(std::exp(-kPi * kPi * m2 / (p.alpha * p.alpha)) / (kPi * volume * m2 * b));
+      }
+  return c;
+}
+
+void check_parameters(const std::array<double, 3>& box, const PmeParameters& p) {
+  for (int d = 0; d < 3; ++d)
+    if (!(box[d] > 0) || !std::isfinite(box[d]))
+      fail(ErrorCode::InvalidArgument, "PME box[", d, "] = ", box[d], ": box lengths must be positive and finite");
+  if (!(p.alpha > 0) || !std::isfinite(p.alpha))
+    fail(ErrorCode::InvalidArgument, "PME alpha = ", p.alpha, ": the splitting parameter must be positive and finite");
+  if (p.order < 4 || p.order > 8)
+    fail(ErrorCode::InvalidArgument, "PME order = ", p.order, ": B-spline orders 4 to 8 are supported");
+  for (int d = 0; d < 3; ++d) {
+    if (p.mesh[d] < p.order)
+      fail(ErrorCode::InvalidArgument, "PME mesh[", d, "] = ", p.mesh[d], ": the mesh needs at least order = ",
+           p.order, " nodes per axis");
+    if (!(p.cutoff > 0) || !(p.cutoff <= 0.5 * box[d]))
+      fail(ErrorCode::InvalidArgument, "PME cutoff = ", p.cutoff, ": it must be positive and at most half the box length ",
+           box[d], " of axis ", d, " (one periodic image per pair)");
+  }
+}
+
+}  // namespace
+
+PmeParameters PmeParameters::choose(const std::array<double, 3>& box, double cutoff, double tolerance, int order) {
+  if (!(tolerance > 0) || !(tolerance < 0.5))
+    fail(ErrorCode::InvalidArgument, "PME tolerance = ", tolerance, ": it must lie in (0, 0.5)");
+  if (!(cutoff > 0) || !std::isfinite(cutoff))
+    fail(ErrorCode::InvalidArgument, "PME cutoff = ", cutoff, ": it must be positive and finite");
+  PmeParameters p;
+  p.order = order;
+  p.cutoff = cutoff;
+  p.alpha = std::sqrt(-std::log(2 * tolerance)) / cutoff;
+  for (int d = 0; d < 3; ++d) {
+    if (!(box[d] > 0) || !std::isfinite(box[d]))
+      fail(ErrorCode::InvalidArgument, "PME box[", d, "] = ", box[d], ": box lengths must be positive and finite");
+    const double nodes = 2 * p.alpha * box[d] / (3 * std::pow(tolerance, 0.2));
+    p.mesh[d] = smooth_size(std::max<std::int64_t>(order, static_cast<std::int64_t>(std::ceil(nodes))));
+  }
+  check_parameters(box, p);
+  return p;
+}
+
+namespace detail {
+
+// What a PmePlan owns: the mesh plan, the cell list, the FFT and the backend's scratch.
+template <class T>
+class PmeState {
+ public:
+  PmeState(const std::array<double, 3>& box, const PmeParameters& p, const PmeOptions& o)
+      : mesh(grid(box, p), Kernel::bspline(p.order), mesh_options(o)),
+        pairs(Box<3>::periodic(box), p.cutoff, shared_options<PairOptions>(o)),
+        fft(p.mesh, shared_options<FftOptions>(o)) {
+    const std::vector<T> influence = influence_function<T>(box, p);
+    const std::size_t mesh_size = static_cast<std::size_t>(p.mesh[0] * p.mesh[1] * p.mesh[2]);
+    const std::int64_t half = p.mesh[0] / 2 + 1;
+    if (o.backend == pmkit::Backend::Cpu) {
+      backend = make_cpu_pme_backend<T>(influence, mesh_size, half, p.mesh[0], o.num_threads);
+    } else {
+#if defined(PMKIT_WITH_CUDA)
+      backend = make_cuda_pme_backend<T>(influence, mesh_size, half, p.mesh[0], o.device, o.stream);
+#else
+      fail(ErrorCode::Unsupported, "PmeOptions::backend = Cuda, but this build of pmkit has no CUDA backend");
+#endif
+    }
+  }
+
+  static Grid<3> grid(const std::array<double, 3>& box, const PmeParameters& p) {
+    Grid<3> g = Grid<3>::periodic(p.mesh);
+    for (int d = 0; d < 3; ++d) g.spacing[d] = box[d] / double(p.mesh[d]);
+    return g;
+  }
+  // The plans' options with the PME plan's backend, threads, device and stream.
+  template <class PlanOptions>
+  static PlanOptions shared_options(const PmeOptions& o) {
+    PlanOptions m;
+    m.backend = o.backend;
+    m.num_threads = o.num_threads;
+    m.device = o.device;
+    m.stream = o.stream;
+    return m;
+  }
+  static Options mesh_options(const PmeOptions& o) {
+    Options m = shared_options<Options>(o);
+    m.deterministic = o.deterministic;
+    return m;
+  }
+
+  Plan<T, 3> mesh;
+  PairPlan<T, 3> pairs;
+  RealFft<T, 3> fft;
+  std::unique_ptr<PmeBackend<T>> backend;
+  bool pairs_binned = false;  // the cell list holds the mesh plan's current points
+};
+
+}  // namespace detail
+
+template <class T>
+PmePlan<T>::PmePlan(const std::array<double, 3>& box, const PmeParameters& params, PmeOptions options)
+    : box_(box), params_(params), options_(options) {
+  check_parameters(box, params);
+  if (!std::isfinite(options.coulomb_constant))
+    fail(ErrorCode::InvalidArgument, "PmeOptions::coulomb_constant = ", options.coulomb_constant, ": it must be finite");
+  if (options.num_threads < 0) fail(ErrorCode::InvalidArgument, "PmeOptions::num_threads = ", options.num_threads);
+  state_ = std::make_unique<detail::PmeState<T>>(box, params, options);
+}
+
+template <class T>
+PmePlan<T>::~PmePlan() = default;
+template <class T>
+PmePlan<T>::PmePlan(PmePlan&&) noexcept = default;
+template <class T>
+PmePlan<T>& PmePlan<T>::operator=(PmePlan&&) noexcept = default;
+
+template <class T>
+std::size_t PmePlan<T>::num_points() const {
+  return state_->mesh.num_points();
+}
+template <class T>
+bool PmePlan<T>::has_points() const {
+  return state_->mesh.has_points();
+}
+
+template <class T>
+void PmePlan<T>::set_points(const Positions& positions) {
+  state_->mesh.set_points(positions);
+  state_->pairs_binned = false;  // the first full compute bins the cell list from the mesh plan
+}
+
+template <class T>
+void PmePlan<T>::update_points(const Positions& positions) {
+  if (!state_->mesh.has_points()) fail(ErrorCode::NotReady, "PmePlan::update_points called before set_points");
+  state_->mesh.update_points(positions);
+  state_->pairs_binned = false;
+}
+
+template <class T>
+void PmePlan<T>::compute(View<const T> charges, const Forces& forces, View<double> energy, View<T> potential) {
+  run(true, charges, forces, energy, potential);
+}
+
+template <class T>
+void PmePlan<T>::compute_reciprocal(View<const T> charges, const Forces& forces, View<double> energy,
+                                    View<T> potential) {
+  run(false, charges, forces, energy, potential);
+}
+
+template <class T>
+void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& forces, View<double> energy,
+                     View<T> potential) {
+  detail::PmeState<T>& s = *state_;
+  if (!s.mesh.has_points()) fail(ErrorCode::NotReady, "PmePlan::compute called before set_points");
+  const std::size_t n = s.mesh.num_points();
+  detail::check_particle_arrays("charges", Span<View<const T>>({charges}), n);
+  detail::check_particle_arrays("forces", Span<View<T>>({forces[0], forces[1], forces[2]}), n);
+  if (potential.data || potential.size) detail::check_particle_arrays("potential", Span<View<T>>({potential}), n);
+  if ((energy.data || energy.size) && (energy.size != 1 || !energy.data))
+    fail(ErrorCode::SizeMismatch, "PmePlan::compute: energy has ", energy.size,
+         " values; it takes one (or none, an empty view, when the energy is not wanted)");
+
+  // The reciprocal part: the mesh potential phi = IFFT(C FFT(spread(q))).
+  s.mesh.spread({charges}, {View<T>(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()))});
+  s.fft.forward(s.backend->mesh(), s.backend->spectrum());
+  s.backend->convolve();
+  s.fft.inverse(s.backend->spectrum(), s.backend->mesh());
+
+  T* scratch = s.backend->particle_scratch(n);
+  detail::PmeParts<T> parts;
+  parts.n = n;
+  parts.charges = charges;
+  parts.gradient = scratch + 4 * n;
+  parts.forces = forces;
+  parts.energy = energy;
+  parts.potential = potential;
+  parts.coulomb = options_.coulomb_constant;
+  const View<const T> phi(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()));
+  if (n > 0) {
+    s.mesh.interp_gradient({phi}, {View<T>(scratch + 4 * n, n), View<T>(scratch + 5 * n, n), View<T>(scratch + 6 * n, n)});
+    if (potential.data) {
+      s.mesh.interp({phi}, {View<T>(scratch + 7 * n, n)});
+      parts.rec_potential = scratch + 7 * n;
+    }
+  }
+  if (real_space) {
+    if (!s.pairs_binned) {
+      s.pairs.set_points(s.mesh);
+      s.pairs_binned = true;
+    }
+    if (n > 0)
+      s.pairs.compute(pair_kernels::EwaldRealSpace<3>{params_.alpha}, {charges},
+                      {View<T>(scratch, n), View<T>(scratch + n, n), View<T>(scratch + 2 * n, n),
+                       View<T>(scratch + 3 * n, n)});
+    parts.real = scratch;
+    parts.self = params_.alpha / std::sqrt(kPi);
+    parts.background = kPi / (box_[0] * box_[1] * box_[2] * params_.alpha * params_.alpha);
+  }
+  s.backend->finish(parts);
+}
+
+template class PmePlan<float>;
+template class PmePlan<double>;
+
+}  // namespace pmkit

@@ -1,0 +1,457 @@
+// Smooth particle-mesh Ewald (PmePlan) against the Ewald sum of src/verify/ewald.hpp
+// on fresh random charges: accuracy at order 6, the error's fall with order and mesh
+// (measured rates), the Madelung constant of rock salt, the net force, translations,
+// float and double, CPU against CUDA, the parameter choice, and bad input.
+#include <cmath>
+#include <random>
+
+#include "verify/ewald.hpp"
+#include "pmkit/pme.hpp"
+#include "test_support.hpp"
+#if defined(PMKIT_WITH_CUDA)
+#include "cuda_support.hpp"
+#endif
+
+namespace pmkit::test {
+namespace {
+
+using namespace verify;  // the float64 Ewald sum and its systems
+
+// n random charges in the box, neutral unless `net` is set: uniform, with a few on the
+// faces x = 0 and on the periodic seam just below x = L, and a tenth in a small cluster.
+// Positions and charges are float values, so that float and double plans see the same
+// system as the reference (a float rounding of the positions would move the energy of a
+// close pair by more than the method's error).
+ChargeSystem random_system(std::mt19937_64& rng, std::array<double, 3> box, std::size_t n, double net = 0) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  ChargeSystem s;
+  s.box = box;
+  double total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int d = 0; d < 3; ++d) {
+      double u = unit(rng);
+      if (i % 10 == 3) u = 0.6 + 0.03 * u;   // clustered
+      if (i % 50 == 7 && d == 0) u = 0.0;     // on a face
+      if (i % 50 == 9 && d == 1) u = 1 - 1e-7;  // at the seam
+      s.x[d].push_back(static_cast<float>(u * box[d]));
+    }
+    s.q.push_back(static_cast<float>(2 * unit(rng) - 1));
+    total += s.q.back();
+  }
+  // The net charge's correction on one particle, which leaves every charge a float value
+  // (up to the rounding of that one).
+  s.q[0] = static_cast<float>(s.q[0] + net - total);
+  return s;
+}
+
+// The plan's energy, forces and potentials in double, on either backend. With `from`
+// (the same charges elsewhere), the plan first sets those points and computes, then
+// moves to s's by update_points.
+template <class T>
+CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions o, bool reciprocal_only = false,
+                      const ChargeSystem* from = nullptr) {
+  const std::size_t n = s.size();
+  std::array<std::vector<T>, 3> x, x0;
+  std::vector<T> q(s.q.begin(), s.q.end());
+  for (int d = 0; d < 3; ++d) {
+    x[d].assign(s.x[d].begin(), s.x[d].end());
+    x0[d] = from ? std::vector<T>(from->x[d].begin(), from->x[d].end()) : x[d];
+  }
+  std::array<std::vector<T>, 3> f;
+  std::vector<T> phi(n, T(-7));
+  for (auto& v : f) v.assign(n, T(-7));
+  double energy = -7;
+  PmePlan<T> plan(s.box, p, o);
+  auto compute = [&](auto&& pos, auto&& start, View<const T> charges, auto&& forces, View<double> e,
+                     View<T> potential) {
+    if (from) {
+      plan.set_points(start);
+      plan.compute(charges, forces);  // bins the cell list at the old positions
+      plan.update_points(pos);
+    } else {
+      plan.set_points(pos);
+    }
+    if (reciprocal_only)
+      plan.compute_reciprocal(charges, forces, e, potential);
+    else
+      plan.compute(charges, forces, e, potential);
+  };
+  if (o.backend == Backend::Cpu) {
+    compute(typename PmePlan<T>::Positions{View<const T>(x[0]), View<const T>(x[1]), View<const T>(x[2])},
+            typename PmePlan<T>::Positions{View<const T>(x0[0]), View<const T>(x0[1]), View<const T>(x0[2])},
+            View<const T>(q), typename PmePlan<T>::Forces{View<T>(f[0]), View<T>(f[1]), View<T>(f[2])},
+            View<double>(&energy, 1), View<T>(phi));
+  } else {
+#if defined(PMKIT_WITH_CUDA)
+    DeviceBuffer<T> dx(x[0]), dy(x[1]), dz(x[2]), sx(x0[0]), sy(x0[1]), sz(x0[2]), dq(q), fx(f[0]), fy(f[1]),
+        fz(f[2]), dphi(phi);
+    DeviceBuffer<double> de(std::vector<double>{energy});
+    compute(typename PmePlan<T>::Positions{device_cview(dx), device_cview(dy), device_cview(dz)},
+            typename PmePlan<T>::Positions{device_cview(sx), device_cview(sy), device_cview(sz)}, device_cview(dq),
+            typename PmePlan<T>::Forces{device_view(fx), device_view(fy), device_view(fz)}, device_view(de),
+            device_view(dphi));
+    cuda::check(cudaStreamSynchronize(cuda::to_cuda_stream(o.stream)), "run_pme");
+    f = {fx.download(), fy.download(), fz.download()};
+    phi = dphi.download();
+    energy = de.download()[0];
+#endif
+  }
+  CoulombResult r;
+  r.energy = energy;
+  for (int d = 0; d < 3; ++d) r.force[d].assign(f[d].begin(), f[d].end());
+  r.potential.assign(phi.begin(), phi.end());
+  return r;
+}
+
+double energy_error(const CoulombResult& got, const CoulombResult& want) {
+  return std::abs(got.energy - want.energy) / std::abs(want.energy);
+}
+// sqrt(sum |F - F_ref|^2 / sum |F_ref|^2)
+double force_error(const CoulombResult& got, const CoulombResult& want) {
+  double e = 0, w = 0;
+  for (int d = 0; d < 3; ++d)
+    for (std::size_t i = 0; i < want.force[d].size(); ++i) {
+      e += (got.force[d][i] - want.force[d][i]) * (got.force[d][i] - want.force[d][i]);
+      w += want.force[d][i] * want.force[d][i];
+    }
+  return std::sqrt(e / w);
+}
+double potential_error(const CoulombResult& got, const CoulombResult& want) {
+  double e = 0, w = 0;
+  for (std::size_t i = 0; i < want.potential.size(); ++i) {
+    e += (got.potential[i] - want.potential[i]) * (got.potential[i] - want.potential[i]);
+    w += want.potential[i] * want.potential[i];
+  }
+  return std::sqrt(e / w);
+}
+
+PmeParameters parameters(double alpha, std::int64_t mesh, int order, double cutoff) {
+  PmeParameters p;
+  p.alpha = alpha;
+  p.mesh = {mesh, mesh, mesh};
+  p.order = order;
+  p.cutoff = cutoff;
+  return p;
+}
+
+PmeOptions cpu(int threads = 2) {
+  PmeOptions o;
+  o.num_threads = threads;
+  return o;
+}
+
+// The shared test system: 1000 random neutral charges in a box of about 2 x 2 x 2 with
+// its Ewald sum (about a second to compute, once per run of the suite).
+struct Case {
+  std::uint64_t seed;
+  ChargeSystem system;
+  CoulombResult reference;
+};
+const Case& thousand_charges() {
+  static const Case c = [] {
+    Case k;
+    k.seed = fresh_seed();
+    std::mt19937_64 rng(k.seed);
+    k.system = random_system(rng, {2.0, 2.2, 1.9}, 1000);
+    k.reference = ewald_sum(k.system);
+    return k;
+  }();
+  return c;
+}
+
+// Real space: cutoff 0.95 (half the shortest box length), erfc(alpha r_c) = erfc(4.2) =
+// 3e-9, far below the tolerances; the mesh error then dominates.
+constexpr double kCutoff = 0.95, kAlpha = 4.2 / kCutoff;
+
+TEST(Pme, MatchesEwaldSumAtOrderSix) {
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
+  EXPECT_LE(energy_error(got, c.reference), 1e-5) << "energy " << got.energy << " vs " << c.reference.energy;
+  EXPECT_LE(force_error(got, c.reference), 1e-4);
+  EXPECT_LE(potential_error(got, c.reference), 1e-4);
+}
+
+TEST(Pme, FloatMatchesEwaldSum) {
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  const CoulombResult got = run_pme<float>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
+  EXPECT_LE(energy_error(got, c.reference), 1e-5);
+  EXPECT_LE(force_error(got, c.reference), 2e-4);
+}
+
+// The mesh error of smooth PME falls as h^p for B-splines of order p (Essmann et al.):
+// doubling the mesh divides it by about 2^p. Measured on the forces, at meshes coarse
+// enough that the mesh error is far above the real-space truncation (rates of 3.1 to 4.3
+// for order 4 and 5.9 to 7.9 for order 6 over random systems: 16^3 is not yet the
+// asymptotic regime), and asserted to within 1.5 of p; at a fixed mesh, a higher order is
+// more accurate (order 8 only a little more than order 6 on 16^3, coarse for it).
+TEST(Pme, ErrorFallsWithOrderAndMesh) {
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  std::map<int, double> at_16;
+  for (int order : {4, 6}) {
+    const double coarse = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, order, kCutoff), cpu()), c.reference);
+    const double fine = force_error(run_pme<double>(c.system, parameters(kAlpha, 32, order, kCutoff), cpu()), c.reference);
+    const double rate = std::log2(coarse / fine);
+    EXPECT_GE(rate, order - 1.5) << "order " << order << ": errors " << coarse << " at 16^3, " << fine << " at 32^3";
+    at_16[order] = coarse;
+  }
+  const double order8 = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, 8, kCutoff), cpu()), c.reference);
+  EXPECT_LT(at_16[6], 0.5 * at_16[4]);
+  EXPECT_LT(order8, 0.7 * at_16[6]);
+}
+
+// Rock salt, 4^3 ions per box (nearest neighbours at 1): -2 E / N is the Madelung
+// constant 1.747565 to 1e-6, and every force vanishes.
+TEST(Pme, RockSaltMadelungConstant) {
+  const ChargeSystem s = rock_salt(2);
+  for (int order : {6, 8}) {
+    const CoulombResult got = run_pme<double>(s, parameters(2.0, 32, order, 2.0), cpu());
+    EXPECT_NEAR(-2 * got.energy / double(s.size()), verify::kRockSaltMadelung, 1e-6) << "order " << order;
+    for (int d = 0; d < 3; ++d)
+      for (double f : got.force[d]) EXPECT_NEAR(f, 0.0, 1e-6);
+  }
+}
+
+// Newton's third law holds for the real-space pairs exactly, for the mesh part to its
+// accuracy: the net force is a small part of the forces' scale.
+TEST(Pme, NetForceNearZero) {
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
+  double scale = 0;
+  for (int d = 0; d < 3; ++d)
+    for (double f : got.force[d]) scale += f * f;
+  scale = std::sqrt(scale / double(c.system.size()));
+  for (int d = 0; d < 3; ++d) {
+    double net = 0;
+    for (double f : got.force[d]) net += f;
+    EXPECT_LE(std::abs(net), 1e-5 * scale) << "axis " << d;
+  }
+}
+
+// A shift of every charge by whole mesh cells leaves the result unchanged to rounding; any
+// other shift (here across the periodic seam) changes it only within the method's error.
+TEST(Pme, TranslationInvariance) {
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  const PmeParameters p = parameters(kAlpha, 48, 6, kCutoff);
+  const CoulombResult base = run_pme<double>(c.system, p, cpu());
+  ChargeSystem whole = c.system, any = c.system;
+  const double cells[3] = {5, 47, 13}, offset[3] = {0.3141, 1.7, 1.0001};
+  for (int d = 0; d < 3; ++d)
+    for (std::size_t i = 0; i < c.system.size(); ++i) {
+      whole.x[d][i] += cells[d] * c.system.box[d] / 48;
+      any.x[d][i] += offset[d];
+    }
+  const CoulombResult shifted = run_pme<double>(whole, p, cpu());
+  EXPECT_LE(energy_error(shifted, base), 1e-12);
+  EXPECT_LE(force_error(shifted, base), 1e-10);
+  const CoulombResult moved = run_pme<double>(any, p, cpu());
+  EXPECT_LE(energy_error(moved, c.reference), 1e-5);
+  EXPECT_LE(force_error(moved, c.reference), 1e-4);
+}
+
+// A net charge gets the neutralising background (and its potential): the reference has
+// it too. One thread against two gives the same result to rounding.
+TEST(Pme, NetChargeAndThreads) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 300, 5.0);
+  const CoulombResult want = ewald_sum(s);
+  const PmeParameters p = parameters(4.2 / 0.8, 48, 6, 0.8);
+  const CoulombResult got = run_pme<double>(s, p, cpu(2));
+  EXPECT_LE(energy_error(got, want), 1e-5);
+  EXPECT_LE(force_error(got, want), 1e-4);
+  EXPECT_LE(potential_error(got, want), 1e-4);
+  const CoulombResult one = run_pme<double>(s, p, cpu(1));
+  EXPECT_LE(energy_error(one, got), 1e-12);
+  EXPECT_LE(force_error(one, got), 1e-12);
+}
+
+// update_points after a small move gives what set_points at the new positions gives, and
+// a changed count is refused.
+void check_update_points(const PmeOptions& o) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 300);
+  const PmeParameters p = parameters(4.0, 32, 5, 0.8);
+  ChargeSystem moved = s;
+  std::uniform_real_distribution<double> step(-0.01, 0.01);
+  for (int d = 0; d < 3; ++d)
+    for (double& x : moved.x[d]) x = static_cast<float>(x + step(rng));
+  const CoulombResult want = run_pme<double>(moved, p, o);
+  const CoulombResult got = run_pme<double>(moved, p, o, false, &s);
+  EXPECT_LE(energy_error(got, want), 1e-12);
+  EXPECT_LE(force_error(got, want), 1e-12);
+  EXPECT_LE(potential_error(got, want), 1e-12);
+}
+
+TEST(Pme, UpdatePointsIsSetPoints) {
+  check_update_points(cpu());
+  PmePlan<double> plan({2.0, 2.0, 2.0}, parameters(3.0, 16, 5, 0.9), cpu());
+  std::vector<double> x = {0.1, 0.5, 1.9}, shorter = {0.1, 0.5};
+  EXPECT_PMKIT_ERROR(plan.update_points({x, x, x}), ErrorCode::NotReady, "set_points");
+  plan.set_points({x, x, x});
+  EXPECT_PMKIT_ERROR(plan.update_points({shorter, shorter, shorter}), ErrorCode::SizeMismatch, "update_points");
+}
+
+// The reciprocal part alone plus the real-space pairs, the self term and the background
+// is the full result.
+TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 200, 1.0);
+  const PmeParameters p = parameters(4.0, 32, 5, 0.8);
+  const CoulombResult whole = run_pme<double>(s, p, cpu());
+  const CoulombResult rec = run_pme<double>(s, p, cpu(), true);
+  CoulombResult rest = zero_result(s.size());
+  double energy = rec.energy + real_space_sum(s, p.alpha, p.cutoff, 0, rest);
+  double total = 0, squares = 0;
+  for (double q : s.q) {
+    total += q;
+    squares += q * q;
+  }
+  const double pi = 3.14159265358979323846, volume = s.box[0] * s.box[1] * s.box[2];
+  energy += -p.alpha / std::sqrt(pi) * squares - pi * total * total / (2 * volume * p.alpha * p.alpha);
+  EXPECT_NEAR(whole.energy, energy, 1e-10 * std::abs(energy));
+  for (int d = 0; d < 3; ++d)
+    for (std::size_t i = 0; i < s.size(); ++i) rest.force[d][i] += rec.force[d][i];
+  EXPECT_LE(force_error(whole, rest), 1e-12);
+}
+
+// The choice from a tolerance: OpenMM's meshes for its water-density cases (81^3 for a
+// 10 nm box, 175^3 for 21.54 nm, cutoff 1 nm, tolerance 5e-4), alpha = sqrt(-ln(2 tol)) / r_c;
+// on the test system the relative RMS force error at order 5 stays below the tolerance
+// (OpenMM's estimate is conservative for random charges: their close pairs' large
+// real-space forces dominate the norm) and falls with it.
+TEST(Pme, ParametersFromTolerance) {
+  const PmeParameters small = PmeParameters::choose({10.0, 10.0, 10.0}, 1.0, 5e-4);
+  EXPECT_EQ(small.mesh[0], 81);
+  EXPECT_NEAR(small.alpha, std::sqrt(-std::log(1e-3)), 1e-12);
+  const double l = std::cbrt(1e4);
+  EXPECT_EQ(PmeParameters::choose({l, l, l}, 1.0, 5e-4).mesh[2], 175);
+  EXPECT_EQ(small.order, 5);
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  double previous = 1;
+  for (double tolerance : {1e-3, 1e-4}) {
+    const PmeParameters p = PmeParameters::choose(c.system.box, kCutoff, tolerance);
+    const double error = force_error(run_pme<double>(c.system, p, cpu()), c.reference);
+    EXPECT_LE(error, tolerance) << "mesh " << p.mesh[0];
+    EXPECT_LT(error, 0.3 * previous) << "tolerance " << tolerance << ": the error does not fall with it";
+    previous = error;
+  }
+}
+
+TEST(Pme, BadInput) {
+  const std::array<double, 3> box = {2.0, 2.0, 2.0};
+  const PmeParameters good = parameters(3.0, 16, 5, 0.9);
+  auto with = [&](auto change) {
+    PmeParameters p = good;
+    change(p);
+    return p;
+  };
+  EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.alpha = 0; })), ErrorCode::InvalidArgument, "alpha");
+  EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.alpha = -1; })), ErrorCode::InvalidArgument, "alpha");
+  EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.order = 3; })), ErrorCode::InvalidArgument, "order");
+  EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.order = 9; })), ErrorCode::InvalidArgument, "order");
+  EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.mesh[1] = 4; })), ErrorCode::InvalidArgument, "mesh[1]");
+  EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.cutoff = 1.1; })), ErrorCode::InvalidArgument, "cutoff");
+  EXPECT_PMKIT_ERROR(PmePlan<double>({2.0, -1.0, 2.0}, good), ErrorCode::InvalidArgument, "box[1]");
+  EXPECT_PMKIT_ERROR(PmeParameters::choose(box, 0.9, 0.0), ErrorCode::InvalidArgument, "tolerance");
+  EXPECT_PMKIT_ERROR(PmeParameters::choose(box, 1.5, 1e-3), ErrorCode::InvalidArgument, "cutoff");
+
+  PmePlan<double> plan(box, good, cpu());
+  std::vector<double> x = {0.1, 0.5, 1.9}, y = {0.2, 0.4, 1.0}, z = {0.3, 0.3, 1.5}, q = {1, -1, 0.5};
+  std::vector<double> fx(3, 7.0), fy(3, 7.0), fz(3, 7.0), phi(2);
+  double energy = 7.0;
+  EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}), ErrorCode::NotReady, "set_points");
+  std::vector<double> bad_x = x;
+  bad_x[1] = std::nan("");
+  EXPECT_PMKIT_ERROR(plan.set_points({bad_x, y, z}), ErrorCode::NonFinitePosition, "");
+  plan.set_points({x, y, z});
+  std::vector<double> short_q = {1, -1};
+  EXPECT_PMKIT_ERROR(plan.compute(short_q, {fx, fy, fz}), ErrorCode::SizeMismatch, "charges");
+  EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, {}, phi), ErrorCode::SizeMismatch, "potential");
+  std::vector<double> two(2);
+  EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, two), ErrorCode::SizeMismatch, "energy");
+  for (double v : fx) EXPECT_EQ(v, 7.0);  // nothing written by a failed call
+  plan.compute(q, {fx, fy, fz}, View<double>(&energy, 1));
+  EXPECT_NE(energy, 7.0);
+  // No charges: zero energy, nothing to write.
+  const std::vector<double> none;
+  std::vector<double> empty_f;
+  plan.set_points({none, none, none});
+  plan.compute(none, {empty_f, empty_f, empty_f}, View<double>(&energy, 1), empty_f);
+  EXPECT_EQ(energy, 0.0);
+}
+
+#if defined(PMKIT_WITH_CUDA)
+PmeOptions cuda_pme(bool deterministic = false) {
+  PmeOptions o;
+  o.backend = Backend::Cuda;
+  o.deterministic = deterministic;
+  return o;
+}
+
+// The CUDA backend against the Ewald sum and against the CPU backend, both precisions.
+TEST(CudaPme, MatchesEwaldSumAndTheCpu) {
+  PMKIT_REQUIRE_GPU();
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  const PmeParameters p = parameters(kAlpha, 48, 6, kCutoff);
+  const CoulombResult gpu = run_pme<double>(c.system, p, cuda_pme());
+  EXPECT_LE(energy_error(gpu, c.reference), 1e-5);
+  EXPECT_LE(force_error(gpu, c.reference), 1e-4);
+  EXPECT_LE(potential_error(gpu, c.reference), 1e-4);
+  const CoulombResult host = run_pme<double>(c.system, p, cpu());
+  EXPECT_LE(energy_error(gpu, host), 1e-10);
+  EXPECT_LE(force_error(gpu, host), 1e-9);
+  for (bool deterministic : {false, true}) {
+    const CoulombResult single = run_pme<float>(c.system, p, cuda_pme(deterministic));
+    EXPECT_LE(energy_error(single, c.reference), 1e-5) << "deterministic " << deterministic;
+    EXPECT_LE(force_error(single, c.reference), 2e-4) << "deterministic " << deterministic;
+    EXPECT_LE(force_error(single, host), 2e-4);
+  }
+}
+
+TEST(CudaPme, RockSaltAndNetCharge) {
+  PMKIT_REQUIRE_GPU();
+  const ChargeSystem s = rock_salt(2);
+  const CoulombResult got = run_pme<double>(s, parameters(2.0, 32, 8, 2.0), cuda_pme());
+  EXPECT_NEAR(-2 * got.energy / double(s.size()), verify::kRockSaltMadelung, 1e-6);
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const ChargeSystem charged = random_system(rng, {1.6, 1.6, 1.7}, 300, 5.0);
+  const CoulombResult want = ewald_sum(charged);
+  const CoulombResult gpu = run_pme<double>(charged, parameters(4.2 / 0.8, 48, 6, 0.8), cuda_pme());
+  EXPECT_LE(energy_error(gpu, want), 1e-5);
+  EXPECT_LE(potential_error(gpu, want), 1e-4);
+}
+
+TEST(CudaPme, UpdatePointsIsSetPoints) {
+  PMKIT_REQUIRE_GPU();
+  check_update_points(cuda_pme());
+}
+
+TEST(CudaPme, HostArraysAreRefused) {
+  PMKIT_REQUIRE_GPU();
+  PmePlan<float> plan({2.0, 2.0, 2.0}, parameters(3.0, 16, 5, 0.9), cuda_pme());
+  DeviceBuffer<float> x(std::vector<float>{0.1f, 0.5f}), y(std::vector<float>{0.2f, 1.5f}),
+      z(std::vector<float>{0.3f, 0.7f}), q(std::vector<float>{1, -1});
+  plan.set_points({device_cview(x), device_cview(y), device_cview(z)});
+  std::vector<float> host_f(2);
+  DeviceBuffer<float> fy(2), fz(2);
+  EXPECT_PMKIT_ERROR(plan.compute(device_cview(q), {View<float>(host_f), device_view(fy), device_view(fz)}),
+                     ErrorCode::InvalidArgument, "device memory");
+}
+#endif
+
+}  // namespace
+}  // namespace pmkit::test
