@@ -88,6 +88,20 @@ void Plan<T, D>::binned_order(View<std::uint32_t> order) const {
 }
 
 template <class T, int D>
+void Plan<T, D>::permute_to_binned(Span<View<T>> arrays) {
+  if (!has_points_) fail(ErrorCode::NotReady, "permute_to_binned called before set_points");
+  check_particle_arrays("arrays", arrays, num_points_);
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (num_points_ > 0 && arrays[i].data == arrays[j].data)
+        fail(ErrorCode::InvalidArgument, "arrays[", i, "] and arrays[", j,
+             "] start at the same element: each array is permuted once");
+  if (num_points_ > 0 && !arrays.empty()) backend_->permute_to_binned(arrays);
+  // The binning's order refers to the arrays as they were.
+  has_points_ = false;
+}
+
+template <class T, int D>
 void Plan<T, D>::binned_positions(const std::array<View<T>, D>& offsets) const {
   if (!has_points_) fail(ErrorCode::NotReady, "binned_positions called before set_points");
   check_particle_arrays("positions", Span<View<T>>(offsets.data(), D), num_points_);

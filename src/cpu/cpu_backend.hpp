@@ -86,6 +86,26 @@ class CpuBackend final : public detail::Backend<T, D> {
     for (std::size_t k = 0; k < current_.n; ++k) order[k] = current_.perm[k];
   }
 
+  void permute_to_binned(Span<View<T>> arrays) override {
+    const auto n = static_cast<std::int64_t>(current_.n);
+    std::vector<T> moved;
+    try {
+      moved.resize(current_.n);  // before any write: a failed allocation changes nothing
+    } catch (const std::bad_alloc&) {
+      fail(ErrorCode::OutOfMemory, "permute_to_binned: could not allocate ", current_.n, " values of scratch");
+    }
+    const std::uint32_t* perm = current_.perm.data();
+    for (const View<T>& a : arrays) {
+#pragma omp parallel num_threads(threads_)
+      {
+#pragma omp for schedule(static)
+        for (std::int64_t k = 0; k < n; ++k) moved[k] = a[perm[k]];
+#pragma omp for schedule(static)
+        for (std::int64_t k = 0; k < n; ++k) a[k] = moved[k];
+      }
+    }
+  }
+
   void binned_positions(const std::array<View<T>, D>& offsets) const override {
     const int support = kernel_.support();
 #pragma omp parallel for num_threads(threads_) schedule(static)

@@ -15,6 +15,35 @@ void CudaBackend<T, D>::binned_order(View<std::uint32_t> order) const {
   if (options_.host_arrays) check(cudaStreamSynchronize(stream_), "binned_order");
 }
 
+// Each array gathered into scratch by the binned order, then copied back over itself;
+// host arrays (host_arrays) are staged in and out, and the call waits for them.
+template <class T, int D>
+void CudaBackend<T, D>::permute_to_binned(Span<View<T>> arrays) {
+  const DeviceScope on_device(options_.device);
+  const std::size_t n = current_.n;
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    if (!options_.host_arrays) require_device(arrays[i].data, "arrays", i);
+  // Scratch before any write: a failed allocation changes nothing.
+  permuted_.reserve((options_.host_arrays ? 2 : 1) * n, "permute_to_binned scratch");
+  T* moved = permuted_.get();
+  T* staged = options_.host_arrays ? moved + n : nullptr;
+  for (const View<T>& a : arrays) {
+    const T* source = a.data;
+    std::ptrdiff_t source_stride = a.stride;
+    if (staged) {
+      copy_strided(staged, 1, a.data, a.stride, n, cudaMemcpyHostToDevice, stream_, "permute_to_binned");
+      source = staged;
+      source_stride = 1;
+    }
+    permute_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+        current_.perm.get(), n, source, source_stride, moved);
+    check_launch("pmkit::cuda::permute_to_binned");
+    copy_strided(a.data, a.stride, moved, 1, n, options_.host_arrays ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
+                 stream_, "permute_to_binned");
+  }
+  if (options_.host_arrays) check(cudaStreamSynchronize(stream_), "permute_to_binned");
+}
+
 // Kernels on the stream; into host memory (host_arrays) the call waits for the copies.
 template <class T, int D>
 void CudaBackend<T, D>::binned_positions(const std::array<View<T>, D>& offsets) const {
