@@ -7,5 +7,6 @@ namespace pmkit::cli {
 int run_demo(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_verify(int argc, char** argv);
+int run_pic(int argc, char** argv);
 
 }  // namespace pmkit::cli
