@@ -76,6 +76,10 @@ struct Result {
 // Throws pmkit::Error for a configuration that cannot run.
 Result simulate(const Config& config, bool timed = false);
 
+// For benchmarks: `warmup` steps, then config.steps steps timed as a whole
+// (Result::seconds), then `timed_steps` steps with each phase timed (Result::phases).
+Result benchmark(const Config& config, int warmup, int timed_steps);
+
 // The box length on each axis of a configuration.
 std::array<double, 3> box_of(const Config& config);
 

@@ -25,14 +25,13 @@ namespace {
 template <class T, int D>
 class Simulation {
  public:
-  Simulation(const Config& c, bool timed)
+  explicit Simulation(const Config& c)
       : c_(c),
         box_(box_of(c)),
         grid_(Grid<D>::periodic(cells_of(c), box_[0] / double(c.cells[0]))),
         device_(c.backend == Backend::Cpu ? make_host_device<T, D>(c.threads) : cuda_device()),
         plan_(grid_, c.kernel, plan_options(c)),
-        fft_(plan_.mesh_shape(), fft_options(c)),
-        timed_(timed) {
+        fft_(plan_.mesh_shape(), fft_options(c)) {
     const auto n = static_cast<std::size_t>(c.particles);
     const auto mesh = static_cast<std::size_t>(plan_.mesh_size());
     const auto spectrum = static_cast<std::size_t>(fft_.spectrum_size());
@@ -63,34 +62,23 @@ class Simulation {
     device_->upload(p_.w, std::vector<T>(n, static_cast<T>(volume / double(n))));
   }
 
-  Result run() {
+  // `warmup` steps, then `untimed` steps as one stretch (Result::seconds), then `timed`
+  // steps whose phases each wait for the device (Result::phases).
+  Result run(int warmup, int untimed, int timed) {
     Result r;
     plan_.set_points(positions());
     solve_and_gather();
     // v_0 -> v_{-1/2}: leapfrog's velocities live at the half steps.
     push(-T(0.5) * T(c_.dt), T(0));
-    Moments<T, D> before = moments();
+    before_ = moments();
+    for (int s = 0; s < warmup; ++s) step(r);
     device_->synchronize();
-    phases_ = {};
     const auto t0 = std::chrono::steady_clock::now();
-    for (int step = 0; step < c_.steps; ++step) {
-      timed_phase(&PhaseTimes::push, [&] { push(T(c_.dt), T(c_.dt)); });
-      if (c_.diagnostics) {
-        const Moments<T, D> after = moments();
-        Diagnostics row;
-        row.t = step * c_.dt;
-        row.field = field_energy_;
-        row.kinetic = 0.5 * (before.kinetic + after.kinetic);
-        for (int d = 0; d < D; ++d) row.momentum[d] = 0.5 * (before.momentum[d] + after.momentum[d]);
-        row.total = row.field + row.kinetic;
-        r.history.push_back(row);
-        before = after;
-      }
-      rebin(step + 1);
-      solve_and_gather();
-    }
+    for (int s = 0; s < untimed; ++s) step(r);
     device_->synchronize();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    timed_ = true;
+    for (int s = 0; s < timed; ++s) step(r);
     r.phases = phases_;
     r.spread_method = plan_.spread_method_name();
     return r;
@@ -213,6 +201,26 @@ class Simulation {
     device_->push(p_, push);
   }
 
+  // One leapfrog step from time n: push (v_{n+1/2}, x_{n+1}), the diagnostics of time n,
+  // re-bin, and the field of time n + 1.
+  void step(Result& r) {
+    timed_phase(&PhaseTimes::push, [&] { push(T(c_.dt), T(c_.dt)); });
+    if (c_.diagnostics) {
+      const Moments<T, D> after = moments();
+      Diagnostics row;
+      row.t = steps_done_ * c_.dt;
+      row.field = field_energy_;
+      row.kinetic = 0.5 * (before_.kinetic + after.kinetic);
+      for (int d = 0; d < D; ++d) row.momentum[d] = 0.5 * (before_.momentum[d] + after.momentum[d]);
+      row.total = row.field + row.kinetic;
+      r.history.push_back(row);
+      before_ = after;
+    }
+    ++steps_done_;
+    rebin(steps_done_);
+    solve_and_gather();
+  }
+
   // update_points after the small moves of a step; every sort_every steps the particle
   // arrays are put in the plan's binned order first and binned afresh.
   void rebin(int step) {
@@ -249,8 +257,10 @@ class Simulation {
   std::unique_ptr<Device<T, D>> device_;
   Plan<T, D> plan_;
   RealFft<T, D> fft_;
-  bool timed_;
+  bool timed_ = false;
   PhaseTimes phases_;
+  int steps_done_ = 0;
+  Moments<T, D> before_;  // the sums at the last half step
   Particles<T, D> p_{};
   T* rho_ = nullptr;
   T* phi_ = nullptr;
@@ -278,11 +288,21 @@ void validate(const Config& c) {
 
 }  // namespace
 
-Result simulate(const Config& c, bool timed) {
+namespace {
+template <class T, int D>
+Result run_as(const Config& c, int warmup, int untimed, int timed) {
+  return Simulation<T, D>(c).run(warmup, untimed, timed);
+}
+Result run(const Config& c, int warmup, int untimed, int timed) {
   validate(c);
   if (c.double_precision)
-    return c.dim == 2 ? Simulation<double, 2>(c, timed).run() : Simulation<double, 3>(c, timed).run();
-  return c.dim == 2 ? Simulation<float, 2>(c, timed).run() : Simulation<float, 3>(c, timed).run();
+    return c.dim == 2 ? run_as<double, 2>(c, warmup, untimed, timed) : run_as<double, 3>(c, warmup, untimed, timed);
+  return c.dim == 2 ? run_as<float, 2>(c, warmup, untimed, timed) : run_as<float, 3>(c, warmup, untimed, timed);
 }
+}  // namespace
+
+Result simulate(const Config& c, bool timed) { return timed ? run(c, 0, 0, c.steps) : run(c, 0, c.steps, 0); }
+
+Result benchmark(const Config& c, int warmup, int timed_steps) { return run(c, warmup, c.steps, timed_steps); }
 
 }  // namespace pmkit::pic
