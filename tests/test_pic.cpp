@@ -27,6 +27,7 @@ pic::Config one_thread(pic::Config c) {
 pic::Config landau() { return one_thread(pic::Config{}); }  // the defaults: k = 0.5, 1%, TSC, 2D
 
 TEST(Pic, LandauDampingRateAndFrequency) {
+  PMKIT_REQUIRE_FFTW();
   const pic::Config c = landau();
   const pic::Result r = pic::simulate(c);
   ASSERT_EQ(r.history.size(), std::size_t(c.steps));
@@ -51,6 +52,7 @@ TEST(Pic, TwoBeamTheory) {
 }
 
 TEST(Pic, TwoStreamGrowthRate) {
+  PMKIT_REQUIRE_FFTW();
   pic::Config c = one_thread({});
   c.problem = pic::Problem::TwoStream;
   c.cells = {32, 2, 2};
@@ -80,6 +82,7 @@ pic::Config thermal(Kernel kernel) {
 }
 
 TEST(Pic, ThermalPlasmaConservesEnergy) {
+  PMKIT_REQUIRE_FFTW();
   for (Kernel k : {Kernel::tsc(), Kernel::mp4()}) {
     pic::Config c = thermal(k);
     SCOPED_TRACE(k.name() + ", " + seed_note(c.seed));
@@ -93,6 +96,7 @@ TEST(Pic, ThermalPlasmaConservesEnergy) {
 }
 
 TEST(Pic, MomentumToRoundingWithTheMeshField) {
+  PMKIT_REQUIRE_FFTW();
   pic::Config c = thermal(Kernel::tsc());
   SCOPED_TRACE(seed_note(c.seed));
   c.double_precision = true;
@@ -108,6 +112,7 @@ TEST(Pic, MomentumToRoundingWithTheMeshField) {
 // The gradient of phi at the particles does not cancel the self-force exactly: the same
 // check fails there, so the one above is not vacuous.
 TEST(Pic, MomentumDriftsWithTheGradientField) {
+  PMKIT_REQUIRE_FFTW();
   pic::Config c = thermal(Kernel::tsc());
   SCOPED_TRACE(seed_note(c.seed));
   c.double_precision = true;
@@ -137,6 +142,7 @@ TEST(Pic, BadConfigurations) {
 
 // Sorting the arrays every few steps changes the order of the sums only.
 TEST(Pic, SortEveryKeepsTheHistory) {
+  PMKIT_REQUIRE_FFTW();
   pic::Config c = one_thread({});
   c.particles = 16384;
   c.steps = 40;
@@ -152,6 +158,7 @@ TEST(Pic, SortEveryKeepsTheHistory) {
 // float rounding's growth, and the same fitted damping.
 TEST(PicCuda, SameFieldEnergyHistoryAsTheCpu) {
   PMKIT_REQUIRE_GPU();
+  PMKIT_REQUIRE_FFTW();
   pic::Config c = landau();
   const pic::Result cpu = pic::simulate(c);
   c.backend = Backend::Cuda;
