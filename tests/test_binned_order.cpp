@@ -104,8 +104,14 @@ void check_permute(const BackendCase& bc, std::array<std::int64_t, D> cells, Dis
   std::vector<View<T>> arrays{View<T>(xy.data(), n, 2), View<T>(xy.data() + 1, n, 2), View<T>(q2), View<T>(v2)};
   Positions<T, D> pos2 = pos;  // its last axis permuted as an array of its own
   arrays.push_back(View<T>(pos2[D - 1]));
-  plan.permute_to_binned(arrays);
+  // v out of place into v_out (v as it was), the rest in place, in one call.
+  std::vector<T> v_out(n);
+  std::vector<View<const T>> from(arrays.begin(), arrays.end());
+  from.push_back(View<const T>(v));
+  arrays.push_back(View<T>(v_out));
+  plan.permute_to_binned(Span<View<const T>>(from), Span<View<T>>(arrays));
   for (std::size_t k = 0; k < n; ++k) {
+    ASSERT_EQ(v_out[k], v[order[k]]) << k;
     const std::uint32_t p = order[k];
     ASSERT_EQ(xy[2 * k], pos[0][p]) << k;
     ASSERT_EQ(xy[2 * k + 1], pos[1][p]) << k;
@@ -150,6 +156,11 @@ TEST_P(BinnedOrderTest, PermuteToBinnedErrors) {
                      "arrays[1].data is null");
   EXPECT_PMKIT_ERROR(plan.permute_to_binned({View<float>(a), View<float>(b), View<float>(a)}),
                      ErrorCode::InvalidArgument, "arrays[2] and arrays[0]");
+  std::vector<float> c(12);
+  EXPECT_PMKIT_ERROR(plan.permute_to_binned({View<const float>(a), View<const float>(b)}, {View<float>(c), View<float>(a)}),
+                     ErrorCode::InvalidArgument, "arrays[1] starts where from[0] does");
+  EXPECT_PMKIT_ERROR(plan.permute_to_binned({View<const float>(a)}, {View<float>(c), View<float>(b)}),
+                     ErrorCode::SizeMismatch, "1 arrays to read and 2 to write");
   for (std::size_t p = 0; p < 12; ++p) {
     EXPECT_EQ(a[p], float(p));
     EXPECT_EQ(b[p], float(p));

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <complex>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "device.hpp"
 #include "loading.hpp"
@@ -42,6 +44,13 @@ class Simulation {
       p_.a[d] = device_->allocate(n);
     }
     p_.w = device_->allocate(n);
+    if (c.sort_every > 0) {  // the arrays permute_to_binned writes, swapped in after
+      for (int d = 0; d < D; ++d) {
+        spare_.x[d] = device_->allocate(n);
+        spare_.v[d] = device_->allocate(n);
+      }
+      spare_.w = device_->allocate(n);
+    }
     rho_ = device_->allocate(mesh);
     phi_ = device_->allocate(mesh);
     spectrum_ = device_->allocate(2 * spectrum);
@@ -226,12 +235,21 @@ class Simulation {
   void rebin(int step) {
     if (c_.sort_every > 0 && step % c_.sort_every == 0) {
       timed_phase(&PhaseTimes::sort, [&] {
-        std::vector<View<T>> arrays{View<T>(p_.w, p_.n)};
+        // Out of place into the spare arrays, which then become the particles'.
+        std::vector<View<const T>> from{View<const T>(p_.w, p_.n)};
+        std::vector<View<T>> to{View<T>(spare_.w, p_.n)};
         for (int d = 0; d < D; ++d) {
-          arrays.push_back(View<T>(p_.x[d], p_.n));
-          arrays.push_back(View<T>(p_.v[d], p_.n));
+          from.push_back(View<const T>(p_.x[d], p_.n));
+          from.push_back(View<const T>(p_.v[d], p_.n));
+          to.push_back(View<T>(spare_.x[d], p_.n));
+          to.push_back(View<T>(spare_.v[d], p_.n));
         }
-        plan_.permute_to_binned(arrays);
+        plan_.permute_to_binned(from, to);
+        std::swap(p_.w, spare_.w);
+        for (int d = 0; d < D; ++d) {
+          std::swap(p_.x[d], spare_.x[d]);
+          std::swap(p_.v[d], spare_.v[d]);
+        }
       });
       timed_phase(&PhaseTimes::rebin, [&] { plan_.set_points(positions()); });
     } else {
@@ -262,6 +280,7 @@ class Simulation {
   int steps_done_ = 0;
   Moments<T, D> before_;  // the sums at the last half step
   Particles<T, D> p_{};
+  Particles<T, D> spare_{};  // sort_every: the permuted arrays' destination (x, v, w)
   T* rho_ = nullptr;
   T* phi_ = nullptr;
   T* spectrum_ = nullptr;    // (re, im) pairs

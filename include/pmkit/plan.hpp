@@ -158,6 +158,11 @@ class Plan {
   // (NotReady until then). A rejected call (a length, a null or repeated array, before
   // set_points) writes nothing.
   void permute_to_binned(Span<View<T>> arrays);
+  // The same out of place: to[i][k] = from[i][order[k]], the `from` arrays left as they
+  // were. No copy back into the caller's arrays, so about half the memory traffic of the
+  // in-place call: a caller with a second set of arrays swaps the sets afterwards. Each
+  // to[i] apart from every from[j] and to[j] (to[i] = from[i] is the in-place case).
+  void permute_to_binned(Span<View<const T>> from, Span<View<T>> to);
   // offsets[d][k] = the k-th binned particle's position relative to the grid origin (x -
   // origin, wrapped into [0, cells h) on periodic axes), as the plan holds it since the
   // last set_points or update_points: within a rounding of the caller's position (the
