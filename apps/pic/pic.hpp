@@ -38,6 +38,8 @@ struct Config {
   int sort_every = 0;  // 0: never permute the arrays; K: every K steps
   FieldMethod field = FieldMethod::Gradient;
   int threads = 0;     // CPU: OpenMP threads (0: OpenMP's default)
+  // CUDA update_points: Options::max_away_fraction (negative: the plan's default).
+  double max_away_fraction = -1;
   // Physics. Landau: wavenumber k (along x; the box is 2 pi / k long in x, with cells of
   // that width in the other axes) and density perturbation `amplitude`; two-stream: beams
   // at +-beam_speed, the same k, a seed perturbation `amplitude`; thermal: a Maxwellian

@@ -103,6 +103,7 @@ class Simulation {
     Options o;
     o.backend = c.backend;
     o.num_threads = c.threads;
+    if (c.max_away_fraction >= 0) o.max_away_fraction = c.max_away_fraction;
     return o;
   }
   static FftOptions fft_options(const Config& c) {
