@@ -49,7 +49,6 @@ class Simulation {
         spare_.x[d] = device_->allocate(n);
         spare_.v[d] = device_->allocate(n);
       }
-      spare_.w = device_->allocate(n);
     }
     rho_ = device_->allocate(mesh);
     phi_ = device_->allocate(mesh);
@@ -236,9 +235,11 @@ class Simulation {
   void rebin(int step) {
     if (c_.sort_every > 0 && step % c_.sort_every == 0) {
       timed_phase(&PhaseTimes::sort, [&] {
-        // Out of place into the spare arrays, which then become the particles'.
-        std::vector<View<const T>> from{View<const T>(p_.w, p_.n)};
-        std::vector<View<T>> to{View<T>(spare_.w, p_.n)};
+        // Out of place into the spare arrays, which then become the particles'. Every
+        // electron has the same weight here, so w stays as it is; a code with varying
+        // weights (or any other per-particle property) lists it with x and v.
+        std::vector<View<const T>> from;
+        std::vector<View<T>> to;
         for (int d = 0; d < D; ++d) {
           from.push_back(View<const T>(p_.x[d], p_.n));
           from.push_back(View<const T>(p_.v[d], p_.n));
@@ -246,7 +247,6 @@ class Simulation {
           to.push_back(View<T>(spare_.v[d], p_.n));
         }
         plan_.permute_to_binned(from, to);
-        std::swap(p_.w, spare_.w);
         for (int d = 0; d < D; ++d) {
           std::swap(p_.x[d], spare_.x[d]);
           std::swap(p_.v[d], spare_.v[d]);
@@ -281,7 +281,7 @@ class Simulation {
   int steps_done_ = 0;
   Moments<T, D> before_;  // the sums at the last half step
   Particles<T, D> p_{};
-  Particles<T, D> spare_{};  // sort_every: the permuted arrays' destination (x, v, w)
+  Particles<T, D> spare_{};  // sort_every: the permuted arrays' destination (x, v)
   T* rho_ = nullptr;
   T* phi_ = nullptr;
   T* spectrum_ = nullptr;    // (re, im) pairs
