@@ -8,5 +8,6 @@ int run_demo(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_verify(int argc, char** argv);
 int run_pme(int argc, char** argv);
+int run_pic(int argc, char** argv);
 
 }  // namespace pmkit::cli

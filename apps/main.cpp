@@ -1,4 +1,4 @@
-// `pmkit`: the command line. Subcommands: demo, verify, bench, pme (see --help of each).
+// `pmkit`: the command line. Subcommands: demo, verify, bench, pme, pic (see --help of each).
 #include <iostream>
 #include <string>
 
@@ -15,6 +15,7 @@ const char* const kUsage =
     "  verify   convergence study of every kernel; exit 1 if an order falls short\n"
     "  bench    time the CPU backend against a plain OpenMP atomic baseline\n"
     "  pme      Coulomb energy and forces by smooth PME; errors against the Ewald sum\n"
+    "  pic      electrostatic particle-in-cell: Landau damping, two-stream, thermal\n"
     "\n"
     "`pmkit <command> --help` describes the options of a command.\n"
     "`pmkit --version` prints the version and whether the CUDA backend is built.\n";
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   if (command == "verify") return pmkit::cli::run_verify(argc - 1, argv + 1);
   if (command == "bench") return pmkit::cli::run_bench(argc - 1, argv + 1);
   if (command == "pme") return pmkit::cli::run_pme(argc - 1, argv + 1);
+  if (command == "pic") return pmkit::cli::run_pic(argc - 1, argv + 1);
   if (command == "-h" || command == "--help" || command == "help") {
     std::cout << kUsage;
     return 0;

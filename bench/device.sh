@@ -25,6 +25,10 @@
 # seeds' own cases (PPM's Table 2 and Fig. 11, Barracuda's Table 1) beside the papers'
 # figures, into $OUT/paper_cases.txt; PMKIT_COMMIT names the commit in its header. "profile" (never in the default) runs Nsight Compute on the tile kernels of
 # PMKIT_PROFILE_CASE (a gpu_bench case) and prints their details and hottest SASS lines.
+# "pic" (never in the default) runs the PIC step of `pmkit pic` (bench/pic_bench) beside the
+# PyTorch step (bench/pic_torch.py) from the same run, into $OUT/pic_bench.txt, then the
+# CPU-against-CUDA PIC test and a GPU-size Landau run (3D, 2^23 electrons) whose fitted
+# damping and frequency it prints, its diagnostics in $OUT/landau-gpu.csv.
 # "kernels" (never in the default) prints the median device time of every kernel that
 # gpu_bench --case PMKIT_KERNELS_CASE launches (ncu, gpu__time_duration.sum; the first
 # PMKIT_KERNELS_LAUNCHES launches whose name matches PMKIT_KERNELS_REGEX), through
@@ -159,12 +163,13 @@ targets=(--target gpu_bench)
 want ab && [ "$ab_bench" = pair_bench ] && targets+=(--target pair_bench)
 [ -n "${PMKIT_TEST_FILTER:-}" ] && want tests && targets+=(--target pmkit_tests)
 for s in $steps; do
-  case $s in ab | methods | mesh | gradient | profile | kernels | l2fetch | papers | python | pme) ;;
+  case $s in ab | methods | mesh | gradient | profile | kernels | l2fetch | papers | python | pme | pic) ;;
     tests) [ -n "${PMKIT_TEST_FILTER:-}" ] || targets=() ;;
     *) targets=() ;; esac
 done
 want papers && [ ${#targets[@]} -gt 0 ] && targets+=(--target paper_cases)
 want pme && [ ${#targets[@]} -gt 0 ] && targets+=(--target pme_bench)
+want pic && [ ${#targets[@]} -gt 0 ] && targets+=(--target pic_bench --target pmkit_tests --target pmkit_cli)
 python_flags=()
 if want python; then
   python_flags=(-DPMKIT_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
@@ -357,6 +362,16 @@ if len(rows) >= 3:
             print(f"   {want:32} {values[i]:>16} {units[i]}")
 PY
 done
+fi
+if want pic; then
+step "PIC: the whole step against the PyTorch step (same run), CPU against CUDA, Landau at GPU size"
+PYTHONUNBUFFERED=1 python3 bench/pic_torch.py >"$out/pic_torch.txt" 2>"$out/pic_torch.err" ||
+  { echo "torch failed"; tail -5 "$out/pic_torch.err"; }
+cat "$out/pic_torch.txt"
+./build-device/bench/pic_bench $quick --torch "$out/pic_torch.txt" 2>&1 | tee "$out/pic_bench.txt" || status=1
+./build-device/tests/pmkit_tests --gtest_filter='PicCuda*' --gtest_brief=1 || status=1
+./build-device/pmkit pic --backend cuda --dim 3 --cells 128,4,4 --particles 2^23 --steps 200 \
+  --csv "$out/landau-gpu.csv" || status=1
 fi
 if want kernels; then
 step "device time per kernel (ncu) of ${PMKIT_KERNELS_CASE:=p2m-mp4-3d-f-2^22-128}"

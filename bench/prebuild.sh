@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 # device's copy, which has no .git, gives the same hash). Results and notes are left out:
 # a results file committed after the build does not make its programs stale.
 source_hash() {
-  { find CMakeLists.txt cmake include src tests apps -type f; ls bench/CMakeLists.txt bench/*.cu bench/*.cuh; } |
+  { find CMakeLists.txt cmake include src tests apps -type f; ls bench/CMakeLists.txt bench/*.cu bench/*.cuh bench/*.cpp; } |
     grep -v __pycache__ | LC_ALL=C sort | tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -c1-16
 }
 
@@ -38,6 +38,7 @@ programs_for() {
       shared) echo "shared_probe bench/shared_probe" ;;
       papers) echo "paper_cases bench/paper_cases" ;;
       pme) echo "pme_bench bench/pme_bench" ;;
+      pic) echo "pic_bench bench/pic_bench"; echo "pmkit_tests tests/pmkit_tests"; echo "pmkit_cli pmkit" ;;
     esac
   done | sort -u
 }

@@ -3,6 +3,8 @@
 #include "core/backend.hpp"
 #include "pmkit/plan.hpp"
 
+#include <vector>
+
 namespace pmkit {
 
 using detail::check_particle_arrays;
@@ -85,6 +87,35 @@ void Plan<T, D>::binned_order(View<std::uint32_t> order) const {
   check_particle_arrays("order", Span<View<std::uint32_t>>(&order, 1), num_points_);
   if (num_points_ == 0) return;
   backend_->binned_order(order);
+}
+
+template <class T, int D>
+void Plan<T, D>::permute_to_binned(Span<View<T>> arrays) {
+  std::vector<View<const T>> from(arrays.begin(), arrays.end());
+  permute_to_binned(Span<View<const T>>(from), arrays);
+}
+
+template <class T, int D>
+void Plan<T, D>::permute_to_binned(Span<View<const T>> from, Span<View<T>> to) {
+  if (!has_points_) fail(ErrorCode::NotReady, "permute_to_binned called before set_points");
+  if (from.size() != to.size())
+    fail(ErrorCode::SizeMismatch, "permute_to_binned got ", from.size(), " arrays to read and ", to.size(),
+         " to write");
+  check_particle_arrays("arrays", to, num_points_);
+  check_particle_arrays("from", from, num_points_);
+  for (std::size_t i = 0; i < to.size() && num_points_ > 0; ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (to[i].data == to[j].data)
+        fail(ErrorCode::InvalidArgument, "arrays[", i, "] and arrays[", j,
+             "] start at the same element: each array is permuted once");
+  for (std::size_t i = 0; i < to.size() && num_points_ > 0; ++i)
+    for (std::size_t j = 0; j < to.size(); ++j)
+      if (j != i && static_cast<const T*>(to[i].data) == from[j].data)
+        fail(ErrorCode::InvalidArgument, "arrays[", i, "] starts where from[", j,
+             "] does: an output would overwrite another array's input");
+  if (num_points_ > 0 && !to.empty()) backend_->permute_to_binned(from, to);
+  // The binning's order refers to the arrays as they were.
+  has_points_ = false;
 }
 
 template <class T, int D>

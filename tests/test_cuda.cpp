@@ -917,6 +917,37 @@ TEST(Cuda, SpreadFollowsWorkQueuedOnItsStream) {
   EXPECT_LE(rel_l2<float>(View<const float>(a.mesh.download()), c.cpu_mesh), 2 * tolerance<float>());
 }
 
+// permute_to_binned on device arrays, beyond L2, one of them strided (an array of
+// structures' component), on a stream of its own: every array in binned_order's order.
+TEST(Cuda, PermuteToBinnedOnDeviceArrays) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const std::size_t n = scaled(std::size_t(1) << 22);
+  const Grid<3> grid = Grid<3>::periodic({64, 64, 64});
+  const auto pos = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
+  Stream stream;
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  Plan<float, 3> plan(grid, Kernel::linear(), opt);
+  DeviceBuffer<float> x(pos[0]), y(pos[1]), z(pos[2]);
+  plan.set_points({device_cview(x), device_cview(y), device_cview(z)});
+  std::vector<float> pairs(2 * n);  // (q, w) interleaved
+  for (float& v : pairs) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  DeviceBuffer<float> qw(pairs);
+  DeviceBuffer<std::uint32_t> order(n);
+  plan.binned_order(device_view(order));
+  plan.permute_to_binned({device_view(x), View<float>(qw.get(), n, 2), View<float>(qw.get() + 1, n, 2)});
+  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  const std::vector<std::uint32_t> o = order.download();
+  const std::vector<float> x2 = x.download(), qw2 = qw.download(), y2 = y.download();
+  for (std::size_t k = 0; k < n; ++k) {
+    ASSERT_EQ(x2[k], pos[0][o[k]]) << k;
+    ASSERT_EQ(qw2[2 * k], pairs[2 * o[k]]) << k;
+    ASSERT_EQ(qw2[2 * k + 1], pairs[2 * o[k] + 1]) << k;
+    ASSERT_EQ(y2[k], pos[1][k]) << "an array not passed changed";
+  }
+}
+
 TEST(Cuda, ZeroParticlesAndEmptyMesh) {
   PMKIT_REQUIRE_GPU();
   Options opt = cuda_options();

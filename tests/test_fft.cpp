@@ -95,6 +95,7 @@ using Precisions = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(FftCpu, Precisions);
 
 TYPED_TEST(FftCpu, MatchesDirectDft2D) {
+  PMKIT_REQUIRE_FFTW();
   for (auto shape : {std::array<std::int64_t, 2>{8, 6}, {7, 5}, {1, 9}, {12, 1}, {16, 15}})
     for (int threads : {1, 3}) {
       SCOPED_TRACE(testing::Message() << shape[0] << "x" << shape[1] << ", threads " << threads);
@@ -105,6 +106,7 @@ TYPED_TEST(FftCpu, MatchesDirectDft2D) {
 }
 
 TYPED_TEST(FftCpu, MatchesDirectDft3D) {
+  PMKIT_REQUIRE_FFTW();
   for (auto shape : {std::array<std::int64_t, 3>{4, 6, 8}, {5, 3, 7}, {9, 4, 1}, {2, 2, 2}, {8, 8, 9}})
     for (int threads : {1, 2}) {
       SCOPED_TRACE(testing::Message() << shape[0] << "x" << shape[1] << "x" << shape[2] << ", threads " << threads);
@@ -116,6 +118,7 @@ TYPED_TEST(FftCpu, MatchesDirectDft3D) {
 
 // Arrays off FFTW's SIMD alignment (here by one float) take the unaligned plans.
 TEST(FftCpu, UnalignedArrays) {
+  PMKIT_REQUIRE_FFTW();
   RealFft<float, 2> fft({10, 6});
   std::mt19937 rng(static_cast<unsigned>(fresh_seed()));
   std::vector<float> real(61);
@@ -135,6 +138,7 @@ TEST(FftErrors, BadShapesAndArrays) {
   FftOptions bad;
   bad.num_threads = -2;
   EXPECT_THROW((RealFft<float, 2>({4, 4}, bad)), Error);
+  PMKIT_REQUIRE_FFTW();
   try {
     RealFft<float, 2> fft({4, 0});
     FAIL() << "no error";

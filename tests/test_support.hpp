@@ -34,6 +34,19 @@ namespace pmkit::test {
 // ~100x slower there, so the CUDA tests shrink their sizes and step counts.
 inline bool sanitizing() { return std::getenv("PMKIT_TEST_SMALL") != nullptr; }
 
+// Whether this build has RealFft on the CPU (FFTW found at configure time).
+inline bool built_with_fftw() {
+  try {
+    RealFft<float, 2> probe({2, 2});
+    return true;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Unsupported) throw;
+    return false;
+  }
+}
+#define PMKIT_REQUIRE_FFTW() \
+  if (!::pmkit::test::built_with_fftw()) GTEST_SKIP() << "this build has no FFTW (RealFft on the CPU)"
+
 // ---------------------------------------------------------------------------------
 // Backends. Every backend-dependent test is instantiated once per entry of
 // backends(); a backend that cannot run here makes its tests skip with the reason.

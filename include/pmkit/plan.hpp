@@ -150,6 +150,25 @@ class Plan {
   // arrays are larger than the caches. `order` is device memory on the CUDA backend
   // unless options.host_arrays.
   void binned_order(View<std::uint32_t> order) const;
+  // Puts the caller's particle arrays into the plan's binned order on the plan's
+  // device: arrays[i][k] becomes the old arrays[i][order[k]] (order: binned_order's),
+  // every array by the same permutation, so that positions, velocities, charges, ...
+  // stay together. Any number of arrays, strided views of T (a component of an array of
+  // structures too), each of num_points() values and none starting where another does.
+  // Device memory on the CUDA backend unless options.host_arrays; the arrays never pass
+  // through the host there, and the call returns once its work is queued (with
+  // host_arrays, once the arrays are back). The permutation is that of the binning: on
+  // the CPU backend stable (particles of one bin keep their relative order), on CUDA in
+  // the binning's order within a tile. The plan's binning refers to the old order, so the
+  // plan needs set_points (of the permuted positions) before its next spread or interp
+  // (NotReady until then). A rejected call (a length, a null or repeated array, before
+  // set_points) writes nothing.
+  void permute_to_binned(Span<View<T>> arrays);
+  // The same out of place: to[i][k] = from[i][order[k]], the `from` arrays left as they
+  // were. No copy back into the caller's arrays, so about half the memory traffic of the
+  // in-place call: a caller with a second set of arrays swaps the sets afterwards. Each
+  // to[i] apart from every from[j] and to[j] (to[i] = from[i] is the in-place case).
+  void permute_to_binned(Span<View<const T>> from, Span<View<T>> to);
   // offsets[d][k] = the k-th binned particle's position relative to the grid origin (x -
   // origin, wrapped into [0, cells h) on periodic axes), as the plan holds it since the
   // last set_points or update_points: within a rounding of the caller's position (the

@@ -22,6 +22,9 @@ class Backend {
   }
   virtual std::size_t num_away() const { return 0; }
   virtual void binned_order(View<std::uint32_t> order) const = 0;
+  // to[i][k] = from[i][order[k]] for each array (Plan::permute_to_binned); in place where
+  // to[i] and from[i] start at the same element.
+  virtual void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) = 0;
   // Each particle's position relative to the grid origin, as binned (Plan::binned_positions).
   virtual void binned_positions(const std::array<View<T>, D>& offsets) const = 0;
   virtual void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) = 0;

@@ -86,6 +86,34 @@ class CpuBackend final : public detail::Backend<T, D> {
     for (std::size_t k = 0; k < current_.n; ++k) order[k] = current_.perm[k];
   }
 
+  void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) override {
+    const auto n = static_cast<std::int64_t>(current_.n);
+    std::vector<T> moved;  // the in-place arrays' scratch
+    try {
+      for (std::size_t i = 0; i < to.size(); ++i)
+        if (from[i].data == to[i].data) moved.resize(current_.n);  // before any write
+    } catch (const std::bad_alloc&) {
+      fail(ErrorCode::OutOfMemory, "permute_to_binned: could not allocate ", current_.n, " values of scratch");
+    }
+    const std::uint32_t* perm = current_.perm.data();
+    for (std::size_t i = 0; i < to.size(); ++i) {
+      const View<const T> in = from[i];
+      const View<T> out = to[i];
+      if (in.data != out.data) {
+#pragma omp parallel for num_threads(threads_) schedule(static)
+        for (std::int64_t k = 0; k < n; ++k) out[k] = in[perm[k]];
+        continue;
+      }
+#pragma omp parallel num_threads(threads_)
+      {
+#pragma omp for schedule(static)
+        for (std::int64_t k = 0; k < n; ++k) moved[k] = in[perm[k]];
+#pragma omp for schedule(static)
+        for (std::int64_t k = 0; k < n; ++k) out[k] = moved[k];
+      }
+    }
+  }
+
   void binned_positions(const std::array<View<T>, D>& offsets) const override {
     const int support = kernel_.support();
 #pragma omp parallel for num_threads(threads_) schedule(static)

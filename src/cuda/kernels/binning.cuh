@@ -149,6 +149,14 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   store_record(particles + s, p);
 }
 
+// Plan::permute_to_binned: out[k] = in[perm[k]] (perm: binned slot -> caller's index).
+template <class T>
+__global__ void permute_kernel(const std::uint32_t* perm, std::size_t n, const T* in, std::ptrdiff_t in_stride, T* out,
+                               std::ptrdiff_t out_stride) {
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (k < n) out[static_cast<std::ptrdiff_t>(k) * out_stride] = in[static_cast<std::ptrdiff_t>(perm[k]) * in_stride];
+}
+
 // Plan::binned_positions: record k's position relative to the grid origin, written at
 // binned slot k, or, with `slots` (update_points' away list), at slots[k]. The binned
 // slot of an away particle holds a stale record; its away record overwrites it in a

@@ -54,6 +54,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) override;
   void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) override;
   void binned_order(View<std::uint32_t> order) const override;
+  void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) override;
   void binned_positions(const std::array<View<T>, D>& offsets) const override;
   std::string spread_method_name() const override;
   Timings last_timings() const override { return timings_; }
@@ -179,6 +180,7 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   Binned<T> current_, spare_;  // the binning in use, and the one set_points builds
   PlanBuffers<T> buf_;
+  DeviceBuffer<T> permuted_;  // permute_to_binned's scratch (and host_arrays' staging)
   std::unique_ptr<HostStatus, FreeHost> host_;
 };
 

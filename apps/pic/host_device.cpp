@@ -1,0 +1,82 @@
+// The host as a PIC device: the arrays in host memory, the push and the sums as OpenMP
+// loops over the particles.
+#include <memory>
+#include <vector>
+
+#include "device.hpp"
+#include "pmkit/detail/openmp.hpp"
+
+namespace pmkit::pic {
+namespace {
+
+template <class T, int D>
+class HostDevice final : public Device<T, D> {
+ public:
+  explicit HostDevice(int threads) : threads_(detail::openmp_threads(threads)) {}
+
+  T* allocate(std::size_t n) override {
+    arrays_.emplace_back(n);
+    return arrays_.back().data();
+  }
+  void upload(T* dst, const std::vector<T>& src) override { std::copy(src.begin(), src.end(), dst); }
+  std::vector<T> download(const T* src, std::size_t n) override { return std::vector<T>(src, src + n); }
+
+  void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) override {
+    const auto n = static_cast<std::int64_t>(p.n);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) push(p, static_cast<std::size_t>(i));
+  }
+
+  Moments<T, D> moments(const Particles<T, D>& p) override {
+    const auto n = static_cast<std::int64_t>(p.n);
+    double kinetic = 0, m0 = 0, m1 = 0, m2 = 0;
+#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : kinetic, m0, m1, m2)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double w = p.w[i];
+      double v2 = 0;
+      for (int d = 0; d < D; ++d) v2 += double(p.v[d][i]) * p.v[d][i];
+      kinetic += 0.5 * w * v2;
+      m0 += w * p.v[0][i];
+      m1 += w * p.v[1][i];
+      if (D == 3) m2 += w * p.v[D - 1][i];
+    }
+    Moments<T, D> m;
+    m.kinetic = kinetic;
+    const double sums[3] = {m0, m1, m2};
+    for (int d = 0; d < D; ++d) m.momentum[d] = sums[d];
+    return m;
+  }
+
+  void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {
+    const ScaleSpectrum<T> scale{rotate};
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k) scale(in, factor, out, static_cast<std::size_t>(k));
+  }
+
+  double dot(const T* a, const T* b, std::size_t n) override {
+    double sum = 0;
+#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : sum)
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) sum += double(a[i]) * b[i];
+    return sum;
+  }
+
+  void synchronize() override {}
+
+ private:
+  int threads_;
+  std::vector<std::vector<T>> arrays_;
+};
+
+}  // namespace
+
+template <class T, int D>
+std::unique_ptr<Device<T, D>> make_host_device(int threads) {
+  return std::make_unique<HostDevice<T, D>>(threads);
+}
+
+template std::unique_ptr<Device<float, 2>> make_host_device<float, 2>(int);
+template std::unique_ptr<Device<float, 3>> make_host_device<float, 3>(int);
+template std::unique_ptr<Device<double, 2>> make_host_device<double, 2>(int);
+template std::unique_ptr<Device<double, 3>> make_host_device<double, 3>(int);
+
+}  // namespace pmkit::pic

@@ -1,0 +1,328 @@
+// The PIC loop (pic.hpp): a Simulation<T, D> holds the particles and meshes on one device
+// and runs the steps; simulate() picks its precision, dimension and device.
+#include <chrono>
+#include <cmath>
+#include <complex>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "device.hpp"
+#include "loading.hpp"
+#include "pic.hpp"
+
+namespace pmkit::pic {
+
+using detail::fail;
+
+std::array<double, 3> box_of(const Config& c) {
+  // Landau and two-stream: the box holds one wavelength 2 pi / k along x; every cell is
+  // a cube of the x cells' width.
+  const double h = c.problem == Problem::Thermal ? c.spacing : 2 * std::acos(-1.0) / c.k / double(c.cells[0]);
+  return {c.cells[0] * h, c.cells[1] * h, c.cells[2] * h};
+}
+
+namespace {
+
+template <class T, int D>
+class Simulation {
+ public:
+  explicit Simulation(const Config& c)
+      : c_(c),
+        box_(box_of(c)),
+        grid_(Grid<D>::periodic(cells_of(c), box_[0] / double(c.cells[0]))),
+        device_(c.backend == Backend::Cpu ? make_host_device<T, D>(c.threads) : cuda_device()),
+        plan_(grid_, c.kernel, plan_options(c)),
+        fft_(plan_.mesh_shape(), fft_options(c)) {
+    const auto n = static_cast<std::size_t>(c.particles);
+    const auto mesh = static_cast<std::size_t>(plan_.mesh_size());
+    const auto spectrum = static_cast<std::size_t>(fft_.spectrum_size());
+    p_.n = n;
+    for (int d = 0; d < D; ++d) {
+      p_.x[d] = device_->allocate(n);
+      p_.v[d] = device_->allocate(n);
+      p_.a[d] = device_->allocate(n);
+    }
+    p_.w = device_->allocate(n);
+    if (c.sort_every > 0) {  // the arrays permute_to_binned writes, swapped in after
+      for (int d = 0; d < D; ++d) {
+        spare_.x[d] = device_->allocate(n);
+        spare_.v[d] = device_->allocate(n);
+      }
+    }
+    rho_ = device_->allocate(mesh);
+    phi_ = device_->allocate(mesh);
+    spectrum_ = device_->allocate(2 * spectrum);
+    if (c.field == FieldMethod::Mesh) {
+      spectrum_d_ = device_->allocate(2 * spectrum);
+      for (int d = 0; d < D; ++d) e_[d] = device_->allocate(mesh);
+    }
+    upload_green_functions();
+
+    const Loaded<T, D> loaded = load_particles<T, D>(c, box_);
+    for (int d = 0; d < D; ++d) {
+      device_->upload(p_.x[d], loaded.x[d]);
+      device_->upload(p_.v[d], loaded.v[d]);
+    }
+    // Density 1: each electron carries the box's volume over the count.
+    double volume = 1;
+    for (int d = 0; d < D; ++d) volume *= box_[d];
+    device_->upload(p_.w, std::vector<T>(n, static_cast<T>(volume / double(n))));
+  }
+
+  // `warmup` steps, then `untimed` steps as one stretch (Result::seconds), then `timed`
+  // steps whose phases each wait for the device (Result::phases).
+  Result run(int warmup, int untimed, int timed) {
+    Result r;
+    plan_.set_points(positions());
+    solve_and_gather();
+    // v_0 -> v_{-1/2}: leapfrog's velocities live at the half steps.
+    push(-T(0.5) * T(c_.dt), T(0));
+    before_ = moments();
+    for (int s = 0; s < warmup; ++s) step(r);
+    device_->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int s = 0; s < untimed; ++s) step(r);
+    device_->synchronize();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    timed_ = true;
+    for (int s = 0; s < timed; ++s) step(r);
+    r.phases = phases_;
+    r.spread_method = plan_.spread_method_name();
+    return r;
+  }
+
+ private:
+  static std::array<std::int64_t, D> cells_of(const Config& c) {
+    std::array<std::int64_t, D> cells;
+    for (int d = 0; d < D; ++d) cells[d] = c.cells[d];
+    return cells;
+  }
+  static Options plan_options(const Config& c) {
+    Options o;
+    o.backend = c.backend;
+    o.num_threads = c.threads;
+    if (c.max_away_fraction >= 0) o.max_away_fraction = c.max_away_fraction;
+    return o;
+  }
+  static FftOptions fft_options(const Config& c) {
+    FftOptions o;
+    o.backend = c.backend;
+    o.num_threads = c.threads;
+    return o;
+  }
+  static std::unique_ptr<Device<T, D>> cuda_device() {
+#if defined(PMKIT_WITH_CUDA)
+    return make_cuda_device<T, D>();
+#else
+    fail(ErrorCode::Unsupported, "backend cuda: this build of pmkit has no CUDA backend");
+#endif
+  }
+
+  // phi_k = -n_k / k^2 (Poisson, with the ions' uniform charge cancelling k = 0), n the
+  // electron density s / h^D of the spread s, over the inverse FFT's N: green = -1 / (h^D
+  // k^2 N). E's components: -i k_d phi_k, the Nyquist wavenumber's derivative zero so that
+  // the field stays real and antisymmetric (momentum).
+  void upload_green_functions() {
+    const auto shape = fft_.spectrum_shape();
+    const auto real = fft_.shape();
+    const auto size = static_cast<std::size_t>(fft_.spectrum_size());
+    double cell = 1;
+    for (int d = 0; d < D; ++d) cell *= grid_.spacing[d];
+    const double two_pi = 2 * std::acos(-1.0), n = double(fft_.real_size());
+    std::vector<T> green(size);
+    std::array<std::vector<T>, D> derivative;
+    for (auto& f : derivative) f.resize(c_.field == FieldMethod::Mesh ? size : 0);
+    for (std::size_t k = 0; k < size; ++k) {
+      std::size_t rest = k;
+      double k2 = 0, kd[D];
+      for (int d = 0; d < D; ++d) {
+        const auto m = static_cast<std::int64_t>(rest % shape[d]);
+        rest /= shape[d];
+        const std::int64_t signed_m = m <= real[d] / 2 ? m : m - real[d];
+        kd[d] = two_pi * double(signed_m) / box_[d];
+        k2 += kd[d] * kd[d];
+        if (2 * m == real[d]) kd[d] = 0;  // Nyquist
+      }
+      const double g = k == 0 ? 0.0 : -1.0 / (cell * k2 * n);
+      green[k] = static_cast<T>(g);
+      if (c_.field == FieldMethod::Mesh)
+        for (int d = 0; d < D; ++d) derivative[d][k] = static_cast<T>(kd[d] * g);
+    }
+    green_ = device_->allocate(size);
+    device_->upload(green_, green);
+    if (c_.field == FieldMethod::Mesh)
+      for (int d = 0; d < D; ++d) {
+        derivative_[d] = device_->allocate(size);
+        device_->upload(derivative_[d], derivative[d]);
+      }
+  }
+
+  std::array<View<const T>, D> positions() const {
+    std::array<View<const T>, D> x;
+    for (int d = 0; d < D; ++d) x[d] = View<const T>(p_.x[d], p_.n);
+    return x;
+  }
+
+  // Deposit, field solve and gather at the current positions; the field energy with them.
+  void solve_and_gather() {
+    const auto mesh = static_cast<std::size_t>(plan_.mesh_size());
+    const auto size = static_cast<std::size_t>(fft_.spectrum_size());
+    auto* spectrum = reinterpret_cast<std::complex<T>*>(spectrum_);
+    timed_phase(&PhaseTimes::deposit, [&] { plan_.spread({View<const T>(p_.w, p_.n)}, {View<T>(rho_, mesh)}); });
+    std::array<View<T>, D> accel;
+    for (int d = 0; d < D; ++d) accel[d] = View<T>(p_.a[d], p_.n);
+    if (c_.field == FieldMethod::Gradient) {
+      timed_phase(&PhaseTimes::solve, [&] {
+        fft_.forward(rho_, spectrum);
+        device_->scale_spectrum(spectrum_, green_, spectrum_, size, false);
+        fft_.inverse(spectrum, phi_);
+      });
+      if (c_.diagnostics) field_energy_ = -0.5 * device_->dot(rho_, phi_, mesh);
+      // The electrons' acceleration -E = grad phi.
+      timed_phase(&PhaseTimes::gather, [&] { plan_.interp_gradient({View<const T>(phi_, mesh)}, Span<View<T>>(accel.data(), D)); });
+    } else {
+      std::array<View<const T>, D> field;
+      timed_phase(&PhaseTimes::solve, [&] {
+        fft_.forward(rho_, spectrum);
+        for (int d = 0; d < D; ++d) {
+          device_->scale_spectrum(spectrum_, derivative_[d], spectrum_d_, size, true);
+          fft_.inverse(reinterpret_cast<std::complex<T>*>(spectrum_d_), e_[d]);
+          field[d] = View<const T>(e_[d], mesh);
+        }
+      });
+      if (c_.diagnostics) {
+        double sum = 0, cell = 1;
+        for (int d = 0; d < D; ++d) {
+          sum += device_->dot(e_[d], e_[d], mesh);
+          cell *= grid_.spacing[d];
+        }
+        field_energy_ = 0.5 * cell * sum;
+      }
+      // The acceleration is -E here: push() flips the kick's sign.
+      timed_phase(&PhaseTimes::gather, [&] { plan_.interp(Span<View<const T>>(field.data(), D), Span<View<T>>(accel.data(), D)); });
+    }
+  }
+
+  void push(T kick, T drift) {
+    LeapfrogPush<T, D> push{c_.field == FieldMethod::Gradient ? kick : -kick, drift, {}};
+    for (int d = 0; d < D; ++d) push.box[d] = static_cast<T>(box_[d]);
+    device_->push(p_, push);
+  }
+
+  // One leapfrog step from time n: push (v_{n+1/2}, x_{n+1}), the diagnostics of time n,
+  // re-bin, and the field of time n + 1.
+  void step(Result& r) {
+    timed_phase(&PhaseTimes::push, [&] { push(T(c_.dt), T(c_.dt)); });
+    if (c_.diagnostics) {
+      const Moments<T, D> after = moments();
+      Diagnostics row;
+      row.t = steps_done_ * c_.dt;
+      row.field = field_energy_;
+      row.kinetic = 0.5 * (before_.kinetic + after.kinetic);
+      for (int d = 0; d < D; ++d) row.momentum[d] = 0.5 * (before_.momentum[d] + after.momentum[d]);
+      row.total = row.field + row.kinetic;
+      r.history.push_back(row);
+      before_ = after;
+    }
+    ++steps_done_;
+    rebin(steps_done_);
+    solve_and_gather();
+  }
+
+  // update_points after the small moves of a step; every sort_every steps the particle
+  // arrays are put in the plan's binned order first and binned afresh.
+  void rebin(int step) {
+    if (c_.sort_every > 0 && step % c_.sort_every == 0) {
+      timed_phase(&PhaseTimes::sort, [&] {
+        // Out of place into the spare arrays, which then become the particles'. Every
+        // electron has the same weight here, so w stays as it is; a code with varying
+        // weights (or any other per-particle property) lists it with x and v.
+        std::vector<View<const T>> from;
+        std::vector<View<T>> to;
+        for (int d = 0; d < D; ++d) {
+          from.push_back(View<const T>(p_.x[d], p_.n));
+          from.push_back(View<const T>(p_.v[d], p_.n));
+          to.push_back(View<T>(spare_.x[d], p_.n));
+          to.push_back(View<T>(spare_.v[d], p_.n));
+        }
+        plan_.permute_to_binned(from, to);
+        for (int d = 0; d < D; ++d) {
+          std::swap(p_.x[d], spare_.x[d]);
+          std::swap(p_.v[d], spare_.v[d]);
+        }
+      });
+      timed_phase(&PhaseTimes::rebin, [&] { plan_.set_points(positions()); });
+    } else {
+      timed_phase(&PhaseTimes::rebin, [&] { plan_.update_points(positions()); });
+    }
+  }
+
+  Moments<T, D> moments() { return device_->moments(p_); }
+
+  template <class F>
+  void timed_phase(double PhaseTimes::*phase, F&& f) {
+    if (!timed_) return f();
+    device_->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    device_->synchronize();
+    phases_.*phase += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  Config c_;
+  std::array<double, 3> box_;
+  Grid<D> grid_;
+  std::unique_ptr<Device<T, D>> device_;
+  Plan<T, D> plan_;
+  RealFft<T, D> fft_;
+  bool timed_ = false;
+  PhaseTimes phases_;
+  int steps_done_ = 0;
+  Moments<T, D> before_;  // the sums at the last half step
+  Particles<T, D> p_{};
+  Particles<T, D> spare_{};  // sort_every: the permuted arrays' destination (x, v)
+  T* rho_ = nullptr;
+  T* phi_ = nullptr;
+  T* spectrum_ = nullptr;    // (re, im) pairs
+  T* spectrum_d_ = nullptr;  // E's component d in k-space (FieldMethod::Mesh)
+  T* green_ = nullptr;
+  T* derivative_[D] = {};
+  T* e_[D] = {};
+  double field_energy_ = 0;
+};
+
+void validate(const Config& c) {
+  auto bad = [](auto... parts) { fail(ErrorCode::InvalidArgument, parts...); };
+  if (c.dim != 2 && c.dim != 3) bad("dim = ", c.dim, ": 2 or 3");
+  for (int d = 0; d < c.dim; ++d)
+    if (c.cells[d] < 1) bad("cells[", d, "] = ", c.cells[d], ": at least 1");
+  if (c.particles < 1) bad("particles = ", c.particles, ": at least 1");
+  if (c.steps < 0) bad("steps = ", c.steps, ": at least 0");
+  if (!(c.dt > 0) || !std::isfinite(c.dt)) bad("dt = ", c.dt, ": positive");
+  if (c.sort_every < 0) bad("sort_every = ", c.sort_every, ": 0 (never) or a positive step count");
+  if (!(c.k > 0) || !std::isfinite(c.k)) bad("k = ", c.k, ": positive");
+  if (!(c.amplitude >= 0 && c.amplitude < 1)) bad("amplitude = ", c.amplitude, ": in [0, 1)");
+  if (!(c.spacing > 0) || !std::isfinite(c.spacing)) bad("spacing = ", c.spacing, ": positive");
+}
+
+}  // namespace
+
+namespace {
+template <class T, int D>
+Result run_as(const Config& c, int warmup, int untimed, int timed) {
+  return Simulation<T, D>(c).run(warmup, untimed, timed);
+}
+Result run(const Config& c, int warmup, int untimed, int timed) {
+  validate(c);
+  if (c.double_precision)
+    return c.dim == 2 ? run_as<double, 2>(c, warmup, untimed, timed) : run_as<double, 3>(c, warmup, untimed, timed);
+  return c.dim == 2 ? run_as<float, 2>(c, warmup, untimed, timed) : run_as<float, 3>(c, warmup, untimed, timed);
+}
+}  // namespace
+
+Result simulate(const Config& c, bool timed) { return timed ? run(c, 0, 0, c.steps) : run(c, 0, c.steps, 0); }
+
+Result benchmark(const Config& c, int warmup, int timed_steps) { return run(c, warmup, c.steps, timed_steps); }
+
+}  // namespace pmkit::pic
