@@ -27,7 +27,8 @@
 // takes host pointers (any alignment); Backend::Cuda takes device pointers.
 //
 // Threads and streams. Backend::Cpu runs FFTW with Options::num_threads threads (0: as
-// many as OpenMP's default) when the FFTW it is built with has a threaded library.
+// many as OpenMP's default) when the FFTW it is built with has a threaded library, and
+// with one thread on meshes of fewer than 2^16 real values.
 // Backend::Cuda queues every transform on its stream (Options::stream, or set_stream)
 // and returns at once; the caller synchronises the stream before it reads the result.
 // Plans (and cuFFT's work area) are made in the constructor: a transform allocates and

@@ -3,6 +3,7 @@
 #include <fftw3.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 
 #include "core/fft_backend.hpp"
@@ -59,6 +60,17 @@ struct Fftw<float> {
 #endif
 };
 
+#if defined(PMKIT_FFTW_THREADS)
+// Meshes of fewer real values than this transform on one thread: there FFTW's threads
+// cost more to start and join than they save, and a thread that waits for a busy core
+// can stall a small transform by milliseconds (docs/tuning.md#kfftwthreadedminvalues).
+constexpr std::int64_t kFftwThreadedMinValues = std::int64_t(1) << 16;
+
+int fftw_threads(std::int64_t real_size, int requested) {
+  return real_size < kFftwThreadedMinValues ? 1 : openmp_threads(requested);
+}
+#endif
+
 // FFTW's planner (creating and destroying plans) is not thread-safe; execution is.
 std::mutex& planner_mutex() {
   static std::mutex m;
@@ -98,7 +110,7 @@ class FftwBackend final : public FftBackend<T, D> {
 #if defined(PMKIT_FFTW_THREADS)
       static std::once_flag threads_ready;
       std::call_once(threads_ready, [] { F::init_threads(); });
-      F::plan_with_nthreads(options.num_threads > 0 ? options.num_threads : openmp_threads());
+      F::plan_with_nthreads(fftw_threads(real_size, options.num_threads));
 #else
       (void)options;
 #endif

@@ -58,7 +58,6 @@ class CufftBackend final : public FftBackend<T, D> {
     try {
       make_plan(&forward_, n, Cufft<T>::forward_type);
       make_plan(&inverse_, n, Cufft<T>::inverse_type);
-      cuda::check(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), "RealFft: cudaEventCreate");
     } catch (...) {
       release();
       throw;
@@ -82,9 +81,7 @@ class CufftBackend final : public FftBackend<T, D> {
     cudaStream_t next = cuda::to_cuda_stream(stream);
     if (next == stream_) return;
     cuda::DeviceScope scope(device_);
-    // The new stream waits for the transforms already queued on the old one.
-    cuda::check(cudaEventRecord(queued_, stream_), "RealFft::set_stream: cudaEventRecord");
-    cuda::check(cudaStreamWaitEvent(next, queued_, 0), "RealFft::set_stream: cudaStreamWaitEvent");
+    handover_.order(stream_, next);  // the new stream waits for the transforms queued on the old
     check_cufft(cufftSetStream(forward_, next), "cufftSetStream");
     check_cufft(cufftSetStream(inverse_, next), "cufftSetStream");
     stream_ = next;
@@ -103,16 +100,14 @@ class CufftBackend final : public FftBackend<T, D> {
     cuda::DeviceScope scope(device_);
     if (plans_made_ > 0) cufftDestroy(forward_);
     if (plans_made_ > 1) cufftDestroy(inverse_);
-    if (queued_) cudaEventDestroy(queued_);
     plans_made_ = 0;
-    queued_ = nullptr;
   }
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cufftHandle forward_ = 0, inverse_ = 0;
   int plans_made_ = 0;  // forward_, then inverse_: those to destroy
-  cudaEvent_t queued_ = nullptr;
+  cuda::StreamHandover handover_;  // set_stream's ordering of the new stream after the old
   cuda::DevicePointerCheck pointers_;
 };
 
