@@ -164,6 +164,7 @@ const Case& thousand_charges() {
 constexpr double kCutoff = 0.95, kAlpha = 4.2 / kCutoff;
 
 TEST(Pme, MatchesEwaldSumAtOrderSix) {
+  PMKIT_REQUIRE_FFTW();
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
   const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
@@ -173,6 +174,7 @@ TEST(Pme, MatchesEwaldSumAtOrderSix) {
 }
 
 TEST(Pme, FloatMatchesEwaldSum) {
+  PMKIT_REQUIRE_FFTW();
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
   const CoulombResult got = run_pme<float>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
@@ -187,6 +189,7 @@ TEST(Pme, FloatMatchesEwaldSum) {
 // asymptotic regime), and asserted to within 1.5 of p; at a fixed mesh, a higher order is
 // more accurate (order 8 only a little more than order 6 on 16^3, coarse for it).
 TEST(Pme, ErrorFallsWithOrderAndMesh) {
+  PMKIT_REQUIRE_FFTW();
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
   std::map<int, double> at_16;
@@ -205,6 +208,7 @@ TEST(Pme, ErrorFallsWithOrderAndMesh) {
 // Rock salt, 4^3 ions per box (nearest neighbours at 1): -2 E / N is the Madelung
 // constant 1.747565 to 1e-6, and every force vanishes.
 TEST(Pme, RockSaltMadelungConstant) {
+  PMKIT_REQUIRE_FFTW();
   const ChargeSystem s = rock_salt(2);
   for (int order : {6, 8}) {
     const CoulombResult got = run_pme<double>(s, parameters(2.0, 32, order, 2.0), cpu());
@@ -217,6 +221,7 @@ TEST(Pme, RockSaltMadelungConstant) {
 // Newton's third law holds for the real-space pairs exactly, for the mesh part to its
 // accuracy: the net force is a small part of the forces' scale.
 TEST(Pme, NetForceNearZero) {
+  PMKIT_REQUIRE_FFTW();
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
   const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
@@ -234,6 +239,7 @@ TEST(Pme, NetForceNearZero) {
 // A shift of every charge by whole mesh cells leaves the result unchanged to rounding; any
 // other shift (here across the periodic seam) changes it only within the method's error.
 TEST(Pme, TranslationInvariance) {
+  PMKIT_REQUIRE_FFTW();
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
   const PmeParameters p = parameters(kAlpha, 48, 6, kCutoff);
@@ -256,6 +262,7 @@ TEST(Pme, TranslationInvariance) {
 // A net charge gets the neutralising background (and its potential): the reference has
 // it too. One thread against two gives the same result to rounding.
 TEST(Pme, NetChargeAndThreads) {
+  PMKIT_REQUIRE_FFTW();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -291,6 +298,7 @@ void check_update_points(const PmeOptions& o) {
 }
 
 TEST(Pme, UpdatePointsIsSetPoints) {
+  PMKIT_REQUIRE_FFTW();
   check_update_points(cpu());
   PmePlan<double> plan({2.0, 2.0, 2.0}, parameters(3.0, 16, 5, 0.9), cpu());
   std::vector<double> x = {0.1, 0.5, 1.9}, shorter = {0.1, 0.5};
@@ -302,6 +310,7 @@ TEST(Pme, UpdatePointsIsSetPoints) {
 // The reciprocal part alone plus the real-space pairs, the self term and the background
 // is the full result.
 TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
+  PMKIT_REQUIRE_FFTW();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -330,6 +339,7 @@ TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
 // (OpenMM's estimate is conservative for random charges: their close pairs' large
 // real-space forces dominate the norm) and falls with it.
 TEST(Pme, ParametersFromTolerance) {
+  PMKIT_REQUIRE_FFTW();
   const PmeParameters small = PmeParameters::choose({10.0, 10.0, 10.0}, 1.0, 5e-4);
   EXPECT_EQ(small.mesh[0], 81);
   EXPECT_NEAR(small.alpha, std::sqrt(-std::log(1e-3)), 1e-12);
@@ -349,6 +359,7 @@ TEST(Pme, ParametersFromTolerance) {
 }
 
 TEST(Pme, BadInput) {
+  PMKIT_REQUIRE_FFTW();
   const std::array<double, 3> box = {2.0, 2.0, 2.0};
   const PmeParameters good = parameters(3.0, 16, 5, 0.9);
   auto with = [&](auto change) {
@@ -401,6 +412,7 @@ PmeOptions cuda_pme(bool deterministic = false) {
 
 // The CUDA backend against the Ewald sum and against the CPU backend, both precisions.
 TEST(CudaPme, MatchesEwaldSumAndTheCpu) {
+  PMKIT_REQUIRE_FFTW();
   PMKIT_REQUIRE_GPU();
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
