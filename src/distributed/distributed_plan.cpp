@@ -1,0 +1,449 @@
+// The DistributedPlan front end: the decomposition, argument checks agreed by all ranks,
+// then the local plan's work and the ghost exchange (halo.hpp), the deterministic spread
+// (exact_spread.hpp) and the migration (migration.hpp).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/arguments.hpp"
+#include "core/layout.hpp"
+#include "distributed/collective.hpp"
+#include "distributed/decomposition.hpp"
+#include "distributed/exact_spread.hpp"
+#include "distributed/halo.hpp"
+#include "distributed/migration.hpp"
+#include "pmkit/distributed.hpp"
+
+namespace pmkit {
+
+using detail::check_particle_arrays;
+using detail::check_positions;
+using detail::fail;
+using distributed::agree;
+using distributed::Exact;
+
+namespace {
+
+// A rank's block inside its local mesh: where the owned nodes start, per axis.
+template <int D>
+struct Region {
+  std::array<std::int64_t, D> start{}, shape{}, local{};
+
+  // Calls f(block_offset, local_offset, length) for each x-row of the block.
+  template <class F>
+  void for_each_row(F&& f) const {
+    const std::int64_t rows = D == 2 ? shape[1] : shape[1] * shape[2];
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t y = r % shape[1], z = D == 3 ? r / shape[1] : 0;
+      std::int64_t l = start[0] + (start[1] + y) * local[0];
+      if constexpr (D == 3) l += (start[2] + z) * local[0] * local[1];
+      f(r * shape[0], l, shape[0]);
+    }
+  }
+};
+
+// Every rank passes the same value (a count of arrays), or every rank fails.
+void agree_on_count(MPI_Comm comm, const char* call, const char* what, std::size_t value) {
+  long long range[2] = {-static_cast<long long>(value), static_cast<long long>(value)};
+  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_LONG_LONG, MPI_MAX, comm);
+  if (-range[0] != range[1])
+    fail(ErrorCode::SizeMismatch, call, ": the ranks pass different numbers of ", what, " (", -range[0], " to ",
+         range[1], "): every rank passes the same number");
+}
+
+template <class M>
+void check_block_arrays(const char* what, const Span<M>& arrays, std::int64_t size) {
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    if (static_cast<std::int64_t>(arrays[i].size) != size)
+      fail(ErrorCode::SizeMismatch, what, "[", i, "].size = ", arrays[i].size, " but this rank's block has ", size,
+           " nodes (DistributedPlan::block_size)");
+    if (arrays[i].data == nullptr) fail(ErrorCode::InvalidArgument, what, "[", i, "].data is null");
+    if (arrays[i].stride != 1)
+      fail(ErrorCode::InvalidArgument, what, "[", i, "].stride = ", arrays[i].stride, ": blocks must be contiguous");
+  }
+}
+
+// The grid coordinate (x - origin) / h as Axis::coordinate computes it, unwrapped.
+double raw_coordinate(const detail::Axis& a, double x) {
+  return a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
+}
+
+}  // namespace
+
+template <class T, int D>
+struct DistributedPlan<T, D>::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  Grid<D> grid;
+  Kernel kernel;
+  Options options;
+  detail::Layout<D> global_layout;
+  std::unique_ptr<distributed::Decomposition<D>> decomposition;
+  Block<D> block;
+  Region<D> region;
+  detail::Layout<D> local_layout;
+  std::unique_ptr<Plan<T, D>> local;
+  std::unique_ptr<distributed::Halo> halo;
+  std::vector<T> meshes;       // local meshes (block and ghosts), one per property
+  std::vector<Exact> exact;    // deterministic: the fixed-point local meshes
+  // Deterministic: each particle's stencil (base in local logical nodes, local coordinate).
+  std::array<std::vector<int>, D> base;
+  std::array<std::vector<T>, D> frac;
+  std::size_t n = 0;
+  bool has_points = false;
+  DistributedTimings timings;
+
+  Impl(const Grid<D>& g, const Kernel& k, const Options& o) : grid(g), kernel(k), options(o) {}
+  ~Impl() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+  }
+
+  std::int64_t local_size() const { return local_layout.size; }
+  std::int64_t block_size() const {
+    std::int64_t s = 1;
+    for (auto e : block.shape) s *= e;
+    return s;
+  }
+
+  // The rank owning raw grid coordinates u (each in [0, cells]).
+  int owner_of(const double (&u)[D]) const {
+    std::array<int, D> c{};
+    for (int d = 0; d < D; ++d) c[d] = decomposition->axis(d).owner_of_coordinate(u[d]);
+    return decomposition->rank_of(c);
+  }
+
+  // Particle i's raw coordinates, checked: finite and in [0, cells] on every axis (a
+  // periodic one too: migrate wraps positions there).
+  void coordinates(const Positions& positions, std::size_t i, double (&u)[D]) const {
+    for (int d = 0; d < D; ++d) {
+      const double x = static_cast<double>(positions[d][i]);
+      const detail::Axis& a = global_layout.axis[d];
+      u[d] = raw_coordinate(a, x);
+      if (!std::isfinite(x))
+        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x, ": particle positions must be finite");
+      if (!(u[d] >= 0 && u[d] <= a.cells))
+        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x, " lies outside the grid [", a.origin, ", ",
+             a.origin + a.cells * a.spacing, "] of dimension ", d,
+             a.kind == detail::AxisKind::Periodic ? " (migrate wraps periodic positions into it)" : "");
+    }
+  }
+
+  void set_points(const Positions& positions, std::size_t count) {
+    std::array<std::vector<int>, D> new_base;
+    std::array<std::vector<T>, D> new_frac;
+    if (options.deterministic)
+      for (int d = 0; d < D; ++d) {
+        new_base[d].resize(count);
+        new_frac[d].resize(count);
+      }
+    for (std::size_t i = 0; i < count; ++i) {
+      double u[D];
+      coordinates(positions, i, u);
+      const int owner = owner_of(u);
+      if (owner != rank) {
+        double x[D];
+        for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
+        fail(ErrorCode::InvalidArgument, "particle ", i, " at (", x[0], ", ", x[1], D == 3 ? ", " : "",
+             D == 3 ? std::to_string(x[D - 1]) : "", ") lies in the block of rank ", owner, ", not of rank ", rank,
+             ": call migrate first");
+      }
+      if (options.deterministic)
+        kernels::dispatch(kernel, [&](auto k) {
+          int b[D];
+          T s[D];
+          detail::locate_particle<decltype(k), D>(u, b, s);
+          for (int d = 0; d < D; ++d) {
+            new_base[d][i] = b[d] - static_cast<int>(block.first_cell[d] - 1);
+            new_frac[d][i] = s[d];
+          }
+        });
+    }
+    local->set_points(positions);
+    base.swap(new_base);
+    frac.swap(new_frac);
+    n = count;
+    has_points = true;
+  }
+
+  void reserve_meshes(std::size_t count) {
+    const std::size_t values = count * static_cast<std::size_t>(local_size());
+    if (options.deterministic) {
+      if (exact.size() < values) exact.resize(values);
+    } else if (meshes.size() < values) {
+      meshes.resize(values);
+    }
+  }
+
+  // Block -> local meshes (owned nodes), then the ghost layers from their owners.
+  void fill_local_meshes(Span<View<const T>> blocks) {
+    double t0 = MPI_Wtime();
+    for (std::size_t j = 0; j < blocks.size(); ++j) {
+      const T* in = blocks[j].data;
+      T* out = meshes.data() + j * local_size();
+      region.for_each_row([&](std::int64_t b, std::int64_t l, std::int64_t len) {
+        std::copy(in + b, in + b + len, out + l);
+      });
+    }
+    double t1 = MPI_Wtime();
+    halo->fill(meshes.data(), static_cast<int>(blocks.size()), local_size());
+    timings.compute_s += t1 - t0;
+    timings.exchange_s += MPI_Wtime() - t1;
+  }
+
+  void spread_local(Span<View<const T>> props, Span<View<T>> blocks, Accumulate mode) {
+    const double t0 = MPI_Wtime();
+    std::vector<View<T>> local_meshes;
+    for (std::size_t j = 0; j < props.size(); ++j)
+      local_meshes.emplace_back(meshes.data() + j * local_size(), static_cast<std::size_t>(local_size()));
+    local->spread(props, local_meshes);
+    const double t1 = MPI_Wtime();
+    halo->sum(meshes.data(), static_cast<int>(props.size()), local_size());
+    const double t2 = MPI_Wtime();
+    for (std::size_t j = 0; j < props.size(); ++j) {
+      const T* in = meshes.data() + j * local_size();
+      T* out = blocks[j].data;
+      region.for_each_row([&](std::int64_t b, std::int64_t l, std::int64_t len) {
+        if (mode == Accumulate::Overwrite) std::copy(in + l, in + l + len, out + b);
+        else for (std::int64_t e = 0; e < len; ++e) out[b + e] += in[l + e];
+      });
+    }
+    timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
+  }
+
+  // The deterministic spread: global scales, fixed-point deposits, integer ghost sums.
+  void spread_exact(Span<View<const T>> props, Span<View<T>> blocks, Accumulate mode) {
+    const double t0 = MPI_Wtime();
+    const int count = static_cast<int>(props.size());
+    std::vector<double> max_abs(count, 0.0), scale(count), inverse(count);
+    for (int j = 0; j < count; ++j)
+      for (std::size_t i = 0; i < n; ++i) max_abs[j] = std::max(max_abs[j], std::fabs(static_cast<double>(props[j][i])));
+    unsigned long long total = n;
+    MPI_Allreduce(MPI_IN_PLACE, max_abs.data(), count, MPI_DOUBLE, MPI_MAX, comm);
+    MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+    for (int j = 0; j < count; ++j) {
+      scale[j] = distributed::exact_scale(max_abs[j], total, kernel.support(), D);
+      inverse[j] = 1.0 / scale[j];
+    }
+    std::fill(exact.begin(), exact.begin() + count * local_size(), Exact(0));
+    std::vector<Exact*> targets(count);
+    for (int j = 0; j < count; ++j) targets[j] = exact.data() + j * local_size();
+    kernels::dispatch(kernel, [&](auto k) {
+      std::vector<double> q(count);
+      for (std::size_t i = 0; i < n; ++i) {
+        int b[D];
+        T s[D];
+        for (int d = 0; d < D; ++d) {
+          b[d] = base[d][i];
+          s[d] = frac[d][i];
+        }
+        for (int j = 0; j < count; ++j) q[j] = static_cast<double>(props[j][i]);
+        distributed::deposit_exact<decltype(k), T, D>(local_layout, b, s, q.data(), scale.data(), count,
+                                                      targets.data());
+      }
+    });
+    const double t1 = MPI_Wtime();
+    halo->sum(exact.data(), count, local_size());
+    const double t2 = MPI_Wtime();
+    for (int j = 0; j < count; ++j) {
+      const Exact* in = targets[j];
+      T* out = blocks[j].data;
+      const double inv = inverse[j];
+      region.for_each_row([&](std::int64_t b, std::int64_t l, std::int64_t len) {
+        for (std::int64_t e = 0; e < len; ++e) {
+          const double v = distributed::exact_value(in[l + e], inv);
+          out[b + e] = mode == Accumulate::Overwrite ? static_cast<T>(v)
+                                                     : static_cast<T>(static_cast<double>(out[b + e]) + v);
+        }
+      });
+    }
+    timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
+  }
+};
+
+template <class T, int D>
+DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kernel kernel, Options options,
+                                       const RankGrid<D>& split)
+    : impl_(std::make_unique<Impl>(grid, kernel, options)) {
+  Impl& s = *impl_;
+  int size;
+  MPI_Comm_size(comm, &size);
+  std::array<int, D> ranks = split.ranks;
+  agree(comm, "DistributedPlan", [&] {
+    validate(grid, kernel.ghost_width());
+    if (options.backend != Backend::Cpu)
+      fail(ErrorCode::Unsupported, "DistributedPlan: options.backend = Cuda: the distributed plan runs CPU ranks");
+    int fixed = 1;
+    for (int d = 0; d < D; ++d) {
+      if (ranks[d] < 0)
+        fail(ErrorCode::InvalidArgument, "split.ranks[", d, "] = ", ranks[d], ": a count of ranks, or 0 for MPI's choice");
+      if (ranks[d] > 0) fixed *= ranks[d];
+    }
+    if (size % fixed != 0)
+      fail(ErrorCode::InvalidArgument, "split.ranks fixes ", fixed, " ranks, which does not divide the ", size,
+           " ranks of the communicator");
+    MPI_Dims_create(size, D, ranks.data());
+    s.decomposition = std::make_unique<distributed::Decomposition<D>>(grid, kernel.ghost_width(),
+                                                                      RankGrid<D>{ranks, split.cuts}, size);
+  });
+  std::array<int, D> periods{};
+  MPI_Cart_create(comm, D, ranks.data(), periods.data(), 0, &s.comm);
+  MPI_Comm_rank(s.comm, &s.rank);
+  MPI_Comm_size(s.comm, &s.size);
+  s.global_layout = detail::make_layout(grid, kernel.ghost_width());
+  s.block = s.decomposition->block(s.rank);
+  const Grid<D> local_grid = s.decomposition->local_grid(grid, s.rank);
+  s.local_layout = detail::make_layout(local_grid, kernel.ghost_width());
+  for (int d = 0; d < D; ++d) {
+    const distributed::AxisSplit& a = s.decomposition->axis(d);
+    const int c = s.block.coords[d];
+    s.region.start[d] = a.owned_begin(c) - a.local_begin(c);
+    s.region.shape[d] = s.block.shape[d];
+    s.region.local[d] = a.local_nodes(c);
+  }
+  agree(s.comm, "DistributedPlan", [&] {
+    Options local_options = options;
+    local_options.deterministic = false;
+    s.local = std::make_unique<Plan<T, D>>(local_grid, kernel, local_options);
+  });
+  s.halo = std::make_unique<distributed::Halo>(*s.decomposition, s.rank, s.comm);
+}
+
+template <class T, int D>
+DistributedPlan<T, D>::~DistributedPlan() = default;
+template <class T, int D>
+DistributedPlan<T, D>::DistributedPlan(DistributedPlan&&) noexcept = default;
+template <class T, int D>
+DistributedPlan<T, D>& DistributedPlan<T, D>::operator=(DistributedPlan&&) noexcept = default;
+
+template <class T, int D>
+std::size_t DistributedPlan<T, D>::migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count) {
+  Impl& s = *impl_;
+  const double t0 = MPI_Wtime();
+  agree_on_count(s.comm, "migrate", "property arrays", props.size());
+  const std::size_t result = distributed::migrate<T, D>(
+      s.comm, positions, props, count, [&](const double (&u)[D]) { return s.owner_of(u); }, s.global_layout);
+  s.timings = {0, 0, MPI_Wtime() - t0};
+  return result;
+}
+
+template <class T, int D>
+void DistributedPlan<T, D>::set_points(const Positions& positions) {
+  Impl& s = *impl_;
+  agree(s.comm, "set_points", [&] { s.set_points(positions, check_positions<T, D>(positions)); });
+}
+
+template <class T, int D>
+void DistributedPlan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+  Impl& s = *impl_;
+  agree_on_count(s.comm, "spread", "properties", props.size());
+  agree(s.comm, "spread", [&] {
+    if (!s.has_points) fail(ErrorCode::NotReady, "spread called before set_points");
+    if (props.size() != meshes.size())
+      fail(ErrorCode::SizeMismatch, "spread got ", props.size(), " properties but ", meshes.size(),
+           " meshes: one mesh per property");
+    check_particle_arrays("props", props, s.n);
+    check_block_arrays("meshes", meshes, s.block_size());
+    if (s.options.deterministic)
+      for (std::size_t j = 0; j < props.size(); ++j)
+        for (std::size_t i = 0; i < s.n; ++i)
+          if (!std::isfinite(static_cast<double>(props[j][i])))
+            fail(ErrorCode::InvalidArgument, "props[", j, "][", i, "] = ", props[j][i],
+                 ": the deterministic spread takes finite values");
+    s.reserve_meshes(props.size());
+  });
+  if (props.empty()) return;
+  if (s.options.deterministic)
+    s.spread_exact(props, meshes, mode);
+  else
+    s.spread_local(props, meshes, mode);
+}
+
+template <class T, int D>
+void DistributedPlan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
+  Impl& s = *impl_;
+  agree_on_count(s.comm, "interp", "meshes", meshes.size());
+  agree(s.comm, "interp", [&] {
+    if (!s.has_points) fail(ErrorCode::NotReady, "interp called before set_points");
+    if (meshes.size() != values.size())
+      fail(ErrorCode::SizeMismatch, "interp got ", meshes.size(), " meshes but ", values.size(),
+           " output arrays: one output per mesh");
+    check_block_arrays("meshes", meshes, s.block_size());
+    check_particle_arrays("values", values, s.n);
+    if (s.meshes.size() < meshes.size() * static_cast<std::size_t>(s.local_size()))
+      s.meshes.resize(meshes.size() * static_cast<std::size_t>(s.local_size()));
+  });
+  if (meshes.empty()) return;
+  s.timings = {};
+  s.fill_local_meshes(meshes);
+  const double t0 = MPI_Wtime();
+  std::vector<View<const T>> local_meshes;
+  for (std::size_t j = 0; j < meshes.size(); ++j)
+    local_meshes.emplace_back(s.meshes.data() + j * s.local_size(), static_cast<std::size_t>(s.local_size()));
+  s.local->interp(local_meshes, values);
+  s.timings.compute_s += MPI_Wtime() - t0;
+}
+
+template <class T, int D>
+void DistributedPlan<T, D>::interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) {
+  Impl& s = *impl_;
+  agree_on_count(s.comm, "interp_gradient", "meshes", meshes.size());
+  agree(s.comm, "interp_gradient", [&] {
+    if (!s.has_points) fail(ErrorCode::NotReady, "interp_gradient called before set_points");
+    if (gradients.size() != D * meshes.size())
+      fail(ErrorCode::SizeMismatch, "interp_gradient got ", meshes.size(), " meshes but ", gradients.size(),
+           " output arrays: ", D, " per mesh (gradients[", D, "*i + d] is component d for meshes[i])");
+    check_block_arrays("meshes", meshes, s.block_size());
+    check_particle_arrays("gradients", gradients, s.n);
+    if (s.meshes.size() < meshes.size() * static_cast<std::size_t>(s.local_size()))
+      s.meshes.resize(meshes.size() * static_cast<std::size_t>(s.local_size()));
+  });
+  if (meshes.empty()) return;
+  s.timings = {};
+  s.fill_local_meshes(meshes);
+  const double t0 = MPI_Wtime();
+  std::vector<View<const T>> local_meshes;
+  for (std::size_t j = 0; j < meshes.size(); ++j)
+    local_meshes.emplace_back(s.meshes.data() + j * s.local_size(), static_cast<std::size_t>(s.local_size()));
+  s.local->interp_gradient(local_meshes, gradients);
+  s.timings.compute_s += MPI_Wtime() - t0;
+}
+
+template <class T, int D>
+const Grid<D>& DistributedPlan<T, D>::grid() const { return impl_->grid; }
+template <class T, int D>
+const Kernel& DistributedPlan<T, D>::kernel() const { return impl_->kernel; }
+template <class T, int D>
+const Options& DistributedPlan<T, D>::options() const { return impl_->options; }
+template <class T, int D>
+const Block<D>& DistributedPlan<T, D>::block() const { return impl_->block; }
+template <class T, int D>
+std::int64_t DistributedPlan<T, D>::block_size() const { return impl_->block_size(); }
+template <class T, int D>
+std::size_t DistributedPlan<T, D>::num_points() const { return impl_->n; }
+template <class T, int D>
+int DistributedPlan<T, D>::rank() const { return impl_->rank; }
+template <class T, int D>
+int DistributedPlan<T, D>::size() const { return impl_->size; }
+template <class T, int D>
+DistributedTimings DistributedPlan<T, D>::last_timings() const { return impl_->timings; }
+
+template <class T, int D>
+int DistributedPlan<T, D>::owner(const std::array<double, D>& position) const {
+  const Impl& s = *impl_;
+  double u[D];
+  for (int d = 0; d < D; ++d) {
+    if (!distributed::wrapped_coordinate(s.global_layout.axis[d], position[d], u[d])) return -1;
+  }
+  return s.owner_of(u);
+}
+
+template class DistributedPlan<float, 2>;
+template class DistributedPlan<float, 3>;
+template class DistributedPlan<double, 2>;
+template class DistributedPlan<double, 3>;
+
+}  // namespace pmkit
