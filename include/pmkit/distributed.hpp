@@ -32,7 +32,7 @@
 // the total particle count), the ghost sums are exchanged as integers and each node is
 // rounded once, so the result is the same bit for bit at any rank count and any cuts,
 // and within a rounding of the exact sum of the contributions. The deterministic spread
-// runs on CPU ranks.
+// runs on CPU ranks; on CUDA ranks it is refused at construction.
 //
 // Collective calls. Every call but the accessors is collective: all ranks of the
 // communicator make it, in the same order. A call that fails on any rank throws
@@ -74,6 +74,11 @@ struct Block {
   std::array<std::int64_t, D> shape{};       // owned nodes per dimension
 };
 
+// How a CUDA rank's messages travel: NCCL between device buffers, or through host memory
+// and MPI (for an MPI that does not take device pointers). Auto: NCCL where this build
+// has it. CPU ranks use MPI.
+enum class Transport { Auto, Nccl, HostMpi };
+
 // Seconds of the last collective call, by phase.
 struct DistributedTimings {
   double compute_s = 0;   // the local plan's work and the copies between block and ghosts
@@ -91,9 +96,10 @@ class DistributedPlan {
   using MutablePositions = std::array<View<T>, D>;
 
   // comm: the ranks that share the grid (the plan keeps its own communicator). options:
-  // those of the local plan on every rank (backend, threads, deterministic...).
+  // those of the local plan on every rank (backend, threads, device, stream,
+  // deterministic...). On CUDA ranks every array the calls take is device memory.
   DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kernel kernel, Options options = {},
-                  const RankGrid<D>& split = {});
+                  const RankGrid<D>& split = {}, Transport transport = Transport::Auto);
   ~DistributedPlan();
   DistributedPlan(DistributedPlan&&) noexcept;
   DistributedPlan& operator=(DistributedPlan&&) noexcept;
@@ -133,6 +139,8 @@ class DistributedPlan {
   // outside a bounded dimension or is not finite.
   int owner(const std::array<double, D>& position) const;
   DistributedTimings last_timings() const;
+  // The transport a CUDA rank's messages take (Auto resolved); HostMpi on CPU ranks.
+  Transport transport() const;
 
  private:
   struct Impl;

@@ -13,6 +13,10 @@
 #include "distributed/exact_spread.hpp"
 #include "distributed/halo.hpp"
 #include "distributed/migration.hpp"
+#include "distributed/region.hpp"
+#if defined(PMKIT_WITH_CUDA)
+#include "distributed/device_rank.hpp"
+#endif
 #include "pmkit/distributed.hpp"
 
 namespace pmkit {
@@ -24,25 +28,6 @@ using distributed::agree;
 using distributed::Exact;
 
 namespace {
-
-// A rank's block inside its local mesh: where the owned nodes start, per axis.
-template <int D>
-struct Region {
-  std::array<std::int64_t, D> start{}, shape{}, local{};
-
-  // Calls f(block_offset, local_offset, length) for each x-row of the block.
-  template <class F>
-  void for_each_row(F&& f) const {
-    const std::int64_t rows = D == 2 ? shape[1] : shape[1] * shape[2];
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t y = r % shape[1], z = D == 3 ? r / shape[1] : 0;
-      std::int64_t l = start[0] + (start[1] + y) * local[0];
-      if constexpr (D == 3) l += (start[2] + z) * local[0] * local[1];
-      f(r * shape[0], l, shape[0]);
-    }
-  }
-};
 
 // Every rank passes the same value (a count of arrays), or every rank fails.
 void agree_on_count(MPI_Comm comm, const char* call, const char* what, std::size_t value) {
@@ -82,10 +67,13 @@ struct DistributedPlan<T, D>::Impl {
   detail::Layout<D> global_layout;
   std::unique_ptr<distributed::Decomposition<D>> decomposition;
   Block<D> block;
-  Region<D> region;
+  distributed::Region<D> region;
   detail::Layout<D> local_layout;
   std::unique_ptr<Plan<T, D>> local;
   std::unique_ptr<distributed::Halo> halo;
+#if defined(PMKIT_WITH_CUDA)
+  std::unique_ptr<distributed::DeviceRank<T, D>> device;  // CUDA ranks
+#endif
   std::vector<T> meshes;       // local meshes (block and ghosts), one per property
   std::vector<Exact> exact;    // deterministic: the fixed-point local meshes
   // Deterministic: each particle's stencil (base in local logical nodes, local coordinate).
@@ -103,6 +91,13 @@ struct DistributedPlan<T, D>::Impl {
   }
 
   std::int64_t local_size() const { return local_layout.size; }
+  bool on_device() const {
+#if defined(PMKIT_WITH_CUDA)
+    return device != nullptr;
+#else
+    return false;
+#endif
+  }
   std::int64_t block_size() const {
     std::int64_t s = 1;
     for (auto e : block.shape) s *= e;
@@ -116,20 +111,25 @@ struct DistributedPlan<T, D>::Impl {
     return decomposition->rank_of(c);
   }
 
-  // Particle i's raw coordinates, checked: finite and in [0, cells] on every axis (a
-  // periodic one too: migrate wraps positions there).
-  void coordinates(const Positions& positions, std::size_t i, double (&u)[D]) const {
+  // Particle i's raw coordinates from its position x, checked: finite and in [0, cells]
+  // on every axis (a periodic one too: migrate wraps positions there), and in this rank's
+  // block.
+  void owned_coordinates(const double (&x)[D], std::size_t i, double (&u)[D]) const {
     for (int d = 0; d < D; ++d) {
-      const double x = static_cast<double>(positions[d][i]);
       const detail::Axis& a = global_layout.axis[d];
-      u[d] = raw_coordinate(a, x);
-      if (!std::isfinite(x))
-        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x, ": particle positions must be finite");
+      u[d] = raw_coordinate(a, x[d]);
+      if (!std::isfinite(x[d]))
+        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x[d], ": particle positions must be finite");
       if (!(u[d] >= 0 && u[d] <= a.cells))
-        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x, " lies outside the grid [", a.origin, ", ",
+        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x[d], " lies outside the grid [", a.origin, ", ",
              a.origin + a.cells * a.spacing, "] of dimension ", d,
              a.kind == detail::AxisKind::Periodic ? " (migrate wraps periodic positions into it)" : "");
     }
+    const int owner = owner_of(u);
+    if (owner != rank)
+      fail(ErrorCode::InvalidArgument, "particle ", i, " at (", x[0], ", ", x[1], D == 3 ? ", " : "",
+           D == 3 ? std::to_string(x[D - 1]) : "", ") lies in the block of rank ", owner, ", not of rank ", rank,
+           ": call migrate first");
   }
 
   void set_points(const Positions& positions, std::size_t count) {
@@ -140,17 +140,21 @@ struct DistributedPlan<T, D>::Impl {
         new_base[d].resize(count);
         new_frac[d].resize(count);
       }
-    for (std::size_t i = 0; i < count; ++i) {
-      double u[D];
-      coordinates(positions, i, u);
-      const int owner = owner_of(u);
-      if (owner != rank) {
-        double x[D];
-        for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
-        fail(ErrorCode::InvalidArgument, "particle ", i, " at (", x[0], ", ", x[1], D == 3 ? ", " : "",
-             D == 3 ? std::to_string(x[D - 1]) : "", ") lies in the block of rank ", owner, ", not of rank ", rank,
-             ": call migrate first");
+#if defined(PMKIT_WITH_CUDA)
+    if (device) {
+      std::array<double, D> position{};
+      const std::size_t first = device->first_stranger(positions, count, position);
+      if (first < count) {
+        double x[D], u[D];
+        for (int d = 0; d < D; ++d) x[d] = position[d];
+        owned_coordinates(x, first, u);
       }
+    }
+#endif
+    for (std::size_t i = 0; i < count && !on_device(); ++i) {
+      double x[D], u[D];
+      for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
+      owned_coordinates(x, i, u);
       if (options.deterministic)
         kernels::dispatch(kernel, [&](auto k) {
           int b[D];
@@ -169,17 +173,57 @@ struct DistributedPlan<T, D>::Impl {
     has_points = true;
   }
 
-  void reserve_meshes(std::size_t count) {
+  // Room for `count` local meshes, of fixed-point sums for the deterministic spread.
+  void reserve_meshes(std::size_t count, bool exact_sums) {
     const std::size_t values = count * static_cast<std::size_t>(local_size());
-    if (options.deterministic) {
-      if (exact.size() < values) exact.resize(values);
-    } else if (meshes.size() < values) {
-      meshes.resize(values);
+#if defined(PMKIT_WITH_CUDA)
+    if (device) {
+      device->meshes(static_cast<int>(count));
+      return;
     }
+#endif
+    if (exact_sums && exact.size() < values) exact.resize(values);
+    if (!exact_sums && meshes.size() < values) meshes.resize(values);
+  }
+
+  // The first of the local meshes (count of them, one after another).
+  T* local_meshes(std::size_t count) {
+#if defined(PMKIT_WITH_CUDA)
+    if (device) return device->meshes(static_cast<int>(count));
+#endif
+    return meshes.data();
+  }
+  std::vector<View<T>> local_views(std::size_t count) {
+    T* first = local_meshes(count);
+    std::vector<View<T>> v;
+    for (std::size_t j = 0; j < count; ++j)
+      v.emplace_back(first + j * local_size(), static_cast<std::size_t>(local_size()));
+    return v;
+  }
+  // Waits for a CUDA rank's stream, so that the phases' times are the device's.
+  void synchronize() {
+#if defined(PMKIT_WITH_CUDA)
+    if (device) device->synchronize();
+#endif
   }
 
   // Block -> local meshes (owned nodes), then the ghost layers from their owners.
   void fill_local_meshes(Span<View<const T>> blocks) {
+#if defined(PMKIT_WITH_CUDA)
+    if (device) {
+      std::vector<const T*> pointers;
+      for (const auto& b : blocks) pointers.push_back(b.data);
+      const double t0 = MPI_Wtime();
+      device->block_to_local(pointers.data(), static_cast<int>(blocks.size()));
+      synchronize();
+      const double t1 = MPI_Wtime();
+      device->halo_fill(static_cast<int>(blocks.size()));
+      synchronize();
+      timings.compute_s += t1 - t0;
+      timings.exchange_s += MPI_Wtime() - t1;
+      return;
+    }
+#endif
     double t0 = MPI_Wtime();
     for (std::size_t j = 0; j < blocks.size(); ++j) {
       const T* in = blocks[j].data;
@@ -196,14 +240,26 @@ struct DistributedPlan<T, D>::Impl {
 
   void spread_local(Span<View<const T>> props, Span<View<T>> blocks, Accumulate mode) {
     const double t0 = MPI_Wtime();
-    std::vector<View<T>> local_meshes;
-    for (std::size_t j = 0; j < props.size(); ++j)
-      local_meshes.emplace_back(meshes.data() + j * local_size(), static_cast<std::size_t>(local_size()));
-    local->spread(props, local_meshes);
+    const int count = static_cast<int>(props.size());
+    local->spread(props, local_views(props.size()));
+    synchronize();
     const double t1 = MPI_Wtime();
-    halo->sum(meshes.data(), static_cast<int>(props.size()), local_size());
+#if defined(PMKIT_WITH_CUDA)
+    if (device) {
+      device->halo_sum(count);
+      synchronize();
+      const double t2 = MPI_Wtime();
+      std::vector<T*> pointers;
+      for (const auto& b : blocks) pointers.push_back(b.data);
+      device->local_to_block(pointers.data(), count, mode);
+      synchronize();
+      timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
+      return;
+    }
+#endif
+    halo->sum(meshes.data(), count, local_size());
     const double t2 = MPI_Wtime();
-    for (std::size_t j = 0; j < props.size(); ++j) {
+    for (int j = 0; j < count; ++j) {
       const T* in = meshes.data() + j * local_size();
       T* out = blocks[j].data;
       region.for_each_row([&](std::int64_t b, std::int64_t l, std::int64_t len) {
@@ -266,7 +322,7 @@ struct DistributedPlan<T, D>::Impl {
 
 template <class T, int D>
 DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kernel kernel, Options options,
-                                       const RankGrid<D>& split)
+                                       const RankGrid<D>& split, Transport transport)
     : impl_(std::make_unique<Impl>(grid, kernel, options)) {
   Impl& s = *impl_;
   int size;
@@ -274,8 +330,18 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
   std::array<int, D> ranks = split.ranks;
   agree(comm, "DistributedPlan", [&] {
     validate(grid, kernel.ghost_width());
-    if (options.backend != Backend::Cpu)
-      fail(ErrorCode::Unsupported, "DistributedPlan: options.backend = Cuda: the distributed plan runs CPU ranks");
+    if (options.backend == Backend::Cuda) {
+#if !defined(PMKIT_WITH_CUDA)
+      fail(ErrorCode::Unsupported,
+           "options.backend = Cuda: this build of pmkit has no CUDA backend (configure with PMKIT_CUDA=ON and a CUDA "
+           "compiler)");
+#endif
+      if (options.deterministic)
+        fail(ErrorCode::Unsupported,
+             "options.deterministic on CUDA ranks: the deterministic distributed spread runs on CPU ranks");
+      if (options.host_arrays)
+        fail(ErrorCode::Unsupported, "options.host_arrays on CUDA ranks: a distributed plan takes device arrays");
+    }
     int fixed = 1;
     for (int d = 0; d < D; ++d) {
       if (ranks[d] < 0)
@@ -310,6 +376,15 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
     s.local = std::make_unique<Plan<T, D>>(local_grid, kernel, local_options);
   });
   s.halo = std::make_unique<distributed::Halo>(*s.decomposition, s.rank, s.comm);
+#if defined(PMKIT_WITH_CUDA)
+  if (options.backend == Backend::Cuda)
+    agree(s.comm, "DistributedPlan", [&] {
+      s.device = std::make_unique<distributed::DeviceRank<T, D>>(*s.decomposition, *s.halo, s.region, s.global_layout,
+                                                                 s.local_size(), s.comm, options, transport);
+    });
+#else
+  (void)transport;
+#endif
 }
 
 template <class T, int D>
@@ -324,6 +399,13 @@ std::size_t DistributedPlan<T, D>::migrate(const MutablePositions& positions, Sp
   Impl& s = *impl_;
   const double t0 = MPI_Wtime();
   agree_on_count(s.comm, "migrate", "property arrays", props.size());
+#if defined(PMKIT_WITH_CUDA)
+  if (s.device) {
+    const std::size_t moved = s.device->migrate(positions, props, count);
+    s.timings = {0, 0, MPI_Wtime() - t0};
+    return moved;
+  }
+#endif
   const std::size_t result = distributed::migrate<T, D>(
       s.comm, positions, props, count, [&](const double (&u)[D]) { return s.owner_of(u); }, s.global_layout);
   s.timings = {0, 0, MPI_Wtime() - t0};
@@ -353,7 +435,7 @@ void DistributedPlan<T, D>::spread(Span<View<const T>> props, Span<View<T>> mesh
           if (!std::isfinite(static_cast<double>(props[j][i])))
             fail(ErrorCode::InvalidArgument, "props[", j, "][", i, "] = ", props[j][i],
                  ": the deterministic spread takes finite values");
-    s.reserve_meshes(props.size());
+    s.reserve_meshes(props.size(), s.options.deterministic);
   });
   if (props.empty()) return;
   if (s.options.deterministic)
@@ -373,17 +455,15 @@ void DistributedPlan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> val
            " output arrays: one output per mesh");
     check_block_arrays("meshes", meshes, s.block_size());
     check_particle_arrays("values", values, s.n);
-    if (s.meshes.size() < meshes.size() * static_cast<std::size_t>(s.local_size()))
-      s.meshes.resize(meshes.size() * static_cast<std::size_t>(s.local_size()));
+    s.reserve_meshes(meshes.size(), false);
   });
   if (meshes.empty()) return;
   s.timings = {};
   s.fill_local_meshes(meshes);
   const double t0 = MPI_Wtime();
-  std::vector<View<const T>> local_meshes;
-  for (std::size_t j = 0; j < meshes.size(); ++j)
-    local_meshes.emplace_back(s.meshes.data() + j * s.local_size(), static_cast<std::size_t>(s.local_size()));
-  s.local->interp(local_meshes, values);
+  const std::vector<View<T>> local = s.local_views(meshes.size());
+  s.local->interp(std::vector<View<const T>>(local.begin(), local.end()), values);
+  s.synchronize();
   s.timings.compute_s += MPI_Wtime() - t0;
 }
 
@@ -398,17 +478,15 @@ void DistributedPlan<T, D>::interp_gradient(Span<View<const T>> meshes, Span<Vie
            " output arrays: ", D, " per mesh (gradients[", D, "*i + d] is component d for meshes[i])");
     check_block_arrays("meshes", meshes, s.block_size());
     check_particle_arrays("gradients", gradients, s.n);
-    if (s.meshes.size() < meshes.size() * static_cast<std::size_t>(s.local_size()))
-      s.meshes.resize(meshes.size() * static_cast<std::size_t>(s.local_size()));
+    s.reserve_meshes(meshes.size(), false);
   });
   if (meshes.empty()) return;
   s.timings = {};
   s.fill_local_meshes(meshes);
   const double t0 = MPI_Wtime();
-  std::vector<View<const T>> local_meshes;
-  for (std::size_t j = 0; j < meshes.size(); ++j)
-    local_meshes.emplace_back(s.meshes.data() + j * s.local_size(), static_cast<std::size_t>(s.local_size()));
-  s.local->interp_gradient(local_meshes, gradients);
+  const std::vector<View<T>> local = s.local_views(meshes.size());
+  s.local->interp_gradient(std::vector<View<const T>>(local.begin(), local.end()), gradients);
+  s.synchronize();
   s.timings.compute_s += MPI_Wtime() - t0;
 }
 
@@ -430,6 +508,13 @@ template <class T, int D>
 int DistributedPlan<T, D>::size() const { return impl_->size; }
 template <class T, int D>
 DistributedTimings DistributedPlan<T, D>::last_timings() const { return impl_->timings; }
+template <class T, int D>
+Transport DistributedPlan<T, D>::transport() const {
+#if defined(PMKIT_WITH_CUDA)
+  if (impl_->device) return impl_->device->transport();
+#endif
+  return Transport::HostMpi;
+}
 
 template <class T, int D>
 int DistributedPlan<T, D>::owner(const std::array<double, D>& position) const {

@@ -24,6 +24,13 @@ namespace pmkit::distributed {
 
 class Halo {
  public:
+  // Lists of local indices, grouped by peer rank: offsets[p] .. offsets[p + 1].
+  struct Lists {
+    std::vector<std::int64_t> index;
+    std::vector<std::int64_t> offsets;
+    std::int64_t count(int p) const { return offsets[p + 1] - offsets[p]; }
+  };
+
   template <int D>
   Halo(const Decomposition<D>& decomposition, int rank, MPI_Comm comm);
 
@@ -34,15 +41,12 @@ class Halo {
   void fill(V* meshes, int count, std::int64_t local_size);
 
   std::size_t ghost_nodes() const { return send_.index.size(); }
+  // This rank's ghost nodes by owner, and the nodes it owns of the peers' ghost nodes by
+  // sender: the lists a device rank copies (device_rank.hpp).
+  const Lists& ghosts() const { return send_; }
+  const Lists& owned() const { return recv_; }
 
  private:
-  // Lists of local indices, grouped by peer rank: offsets[p] .. offsets[p + 1].
-  struct Lists {
-    std::vector<std::int64_t> index;
-    std::vector<std::int64_t> offsets;
-    std::int64_t count(int p) const { return offsets[p + 1] - offsets[p]; }
-  };
-
   // Sends `from`'s entries of every mesh to each peer and receives into `to`'s layout:
   // gathers values at from.index, delivers them per peer into the receive buffer.
   template <class V>
