@@ -10,6 +10,9 @@
 
 #include "pmkit/distributed.hpp"
 #include "test_support.hpp"
+#if defined(PMKIT_WITH_CUDA)
+#include "pmkit/cuda/runtime.hpp"
+#endif
 
 namespace pmkit::test {
 namespace {
@@ -359,6 +362,79 @@ TEST(Distributed, DeterministicSpreadIsTheSameBitsAtAnyRankCount) {
       check_deterministic<float, 3>(make_grid<3>({9, 8, 7}, kind), kernel, 300, rng);
     }
 }
+
+#if defined(PMKIT_WITH_CUDA)
+// CUDA ranks (one GPU each, round-robin over the GPUs there are): the same comparison on
+// device arrays, through each transport. Skips without a GPU.
+template <class T, int D>
+void check_cuda_against_single_rank(const Grid<D>& grid, const Kernel& kernel, const Positions<T, D>& x,
+                                    std::mt19937_64& rng, Transport transport, int devices) {
+  using cuda::DeviceBuffer;
+  const std::size_t n = x[0].size();
+  const std::vector<T> q = random_values<T>(n, rng);
+  Plan<T, D> single(grid, kernel);
+  std::array<View<const T>, D> all;
+  for (int d = 0; d < D; ++d) all[d] = View<const T>(x[d]);
+  single.set_points(all);
+  std::vector<T> rho(single.mesh_size()), f = random_values<T>(single.mesh_size(), rng), phi(n);
+  single.spread({View<const T>(q)}, {View<T>(rho)});
+  single.interp({View<const T>(f)}, {View<T>(phi)});
+
+  Options options;
+  options.backend = Backend::Cuda;
+  options.device = world_rank() % devices;
+  cuda::check(cudaSetDevice(options.device), "cudaSetDevice");
+  DistributedPlan<T, D> plan(MPI_COMM_WORLD, grid, kernel, options, {}, transport);
+  EXPECT_EQ(plan.transport(), transport);
+  Share<T, D> share = deal<T, D>(x, q, n);
+  std::array<DeviceBuffer<T>, D> dx;
+  std::array<View<T>, D> positions;
+  for (int d = 0; d < D; ++d) {
+    dx[d] = DeviceBuffer<T>(share.x[d]);
+    positions[d] = View<T>(dx[d].get(), n);
+  }
+  DeviceBuffer<T> dq(share.q), did(share.id);
+  share.count = plan.migrate(positions, {View<T>(dq.get(), n), View<T>(did.get(), n)}, share.count);
+  EXPECT_EQ(sum_over_ranks(static_cast<long long>(share.count)), static_cast<long long>(n));
+  const std::size_t m = share.count;
+  std::array<View<const T>, D> mine;
+  for (int d = 0; d < D; ++d) mine[d] = View<const T>(dx[d].get(), m);
+  plan.set_points(mine);
+  DeviceBuffer<T> block(std::max<std::int64_t>(1, plan.block_size()));
+  plan.spread({View<const T>(dq.get(), m)}, {View<T>(block.get(), plan.block_size())});
+  std::vector<T> host_block = block.download();
+  host_block.resize(plan.block_size());
+  const auto [spread_diff, spread_scale] = max_difference(host_block, cut_block<T, D>(rho, single.mesh_shape(), plan.block()));
+  EXPECT_LE(spread_diff, 1e-10 * std::max(1.0, spread_scale)) << "spread, rank " << world_rank();
+
+  DeviceBuffer<T> f_block(cut_block<T, D>(f, single.mesh_shape(), plan.block())), values(std::max<std::size_t>(1, m));
+  plan.interp({View<const T>(f_block.get(), plan.block_size())}, {View<T>(values.get(), m)});
+  std::vector<T> got = values.download(), ids = did.download(), expected(m);
+  got.resize(m);
+  for (std::size_t i = 0; i < m; ++i) expected[i] = phi[static_cast<std::size_t>(ids[i])];
+  const auto [interp_diff, interp_scale] = max_difference(got, expected);
+  EXPECT_LE(interp_diff, 1e-10 * std::max(1.0, interp_scale)) << "interp, rank " << world_rank();
+}
+
+TEST(DistributedCuda, MatchesSingleRank) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "no GPU";
+  }
+  const std::uint64_t seed = shared_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (Transport transport : {Transport::Nccl, Transport::HostMpi})
+    for (const Kernel& kernel : {Kernel::linear(), Kernel::mp4(), Kernel::bspline(6)})
+      for (BoundaryKind kind : all_boundaries()) {
+        SCOPED_TRACE(kernel.name() + " " + name(kind) + (transport == Transport::Nccl ? " nccl" : " host-mpi"));
+        const Grid<3> grid = make_grid<3>({12, 9, 10}, kind);
+        check_cuda_against_single_rank<double, 3>(grid, kernel, mixed_positions<double, 3>(grid, 3000, rng), rng,
+                                                  transport, devices);
+      }
+}
+#endif
 
 // ---------------------------------------------------------------------------------
 // Errors: every rank throws, and nothing the caller owns changes.
