@@ -26,7 +26,8 @@ using detail::fail;
 
 namespace {
 
-constexpr int kThreads = 256;  // threads per block of these memory-bound kernels
+// Threads per block of these memory-bound kernels (docs/tuning.md#kthreads-distributed).
+constexpr int kThreads = 256;
 
 unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
