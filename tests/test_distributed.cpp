@@ -123,23 +123,41 @@ double tolerance_of() {
   return std::is_same<T, float>::value ? 2e-5 : 1e-12;
 }
 
+// The single-rank plan's results on particles x, random charges q and a random mesh f:
+// the spread rho, interp's phi and interp_gradient's grad.
+template <class T, int D>
+struct SingleRank {
+  std::vector<T> q, rho, f, phi;
+  std::vector<std::vector<T>> grad;
+  std::array<std::int64_t, D> shape;
+
+  SingleRank(const Grid<D>& grid, const Kernel& kernel, const Positions<T, D>& x, std::mt19937_64& rng) {
+    const std::size_t n = x[0].size();
+    q = random_values<T>(n, rng);
+    Plan<T, D> plan(grid, kernel);
+    std::array<View<const T>, D> all;
+    for (int d = 0; d < D; ++d) all[d] = View<const T>(x[d]);
+    plan.set_points(all);
+    shape = plan.mesh_shape();
+    rho.resize(plan.mesh_size());
+    f = random_values<T>(plan.mesh_size(), rng);
+    phi.resize(n);
+    grad.assign(D, std::vector<T>(n));
+    plan.spread({View<const T>(q)}, {View<T>(rho)});
+    plan.interp({View<const T>(f)}, {View<T>(phi)});
+    std::vector<View<T>> grad_views(grad.begin(), grad.end());
+    plan.interp_gradient({View<const T>(f)}, grad_views);
+  }
+};
+
 // spread, interp and interp_gradient of the distributed plan against the single-rank plan
 // on the same particles x; returns this rank's particle count.
 template <class T, int D>
 std::size_t check_against_single_rank(const Grid<D>& grid, const Kernel& kernel, const Positions<T, D>& x,
                                       std::mt19937_64& rng, const RankGrid<D>& split = {}) {
   const std::size_t n = x[0].size();
-  const std::vector<T> q = random_values<T>(n, rng);
-  Plan<T, D> single(grid, kernel);
-  std::array<View<const T>, D> all;
-  for (int d = 0; d < D; ++d) all[d] = View<const T>(x[d]);
-  single.set_points(all);
-  std::vector<T> rho(single.mesh_size()), f = random_values<T>(single.mesh_size(), rng), phi(n);
-  std::vector<std::vector<T>> grad(D, std::vector<T>(n));
-  single.spread({View<const T>(q)}, {View<T>(rho)});
-  single.interp({View<const T>(f)}, {View<T>(phi)});
-  std::vector<View<T>> grad_views(grad.begin(), grad.end());
-  single.interp_gradient({View<const T>(f)}, grad_views);
+  const SingleRank<T, D> single(grid, kernel, x, rng);
+  const std::vector<T>& q = single.q;
 
   DistributedPlan<T, D> plan(MPI_COMM_WORLD, grid, kernel, {}, split);
   Share<T, D> share = deal<T, D>(x, q, n);
@@ -149,13 +167,13 @@ std::size_t check_against_single_rank(const Grid<D>& grid, const Kernel& kernel,
   const std::size_t m = share.count;
   std::vector<T> block(plan.block_size());
   plan.spread({View<const T>(share.q.data(), m)}, {View<T>(block)});
-  const auto [spread_diff, spread_scale] = max_difference(block, cut_block<T, D>(rho, single.mesh_shape(), plan.block()));
+  const auto [spread_diff, spread_scale] = max_difference(block, cut_block<T, D>(single.rho, single.shape, plan.block()));
   EXPECT_LE(spread_diff, tolerance_of<T>() * std::max(1.0, spread_scale)) << "spread, rank " << world_rank();
 
-  const std::vector<T> f_block = cut_block<T, D>(f, single.mesh_shape(), plan.block());
+  const std::vector<T> f_block = cut_block<T, D>(single.f, single.shape, plan.block());
   std::vector<T> values(m), expected(m);
   plan.interp({View<const T>(f_block)}, {View<T>(values)});
-  for (std::size_t i = 0; i < m; ++i) expected[i] = phi[static_cast<std::size_t>(share.id[i])];
+  for (std::size_t i = 0; i < m; ++i) expected[i] = single.phi[static_cast<std::size_t>(share.id[i])];
   const auto [interp_diff, interp_scale] = max_difference(values, expected);
   EXPECT_LE(interp_diff, tolerance_of<T>() * std::max(1.0, interp_scale)) << "interp, rank " << world_rank();
 
@@ -163,7 +181,7 @@ std::size_t check_against_single_rank(const Grid<D>& grid, const Kernel& kernel,
   std::vector<View<T>> gradient_views(gradients.begin(), gradients.end());
   plan.interp_gradient({View<const T>(f_block)}, gradient_views);
   for (int d = 0; d < D; ++d) {
-    for (std::size_t i = 0; i < m; ++i) expected[i] = grad[d][static_cast<std::size_t>(share.id[i])];
+    for (std::size_t i = 0; i < m; ++i) expected[i] = single.grad[d][static_cast<std::size_t>(share.id[i])];
     const auto [diff, scale] = max_difference(gradients[d], expected);
     // A particle on a node of the linear kernel takes the slope of the cell above it:
     // a coordinate a rounding off the node (wrapped by migrate) may take the other one.
@@ -180,17 +198,25 @@ std::array<std::int64_t, D> cells_of(std::array<std::int64_t, 2> c2, std::array<
   else return c3;
 }
 
-template <class T, int D>
-void every_kernel_and_boundary(std::array<std::int64_t, 2> c2, std::array<std::int64_t, 3> c3, std::size_t n) {
+// Calls f(kernel, boundary, rng) for every kernel and boundary, with one fresh seed.
+template <class F>
+void for_every_kernel_and_boundary(F&& f) {
   const std::uint64_t seed = shared_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   for (const Kernel& kernel : all_kernels())
     for (BoundaryKind kind : all_boundaries()) {
       SCOPED_TRACE(kernel.name() + " " + name(kind));
-      const Grid<D> grid = make_grid<D>(cells_of<D>(c2, c3), kind);
-      check_against_single_rank<T, D>(grid, kernel, mixed_positions<T, D>(grid, n, rng), rng);
+      f(kernel, kind, rng);
     }
+}
+
+template <class T, int D>
+void every_kernel_and_boundary(std::array<std::int64_t, 2> c2, std::array<std::int64_t, 3> c3, std::size_t n) {
+  for_every_kernel_and_boundary([&](const Kernel& kernel, BoundaryKind kind, std::mt19937_64& rng) {
+    const Grid<D> grid = make_grid<D>(cells_of<D>(c2, c3), kind);
+    check_against_single_rank<T, D>(grid, kernel, mixed_positions<T, D>(grid, n, rng), rng);
+  });
 }
 
 TEST(Distributed, EveryKernelAndBoundary2D) { every_kernel_and_boundary<double, 2>({13, 10}, {}, 400); }
@@ -352,15 +378,10 @@ void check_deterministic(const Grid<D>& grid, const Kernel& kernel, std::size_t 
 }
 
 TEST(Distributed, DeterministicSpreadIsTheSameBitsAtAnyRankCount) {
-  const std::uint64_t seed = shared_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  for (const Kernel& kernel : all_kernels())
-    for (BoundaryKind kind : all_boundaries()) {
-      SCOPED_TRACE(kernel.name() + " " + name(kind));
-      check_deterministic<double, 2>(make_grid<2>({11, 9}, kind), kernel, 300, rng);
-      check_deterministic<float, 3>(make_grid<3>({9, 8, 7}, kind), kernel, 300, rng);
-    }
+  for_every_kernel_and_boundary([&](const Kernel& kernel, BoundaryKind kind, std::mt19937_64& rng) {
+    check_deterministic<double, 2>(make_grid<2>({11, 9}, kind), kernel, 300, rng);
+    check_deterministic<float, 3>(make_grid<3>({9, 8, 7}, kind), kernel, 300, rng);
+  });
 }
 
 #if defined(PMKIT_WITH_CUDA)
@@ -371,14 +392,8 @@ void check_cuda_against_single_rank(const Grid<D>& grid, const Kernel& kernel, c
                                     std::mt19937_64& rng, Transport transport, int devices) {
   using cuda::DeviceBuffer;
   const std::size_t n = x[0].size();
-  const std::vector<T> q = random_values<T>(n, rng);
-  Plan<T, D> single(grid, kernel);
-  std::array<View<const T>, D> all;
-  for (int d = 0; d < D; ++d) all[d] = View<const T>(x[d]);
-  single.set_points(all);
-  std::vector<T> rho(single.mesh_size()), f = random_values<T>(single.mesh_size(), rng), phi(n);
-  single.spread({View<const T>(q)}, {View<T>(rho)});
-  single.interp({View<const T>(f)}, {View<T>(phi)});
+  const SingleRank<T, D> single(grid, kernel, x, rng);
+  const std::vector<T>& q = single.q;
 
   Options options;
   options.backend = Backend::Cuda;
@@ -404,14 +419,14 @@ void check_cuda_against_single_rank(const Grid<D>& grid, const Kernel& kernel, c
   plan.spread({View<const T>(dq.get(), m)}, {View<T>(block.get(), plan.block_size())});
   std::vector<T> host_block = block.download();
   host_block.resize(plan.block_size());
-  const auto [spread_diff, spread_scale] = max_difference(host_block, cut_block<T, D>(rho, single.mesh_shape(), plan.block()));
+  const auto [spread_diff, spread_scale] = max_difference(host_block, cut_block<T, D>(single.rho, single.shape, plan.block()));
   EXPECT_LE(spread_diff, 1e-10 * std::max(1.0, spread_scale)) << "spread, rank " << world_rank();
 
-  DeviceBuffer<T> f_block(cut_block<T, D>(f, single.mesh_shape(), plan.block())), values(std::max<std::size_t>(1, m));
+  DeviceBuffer<T> f_block(cut_block<T, D>(single.f, single.shape, plan.block())), values(std::max<std::size_t>(1, m));
   plan.interp({View<const T>(f_block.get(), plan.block_size())}, {View<T>(values.get(), m)});
   std::vector<T> got = values.download(), ids = did.download(), expected(m);
   got.resize(m);
-  for (std::size_t i = 0; i < m; ++i) expected[i] = phi[static_cast<std::size_t>(ids[i])];
+  for (std::size_t i = 0; i < m; ++i) expected[i] = single.phi[static_cast<std::size_t>(ids[i])];
   const auto [interp_diff, interp_scale] = max_difference(got, expected);
   EXPECT_LE(interp_diff, 1e-10 * std::max(1.0, interp_scale)) << "interp, rank " << world_rank();
 }

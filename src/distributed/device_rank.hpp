@@ -46,6 +46,7 @@ class DeviceRank {
   Transport transport() const { return transport_; }
 
  private:
+  void halo_pass(int count, bool sum);
   struct State;
   std::unique_ptr<State> state_;
   Transport transport_;

@@ -270,6 +270,31 @@ struct DistributedPlan<T, D>::Impl {
     timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
   }
 
+  // interp and interp_gradient (`outputs_per_mesh` outputs for each mesh): checks, the
+  // blocks into the local meshes and their ghost layers filled, then the local plan's call.
+  template <class Call>
+  void gather(const char* call, Span<View<const T>> blocks, Span<View<T>> outputs, int outputs_per_mesh,
+              Call&& local_call) {
+    agree_on_count(comm, call, "meshes", blocks.size());
+    agree(comm, call, [&] {
+      if (!has_points) fail(ErrorCode::NotReady, call, " called before set_points");
+      if (outputs.size() != outputs_per_mesh * blocks.size())
+        fail(ErrorCode::SizeMismatch, call, " got ", blocks.size(), " meshes but ", outputs.size(), " output arrays: ",
+             outputs_per_mesh, " per mesh");
+      check_block_arrays("meshes", blocks, block_size());
+      check_particle_arrays(outputs_per_mesh == 1 ? "values" : "gradients", outputs, n);
+      reserve_meshes(blocks.size(), false);
+    });
+    if (blocks.empty()) return;
+    timings = {};
+    fill_local_meshes(blocks);
+    const double t0 = MPI_Wtime();
+    const std::vector<View<T>> filled = local_views(blocks.size());
+    local_call(*local, std::vector<View<const T>>(filled.begin(), filled.end()));
+    synchronize();
+    timings.compute_s += MPI_Wtime() - t0;
+  }
+
   // The deterministic spread: global scales, fixed-point deposits, integer ghost sums.
   void spread_exact(Span<View<const T>> props, Span<View<T>> blocks, Accumulate mode) {
     const double t0 = MPI_Wtime();
@@ -446,48 +471,16 @@ void DistributedPlan<T, D>::spread(Span<View<const T>> props, Span<View<T>> mesh
 
 template <class T, int D>
 void DistributedPlan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
-  Impl& s = *impl_;
-  agree_on_count(s.comm, "interp", "meshes", meshes.size());
-  agree(s.comm, "interp", [&] {
-    if (!s.has_points) fail(ErrorCode::NotReady, "interp called before set_points");
-    if (meshes.size() != values.size())
-      fail(ErrorCode::SizeMismatch, "interp got ", meshes.size(), " meshes but ", values.size(),
-           " output arrays: one output per mesh");
-    check_block_arrays("meshes", meshes, s.block_size());
-    check_particle_arrays("values", values, s.n);
-    s.reserve_meshes(meshes.size(), false);
+  impl_->gather("interp", meshes, values, 1, [&](Plan<T, D>& local, Span<View<const T>> filled) {
+    local.interp(filled, values);
   });
-  if (meshes.empty()) return;
-  s.timings = {};
-  s.fill_local_meshes(meshes);
-  const double t0 = MPI_Wtime();
-  const std::vector<View<T>> local = s.local_views(meshes.size());
-  s.local->interp(std::vector<View<const T>>(local.begin(), local.end()), values);
-  s.synchronize();
-  s.timings.compute_s += MPI_Wtime() - t0;
 }
 
 template <class T, int D>
 void DistributedPlan<T, D>::interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) {
-  Impl& s = *impl_;
-  agree_on_count(s.comm, "interp_gradient", "meshes", meshes.size());
-  agree(s.comm, "interp_gradient", [&] {
-    if (!s.has_points) fail(ErrorCode::NotReady, "interp_gradient called before set_points");
-    if (gradients.size() != D * meshes.size())
-      fail(ErrorCode::SizeMismatch, "interp_gradient got ", meshes.size(), " meshes but ", gradients.size(),
-           " output arrays: ", D, " per mesh (gradients[", D, "*i + d] is component d for meshes[i])");
-    check_block_arrays("meshes", meshes, s.block_size());
-    check_particle_arrays("gradients", gradients, s.n);
-    s.reserve_meshes(meshes.size(), false);
+  impl_->gather("interp_gradient", meshes, gradients, D, [&](Plan<T, D>& local, Span<View<const T>> filled) {
+    local.interp_gradient(filled, gradients);
   });
-  if (meshes.empty()) return;
-  s.timings = {};
-  s.fill_local_meshes(meshes);
-  const double t0 = MPI_Wtime();
-  const std::vector<View<T>> local = s.local_views(meshes.size());
-  s.local->interp_gradient(std::vector<View<const T>>(local.begin(), local.end()), gradients);
-  s.synchronize();
-  s.timings.compute_s += MPI_Wtime() - t0;
 }
 
 template <class T, int D>

@@ -106,21 +106,6 @@ struct Columns {
   View<const T> c[D];
 };
 
-template <class T, int D>
-__global__ void stranger_kernel(Columns<T, D> positions, std::int64_t n, DeviceOwners<D> owners, int rank,
-                                unsigned long long* first) {
-  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  double u[D];
-  bool ok = true;
-  for (int d = 0; d < D; ++d) {
-    const double x = static_cast<double>(positions.c[d][i]);
-    u[d] = owners.raw(d, x);
-    ok = ok && isfinite(x) && u[d] >= 0 && u[d] <= owners.axis[d].cells;
-  }
-  if (!ok || owners.rank_of(u) != rank) atomicMin(first, static_cast<unsigned long long>(i));
-}
-
 // x wrapped into a periodic axis' domain (migration.hpp's wrap_position).
 template <class T>
 __device__ T step_towards(T x, T to) {
@@ -143,6 +128,38 @@ __device__ T wrap_on_device(const DeviceOwners<D>& owners, int d, double x, doub
   return wrapped;
 }
 
+// Particle i's grid coordinates u, checked: finite, and in [0, cells] on every axis. With
+// `wrapped` (migrate), periodic coordinates are first wrapped into the domain and every
+// axis' position stored there (wrapped[d n + i]); without, they must lie inside already
+// (set_points).
+template <class T, int D>
+__device__ bool grid_coordinates(const Columns<T, D>& positions, std::int64_t i, std::int64_t n,
+                                 const DeviceOwners<D>& owners, double (&u)[D], T* wrapped) {
+  bool ok = true;
+  for (int d = 0; d < D; ++d) {
+    const double x = static_cast<double>(positions.c[d][i]);
+    if (!isfinite(x)) return false;
+    if (wrapped && owners.axis[d].kind == detail::AxisKind::Periodic) {
+      wrapped[d * n + i] = wrap_on_device<T, D>(owners, d, x, u[d]);
+      continue;
+    }
+    u[d] = owners.raw(d, x);
+    ok = ok && u[d] >= 0 && u[d] <= owners.axis[d].cells;
+    if (wrapped) wrapped[d * n + i] = static_cast<T>(x);
+  }
+  return ok;
+}
+
+template <class T, int D>
+__global__ void stranger_kernel(Columns<T, D> positions, std::int64_t n, DeviceOwners<D> owners, int rank,
+                                unsigned long long* first) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  double u[D];
+  if (!grid_coordinates<T, D>(positions, i, n, owners, u, nullptr) || owners.rank_of(u) != rank)
+    atomicMin(first, static_cast<unsigned long long>(i));
+}
+
 // Per particle: its checked and wrapped position, its destination and its sort key (0
 // for a particle that stays, 1 + destination for one that leaves); the counts per
 // destination; the first particle with a bad position.
@@ -152,22 +169,7 @@ __global__ void classify_kernel(Columns<T, D> positions, std::int64_t n, DeviceO
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   double u[D];
-  bool ok = true;
-  for (int d = 0; d < D; ++d) {
-    const double x = static_cast<double>(positions.c[d][i]);
-    if (!isfinite(x)) {
-      ok = false;
-      continue;
-    }
-    if (owners.axis[d].kind == detail::AxisKind::Periodic) {
-      wrapped[d * n + i] = wrap_on_device<T, D>(owners, d, x, u[d]);
-    } else {
-      u[d] = owners.raw(d, x);
-      ok = ok && u[d] >= 0 && u[d] <= owners.axis[d].cells;
-      wrapped[d * n + i] = static_cast<T>(x);
-    }
-  }
-  if (!ok) {
+  if (!grid_coordinates<T, D>(positions, i, n, owners, u, wrapped)) {
     atomicMin(first_bad, static_cast<unsigned long long>(i));
     return;
   }
@@ -391,37 +393,37 @@ void DeviceRank<T, D>::local_to_block(T* const* blocks, int count, Accumulate mo
 
 template <class T, int D>
 void DeviceRank<T, D>::halo_sum(int count) {
-  State& s = *state_;
-  cuda::DeviceScope scope(s.device);
-  const std::int64_t out = s.ghost_offsets.back(), in = s.owned_offsets.back();
-  const auto send_bytes = State::bytes_of(s.ghost_offsets, sizeof(T));
-  const auto recv_bytes = State::bytes_of(s.owned_offsets, sizeof(T));
-  for (int j = 0; j < count; ++j) {
-    T* mesh = s.meshes.get() + j * s.local_size;
-    if (out > 0) gather_kernel<<<blocks_for(out), kThreads, 0, s.stream>>>(mesh, s.ghost_index.get(), out, s.send.get());
-    s.exchange(transport_, reinterpret_cast<const unsigned char*>(s.send.get()), send_bytes,
-               reinterpret_cast<unsigned char*>(s.recv.get()), recv_bytes);
-    if (in > 0)
-      scatter_add_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, s.owned_index.get(), in, s.recv.get());
-  }
-  cuda::check_launch("pmkit::DistributedPlan::halo_sum");
+  halo_pass(count, true);
 }
 
 template <class T, int D>
 void DeviceRank<T, D>::halo_fill(int count) {
+  halo_pass(count, false);
+}
+
+// One mesh at a time: gather the values the lists send, exchange, then add them to the
+// owners' nodes (sum: from the ghost nodes) or write them to the ghost nodes (fill: from
+// the owned ones).
+template <class T, int D>
+void DeviceRank<T, D>::halo_pass(int count, bool sum) {
   State& s = *state_;
   cuda::DeviceScope scope(s.device);
-  const std::int64_t out = s.owned_offsets.back(), in = s.ghost_offsets.back();
-  const auto send_bytes = State::bytes_of(s.owned_offsets, sizeof(T));
-  const auto recv_bytes = State::bytes_of(s.ghost_offsets, sizeof(T));
+  const std::int64_t* from = sum ? s.ghost_index.get() : s.owned_index.get();
+  const std::int64_t* to = sum ? s.owned_index.get() : s.ghost_index.get();
+  const std::vector<std::int64_t>& from_offsets = sum ? s.ghost_offsets : s.owned_offsets;
+  const std::vector<std::int64_t>& to_offsets = sum ? s.owned_offsets : s.ghost_offsets;
+  const std::int64_t out = from_offsets.back(), in = to_offsets.back();
+  const auto send_bytes = State::bytes_of(from_offsets, sizeof(T));
+  const auto recv_bytes = State::bytes_of(to_offsets, sizeof(T));
   for (int j = 0; j < count; ++j) {
     T* mesh = s.meshes.get() + j * s.local_size;
-    if (out > 0) gather_kernel<<<blocks_for(out), kThreads, 0, s.stream>>>(mesh, s.owned_index.get(), out, s.send.get());
+    if (out > 0) gather_kernel<<<blocks_for(out), kThreads, 0, s.stream>>>(mesh, from, out, s.send.get());
     s.exchange(transport_, reinterpret_cast<const unsigned char*>(s.send.get()), send_bytes,
                reinterpret_cast<unsigned char*>(s.recv.get()), recv_bytes);
-    if (in > 0) scatter_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, s.ghost_index.get(), in, s.recv.get());
+    if (in > 0 && sum) scatter_add_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, to, in, s.recv.get());
+    if (in > 0 && !sum) scatter_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, to, in, s.recv.get());
   }
-  cuda::check_launch("pmkit::DistributedPlan::halo_fill");
+  cuda::check_launch("pmkit::DistributedPlan::halo_pass");
 }
 
 template <class T, int D>
