@@ -85,6 +85,14 @@ struct Particles {
   }
 };
 
+// The CUDA options of this rank: its GPU (main sets it current), the default stream.
+Options cuda_options() {
+  Options o;
+  o.backend = Backend::Cuda;
+  check(cudaGetDevice(&o.device), "cudaGetDevice");
+  return o;
+}
+
 double max_over(MPI_Comm comm, double v) {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, comm);
   return v;
@@ -97,7 +105,7 @@ Step median(std::vector<Step> steps) {
 
 // The single-GPU Plan: set_points, spread, interp after each move.
 Step run_plan(const Grid<3>& grid, Particles& p, int steps) {
-  Plan<float, 3> plan(grid, Kernel::mp4(), Options{Backend::Cuda});
+  Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
   DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()), "mesh");
   std::vector<Step> timed;
   for (int s = 0; s <= steps; ++s) {
@@ -198,7 +206,7 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
     const Step plan_step = run_plan(single_grid, p, steps);
     baseline = plan_step.total();
     print("1 GPU, Plan", plan_step, baseline);
-    DistributedPlan<float, 3> plan(MPI_COMM_SELF, single_grid, Kernel::mp4(), Options{Backend::Cuda});
+    DistributedPlan<float, 3> plan(MPI_COMM_SELF, single_grid, Kernel::mp4(), cuda_options());
     const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, steps);
     print("1 GPU, DistributedPlan", one_rank, baseline);
   }
@@ -206,7 +214,7 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
   if (size == 1) return;
   for (Transport transport : {Transport::Nccl, Transport::HostMpi}) {
     // The decomposition first, for the particles' blocks.
-    DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), Options{Backend::Cuda}, {}, transport);
+    DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), cuda_options(), {}, transport);
     const auto bounds = block_bounds(grid, plan.block());
     Particles p(n_per_rank, n_per_rank + n_per_rank / 8, bounds[0], bounds[1], 31 + rank);
     const Step t = run_distributed(MPI_COMM_WORLD, plan, p, steps);
