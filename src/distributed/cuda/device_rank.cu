@@ -1,9 +1,7 @@
 // The device half of a CUDA rank (device_rank.hpp): small kernels that gather and
 // scatter the ghost lists, copy between blocks and local meshes, find each particle's
 // owner and pack the migrating particles; the transport moves the packed buffers.
-#include <thrust/execution_policy.h>
-#include <thrust/sequence.h>
-#include <thrust/sort.h>
+#include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
 #include <cstring>
@@ -190,6 +188,18 @@ __global__ void pack_kernel(const unsigned* order, std::int64_t n, const T* wrap
   for (int j = 0; j < nprops; ++j) rows[k * values + D + j] = props[j][i];
 }
 
+// Bits of the migration's sort keys, 0 .. ranks.
+int key_bits(int ranks) {
+  int bits = 1;
+  while ((1 << bits) <= ranks) ++bits;
+  return bits;
+}
+
+__global__ void sequence_kernel(unsigned* out, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = static_cast<unsigned>(i);
+}
+
 // Rows [0, n) into the caller's arrays from slot `first` on.
 template <class T>
 __global__ void unpack_kernel(const T* rows, std::int64_t n, const View<T>* columns, int values, std::int64_t first) {
@@ -221,7 +231,8 @@ struct DeviceRank<T, D>::State {
   DeviceBuffer<unsigned long long> counters;
   // Migration scratch.
   DeviceBuffer<T> wrapped, rows, arrivals;
-  DeviceBuffer<unsigned> keys, order;
+  DeviceBuffer<unsigned> keys, sorted_keys, identity, order;
+  DeviceBuffer<unsigned char> sort_scratch;
   DeviceBuffer<View<T>> columns;
   // Host staging of the host-MPI transport (pinned).
   unsigned char* host_send = nullptr;
@@ -463,8 +474,13 @@ std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, S
   agree(s.comm, "migrate", [&] {
     capacity = check_migration_arrays<T, D>(positions, props, count);
     s.wrapped.reserve(std::max<std::size_t>(1, D * count), "migration positions");
-    s.keys.reserve(std::max<std::size_t>(1, count), "migration keys");
-    s.order.reserve(std::max<std::size_t>(1, count), "migration order");
+    for (DeviceBuffer<unsigned>* b : {&s.keys, &s.sorted_keys, &s.identity, &s.order})
+      b->reserve(std::max<std::size_t>(1, count), "migration order");
+    std::size_t scratch_bytes = 0;
+    check(cub::DeviceRadixSort::SortPairs(nullptr, scratch_bytes, s.keys.get(), s.sorted_keys.get(), s.identity.get(),
+                                          s.order.get(), static_cast<int>(count), 0, key_bits(s.size), s.stream),
+          "migrate: sort");
+    s.sort_scratch.reserve(std::max<std::size_t>(1, scratch_bytes), "migration sort");
     s.rows.reserve(std::max<std::size_t>(1, count * values), "migration rows");
     std::vector<View<T>> columns(positions.begin(), positions.end());
     columns.insert(columns.end(), props.begin(), props.end());
@@ -508,9 +524,13 @@ std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, S
   s.arrivals.reserve(std::max<std::size_t>(1, arriving * values), "migration arrivals");
   if (count > 0) {
     // Stable by key: the staying particles first, in their order, then the leavers by
-    // destination rank.
-    thrust::sequence(thrust::cuda::par.on(s.stream), s.order.get(), s.order.get() + count);
-    thrust::stable_sort_by_key(thrust::cuda::par.on(s.stream), s.keys.get(), s.keys.get() + count, s.order.get());
+    // destination rank. A radix sort over the keys' few bits (0 .. size): one pass for
+    // up to 255 ranks.
+    sequence_kernel<<<blocks_for(count), kThreads, 0, s.stream>>>(s.identity.get(), count);
+    std::size_t scratch_bytes = s.sort_scratch.size();
+    check(cub::DeviceRadixSort::SortPairs(s.sort_scratch.get(), scratch_bytes, s.keys.get(), s.sorted_keys.get(),
+                                          s.identity.get(), s.order.get(), static_cast<int>(count), 0, key_bits(s.size), s.stream),
+          "migrate: sort");
     pack_kernel<T, D><<<blocks_for(count), kThreads, 0, s.stream>>>(s.order.get(), count, s.wrapped.get(),
                                                                     s.columns.get() + D, nprops, s.rows.get());
     cuda::check_launch("pmkit::DistributedPlan::pack_kernel");
