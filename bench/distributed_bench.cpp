@@ -250,6 +250,12 @@ int main(int argc, char** argv) {
   int devices = 0;
   check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
   check(cudaSetDevice(rank % devices), "cudaSetDevice");
+  if (rank == 0) {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median)\n",
+                size, devices, prop.name, steps);
+  }
   try {
     // Weak: each GPU a 256^3 block; the rank grid MPI_Dims_create gives.
     std::array<int, 3> dims{};
