@@ -123,12 +123,12 @@ double tolerance_of() {
   return std::is_same<T, float>::value ? 2e-5 : 1e-12;
 }
 
-// The single-rank plan's results on particles x, random charges q and a random mesh f:
-// the spread rho, interp's phi and interp_gradient's grad.
+// The single-rank plan's results on particles x, random charges q, vectors v and a random
+// mesh f: the spread rho, interp's phi, interp_gradient's grad and spread_gradient's div.
 template <class T, int D>
 struct SingleRank {
-  std::vector<T> q, rho, f, phi;
-  std::vector<std::vector<T>> grad;
+  std::vector<T> q, rho, f, phi, div;
+  std::vector<std::vector<T>> grad, v;
   std::array<std::int64_t, D> shape;
 
   SingleRank(const Grid<D>& grid, const Kernel& kernel, const Positions<T, D>& x, std::mt19937_64& rng) {
@@ -147,6 +147,9 @@ struct SingleRank {
     plan.interp({View<const T>(f)}, {View<T>(phi)});
     std::vector<View<T>> grad_views(grad.begin(), grad.end());
     plan.interp_gradient({View<const T>(f)}, grad_views);
+    for (int d = 0; d < D; ++d) v.push_back(random_values<T>(n, rng));
+    div.resize(plan.mesh_size());
+    plan.spread_gradient(std::vector<View<const T>>(v.begin(), v.end()), {View<T>(div)});
   }
 };
 
@@ -169,6 +172,16 @@ std::size_t check_against_single_rank(const Grid<D>& grid, const Kernel& kernel,
   plan.spread({View<const T>(share.q.data(), m)}, {View<T>(block)});
   const auto [spread_diff, spread_scale] = max_difference(block, cut_block<T, D>(single.rho, single.shape, plan.block()));
   EXPECT_LE(spread_diff, tolerance_of<T>() * std::max(1.0, spread_scale)) << "spread, rank " << world_rank();
+
+  // spread_gradient of the vectors, carried through migrate by the particles' ids.
+  std::vector<std::vector<T>> vectors(D, std::vector<T>(m));
+  for (int d = 0; d < D; ++d)
+    for (std::size_t i = 0; i < m; ++i) vectors[d][i] = single.v[d][static_cast<std::size_t>(share.id[i])];
+  std::vector<T> div_block(plan.block_size());
+  plan.spread_gradient(std::vector<View<const T>>(vectors.begin(), vectors.end()), {View<T>(div_block)});
+  const auto [div_diff, div_scale] = max_difference(div_block, cut_block<T, D>(single.div, single.shape, plan.block()));
+  if (!(kernel == Kernel::linear()))  // its derivative jumps at the nodes (interp_gradient's note below)
+    EXPECT_LE(div_diff, 10 * tolerance_of<T>() * std::max(1.0, div_scale)) << "spread_gradient, rank " << world_rank();
 
   const std::vector<T> f_block = cut_block<T, D>(single.f, single.shape, plan.block());
   std::vector<T> values(m), expected(m);

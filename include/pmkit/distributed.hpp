@@ -121,6 +121,9 @@ class DistributedPlan {
   void set_points(const Positions& positions);
   // P2M: meshes[i] is this rank's block (block_size() values) of property i's spread.
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
+  // The adjoint of interp_gradient, as Plan::spread_gradient: vectors[D*i + d] onto the
+  // blocks meshes[i] (not in deterministic mode).
+  void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
   // M2P: values[i][p] for this rank's particles from the blocks meshes[i] of all ranks.
   void interp(Span<View<const T>> meshes, Span<View<T>> values);
   // M2P of the gradient, as Plan::interp_gradient: gradients[D*i + d] for meshes[i].

@@ -238,10 +238,12 @@ struct DistributedPlan<T, D>::Impl {
     timings.exchange_s += MPI_Wtime() - t1;
   }
 
-  void spread_local(Span<View<const T>> props, Span<View<T>> blocks, Accumulate mode) {
+  // spread and spread_gradient: local_call spreads `count` meshes into the local meshes,
+  // then the ghost sums go to their owners and the owned nodes into the caller's blocks.
+  template <class Call>
+  void spread_local(int count, Span<View<T>> blocks, Accumulate mode, Call&& local_call) {
     const double t0 = MPI_Wtime();
-    const int count = static_cast<int>(props.size());
-    local->spread(props, local_views(props.size()));
+    local_call(*local, local_views(count));
     synchronize();
     const double t1 = MPI_Wtime();
 #if defined(PMKIT_WITH_CUDA)
@@ -268,6 +270,29 @@ struct DistributedPlan<T, D>::Impl {
       });
     }
     timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
+  }
+
+  // The checks of spread and spread_gradient (`inputs_per_mesh` particle arrays for each
+  // mesh), agreed by all ranks, and the local meshes reserved.
+  void check_spread(const char* call, Span<View<const T>> inputs, Span<View<T>> blocks, int inputs_per_mesh) {
+    agree_on_count(comm, call, "meshes", blocks.size());
+    agree(comm, call, [&] {
+      if (!has_points) fail(ErrorCode::NotReady, call, " called before set_points");
+      if (inputs.size() != inputs_per_mesh * blocks.size())
+        fail(ErrorCode::SizeMismatch, call, " got ", inputs.size(), " particle arrays but ", blocks.size(),
+             " meshes: ", inputs_per_mesh, " per mesh");
+      if (options.deterministic && inputs_per_mesh != 1)
+        fail(ErrorCode::Unsupported, call, ": the deterministic distributed plan spreads values only");
+      check_particle_arrays(inputs_per_mesh == 1 ? "props" : "vectors", inputs, n);
+      check_block_arrays("meshes", blocks, block_size());
+      if (options.deterministic)
+        for (std::size_t j = 0; j < inputs.size(); ++j)
+          for (std::size_t i = 0; i < n; ++i)
+            if (!std::isfinite(static_cast<double>(inputs[j][i])))
+              fail(ErrorCode::InvalidArgument, "props[", j, "][", i, "] = ", inputs[j][i],
+                   ": the deterministic spread takes finite values");
+      reserve_meshes(blocks.size(), options.deterministic);
+    });
   }
 
   // interp and interp_gradient (`outputs_per_mesh` outputs for each mesh): checks, the
@@ -446,27 +471,22 @@ void DistributedPlan<T, D>::set_points(const Positions& positions) {
 template <class T, int D>
 void DistributedPlan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
   Impl& s = *impl_;
-  agree_on_count(s.comm, "spread", "properties", props.size());
-  agree(s.comm, "spread", [&] {
-    if (!s.has_points) fail(ErrorCode::NotReady, "spread called before set_points");
-    if (props.size() != meshes.size())
-      fail(ErrorCode::SizeMismatch, "spread got ", props.size(), " properties but ", meshes.size(),
-           " meshes: one mesh per property");
-    check_particle_arrays("props", props, s.n);
-    check_block_arrays("meshes", meshes, s.block_size());
-    if (s.options.deterministic)
-      for (std::size_t j = 0; j < props.size(); ++j)
-        for (std::size_t i = 0; i < s.n; ++i)
-          if (!std::isfinite(static_cast<double>(props[j][i])))
-            fail(ErrorCode::InvalidArgument, "props[", j, "][", i, "] = ", props[j][i],
-                 ": the deterministic spread takes finite values");
-    s.reserve_meshes(props.size(), s.options.deterministic);
-  });
+  s.check_spread("spread", props, meshes, 1);
   if (props.empty()) return;
   if (s.options.deterministic)
     s.spread_exact(props, meshes, mode);
   else
-    s.spread_local(props, meshes, mode);
+    s.spread_local(static_cast<int>(meshes.size()), meshes, mode,
+                   [&](Plan<T, D>& local, Span<View<T>> filled) { local.spread(props, filled); });
+}
+
+template <class T, int D>
+void DistributedPlan<T, D>::spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) {
+  Impl& s = *impl_;
+  s.check_spread("spread_gradient", vectors, meshes, D);
+  if (meshes.empty()) return;
+  s.spread_local(static_cast<int>(meshes.size()), meshes, mode,
+                 [&](Plan<T, D>& local, Span<View<T>> filled) { local.spread_gradient(vectors, filled); });
 }
 
 template <class T, int D>
