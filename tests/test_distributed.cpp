@@ -180,8 +180,9 @@ std::size_t check_against_single_rank(const Grid<D>& grid, const Kernel& kernel,
   std::vector<T> div_block(plan.block_size());
   plan.spread_gradient(std::vector<View<const T>>(vectors.begin(), vectors.end()), {View<T>(div_block)});
   const auto [div_diff, div_scale] = max_difference(div_block, cut_block<T, D>(single.div, single.shape, plan.block()));
-  if (!(kernel == Kernel::linear()))  // its derivative jumps at the nodes (interp_gradient's note below)
+  if (!(kernel == Kernel::linear())) {  // its derivative jumps at the nodes (interp_gradient's note below)
     EXPECT_LE(div_diff, 10 * tolerance_of<T>() * std::max(1.0, div_scale)) << "spread_gradient, rank " << world_rank();
+  }
 
   const std::vector<T> f_block = cut_block<T, D>(single.f, single.shape, plan.block());
   std::vector<T> values(m), expected(m);
