@@ -22,6 +22,10 @@
 
 namespace pmkit::distributed {
 
+// Entries below which a gather or scatter loop stays on one thread: starting a parallel
+// region costs microseconds, about what this many copies take (docs/tuning.md#kparallelentries).
+constexpr std::int64_t kParallelEntries = 65536;
+
 class Halo {
  public:
   // Lists of local indices, grouped by peer rank: offsets[p] .. offsets[p + 1].
@@ -72,7 +76,7 @@ void Halo::transfer(const Lists& from, const Lists& to, const V* meshes, int cou
       const V* mesh = meshes + k * local_size;
       V* dst = out + base + k * n;
       const std::int64_t* idx = from.index.data() + from.offsets[p];
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > kParallelEntries)
       for (std::int64_t e = 0; e < n; ++e) dst[e] = mesh[idx[e]];
     }
   }
@@ -132,7 +136,7 @@ void Halo::fill(V* meshes, int count, std::int64_t local_size) {
       const std::int64_t n = send_.count(p);
       const V* src = in + send_.offsets[p] * count + k * n;
       const std::int64_t* idx = send_.index.data() + send_.offsets[p];
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > kParallelEntries)
       for (std::int64_t e = 0; e < n; ++e) mesh[idx[e]] = src[e];
     }
   }
