@@ -191,6 +191,7 @@ struct DistributedPlan<T, D>::Impl {
 #if defined(PMKIT_WITH_CUDA)
     if (device) return device->meshes(static_cast<int>(count));
 #endif
+    (void)count;  // reserve_meshes made room on the host
     return meshes.data();
   }
   std::vector<View<T>> local_views(std::size_t count) {
