@@ -49,6 +49,8 @@ const char* const kDemoUsage =
     "  --seed S             random seed (default 1)\n"
     "  --tolerance E        relative tolerance of the conservation and round-trip\n"
     "                       checks (default 1e-4 in float, 1e-10 in double)\n"
+    "  --distributed        over MPI ranks: mpirun -np P pmkit demo --distributed\n"
+    "                       (`pmkit demo --distributed --help` gives its options)\n"
     "  --vtk FILE           write the spread mesh as a legacy VTK file (ParaView);\n"
     "                       checked for writing before the run\n"
     "  -h, --help           this text\n";
@@ -242,6 +244,16 @@ int demo(const DemoOptions& o) {
 }  // namespace
 
 int run_demo(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--distributed") {
+#if defined(PMKIT_WITH_MPI)
+      return run_distributed_demo(argc, argv);
+#else
+      return guarded("demo", kDemoUsage, []() -> int {
+        throw UsageError("--distributed: this build of pmkit has no MPI (configure with PMKIT_MPI=ON)");
+      });
+#endif
+    }
   return guarded("demo", kDemoUsage, [&]() -> int {
     DemoOptions o;
     ArgReader args(argc, argv);

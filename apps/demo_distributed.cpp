@@ -1,0 +1,204 @@
+// `pmkit demo --distributed`, run under mpirun: the demo's particles dealt round-robin to
+// the ranks, moved to their owners by migrate, spread and interpolated by a
+// DistributedPlan on CPU ranks; rank 0 prints the decomposition, the phases' times (the
+// slowest rank's) and the same checks as the single-rank demo, summed over all ranks:
+// conservation of the total charge and the round trip <spread(q), rho> = <q, interp(rho)>.
+#include <mpi.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "pmkit/distributed.hpp"
+
+namespace pmkit::cli {
+namespace {
+
+const char* const kDistributedUsage =
+    "usage: mpirun -np P pmkit demo --distributed [options]\n"
+    "\n"
+    "The demo over P MPI ranks: every rank starts with every P-th particle, migrate moves\n"
+    "them to the ranks that own their blocks, then spread and interp run on the blocks.\n"
+    "\n"
+    "options:\n"
+    "  --particles N        particles in all (default 1000000)\n"
+    "  --cells N            cells per dimension (default 100)\n"
+    "  --dim 2|3            dimension (default 3)\n"
+    "  --kernel NAME        linear|cic|tsc|mp4|bspline2..bspline8 (default mp4)\n"
+    "  --precision P        float|double (default float)\n"
+    "  --boundary B         periodic|fold|keep (default periodic)\n"
+    "  --deterministic      the fixed-point spread: the same bits at any rank count\n"
+    "  --threads T          OpenMP threads per rank (default: OpenMP's default)\n"
+    "  --seed S             random seed (default 1)\n"
+    "  -h, --help           this text\n";
+
+struct Settings {
+  std::int64_t particles = 1000000, cells = 100;
+  int dim = 3, threads = 0;
+  Kernel kernel = Kernel::mp4();
+  std::string precision = "float", boundary = "periodic";
+  bool deterministic = false;
+  std::uint64_t seed = 1;
+};
+
+double sum_over_ranks(double v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+double max_over_ranks(double v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return v;
+}
+
+template <class T, int D>
+int demo(const Settings& s) {
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::array<std::int64_t, D> cells;
+  cells.fill(s.cells);
+  const double h = 1.0 / static_cast<double>(s.cells);
+  const Grid<D> grid = s.boundary == "periodic" ? Grid<D>::periodic(cells, h)
+                                                : Grid<D>::bounded(cells, h, 0.0, s.boundary == "keep" ? Ghosts::Keep
+                                                                                                      : Ghosts::Fold);
+  Options options;
+  options.num_threads = s.threads;
+  options.deterministic = s.deterministic;
+  DistributedPlan<T, D> plan = [&] {
+    try {
+      return DistributedPlan<T, D>(MPI_COMM_WORLD, grid, s.kernel, options);
+    } catch (const Error& e) {
+      throw UsageError("these options cannot run: " + message_of(e));
+    }
+  }();
+
+  // This rank's share of the particles (uniform in the unit box, charges in [0.5, 1.5)),
+  // in arrays with room for all of them, since any rank may own any number.
+  const std::size_t n = static_cast<std::size_t>(s.particles);
+  std::array<std::vector<T>, D> x;
+  for (auto& c : x) c.resize(n);
+  std::vector<T> q(n);
+  std::size_t count = 0;
+  std::mt19937_64 rng(s.seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    T xi[D];
+    for (int d = 0; d < D; ++d) xi[d] = static_cast<T>(unit(rng));
+    const T qi = static_cast<T>(0.5 + unit(rng));
+    if (static_cast<int>(i % size) != rank) continue;
+    for (int d = 0; d < D; ++d) x[d][count] = xi[d];
+    q[count++] = qi;
+  }
+  std::array<View<T>, D> positions;
+  for (int d = 0; d < D; ++d) positions[d] = View<T>(x[d]);
+  const double t_migrate = seconds([&] { count = plan.migrate(positions, {View<T>(q)}, count); });
+  std::array<View<const T>, D> mine;
+  for (int d = 0; d < D; ++d) mine[d] = View<const T>(x[d].data(), count);
+  const double t_set = seconds([&] { plan.set_points(mine); });
+  std::vector<T> rho(plan.block_size()), back(count);
+  const double t_spread = seconds([&] { plan.spread({View<const T>(q.data(), count)}, {View<T>(rho)}); });
+  const DistributedTimings spread_phases = plan.last_timings();
+  const double t_interp = seconds([&] { plan.interp({View<const T>(rho)}, {View<T>(back)}); });
+  const DistributedTimings interp_phases = plan.last_timings();
+
+  double sum_q = 0, mass = 0, rho2 = 0, q_back = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    sum_q += q[i];
+    q_back += static_cast<double>(q[i]) * back[i];
+  }
+  for (T v : rho) {
+    mass += v;
+    rho2 += static_cast<double>(v) * v;
+  }
+  sum_q = sum_over_ranks(sum_q);
+  mass = sum_over_ranks(mass);
+  rho2 = sum_over_ranks(rho2);
+  q_back = sum_over_ranks(q_back);
+  const double least = -max_over_ranks(-static_cast<double>(count)), most = max_over_ranks(static_cast<double>(count));
+  const double times[] = {max_over_ranks(t_migrate), max_over_ranks(t_set), max_over_ranks(t_spread),
+                          max_over_ranks(spread_phases.exchange_s), max_over_ranks(t_interp),
+                          max_over_ranks(interp_phases.exchange_s)};
+  const double conservation = n ? std::abs(mass - sum_q) / std::abs(sum_q) : 0.0;
+  const double adjoint = n ? std::abs(rho2 - q_back) / std::abs(rho2) : 0.0;
+  const double tolerance = std::is_same<T, float>::value ? 1e-4 : 1e-10;
+  if (rank == 0) {
+    const Block<D>& b = plan.block();
+    std::string ranks;
+    for (int d = 0; d < D; ++d) ranks += (d ? " x " : "") + std::to_string(b.ranks[d]);
+    std::printf("pmkit demo --distributed: %dD, %zu particles over %d ranks (%s), %lld^%d cells, %s, %s, %s%s\n", D, n,
+                size, ranks.c_str(), static_cast<long long>(s.cells), D, s.boundary.c_str(), s.kernel.name().c_str(),
+                s.precision.c_str(), s.deterministic ? ", deterministic" : "");
+    std::printf("  particles per rank after migrate: %.0f to %.0f\n", least, most);
+    std::printf("timings (the slowest rank's):\n");
+    std::printf("  migrate     %10.3f ms\n  set_points  %10.3f ms\n", 1e3 * times[0], 1e3 * times[1]);
+    std::printf("  spread      %10.3f ms   (ghost exchange %.3f ms)\n", 1e3 * times[2], 1e3 * times[3]);
+    std::printf("  interp      %10.3f ms   (ghost exchange %.3f ms)\n", 1e3 * times[4], 1e3 * times[5]);
+    std::printf("checks:\n");
+    std::printf("  conservation  sum q = %.10g, mesh total = %.10g, |difference| / |sum q| = %.2e\n", sum_q, mass,
+                conservation);
+    std::printf("  round trip    <spread(q), rho> = %.10g, <q, interp(rho)> = %.10g, relative difference %.2e\n", rho2,
+                q_back, adjoint);
+    if (!(conservation < tolerance))
+      std::fprintf(stderr, "pmkit demo: check failed: conservation: relative error %.2e, tolerance %.0e\n",
+                   conservation, tolerance);
+    if (!(adjoint < tolerance))
+      std::fprintf(stderr, "pmkit demo: check failed: round trip: relative error %.2e, tolerance %.0e\n", adjoint,
+                   tolerance);
+  }
+  return conservation < tolerance && adjoint < tolerance ? 0 : 1;
+}
+
+}  // namespace
+
+int run_distributed_demo(int argc, char** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(nullptr, nullptr);
+  const int status = guarded("demo", kDistributedUsage, [&]() -> int {
+    Settings s;
+    ArgReader args(argc, argv);
+    while (args.next()) {
+      if (args.is("--help")) {
+        args.flag();
+        std::fputs(kDistributedUsage, stdout);
+        return 0;
+      } else if (args.is("--distributed")) {
+        args.flag();
+      } else if (args.is("--particles")) {
+        s.particles = args.count(0, kMaxParticles, "1e6");
+      } else if (args.is("--cells")) {
+        s.cells = args.count(1, 1 << 20, "64");
+      } else if (args.is("--dim")) {
+        s.dim = args.choice({"2", "3"}) == "2" ? 2 : 3;
+      } else if (args.is("--kernel")) {
+        s.kernel = args.kernel();
+      } else if (args.is("--precision")) {
+        s.precision = args.choice({"float", "double"});
+      } else if (args.is("--boundary")) {
+        s.boundary = args.choice({"periodic", "fold", "keep"});
+      } else if (args.is("--deterministic")) {
+        args.flag();
+        s.deterministic = true;
+      } else if (args.is("--threads")) {
+        s.threads = static_cast<int>(args.count(1, 4096, "4"));
+      } else if (args.is("--seed")) {
+        s.seed = static_cast<std::uint64_t>(args.count(0, INT64_MAX, "42"));
+      } else {
+        args.unknown();
+      }
+    }
+    int local = s.precision == "float" ? (s.dim == 2 ? demo<float, 2>(s) : demo<float, 3>(s))
+                                       : (s.dim == 2 ? demo<double, 2>(s) : demo<double, 3>(s));
+    MPI_Allreduce(MPI_IN_PLACE, &local, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return local;
+  });
+  MPI_Finalize();
+  return status;
+}
+
+}  // namespace pmkit::cli

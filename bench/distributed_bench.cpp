@@ -1,0 +1,278 @@
+// The distributed plan on GPUs, one rank per GPU (mpirun -np P distributed_bench):
+//  * weak scaling: 2^24 particles and a 256^3 block per GPU;
+//  * strong scaling: 2^26 particles on 512^3 in all.
+// One step is migrate after a small move (every particle by up to a quarter cell per axis),
+// set_points, spread and interp, float, M'4, periodic. Each figure is the median of the
+// timed steps of the slowest rank, printed beside its baseline from the same run: the
+// single-GPU Plan (no decomposition, no messages) on rank 0's GPU with the same particles
+// per GPU (weak) or all of them (strong), and the distributed plan on that one rank.
+// Every distributed run goes once through each transport (NCCL, host-staged MPI).
+//   mpirun -np 2 distributed_bench [--weak-particles N] [--weak-cells C] [--strong-particles N]
+//                                  [--strong-cells C] [--steps S] [--skip-strong]
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "pmkit/cuda/runtime.hpp"
+#include "pmkit/distributed.hpp"
+
+namespace {
+
+using namespace pmkit;
+using cuda::check;
+using cuda::DeviceBuffer;
+
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// A fast reproducible generator of uniform doubles in [0, 1).
+struct SplitMix {
+  std::uint64_t state;
+  double next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1p-53;
+  }
+};
+
+// The phases of one step, in seconds.
+struct Step {
+  double migrate = 0, set_points = 0, spread = 0, interp = 0, spread_exchange = 0, interp_exchange = 0;
+  double total() const { return migrate + set_points + spread + interp; }
+};
+
+// Particles of one rank on the device, in arrays of `capacity` slots, and their host copy.
+struct Particles {
+  std::size_t count = 0, capacity = 0;
+  std::array<std::vector<float>, 3> host;
+  std::array<DeviceBuffer<float>, 3> x;
+  DeviceBuffer<float> q, values;
+
+  Particles(std::size_t n, std::size_t cap, const std::array<double, 3>& lo, const std::array<double, 3>& hi,
+            std::uint64_t seed)
+      : count(n), capacity(cap) {
+    SplitMix rng{seed};
+    for (int d = 0; d < 3; ++d) {
+      host[d].resize(cap);
+      for (std::size_t i = 0; i < n; ++i) host[d][i] = static_cast<float>(lo[d] + rng.next() * (hi[d] - lo[d]));
+      x[d] = DeviceBuffer<float>(host[d], "positions");
+    }
+    q = DeviceBuffer<float>(std::vector<float>(cap, 1.0f), "charges");
+    values.reserve(cap, "interpolated values");
+  }
+  // Every particle by up to a quarter cell of width h per axis (host, then uploaded).
+  void move(double h, std::uint64_t seed) {
+    SplitMix rng{seed};
+    for (int d = 0; d < 3; ++d) {
+      check(cudaMemcpy(host[d].data(), x[d].get(), count * sizeof(float), cudaMemcpyDeviceToHost), "download");
+      for (std::size_t i = 0; i < count; ++i) host[d][i] += static_cast<float>((rng.next() - 0.5) * 0.5 * h);
+      check(cudaMemcpy(x[d].get(), host[d].data(), count * sizeof(float), cudaMemcpyHostToDevice), "upload");
+    }
+  }
+  std::array<View<const float>, 3> positions() const {
+    return {View<const float>(x[0].get(), count), View<const float>(x[1].get(), count),
+            View<const float>(x[2].get(), count)};
+  }
+};
+
+// The CUDA options of this rank: its GPU (main sets it current), the default stream.
+Options cuda_options() {
+  Options o;
+  o.backend = Backend::Cuda;
+  check(cudaGetDevice(&o.device), "cudaGetDevice");
+  return o;
+}
+
+double max_over(MPI_Comm comm, double v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return v;
+}
+
+Step median(std::vector<Step> steps) {
+  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.total() < b.total(); });
+  return steps[steps.size() / 2];
+}
+
+// The single-GPU Plan: set_points, spread, interp after each move.
+Step run_plan(const Grid<3>& grid, Particles& p, int steps) {
+  Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
+  DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()), "mesh");
+  std::vector<Step> timed;
+  for (int s = 0; s <= steps; ++s) {
+    p.move(grid.spacing[0], 1000 + s);
+    // Positions moved past a periodic end are wrapped by the plan itself.
+    Step t;
+    check(cudaDeviceSynchronize(), "step");
+    double t0 = MPI_Wtime();
+    plan.set_points(p.positions());
+    check(cudaDeviceSynchronize(), "set_points");
+    double t1 = MPI_Wtime();
+    plan.spread({View<const float>(p.q.get(), p.count)}, {View<float>(mesh.get(), mesh.size())});
+    check(cudaDeviceSynchronize(), "spread");
+    double t2 = MPI_Wtime();
+    plan.interp({View<const float>(mesh.get(), mesh.size())}, {View<float>(p.values.get(), p.count)});
+    check(cudaDeviceSynchronize(), "interp");
+    double t3 = MPI_Wtime();
+    t.set_points = t1 - t0;
+    t.spread = t2 - t1;
+    t.interp = t3 - t2;
+    if (s > 0) timed.push_back(t);
+  }
+  return median(timed);
+}
+
+// The distributed plan on comm: migrate, set_points, spread, interp after each move; the
+// slowest rank's phases.
+Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& p, int steps) {
+  const Grid<3>& grid = plan.grid();
+  DeviceBuffer<float> block(static_cast<std::size_t>(plan.block_size()), "block");
+  std::vector<Step> timed;
+  for (int s = 0; s <= steps; ++s) {
+    p.move(grid.spacing[0], 2000 + 7919 * world_rank() + s);
+    Step t;
+    check(cudaDeviceSynchronize(), "step");
+    MPI_Barrier(comm);
+    double t0 = MPI_Wtime();
+    std::array<View<float>, 3> x = {View<float>(p.x[0].get(), p.capacity), View<float>(p.x[1].get(), p.capacity),
+                                    View<float>(p.x[2].get(), p.capacity)};
+    p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    double t1 = MPI_Wtime();
+    plan.set_points(p.positions());
+    check(cudaDeviceSynchronize(), "set_points");
+    double t2 = MPI_Wtime();
+    plan.spread({View<const float>(p.q.get(), p.count)}, {View<float>(block.get(), block.size())});
+    const double spread_exchange = plan.last_timings().exchange_s;
+    double t3 = MPI_Wtime();
+    plan.interp({View<const float>(block.get(), block.size())}, {View<float>(p.values.get(), p.count)});
+    const double interp_exchange = plan.last_timings().exchange_s;
+    double t4 = MPI_Wtime();
+    t.migrate = max_over(comm, t1 - t0);
+    t.set_points = max_over(comm, t2 - t1);
+    t.spread = max_over(comm, t3 - t2);
+    t.interp = max_over(comm, t4 - t3);
+    t.spread_exchange = max_over(comm, spread_exchange);
+    t.interp_exchange = max_over(comm, interp_exchange);
+    if (s > 0) timed.push_back(t);
+  }
+  return median(timed);
+}
+
+void print(const char* label, const Step& t, double baseline) {
+  if (world_rank() != 0) return;
+  std::printf("  %-34s step %8.3f ms = migrate %7.3f + set_points %7.3f + spread %7.3f (exchange %6.3f) + interp "
+              "%7.3f (exchange %6.3f)   baseline / this = %.3f\n",
+              label, 1e3 * t.total(), 1e3 * t.migrate, 1e3 * t.set_points, 1e3 * t.spread, 1e3 * t.spread_exchange,
+              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total());
+  std::fflush(stdout);
+}
+
+// The block of a rank in a grid of `ranks` blocks of `cells` cells each (per axis).
+std::array<std::array<double, 3>, 2> block_bounds(const Grid<3>& grid, const Block<3>& b) {
+  std::array<std::array<double, 3>, 2> r;
+  for (int d = 0; d < 3; ++d) {
+    r[0][d] = grid.origin[d] + b.first_cell[d] * grid.spacing[d];
+    r[1][d] = grid.origin[d] + (b.first_cell[d] + b.cells[d]) * grid.spacing[d];
+  }
+  return r;
+}
+
+// One scaling study: the 1-GPU baselines on rank 0, then the distributed runs on all.
+void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, const Grid<3>& grid,
+           std::size_t n_per_rank, int steps, bool weak) {
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  double baseline = 0;
+  if (rank == 0) {
+    std::printf("%s: %d GPUs, %zu particles per GPU, grid %lld x %lld x %lld; 1-GPU baseline %zu particles on "
+                "%lld^3\n",
+                name, size, n_per_rank, static_cast<long long>(grid.cells[0]), static_cast<long long>(grid.cells[1]),
+                static_cast<long long>(grid.cells[2]), single_n, static_cast<long long>(single_grid.cells[0]));
+    const std::size_t capacity = single_n + single_n / 8;
+    Particles p(single_n, capacity, {0, 0, 0},
+                {single_grid.cells[0] * single_grid.spacing[0], single_grid.cells[1] * single_grid.spacing[1],
+                 single_grid.cells[2] * single_grid.spacing[2]},
+                17);
+    const Step plan_step = run_plan(single_grid, p, steps);
+    baseline = plan_step.total();
+    print("1 GPU, Plan", plan_step, baseline);
+    DistributedPlan<float, 3> plan(MPI_COMM_SELF, single_grid, Kernel::mp4(), cuda_options());
+    const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, steps);
+    print("1 GPU, DistributedPlan", one_rank, baseline);
+  }
+  MPI_Bcast(&baseline, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (size == 1) return;
+  for (Transport transport : {Transport::Nccl, Transport::HostMpi}) {
+    // The decomposition first, for the particles' blocks.
+    DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), cuda_options(), {}, transport);
+    const auto bounds = block_bounds(grid, plan.block());
+    Particles p(n_per_rank, n_per_rank + n_per_rank / 8, bounds[0], bounds[1], 31 + rank);
+    const Step t = run_distributed(MPI_COMM_WORLD, plan, p, steps);
+    std::string label = std::to_string(size) + " GPUs, " + (transport == Transport::Nccl ? "NCCL" : "host-staged MPI");
+    print(label.c_str(), t, baseline);
+    if (rank == 0)
+      std::printf("    %s efficiency %.1f%% (1-GPU Plan step / this step%s)\n", weak ? "weak-scaling" : "strong-scaling",
+                  100.0 * (weak ? baseline / t.total() : baseline / t.total() / size), weak ? "" : " / GPUs");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::size_t weak_n = std::size_t(1) << 24, strong_n = std::size_t(1) << 26;
+  std::int64_t weak_cells = 256, strong_cells = 512;
+  int steps = 5;
+  bool strong = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::strtoll(argv[++i], nullptr, 0) : 0; };
+    if (a == "--weak-particles") weak_n = next();
+    else if (a == "--weak-cells") weak_cells = next();
+    else if (a == "--strong-particles") strong_n = next();
+    else if (a == "--strong-cells") strong_cells = next();
+    else if (a == "--steps") steps = static_cast<int>(next());
+    else if (a == "--skip-strong") strong = false;
+  }
+  int devices = 0;
+  check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  check(cudaSetDevice(rank % devices), "cudaSetDevice");
+  if (rank == 0) {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median)\n",
+                size, devices, prop.name, steps);
+  }
+  try {
+    // Weak: each GPU a 256^3 block; the rank grid MPI_Dims_create gives.
+    std::array<int, 3> dims{};
+    MPI_Dims_create(size, 3, dims.data());
+    std::array<std::int64_t, 3> cells;
+    for (int d = 0; d < 3; ++d) cells[d] = weak_cells * dims[d];
+    const double h = 1.0 / static_cast<double>(weak_cells);
+    study("weak scaling", Grid<3>::periodic({weak_cells, weak_cells, weak_cells}, h), weak_n,
+          Grid<3>::periodic(cells, h), weak_n, steps, true);
+    if (strong) {
+      const Grid<3> grid = Grid<3>::periodic({strong_cells, strong_cells, strong_cells}, 1.0 / strong_cells);
+      study("strong scaling", grid, strong_n, grid, strong_n / size, steps, false);
+    }
+  } catch (const pmkit::Error& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,153 @@
+#pragma once
+// DistributedPlan<T, D>: particle <-> mesh interpolation over the ranks of an MPI
+// communicator, each rank holding one block of the mesh and the particles inside it.
+//
+//   pmkit::DistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, pmkit::Kernel::mp4());
+//   n = plan.migrate({x, y, z}, {q, vx, vy, vz}, n);  // particles to the ranks that own them
+//   plan.set_points({x, y, z});                        // this rank's n particles
+//   plan.spread({q}, {rho});                           // rho: this rank's block
+//   plan.interp({phi}, {phi_at_particles});
+//
+// Decomposition. The grid's cells are split over a Cartesian grid of ranks (MPI_Dims_create,
+// or the caller's RankGrid, with even or the caller's uneven cuts). A rank owns the cells
+// [cuts[d][c], cuts[d][c+1]) per dimension (c its rank coordinate) and the nodes at their
+// lower corners; on a bounded dimension the last rank also owns node `cells`, and with
+// Ghosts::Keep the first and last ranks own the global ghost layers. A rank's block is
+// its owned nodes: block_shape() of them, x fastest, the layout of the single-rank mesh
+// cut to the block. A particle belongs to the rank whose cells hold it (a particle on a
+// bounded upper face, to the last rank).
+//
+// Exchange. Each rank runs a pmkit::Plan on its block plus ghost layers (the kernel's
+// ghost width and one cell more, which absorbs the rounding of a particle on a block's
+// face). spread adds the ghost layers' sums to their owners (across the periodic seam
+// and folded at bounded Ghosts::Fold edges, as the single-rank plan does); interp and
+// interp_gradient first fill the ghost layers with the owners' values (the mirrored
+// values at a folding edge). A block may be thinner than the ghost layers: their nodes
+// go to whichever rank owns them, however far.
+//
+// Results. spread, interp and interp_gradient equal the single-rank Plan's on the same
+// particles to rounding (a node's sum is added in another order). With
+// options.deterministic the spread is exact instead: every particle's contributions are
+// summed in 128-bit fixed point (a scale common to all ranks, from the largest |q| and
+// the total particle count), the ghost sums are exchanged as integers and each node is
+// rounded once, so the result is the same bit for bit at any rank count and any cuts,
+// and within a rounding of the exact sum of the contributions. The deterministic spread
+// runs on CPU ranks; on CUDA ranks it is refused at construction.
+//
+// Collective calls. Every call but the accessors is collective: all ranks of the
+// communicator make it, in the same order. A call that fails on any rank throws
+// pmkit::Error on every rank (the failing rank's own error; on the others one that names
+// the failing rank and its message), and leaves the caller's arrays as they were.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <mpi.h>
+
+#include "pmkit/plan.hpp"
+
+namespace pmkit {
+
+// How the mesh's cells are split over the ranks.
+template <int D>
+struct RankGrid {
+  // Ranks per dimension, their product the communicator's size; a 0 lets MPI_Dims_create
+  // choose that dimension's count. All zeros: MPI_Dims_create chooses the whole grid.
+  std::array<int, D> ranks{};
+  // Optional cell boundaries per dimension: ranks[d] + 1 increasing values from 0 to
+  // cells[d] (empty: the cells split as evenly as possible, the larger blocks first).
+  std::array<std::vector<std::int64_t>, D> cuts{};
+};
+
+// Where one rank sits in the decomposition.
+template <int D>
+struct Block {
+  std::array<int, D> ranks{};                // the rank grid's shape
+  std::array<int, D> coords{};               // this rank's place in it
+  std::array<std::int64_t, D> first_cell{};  // first owned cell per dimension
+  std::array<std::int64_t, D> cells{};       // owned cells per dimension
+  // First owned node per dimension, as a single-rank mesh index (Ghosts::Keep: the
+  // global ghost layers count from 0, so interior node i is index i + ghost width).
+  std::array<std::int64_t, D> first_node{};
+  std::array<std::int64_t, D> shape{};       // owned nodes per dimension
+};
+
+// How a CUDA rank's messages travel: NCCL between device buffers, or through host memory
+// and MPI (for an MPI that does not take device pointers). Auto: NCCL where this build
+// has it. CPU ranks use MPI.
+enum class Transport { Auto, Nccl, HostMpi };
+
+// Seconds of the last collective call, by phase.
+struct DistributedTimings {
+  double compute_s = 0;   // the local plan's work and the copies between block and ghosts
+  double exchange_s = 0;  // ghost layers: packing, messages, adding or filling
+  double migrate_s = 0;   // migrate: owners, counts, messages, compaction
+};
+
+template <class T, int D>
+class DistributedPlan {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "pmkit plans are float or double");
+
+ public:
+  using Positions = std::array<View<const T>, D>;
+  using MutablePositions = std::array<View<T>, D>;
+
+  // comm: the ranks that share the grid (the plan keeps its own communicator). options:
+  // those of the local plan on every rank (backend, threads, device, stream,
+  // deterministic...). On CUDA ranks every array the calls take is device memory.
+  DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kernel kernel, Options options = {},
+                  const RankGrid<D>& split = {}, Transport transport = Transport::Auto);
+  ~DistributedPlan();
+  DistributedPlan(DistributedPlan&&) noexcept;
+  DistributedPlan& operator=(DistributedPlan&&) noexcept;
+  DistributedPlan(const DistributedPlan&) = delete;
+  DistributedPlan& operator=(const DistributedPlan&) = delete;
+
+  // Moves every particle to the rank that owns its position, with its properties. Each
+  // array holds `capacity` slots (its size, the same for all of a rank's arrays), the
+  // first `count` in use; props[j] may be of any number, the same on every rank.
+  // Periodic coordinates are wrapped into the grid's domain. Returns this rank's new
+  // count: its particles first, in their order, then the arrivals by source rank. A
+  // particle may cross any number of blocks. If a rank's arrivals would exceed its
+  // capacity, or a position is not finite or lies outside a bounded dimension, every
+  // rank throws and no array is changed.
+  std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count);
+
+  // This rank's particles (any count, 0 included); each must lie in this rank's block
+  // (migrate puts it there), or the call fails naming the particle and its owner.
+  void set_points(const Positions& positions);
+  // P2M: meshes[i] is this rank's block (block_size() values) of property i's spread.
+  void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
+  // The adjoint of interp_gradient, as Plan::spread_gradient: vectors[D*i + d] onto the
+  // blocks meshes[i] (not in deterministic mode).
+  void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
+  // M2P: values[i][p] for this rank's particles from the blocks meshes[i] of all ranks.
+  void interp(Span<View<const T>> meshes, Span<View<T>> values);
+  // M2P of the gradient, as Plan::interp_gradient: gradients[D*i + d] for meshes[i].
+  void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients);
+
+  const Grid<D>& grid() const;
+  const Kernel& kernel() const;
+  const Options& options() const;
+  const Block<D>& block() const;
+  std::array<std::int64_t, D> block_shape() const { return block().shape; }
+  std::int64_t block_size() const;
+  std::size_t num_points() const;
+  int rank() const;
+  int size() const;
+  // The owner of a position (the rank migrate sends it to), or -1 for one that lies
+  // outside a bounded dimension or is not finite.
+  int owner(const std::array<double, D>& position) const;
+  DistributedTimings last_timings() const;
+  // The transport a CUDA rank's messages take (Auto resolved); HostMpi on CPU ranks.
+  Transport transport() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pmkit

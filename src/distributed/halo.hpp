@@ -1,0 +1,145 @@
+#pragma once
+// The ghost-layer exchange of one rank's local meshes (host memory).
+//
+// Built once from the decomposition: every ghost node of the local mesh (a stored node
+// outside the rank's own block and inside the global mesh) is listed with the rank that
+// owns the node it stands for and that node's index in the owner's local mesh. The
+// owners learn their lists from the senders at construction (one all-to-all), so both
+// sides walk the same entries in the same order.
+//
+// sum: each ghost node's values are added to its owner's node, the peers' lists in rank
+// order (this rank's own wrapped or folded ghosts among them), so the additions run in
+// the same order on every run. fill: the reverse, every ghost node takes its owner's
+// value.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <mpi.h>
+
+#include "distributed/decomposition.hpp"
+#include "pmkit/error.hpp"
+
+namespace pmkit::distributed {
+
+// Entries below which a gather or scatter loop stays on one thread: starting a parallel
+// region costs microseconds, about what this many copies take (docs/tuning.md#kparallelentries).
+constexpr std::int64_t kParallelEntries = 65536;
+
+class Halo {
+ public:
+  // Lists of local indices, grouped by peer rank: offsets[p] .. offsets[p + 1].
+  struct Lists {
+    std::vector<std::int64_t> index;
+    std::vector<std::int64_t> offsets;
+    std::int64_t count(int p) const { return offsets[p + 1] - offsets[p]; }
+  };
+
+  template <int D>
+  Halo(const Decomposition<D>& decomposition, int rank, MPI_Comm comm);
+
+  // meshes: `count` local meshes of `local_size` values each, one after another.
+  template <class V>
+  void sum(V* meshes, int count, std::int64_t local_size);
+  template <class V>
+  void fill(V* meshes, int count, std::int64_t local_size);
+
+  std::size_t ghost_nodes() const { return send_.index.size(); }
+  // This rank's ghost nodes by owner, and the nodes it owns of the peers' ghost nodes by
+  // sender: the lists a device rank copies (device_rank.hpp).
+  const Lists& ghosts() const { return send_; }
+  const Lists& owned() const { return recv_; }
+
+ private:
+  // Sends `from`'s entries of every mesh to each peer and receives into `to`'s layout:
+  // gathers values at from.index, delivers them per peer into the receive buffer.
+  template <class V>
+  void transfer(const Lists& from, const Lists& to, const V* meshes, int count, std::int64_t local_size);
+
+  MPI_Comm comm_;
+  int rank_;
+  Lists send_;  // this rank's ghost nodes, by owner
+  Lists recv_;  // the owners' nodes of the peers' ghost nodes, by sender
+  std::vector<unsigned char> send_buffer_, recv_buffer_;
+};
+
+template <class V>
+void Halo::transfer(const Lists& from, const Lists& to, const V* meshes, int count, std::int64_t local_size) {
+  const int peers = static_cast<int>(from.offsets.size()) - 1;
+  send_buffer_.resize(from.index.size() * count * sizeof(V));
+  recv_buffer_.resize(to.index.size() * count * sizeof(V));
+  V* out = reinterpret_cast<V*>(send_buffer_.data());
+  // Per peer p its block of count x from.count(p) values, mesh by mesh.
+  for (int p = 0; p < peers; ++p) {
+    const std::int64_t n = from.count(p), base = from.offsets[p] * count;
+    for (int k = 0; k < count; ++k) {
+      const V* mesh = meshes + k * local_size;
+      V* dst = out + base + k * n;
+      const std::int64_t* idx = from.index.data() + from.offsets[p];
+#pragma omp parallel for schedule(static) if (n > kParallelEntries)
+      for (std::int64_t e = 0; e < n; ++e) dst[e] = mesh[idx[e]];
+    }
+  }
+  std::vector<MPI_Request> requests;
+  auto bytes = [&](std::int64_t n) {
+    const std::int64_t b = n * count * static_cast<std::int64_t>(sizeof(V));
+    if (b > INT32_MAX)
+      detail::fail(ErrorCode::Unsupported, "ghost exchange of ", b, " bytes with one rank: at most 2^31 - 1");
+    return static_cast<int>(b);
+  };
+  for (int p = 0; p < peers; ++p) {
+    if (p == rank_ || to.count(p) == 0) continue;
+    requests.emplace_back();
+    MPI_Irecv(recv_buffer_.data() + to.offsets[p] * count * sizeof(V), bytes(to.count(p)), MPI_BYTE, p, 0, comm_,
+              &requests.back());
+  }
+  for (int p = 0; p < peers; ++p) {
+    if (p == rank_ || from.count(p) == 0) continue;
+    requests.emplace_back();
+    MPI_Isend(send_buffer_.data() + from.offsets[p] * count * sizeof(V), bytes(from.count(p)), MPI_BYTE, p, 0, comm_,
+              &requests.back());
+  }
+  if (from.count(rank_) > 0)
+    std::memcpy(recv_buffer_.data() + to.offsets[rank_] * count * sizeof(V),
+                send_buffer_.data() + from.offsets[rank_] * count * sizeof(V),
+                static_cast<std::size_t>(from.count(rank_)) * count * sizeof(V));
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+}
+
+template <class V>
+void Halo::sum(V* meshes, int count, std::int64_t local_size) {
+  transfer(send_, recv_, meshes, count, local_size);
+  const V* in = reinterpret_cast<const V*>(recv_buffer_.data());
+  const int peers = static_cast<int>(recv_.offsets.size()) - 1;
+  // Serial per mesh: two ghost nodes of one sender may stand for the same node (a
+  // folded edge, a periodic axis shorter than the ghost layers).
+#pragma omp parallel for schedule(static, 1) if (count > 1)
+  for (int k = 0; k < count; ++k) {
+    V* mesh = meshes + k * local_size;
+    for (int p = 0; p < peers; ++p) {
+      const std::int64_t n = recv_.count(p);
+      const V* src = in + recv_.offsets[p] * count + k * n;
+      const std::int64_t* idx = recv_.index.data() + recv_.offsets[p];
+      for (std::int64_t e = 0; e < n; ++e) mesh[idx[e]] += src[e];
+    }
+  }
+}
+
+template <class V>
+void Halo::fill(V* meshes, int count, std::int64_t local_size) {
+  transfer(recv_, send_, meshes, count, local_size);
+  const V* in = reinterpret_cast<const V*>(recv_buffer_.data());
+  const int peers = static_cast<int>(send_.offsets.size()) - 1;
+  for (int k = 0; k < count; ++k) {
+    V* mesh = meshes + k * local_size;
+    for (int p = 0; p < peers; ++p) {
+      const std::int64_t n = send_.count(p);
+      const V* src = in + send_.offsets[p] * count + k * n;
+      const std::int64_t* idx = send_.index.data() + send_.offsets[p];
+#pragma omp parallel for schedule(static) if (n > kParallelEntries)
+      for (std::int64_t e = 0; e < n; ++e) mesh[idx[e]] = src[e];
+    }
+  }
+}
+
+}  // namespace pmkit::distributed

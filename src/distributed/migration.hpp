@@ -1,0 +1,194 @@
+#pragma once
+// Particle migration: every particle goes to the rank that owns its position, with its
+// properties, in one all-to-all (a particle may cross any number of blocks). The counts
+// are agreed and checked against every rank's capacity before any array changes.
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <mpi.h>
+
+#include "core/arguments.hpp"
+#include "core/layout.hpp"
+#include "core/wrap.hpp"
+#include "distributed/collective.hpp"
+#include "pmkit/view.hpp"
+
+namespace pmkit::distributed {
+
+// The grid coordinate of x on axis a, wrapped into [0, cells) on a periodic axis; false
+// for a non-finite x or one outside a bounded axis.
+inline bool wrapped_coordinate(const detail::Axis& a, double x, double& u) {
+  u = a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
+  return detail::wrap_coordinate(u, a.cells, a.kind == detail::AxisKind::Periodic);
+}
+
+// x moved by whole periods into the periodic axis' domain: a value of T whose grid
+// coordinate lies in [0, cells]. Returns it and sets u to its coordinate.
+template <class T>
+T wrap_position(const detail::Axis& a, double x, double& u) {
+  const double length = a.cells * a.spacing;
+  u = a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
+  if (u >= 0 && u <= a.cells) return static_cast<T>(x);
+  T wrapped = static_cast<T>(x - std::floor(u / a.cells) * length);
+  // The subtraction's rounding may leave it a step outside: step back in.
+  for (int step = 0; step < 64; ++step) {
+    u = a.exact_inverse != 0.0 ? (wrapped - a.origin) * a.exact_inverse : (wrapped - a.origin) / a.spacing;
+    if (u < 0) wrapped = std::nextafter(wrapped, std::numeric_limits<T>::infinity());
+    else if (u > a.cells) wrapped = std::nextafter(wrapped, -std::numeric_limits<T>::infinity());
+    else break;
+  }
+  return wrapped;
+}
+
+// Particle i at x, checked for migrate: its grid coordinates u, and its position wrapped
+// into the domain on periodic axes (x itself on bounded ones). Throws for a coordinate
+// that is not finite or lies outside a bounded axis.
+template <class T, int D>
+void migration_coordinates(const detail::Layout<D>& layout, const double (&x)[D], std::size_t i, double (&u)[D],
+                           T (&wrapped)[D]) {
+  using detail::fail;
+  for (int d = 0; d < D; ++d) {
+    const detail::Axis& a = layout.axis[d];
+    if (!std::isfinite(x[d]))
+      fail(ErrorCode::NonFinitePosition, "migrate: positions[", d, "][", i, "] = ", x[d],
+           ": particle positions must be finite");
+    if (a.kind == detail::AxisKind::Periodic) {
+      wrapped[d] = wrap_position<T>(a, x[d], u[d]);
+    } else if (wrapped_coordinate(a, x[d], u[d])) {
+      wrapped[d] = static_cast<T>(x[d]);
+    } else {
+      fail(ErrorCode::OutOfBounds, "migrate: positions[", d, "][", i, "] = ", x[d], " lies outside the bounded grid [",
+           a.origin, ", ", a.origin + a.cells * a.spacing, "] of dimension ", d);
+    }
+  }
+}
+
+// The arrays of a migrate call: D positions and any number of properties of one capacity
+// (their size), count <= capacity in use. Returns the capacity.
+template <class T, int D>
+std::size_t check_migration_arrays(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) {
+  using detail::fail;
+  const std::size_t capacity = positions[0].size;
+  auto check = [&](const char* what, std::size_t i, const View<T>& v) {
+    if (v.size != capacity)
+      fail(ErrorCode::SizeMismatch, "migrate: ", what, "[", i, "].size = ", v.size, " but positions[0].size = ",
+           capacity, ": every array holds the same number of slots");
+    if (capacity > 0 && v.data == nullptr) fail(ErrorCode::InvalidArgument, "migrate: ", what, "[", i, "].data is null");
+    if (v.stride <= 0 && capacity > 1)
+      fail(ErrorCode::InvalidArgument, "migrate: ", what, "[", i, "].stride = ", v.stride, ": strides must be positive");
+  };
+  for (int d = 0; d < D; ++d) check("positions", d, positions[d]);
+  for (std::size_t j = 0; j < props.size(); ++j) check("props", j, props[j]);
+  if (count > capacity) fail(ErrorCode::SizeMismatch, "migrate: count = ", count, " but the arrays hold ", capacity, " slots");
+  detail::check_point_count(capacity);
+  return capacity;
+}
+
+// Who sends how many particles to whom, agreed by all ranks: offsets per peer (this rank's
+// own count is 0 there: its staying particles do not travel), the particles kept and the
+// new count.
+struct Moves {
+  std::vector<long long> send_offsets, recv_offsets;  // size + 1 each, in particles
+  std::size_t kept = 0, total = 0;
+};
+
+// From each rank's counts of leaving particles by destination: exchanges the counts and
+// checks every rank's new count against its capacity (every rank throws if one
+// overflows, before anything moved).
+inline Moves agree_on_moves(MPI_Comm comm, const std::vector<long long>& send_counts, std::size_t count,
+                            std::size_t capacity, std::size_t particle_bytes) {
+  using detail::fail;
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::vector<long long> recv_counts(size, 0);
+  MPI_Alltoall(send_counts.data(), 1, MPI_LONG_LONG, recv_counts.data(), 1, MPI_LONG_LONG, comm);
+  Moves m;
+  m.send_offsets.assign(size + 1, 0);
+  m.recv_offsets.assign(size + 1, 0);
+  for (int p = 0; p < size; ++p) {
+    m.send_offsets[p + 1] = m.send_offsets[p] + (p == rank ? 0 : send_counts[p]);
+    m.recv_offsets[p + 1] = m.recv_offsets[p] + (p == rank ? 0 : recv_counts[p]);
+  }
+  const long long leaving = m.send_offsets[size], arriving = m.recv_offsets[size];
+  m.kept = count - static_cast<std::size_t>(leaving);
+  m.total = m.kept + static_cast<std::size_t>(arriving);
+  agree(comm, "migrate", [&] {
+    if (m.total > capacity)
+      fail(ErrorCode::OutOfMemory, "migrate: rank ", rank, " would hold ", m.total, " particles (", m.kept, " kept, ",
+           arriving, " arriving) but its arrays hold ", capacity,
+           ": no particle was moved; migrate again with larger arrays");
+    const long long bytes = static_cast<long long>(particle_bytes);
+    if (leaving * bytes > INT32_MAX || arriving * bytes > INT32_MAX)
+      fail(ErrorCode::Unsupported, "migrate: rank ", rank, " would move more than 2^31 bytes of particles at once");
+  });
+  return m;
+}
+
+// migrate on host arrays: destinations, agreement, then wrap, pack the leavers by
+// destination, compact the stayers and exchange.
+template <class T, int D, class Owner>
+std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
+                    Owner&& owner_of, const detail::Layout<D>& layout) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int values = D + static_cast<int>(props.size());  // values per particle
+  std::size_t capacity = 0;
+  std::vector<int> destination;
+  std::array<std::vector<T>, D> moved;  // periodic axes: the wrapped positions
+  std::vector<long long> send_counts(size, 0);
+  agree(comm, "migrate", [&] {
+    capacity = check_migration_arrays<T, D>(positions, props, count);
+    destination.resize(count);
+    for (int d = 0; d < D; ++d)
+      if (layout.axis[d].kind == detail::AxisKind::Periodic) moved[d].resize(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      double x[D], u[D];
+      T wrapped[D];
+      for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
+      migration_coordinates<T, D>(layout, x, i, u, wrapped);
+      for (int d = 0; d < D; ++d)
+        if (!moved[d].empty()) moved[d][i] = wrapped[d];
+      destination[i] = owner_of(u);
+      if (destination[i] != rank) ++send_counts[destination[i]];
+    }
+  });
+  const Moves m = agree_on_moves(comm, send_counts, count, capacity, sizeof(T) * values);
+  std::vector<T> outgoing(static_cast<std::size_t>(m.send_offsets[size]) * values);
+  std::vector<T> incoming(static_cast<std::size_t>(m.recv_offsets[size]) * values);
+  std::vector<long long> next(m.send_offsets.begin(), m.send_offsets.end() - 1);
+  std::size_t write = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto value = [&](int v) -> T& { return v < D ? positions[v][i] : props[v - D][i]; };
+    for (int d = 0; d < D; ++d)
+      if (!moved[d].empty()) positions[d][i] = moved[d][i];
+    if (destination[i] == rank) {
+      if (write != i)
+        for (int v = 0; v < values; ++v) (v < D ? positions[v][write] : props[v - D][write]) = value(v);
+      ++write;
+    } else {
+      T* slot = outgoing.data() + static_cast<std::size_t>(next[destination[i]]++) * values;
+      for (int v = 0; v < values; ++v) slot[v] = value(v);
+    }
+  }
+  std::vector<int> sc(size), sd(size), rc(size), rd(size);
+  const long long bytes = static_cast<long long>(sizeof(T)) * values;
+  for (int p = 0; p < size; ++p) {
+    sc[p] = static_cast<int>((m.send_offsets[p + 1] - m.send_offsets[p]) * bytes);
+    sd[p] = static_cast<int>(m.send_offsets[p] * bytes);
+    rc[p] = static_cast<int>((m.recv_offsets[p + 1] - m.recv_offsets[p]) * bytes);
+    rd[p] = static_cast<int>(m.recv_offsets[p] * bytes);
+  }
+  MPI_Alltoallv(outgoing.data(), sc.data(), sd.data(), MPI_BYTE, incoming.data(), rc.data(), rd.data(), MPI_BYTE, comm);
+  for (long long k = 0; k < m.recv_offsets[size]; ++k, ++write) {
+    const T* slot = incoming.data() + static_cast<std::size_t>(k) * values;
+    for (int v = 0; v < values; ++v) (v < D ? positions[v][write] : props[v - D][write]) = slot[v];
+  }
+  return m.total;
+}
+
+}  // namespace pmkit::distributed

@@ -1,0 +1,28 @@
+#pragma once
+// Where a rank's block lies inside its local mesh (block plus ghost layers).
+#include <array>
+#include <cstdint>
+
+namespace pmkit::distributed {
+
+// The owned nodes of a local mesh: where they start, how many, per axis, and the local
+// mesh's extent.
+template <int D>
+struct Region {
+  std::array<std::int64_t, D> start{}, shape{}, local{};
+
+  // Calls f(block_offset, local_offset, length) for each x-row of the block.
+  template <class F>
+  void for_each_row(F&& f) const {
+    const std::int64_t rows = D == 2 ? shape[1] : shape[1] * shape[2];
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t y = r % shape[1], z = D == 3 ? r / shape[1] : 0;
+      std::int64_t l = start[0] + (start[1] + y) * local[0];
+      if constexpr (D == 3) l += (start[2] + z) * local[0] * local[1];
+      f(r * shape[0], l, shape[0]);
+    }
+  }
+};
+
+}  // namespace pmkit::distributed
