@@ -41,25 +41,12 @@ using cuda::DeviceBuffer;
 constexpr double kOpenMMCoulomb = 138.935456;
 
 // Median milliseconds of f() over reps calls, each timed by CUDA events on the default
-// stream, after `warm` untimed calls.
+// stream, after `warm` untimed calls (cuda::EventTimer makes the last of them).
 template <class F>
 double median_ms(F&& f, int reps, int warm = 3) {
-  for (int i = 0; i < warm; ++i) f();
-  cudaEvent_t start, stop;
-  cuda::check(cudaEventCreate(&start), "event");
-  cuda::check(cudaEventCreate(&stop), "event");
-  std::vector<float> ms(reps);
-  for (int i = 0; i < reps; ++i) {
-    cuda::check(cudaEventRecord(start), "record");
-    f();
-    cuda::check(cudaEventRecord(stop), "record");
-    cuda::check(cudaEventSynchronize(stop), "sync");
-    cuda::check(cudaEventElapsedTime(&ms[i], start, stop), "elapsed");
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  for (int i = 1; i < warm; ++i) f();
+  cuda::EventTimer timer;
+  return 1e3 * timer.median_seconds(nullptr, reps, f);
 }
 
 struct OpenMMCase {

@@ -183,11 +183,10 @@ TEST(Pme, FloatMatchesEwaldSum) {
 }
 
 // The mesh error of smooth PME falls as h^p for B-splines of order p (Essmann et al.):
-// doubling the mesh divides it by about 2^p. Measured on the forces, at meshes coarse
-// enough that the mesh error is far above the real-space truncation (rates of 3.1 to 4.3
-// for order 4 and 5.9 to 7.9 for order 6 over random systems: 16^3 is not yet the
-// asymptotic regime), and asserted to within 1.5 of p; at a fixed mesh, a higher order is
-// more accurate (order 8 only a little more than order 6 on 16^3, coarse for it).
+// doubling the mesh divides it by about 2^p. Checked on the forces, at meshes coarse
+// enough that the mesh error is far above the real-space truncation; 16^3 is not yet the
+// asymptotic regime, so the rate is asserted to within 1.5 of p (the rates seen over
+// random systems are in docs/pme.md). At a fixed mesh a higher order is more accurate.
 TEST(Pme, ErrorFallsWithOrderAndMesh) {
   PMKIT_REQUIRE_FFTW();
   const Case& c = thousand_charges();

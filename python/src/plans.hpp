@@ -54,8 +54,8 @@ class MeshPlan {
   void follow(Stream stream) { follow_stream(plan_, where_.device, stream); }
 
  private:
-  // One call from input arrays to output arrays: their views, the streams ordered, the
-  // GIL released around call(inputs, outputs).
+  // One call from input arrays to output arrays: their views, the plan on the caller's
+  // stream, the GIL released around call(inputs, outputs).
   template <class Call>
   void run(const nb::list& inputs, const char* input_name, Layout input_layout, const nb::list& outputs,
            Layout output_layout, Stream stream, Call call);

@@ -75,12 +75,11 @@ __global__ void energy_kernel(const PmeParts<T> p, const double* sums) {
   p.energy[0] = pme_energy(p, sums);
 }
 
-// Blocks for `count` items, at most kPmeBlocksPerSm a multiprocessor.
-unsigned blocks_for(std::size_t count, int device) {
+// At most kPmeBlocksPerSm blocks a multiprocessor of `device`.
+std::size_t max_blocks(int device) {
   int sms = 0;
   cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "pmkit PME: device attributes");
-  const std::size_t needed = (count + kPmeBlock - 1) / kPmeBlock;
-  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(needed, std::size_t(sms) * kPmeBlocksPerSm)));
+  return std::size_t(sms) * kPmeBlocksPerSm;
 }
 
 template <class T>
@@ -95,7 +94,8 @@ class CudaPmeBackend final : public PmeBackend<T> {
     mesh_.reserve(mesh_size, "PmePlan: mesh");
     spectrum_.reserve(2 * influence.size(), "PmePlan: spectrum");
     sums_.reserve(kPmeSums, "PmePlan: energy sums");
-    spectrum_blocks_ = blocks_for(influence.size(), device_);
+    max_blocks_ = max_blocks(device_);
+    spectrum_blocks_ = blocks_for(influence.size());
   }
 
   T* mesh() override { return mesh_.get(); }
@@ -119,7 +119,7 @@ class CudaPmeBackend final : public PmeBackend<T> {
     for (int d = 0; d < 3; ++d) pointers_.require(p.forces[d].data, "PmePlan::compute: forces", d);
     pointers_.require(p.potential.data, "PmePlan::compute: potential", 0);
     pointers_.require(p.energy.data, "PmePlan::compute: energy", 0);
-    const unsigned blocks = blocks_for(p.n, device_);
+    const unsigned blocks = blocks_for(p.n);
     if (p.n > 0) {
       forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get());
       cuda::check_launch("pmkit PME: forces");
@@ -135,9 +135,16 @@ class CudaPmeBackend final : public PmeBackend<T> {
   }
 
  private:
+  // Blocks for `count` items, at most max_blocks_ (the kernels loop over the rest).
+  unsigned blocks_for(std::size_t count) const {
+    const std::size_t needed = (count + kPmeBlock - 1) / kPmeBlock;
+    return static_cast<unsigned>(std::max<std::size_t>(1, std::min(needed, max_blocks_)));
+  }
+
   int device_;
   cudaStream_t stream_;
   std::int64_t half_x_, mesh_x_;
+  std::size_t max_blocks_ = 1;  // fixed by the device, read once
   unsigned spectrum_blocks_ = 1;
   cuda::DeviceBuffer<T> influence_, mesh_, spectrum_, scratch_;
   cuda::DeviceBuffer<double> sums_;

@@ -74,6 +74,7 @@ class CudaPairBackend final : public PairBackend<T, D>, public DevicePairs<T, D>
   PairMethod last_method() const override { return last_method_; }
   Timings last_timings() const override { return {0.0, timer_.seconds("PairPlan::compute")}; }
   void set_stream(StreamHandle stream) override {
+    if (cuda::to_cuda_stream(stream) == cells_.stream) return;  // every Python call asks; most change nothing
     const cuda::DeviceScope on_device(cells_.device);
     handover_.order(cells_.stream, cuda::to_cuda_stream(stream));
     cells_.stream = cuda::to_cuda_stream(stream);

@@ -59,6 +59,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   std::string spread_method_name() const override;
   Timings last_timings() const override { return timings_; }
   void set_stream(StreamHandle stream) override {
+    if (to_cuda_stream(stream) == stream_) return;  // every Python call asks; most change nothing
     const DeviceScope on_device(options_.device);
     handover_.order(stream_, to_cuda_stream(stream));
     stream_ = to_cuda_stream(stream);
