@@ -26,7 +26,7 @@ class ArrayLibrary:
 
     def stream(self, like: Any) -> Optional[int]:
         """The handle of the library's current CUDA stream on ``like``'s device, or None
-        where it has none (the plan's own stream then orders the call)."""
+        where it has none (the plan then stays on the stream it is on)."""
         return None
 
     def before(self, arrays: Sequence[Any], name: str) -> None:
