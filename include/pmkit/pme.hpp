@@ -60,6 +60,11 @@ struct PmeOptions {
   StreamHandle stream = nullptr;  // CUDA: the stream of every call (null: the default stream)
   double coulomb_constant = 1.0;  // energies q_i q_j / r times this
   bool deterministic = false;     // CUDA: bit-for-bit repeatable spread (Options::deterministic)
+  // CUDA update_points: re-bin in full once more than this fraction of the charges has left
+  // its tile (Options::max_away_fraction). A PME step spreads and gathers once a binning,
+  // and a full binning costs far more than a few percent of away charges in both
+  // (docs/tuning.md#pme_max_away_fraction).
+  double max_away_fraction = 0.1;
 };
 
 namespace detail {
@@ -90,7 +95,7 @@ class PmePlan {
   // The same charges (same count and order) after a small move, a step of molecular
   // dynamics: the results are those of set_points, but the CUDA backend keeps the mesh
   // binning while few charges have left their tile (Plan::update_points,
-  // Options::max_away_fraction). The cell list is sorted again at the next compute.
+  // PmeOptions::max_away_fraction). The cell list is sorted again at the next compute.
   void update_points(const Positions& positions);
 
   // The full Coulomb interaction: forces[d][i] (overwritten) is component d of the force
