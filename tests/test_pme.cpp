@@ -310,15 +310,28 @@ TEST(Pme, UpdatePointsIsSetPoints) {
   EXPECT_PMKIT_ERROR(plan.update_points({shorter, shorter, shorter}), ErrorCode::SizeMismatch, "update_points");
 }
 
+// A fresh random system of n charges (net charge `net`) in a 1.6 x 1.6 x 1.7 box, its
+// seed for the caller's SCOPED_TRACE, and order 5 on a 32^3 mesh for it.
+struct SmallCase {
+  std::uint64_t seed = fresh_seed();
+  ChargeSystem system;
+  PmeParameters params = parameters(4.0, 32, 5, 0.8);
+};
+SmallCase small_case(std::size_t n, double net) {
+  SmallCase c;
+  std::mt19937_64 rng(c.seed);
+  c.system = random_system(rng, {1.6, 1.6, 1.7}, n, net);
+  return c;
+}
+
 // The reciprocal part alone plus the real-space pairs, the self term and the background
 // is the full result.
 TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
   PMKIT_REQUIRE_FFTW();
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 200, 1.0);
-  const PmeParameters p = parameters(4.0, 32, 5, 0.8);
+  const SmallCase c = small_case(200, 1.0);
+  SCOPED_TRACE(seed_note(c.seed));
+  const ChargeSystem& s = c.system;
+  const PmeParameters& p = c.params;
   const CoulombResult whole = run_pme<double>(s, p, cpu());
   const CoulombResult rec = run_pme<double>(s, p, cpu(), true);
   CoulombResult rest = zero_result(s.size());
@@ -465,13 +478,11 @@ TEST(CudaPme, UpdatePointsIsSetPoints) {
 // sums start from zero every time.
 TEST(CudaPme, RepeatedComputesAgree) {
   PMKIT_REQUIRE_GPU();
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 300, 2.0);
-  const PmeParameters p = parameters(4.0, 32, 5, 0.8);
-  const CoulombResult want = run_pme<double>(s, p, cuda_pme());
-  PmePlan<double> plan(s.box, p, cuda_pme());
+  const SmallCase c = small_case(300, 2.0);
+  SCOPED_TRACE(seed_note(c.seed));
+  const ChargeSystem& s = c.system;
+  const CoulombResult want = run_pme<double>(s, c.params, cuda_pme());
+  PmePlan<double> plan(s.box, c.params, cuda_pme());
   const std::size_t n = s.size();
   DeviceBuffer<double> x(s.x[0]), y(s.x[1]), z(s.x[2]), q(s.q), fx(n), fy(n), fz(n), phi(n), energy(1);
   plan.set_points({device_cview(x), device_cview(y), device_cview(z)});
