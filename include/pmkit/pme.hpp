@@ -6,6 +6,7 @@
 //   const auto params = pmkit::PmeParameters::choose(box, 1.0, 5e-4);  // as OpenMM does
 //   pmkit::PmePlan<float> pme(box, params, options);
 //   pme.set_points({x, y, z});                       // bins the charges' positions
+//   pme.update_points({x, y, z});                    // or, after a step's small move, keeps the binning
 //   pme.compute(q, {fx, fy, fz}, energy);            // energy: one double
 //
 // The energy is split as Ewald's: E = E_real + E_rec + E_self + E_background with
@@ -26,7 +27,7 @@
 //
 // Memory: CPU, host arrays; CUDA, device arrays (positions, charges, forces, potential,
 // and the energy's one double), every kernel, FFT and copy on PmeOptions::stream, with no
-// wait for the host in compute (set_points waits, as Plan::set_points does).
+// wait for the host in compute (set_points and update_points wait, as the Plan's do).
 #include <array>
 #include <cstdint>
 #include <memory>
