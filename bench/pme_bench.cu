@@ -9,7 +9,10 @@
 //       reciprocal force (pmkit in double, order 8 on a mesh twice as fine: its own mesh
 //       error far below the others'), relative RMS; then pmkit's step phase by phase
 //       (set_points, spread, forward FFT, inverse FFT, interp_gradient) on the library's
-//       plans alone.
+//       plans alone; then steps of molecular dynamics (every charge moves by its own
+//       velocity, MD_STEP nm rms a step, as bench/pme_openmm.py moves OpenMM's) with pmkit's
+//       update_points at several PmeOptions::max_away_fraction, and with set_points every
+//       step, next to OpenMM's MD step from the same run.
 //   pme_bench --spreads              seed 003 (Guo et al.): B-spline orders 4 and 6, K^3 periodic
 //       meshes K = 32..256, N = 10^3..10^7 uniform random particles, float; the time per
 //       spread of a binning followed by 1 spread and by 20 spreads (as Brownian dynamics
@@ -49,9 +52,12 @@ double median_ms(F&& f, int reps, int warm = 3) {
   return 1e3 * timer.median_seconds(nullptr, reps, f);
 }
 
+// nm rms a charge moves in a step of molecular dynamics, as bench/pme_openmm.py's MD_STEP.
+constexpr double kMdStep = 0.005;
+
 struct OpenMMCase {
   std::size_t n = 0;
-  double length = 0, alpha = 0, openmm_ms = 0, openmm_energy = 0;
+  double length = 0, alpha = 0, openmm_ms = 0, openmm_energy = 0, openmm_md_ms = 0, openmm_md_rms = 0;
   std::array<std::int64_t, 3> mesh{};
   std::array<std::vector<double>, 3> x, force;
   std::vector<double> q;
@@ -63,7 +69,7 @@ OpenMMCase read_case(const std::string& path) {
     std::fprintf(stderr, "pme_bench: cannot open %s\n", path.c_str());
     std::exit(1);
   }
-  double header[8];
+  double header[10];
   in.read(reinterpret_cast<char*>(header), sizeof header);
   OpenMMCase c;
   c.n = static_cast<std::size_t>(header[0]);
@@ -72,6 +78,8 @@ OpenMMCase read_case(const std::string& path) {
   for (int d = 0; d < 3; ++d) c.mesh[d] = static_cast<std::int64_t>(header[3 + d]);
   c.openmm_ms = header[6];
   c.openmm_energy = header[7];
+  c.openmm_md_ms = header[8];
+  c.openmm_md_rms = header[9];
   std::vector<double> rows(3 * c.n);
   auto read_rows = [&](std::array<std::vector<double>, 3>& out) {
     in.read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(double)));
@@ -172,6 +180,107 @@ void phases(const OpenMMCase& c) {
               gradient, bin + spread + forward + inverse + gradient);
 }
 
+// One step of every charge's own velocity (nm a step, x y z interleaved), wrapped into
+// the box [0, length).
+__global__ void move_kernel(float* x, float* y, float* z, const float* velocity, std::size_t n, float length) {
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float* const coordinate[3] = {x, y, z};
+  for (int d = 0; d < 3; ++d) {
+    float u = coordinate[d][i] + velocity[3 * i + d];
+    if (u < 0) u += length;
+    if (u >= length) u -= length;
+    coordinate[d][i] = u;
+  }
+}
+
+// Velocities of kMdStep nm rms a step (3D; Gaussian, the same for every run of a case).
+std::vector<float> md_velocities(std::size_t n) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> component(0.0f, static_cast<float>(kMdStep / std::sqrt(3.0)));
+  std::vector<float> v(3 * n);
+  for (float& u : v) u = component(rng);
+  return v;
+}
+
+// The fraction of the charges that have left their block of 8^3 mesh cells (the CUDA
+// plan's tile) after `steps` steps of their velocities.
+double fraction_away(const OpenMMCase& c, const std::vector<float>& v, int steps) {
+  std::size_t away = 0;
+  for (std::size_t i = 0; i < c.n; ++i) {
+    bool moved = false;
+    for (int d = 0; d < 3; ++d) {
+      const double h = c.length / double(c.mesh[d]);
+      double u = c.x[d][i] + steps * double(v[3 * i + d]);
+      u -= c.length * std::floor(u / c.length);
+      moved = moved || std::int64_t(std::floor(c.x[d][i] / h)) / 8 != std::int64_t(std::floor(u / h)) / 8;
+    }
+    away += moved;
+  }
+  return double(away) / double(c.n);
+}
+
+// Mean ms of a step of molecular dynamics over `steps` steps (after 10 untimed): the
+// charges move (move_kernel), then update_points (set_points where `resort`) and
+// compute_reciprocal. The mean, not the median: the full re-binnings of update_points fall
+// on some steps only.
+double md_step_ms(const OpenMMCase& c, const std::vector<float>& velocity, double max_away_fraction, bool resort,
+                  int steps) {
+  PmeParameters p;
+  p.alpha = c.alpha;
+  p.mesh = c.mesh;
+  p.order = 5;
+  p.cutoff = 1.0;
+  PmeOptions o;
+  o.backend = Backend::Cuda;
+  o.coulomb_constant = kOpenMMCoulomb;
+  o.max_away_fraction = max_away_fraction;
+  PmePlan<float> plan({c.length, c.length, c.length}, p, o);
+  std::array<std::vector<float>, 3> x;
+  for (int d = 0; d < 3; ++d) x[d].assign(c.x[d].begin(), c.x[d].end());
+  DeviceBuffer<float> dx(x[0]), dy(x[1]), dz(x[2]), dv(velocity),
+      dq(std::vector<float>(c.q.begin(), c.q.end())), fx(c.n), fy(c.n), fz(c.n);
+  DeviceBuffer<double> energy(1);
+  const PmePlan<float>::Positions pos = {View<const float>(dx.get(), c.n), View<const float>(dy.get(), c.n),
+                                         View<const float>(dz.get(), c.n)};
+  const PmePlan<float>::Forces forces = {View<float>(fx.get(), c.n), View<float>(fy.get(), c.n),
+                                         View<float>(fz.get(), c.n)};
+  const unsigned blocks = static_cast<unsigned>((c.n + 255) / 256);
+  plan.set_points(pos);
+  auto step = [&] {
+    move_kernel<<<blocks, 256>>>(dx.get(), dy.get(), dz.get(), dv.get(), c.n, static_cast<float>(c.length));
+    if (resort)
+      plan.set_points(pos);
+    else
+      plan.update_points(pos);
+    plan.compute_reciprocal(View<const float>(dq.get(), c.n), forces, View<double>(energy.get(), 1));
+  };
+  for (int i = 0; i < 10; ++i) step();
+  cuda::EventTimer timer;
+  timer.start(nullptr);
+  for (int i = 0; i < steps; ++i) step();
+  timer.stop(nullptr);
+  return 1e3 * timer.seconds("pme_bench") / steps;
+}
+
+// The MD table's row for one case.
+void md_steps(const OpenMMCase& c) {
+  const std::vector<float> v = md_velocities(c.n);
+  const int steps = 300;
+  const double resort = md_step_ms(c, v, 0, true, steps);
+  const double fractions[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.2};
+  const double chosen = PmeOptions{}.max_away_fraction;
+  double update[6], update_chosen = md_step_ms(c, v, chosen, false, steps);
+  for (int k = 0; k < 6; ++k) update[k] = md_step_ms(c, v, fractions[k], false, steps);
+  std::printf("%9zu %10.3f | %10.3f | %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %7.3f | %9.2f %9.2f\n", c.n,
+              c.openmm_md_ms, resort, update[0], update[1], update[2], update[3], update[4], update[5], update_chosen,
+              c.openmm_md_ms / resort, c.openmm_md_ms / update_chosen);
+  std::printf("%9s away from their 8^3-cell tile after 1, 2, 5, 10, 20 steps: %.2f%%, %.2f%%, %.2f%%, %.2f%%, %.2f%%; "
+              "OpenMM's charges moved %.4f nm rms a step\n", "", 100 * fraction_away(c, v, 1),
+              100 * fraction_away(c, v, 2), 100 * fraction_away(c, v, 5), 100 * fraction_away(c, v, 10),
+              100 * fraction_away(c, v, 20), c.openmm_md_rms);
+}
+
 int openmm_cases(const std::string& dir, std::vector<std::string> sizes) {
   if (sizes.empty()) sizes = {"100000", "1000000"};
   std::printf("PME reciprocal part, pmkit (float, CUDA) against OpenMM 8.6.1 (CUDA, single), same charges, alpha, "
@@ -207,6 +316,16 @@ int openmm_cases(const std::string& dir, std::vector<std::string> sizes) {
   std::printf("(rms err: relative RMS difference of the reciprocal forces from pmkit's in double on the same mesh;\n"
               " speed-up: OpenMM's ms per step over pmkit's; step = set_points + compute_reciprocal; the target is\n"
               " a step speed-up of at least 2 at 10^6 charges and 1 at 10^5)\n");
+  std::printf("\nMD steps: every charge moves by its own velocity, %.4f nm rms a step; OpenMM's Verlet step of 2 fs\n"
+              "(its reciprocal group; bench/pme_openmm.py) against pmkit's move + set_points or update_points +\n"
+              "compute_reciprocal, mean ms a step over 300 steps\n", kMdStep);
+  std::printf("%9s %10s | %10s | %47s | %7s | %9s %9s\n", "N", "OpenMM ms", "pmkit ms", "pmkit ms, update_points at max_away_fraction",
+              "pmkit ms", "speed-up", "speed-up");
+  std::printf("%9s %10s | %10s | %7s %7s %7s %7s %7s %7s | %7s | %9s %9s\n", "", "MD step", "set_points", "0.005", "0.01",
+              "0.02", "0.05", "0.1", "0.2", "default", "resort", "update");
+  for (const std::string& s : sizes) md_steps(read_case(dir + "/pme-case-" + s + ".bin"));
+  std::printf("(default: PmeOptions' max_away_fraction, %.3f; speed-up: OpenMM's MD step over pmkit's with set_points\n"
+              " every step (resort) and with update_points at the default (update))\n", PmeOptions{}.max_away_fraction);
   return 0;
 }
 

@@ -154,6 +154,7 @@ class PmeState {
   static Options mesh_options(const PmeOptions& o) {
     Options m = shared_options<Options>(o);
     m.deterministic = o.deterministic;
+    m.max_away_fraction = o.max_away_fraction;
     return m;
   }
 
@@ -173,6 +174,9 @@ PmePlan<T>::PmePlan(const std::array<double, 3>& box, const PmeParameters& param
   if (!std::isfinite(options.coulomb_constant))
     fail(ErrorCode::InvalidArgument, "PmeOptions::coulomb_constant = ", options.coulomb_constant, ": it must be finite");
   if (options.num_threads < 0) fail(ErrorCode::InvalidArgument, "PmeOptions::num_threads = ", options.num_threads);
+  if (!(options.max_away_fraction >= 0.0 && options.max_away_fraction <= 1.0))
+    fail(ErrorCode::InvalidArgument, "PmeOptions::max_away_fraction = ", options.max_away_fraction,
+         ": a fraction of the charges, in [0, 1]");
   state_ = std::make_unique<detail::PmeState<T>>(box, params, options);
 }
 

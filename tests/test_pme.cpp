@@ -277,9 +277,10 @@ TEST(Pme, NetChargeAndThreads) {
   EXPECT_LE(force_error(one, got), 1e-12);
 }
 
-// update_points after a small move gives what set_points at the new positions gives, and
-// a changed count is refused.
-void check_update_points(const PmeOptions& o) {
+// update_points after a small move gives what set_points at the new positions gives, both
+// where the plan keeps its binning (max_away_fraction 1: every charge that left its tile
+// goes to the away list; here a few percent do) and where it re-bins in full (0).
+void check_update_points(PmeOptions o) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -290,10 +291,13 @@ void check_update_points(const PmeOptions& o) {
   for (int d = 0; d < 3; ++d)
     for (double& x : moved.x[d]) x = static_cast<float>(x + step(rng));
   const CoulombResult want = run_pme<double>(moved, p, o);
-  const CoulombResult got = run_pme<double>(moved, p, o, false, &s);
-  EXPECT_LE(energy_error(got, want), 1e-12);
-  EXPECT_LE(force_error(got, want), 1e-12);
-  EXPECT_LE(potential_error(got, want), 1e-12);
+  for (double fraction : {0.0, 1.0}) {
+    o.max_away_fraction = fraction;
+    const CoulombResult got = run_pme<double>(moved, p, o, false, &s);
+    EXPECT_LE(energy_error(got, want), 1e-12) << "max_away_fraction " << fraction;
+    EXPECT_LE(force_error(got, want), 1e-12) << "max_away_fraction " << fraction;
+    EXPECT_LE(potential_error(got, want), 1e-12) << "max_away_fraction " << fraction;
+  }
 }
 
 TEST(Pme, UpdatePointsIsSetPoints) {
@@ -306,15 +310,28 @@ TEST(Pme, UpdatePointsIsSetPoints) {
   EXPECT_PMKIT_ERROR(plan.update_points({shorter, shorter, shorter}), ErrorCode::SizeMismatch, "update_points");
 }
 
+// A fresh random system of n charges (net charge `net`) in a 1.6 x 1.6 x 1.7 box, its
+// seed for the caller's SCOPED_TRACE, and order 5 on a 32^3 mesh for it.
+struct SmallCase {
+  std::uint64_t seed = fresh_seed();
+  ChargeSystem system;
+  PmeParameters params = parameters(4.0, 32, 5, 0.8);
+};
+SmallCase small_case(std::size_t n, double net) {
+  SmallCase c;
+  std::mt19937_64 rng(c.seed);
+  c.system = random_system(rng, {1.6, 1.6, 1.7}, n, net);
+  return c;
+}
+
 // The reciprocal part alone plus the real-space pairs, the self term and the background
 // is the full result.
 TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
   PMKIT_REQUIRE_FFTW();
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 200, 1.0);
-  const PmeParameters p = parameters(4.0, 32, 5, 0.8);
+  const SmallCase c = small_case(200, 1.0);
+  SCOPED_TRACE(seed_note(c.seed));
+  const ChargeSystem& s = c.system;
+  const PmeParameters& p = c.params;
   const CoulombResult whole = run_pme<double>(s, p, cpu());
   const CoulombResult rec = run_pme<double>(s, p, cpu(), true);
   CoulombResult rest = zero_result(s.size());
@@ -373,6 +390,11 @@ TEST(Pme, BadInput) {
   EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.mesh[1] = 4; })), ErrorCode::InvalidArgument, "mesh[1]");
   EXPECT_PMKIT_ERROR(PmePlan<double>(box, with([](auto& p) { p.cutoff = 1.1; })), ErrorCode::InvalidArgument, "cutoff");
   EXPECT_PMKIT_ERROR(PmePlan<double>({2.0, -1.0, 2.0}, good), ErrorCode::InvalidArgument, "box[1]");
+  for (double fraction : {-0.1, 1.5, std::nan("")}) {
+    PmeOptions o = cpu();
+    o.max_away_fraction = fraction;
+    EXPECT_PMKIT_ERROR(PmePlan<double>(box, good, o), ErrorCode::InvalidArgument, "max_away_fraction");
+  }
   EXPECT_PMKIT_ERROR(PmeParameters::choose(box, 0.9, 0.0), ErrorCode::InvalidArgument, "tolerance");
   EXPECT_PMKIT_ERROR(PmeParameters::choose(box, 1.5, 1e-3), ErrorCode::InvalidArgument, "cutoff");
 
@@ -449,6 +471,40 @@ TEST(CudaPme, RockSaltAndNetCharge) {
 TEST(CudaPme, UpdatePointsIsSetPoints) {
   PMKIT_REQUIRE_GPU();
   check_update_points(cuda_pme());
+}
+
+// Computes in a row on one plan (with and without the potential, the reciprocal part
+// alone, after a refused call, with no charges) each give their own energy: the energy's
+// sums start from zero every time.
+TEST(CudaPme, RepeatedComputesAgree) {
+  PMKIT_REQUIRE_GPU();
+  const SmallCase c = small_case(300, 2.0);
+  SCOPED_TRACE(seed_note(c.seed));
+  const ChargeSystem& s = c.system;
+  const CoulombResult want = run_pme<double>(s, c.params, cuda_pme());
+  PmePlan<double> plan(s.box, c.params, cuda_pme());
+  const std::size_t n = s.size();
+  DeviceBuffer<double> x(s.x[0]), y(s.x[1]), z(s.x[2]), q(s.q), fx(n), fy(n), fz(n), phi(n), energy(1);
+  plan.set_points({device_cview(x), device_cview(y), device_cview(z)});
+  const PmePlan<double>::Forces forces = {device_view(fx), device_view(fy), device_view(fz)};
+  auto energy_now = [&] { return energy.download()[0]; };
+  for (int rep = 0; rep < 2; ++rep) {
+    plan.compute(device_cview(q), forces, device_view(energy), device_view(phi));
+    EXPECT_NEAR(energy_now(), want.energy, 1e-12 * std::abs(want.energy)) << "with the potential, compute " << rep;
+  }
+  plan.compute_reciprocal(device_cview(q), forces, device_view(energy));
+  plan.compute(device_cview(q), forces, device_view(energy));
+  EXPECT_NEAR(energy_now(), want.energy, 1e-12 * std::abs(want.energy)) << "after the reciprocal part";
+  std::vector<double> host_f(n);
+  EXPECT_PMKIT_ERROR(plan.compute(device_cview(q), {View<double>(host_f), device_view(fy), device_view(fz)},
+                                  device_view(energy)),
+                     ErrorCode::InvalidArgument, "device memory");
+  plan.compute(device_cview(q), forces, device_view(energy));
+  EXPECT_NEAR(energy_now(), want.energy, 1e-12 * std::abs(want.energy)) << "after a refused compute";
+  DeviceBuffer<double> none(0);
+  plan.set_points({device_cview(none), device_cview(none), device_cview(none)});
+  plan.compute(device_cview(none), {device_view(none), device_view(none), device_view(none)}, device_view(energy));
+  EXPECT_EQ(energy_now(), 0.0);
 }
 
 TEST(CudaPme, HostArraysAreRefused) {

@@ -6,6 +6,7 @@
 //   const auto params = pmkit::PmeParameters::choose(box, 1.0, 5e-4);  // as OpenMM does
 //   pmkit::PmePlan<float> pme(box, params, options);
 //   pme.set_points({x, y, z});                       // bins the charges' positions
+//   pme.update_points({x, y, z});                    // or, after a step's small move, keeps the binning
 //   pme.compute(q, {fx, fy, fz}, energy);            // energy: one double
 //
 // The energy is split as Ewald's: E = E_real + E_rec + E_self + E_background with
@@ -26,7 +27,7 @@
 //
 // Memory: CPU, host arrays; CUDA, device arrays (positions, charges, forces, potential,
 // and the energy's one double), every kernel, FFT and copy on PmeOptions::stream, with no
-// wait for the host in compute (set_points waits, as Plan::set_points does).
+// wait for the host in compute (set_points and update_points wait, as the Plan's do).
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -60,6 +61,11 @@ struct PmeOptions {
   StreamHandle stream = nullptr;  // CUDA: the stream of every call (null: the default stream)
   double coulomb_constant = 1.0;  // energies q_i q_j / r times this
   bool deterministic = false;     // CUDA: bit-for-bit repeatable spread (Options::deterministic)
+  // CUDA update_points: re-bin in full once more than this fraction of the charges has left
+  // its tile (Options::max_away_fraction). A PME step spreads and gathers once a binning,
+  // and a full binning costs far more than a few percent of away charges in both
+  // (docs/tuning.md#pme_max_away_fraction).
+  double max_away_fraction = 0.05;
 };
 
 namespace detail {
@@ -90,7 +96,7 @@ class PmePlan {
   // The same charges (same count and order) after a small move, a step of molecular
   // dynamics: the results are those of set_points, but the CUDA backend keeps the mesh
   // binning while few charges have left their tile (Plan::update_points,
-  // Options::max_away_fraction). The cell list is sorted again at the next compute.
+  // PmeOptions::max_away_fraction). The cell list is sorted again at the next compute.
   void update_points(const Positions& positions);
 
   // The full Coulomb interaction: forces[d][i] (overwritten) is component d of the force

@@ -46,8 +46,30 @@ __global__ void convolve_kernel(T* __restrict__ spectrum, const T* __restrict__ 
   block_add(0.5 * energy, sums + kReciprocalEnergy);
 }
 
+// The end of a finishing kernel: the grid's last block to get here (its count in *done)
+// writes the energy, where asked, from the complete sums, then clears the sums and the
+// count for the next compute. Folding this into the kernel saves a launch for the energy
+// and one for clearing the sums. done: null where a later kernel finishes.
 template <class T>
-__global__ void forces_kernel(const PmeParts<T> p, double* sums) {
+__device__ void finish_sums(const PmeParts<T>& p, double* sums, unsigned* done) {
+  if (!done) return;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's sums (block_add's atomics, thread 0's) before its count
+    last = atomicAdd(done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  __threadfence();
+  double total[kPmeSums];
+  for (int k = 0; k < kPmeSums; ++k) total[k] = static_cast<volatile const double*>(sums)[k];
+  if (p.energy.data) p.energy[0] = pme_energy(p, total);
+  for (int k = 0; k < kPmeSums; ++k) sums[k] = 0;
+  *done = 0;
+}
+
+template <class T>
+__global__ void forces_kernel(const PmeParts<T> p, double* sums, unsigned* done) {
   double q = 0, q2 = 0, work = 0;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < p.n;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -60,19 +82,18 @@ __global__ void forces_kernel(const PmeParts<T> p, double* sums) {
   block_add(q, sums + kChargeSum);
   block_add(q2, sums + kChargeSquares);
   block_add(work, sums + kRealSpaceWork);
+  finish_sums(p, sums, done);
 }
 
+// After forces_kernel (the net charge's sum complete).
 template <class T>
-__global__ void potential_kernel(const PmeParts<T> p, const double* sums) {
+__global__ void potential_kernel(const PmeParts<T> p, double* sums, unsigned* done) {
   const double q = sums[kChargeSum];
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < p.n;
        i += std::size_t(gridDim.x) * blockDim.x)
     p.potential[i] = pme_potential(p, i, q);
-}
-
-template <class T>
-__global__ void energy_kernel(const PmeParts<T> p, const double* sums) {
-  p.energy[0] = pme_energy(p, sums);
+  __syncthreads();  // every thread's read of the sums before the last block clears them
+  finish_sums(p, sums, done);
 }
 
 // At most kPmeBlocksPerSm blocks a multiprocessor of `device`.
@@ -94,6 +115,9 @@ class CudaPmeBackend final : public PmeBackend<T> {
     mesh_.reserve(mesh_size, "PmePlan: mesh");
     spectrum_.reserve(2 * influence.size(), "PmePlan: spectrum");
     sums_.reserve(kPmeSums, "PmePlan: energy sums");
+    blocks_done_.reserve(1, "PmePlan: energy sums");
+    cuda::check(cudaMemsetAsync(sums_.get(), 0, kPmeSums * sizeof(double), stream_), "pmkit PME: clear the sums");
+    cuda::check(cudaMemsetAsync(blocks_done_.get(), 0, sizeof(unsigned), stream_), "pmkit PME: clear the sums");
     max_blocks_ = max_blocks(device_);
     spectrum_blocks_ = blocks_for(influence.size());
   }
@@ -108,7 +132,9 @@ class CudaPmeBackend final : public PmeBackend<T> {
 
   void convolve() override {
     const cuda::DeviceScope on_device(device_);
-    cuda::check(cudaMemsetAsync(sums_.get(), 0, kPmeSums * sizeof(double), stream_), "pmkit PME: clear the sums");
+    if (!sums_clear_)
+      cuda::check(cudaMemsetAsync(sums_.get(), 0, kPmeSums * sizeof(double), stream_), "pmkit PME: clear the sums");
+    sums_clear_ = false;
     convolve_kernel<T><<<spectrum_blocks_, kPmeBlock, 0, stream_>>>(
         spectrum_.get(), influence_.get(), static_cast<std::int64_t>(influence_.size()), half_x_, mesh_x_, sums_.get());
     cuda::check_launch("pmkit PME: convolve");
@@ -119,19 +145,16 @@ class CudaPmeBackend final : public PmeBackend<T> {
     for (int d = 0; d < 3; ++d) pointers_.require(p.forces[d].data, "PmePlan::compute: forces", d);
     pointers_.require(p.potential.data, "PmePlan::compute: potential", 0);
     pointers_.require(p.energy.data, "PmePlan::compute: energy", 0);
+    // The last kernel's last block writes the energy and clears the sums (finish_sums).
     const unsigned blocks = blocks_for(p.n);
-    if (p.n > 0) {
-      forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get());
-      cuda::check_launch("pmkit PME: forces");
-    }
-    if (p.potential.data && p.n > 0) {
-      potential_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get());
+    const bool potential = p.potential.data && p.n > 0;
+    forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), potential ? nullptr : blocks_done_.get());
+    cuda::check_launch("pmkit PME: forces");
+    if (potential) {
+      potential_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), blocks_done_.get());
       cuda::check_launch("pmkit PME: potential");
     }
-    if (p.energy.data) {
-      energy_kernel<T><<<1, 1, 0, stream_>>>(p, sums_.get());
-      cuda::check_launch("pmkit PME: energy");
-    }
+    sums_clear_ = true;
   }
 
  private:
@@ -148,6 +171,11 @@ class CudaPmeBackend final : public PmeBackend<T> {
   unsigned spectrum_blocks_ = 1;
   cuda::DeviceBuffer<T> influence_, mesh_, spectrum_, scratch_;
   cuda::DeviceBuffer<double> sums_;
+  cuda::DeviceBuffer<unsigned> blocks_done_;  // finish_sums' count of finished blocks
+  // Whether the sums are zero: the last compute's finishing kernel cleared them. Not where a
+  // compute stopped between its convolution and its last step (a refused argument):
+  // convolve clears them then.
+  bool sums_clear_ = true;
   cuda::DevicePointerCheck pointers_;
 };
 

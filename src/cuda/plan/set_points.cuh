@@ -248,8 +248,9 @@ void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const
 
   start_timer();
   std::uint32_t* away_count = buf_.bucket_count.get();
+  // The second run finds no rejected particle (the first threw for any), so `bad` is cleared once.
+  check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
   auto run_update = [&](bool apply) {
-    check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
     check(cudaMemsetAsync(away_count, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
     update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), apply, buf_.bad.get(), away_count, b.particles.get(),
