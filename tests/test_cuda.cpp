@@ -998,7 +998,9 @@ void check_permute_batches(std::size_t n, std::mt19937_64& rng) {
   for (int a = 0; a < kOutOfPlace + kInPlace; ++a) {
     const std::vector<T> moved = a < kOutOfPlace ? out[a]->download() : in[a]->download();
     for (std::size_t k = 0; k < n; ++k) ASSERT_EQ(moved[k], in_host[a][o[k]]) << "array " << a << ", slot " << k;
-    if (a < kOutOfPlace) ASSERT_EQ(in[a]->download(), in_host[a]) << "input " << a << " changed";
+    if (a < kOutOfPlace) {
+      ASSERT_EQ(in[a]->download(), in_host[a]) << "input " << a << " changed";
+    }
   }
   const std::vector<T> triples2 = triples_in.download(), pairs2 = pairs_out.download(), inout = pairs_inout.download();
   ASSERT_EQ(triples2, triples) << "the strided input changed";
