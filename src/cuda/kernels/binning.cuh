@@ -119,21 +119,6 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   slot[i] = dst;
 }
 
-// An away particle's place in update_points' away list (on the check pass, the count):
-// one atomic on the list's counter for the lanes that arrive together, each lane's place
-// its rank among their away lanes. An atomic a particle would queue every away particle
-// on that one address (a PIC step moves a few percent of them out of their tiles).
-__device__ __forceinline__ std::uint32_t away_place(bool away, std::uint32_t* away_count) {
-  const unsigned together = __activemask();
-  const unsigned lane = threadIdx.x & 31u;
-  const unsigned away_lanes = __ballot_sync(together, away);
-  const int leader = __ffs(together) - 1;
-  std::uint32_t first = 0;
-  if (static_cast<int>(lane) == leader && away_lanes != 0) first = atomicAdd(away_count, __popc(away_lanes));
-  first = __shfl_sync(together, first, leader);
-  return first + __popc(away_lanes & ((1u << lane) - 1u));
-}
-
 // update_points, one thread per particle in the caller's order (positions, tile and
 // slot read coalesced; only the record's store is scattered). The check
 // pass validates and counts the particles whose tile changed since the full binning
@@ -150,10 +135,13 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   std::uint32_t tile;
   if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
   const bool away = tile != tile_of[i];
-  const std::uint32_t k = away_place(away, away_count);
-  if (!apply) return;
+  if (!apply) {
+    if (away) atomicAdd(away_count, 1u);
+    return;
+  }
   const std::uint32_t s = slot[i];
   if (away) {
+    const std::uint32_t k = atomicAdd(away_count, 1u);
     away_slot[k] = s;
     store_record(away_particles + k, p);
     p.cell = kAwayCell;
