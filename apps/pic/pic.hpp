@@ -7,7 +7,8 @@
 // length is 1 too. Each step: spread the electrons' charge (Plan::spread), solve
 // Poisson's equation by FFT (RealFft), take the field at the particles (interp_gradient of
 // the potential, or interp of E on the mesh), push by leapfrog on the device, re-bin
-// (update_points; every K steps permute_to_binned and set_points).
+// (every K steps, by default every step, permute_to_binned and set_points; update_points
+// between).
 #include <array>
 #include <cstdint>
 #include <functional>
