@@ -6,10 +6,15 @@
 
 ncu prints its own lines and the program's output around the CSV; only rows with a
 "Kernel Name" and that metric count. Kernel names are shortened to the function name
-(namespaces and template arguments kept, the parameter list dropped)."""
+(namespaces and template arguments kept, the parameter list dropped). Where the query
+also asked for dram__bytes_read.sum and dram__bytes_write.sum, each kernel's median DRAM
+bytes and their rate over its median time are printed beside it."""
 import csv
 import statistics
 import sys
+
+BYTES = ('dram__bytes_read.sum', 'dram__bytes_write.sum')
+BYTE_UNITS = {'byte': 1.0, 'Kbyte': 1e3, 'Mbyte': 1e6, 'Gbyte': 1e9}
 
 
 def short(name):
@@ -27,13 +32,18 @@ def short(name):
 def main(path):
     lines = [l for l in open(path, errors='replace') if l.startswith('"')]
     times = {}
+    launches = {}  # (launch id, metric) -> value, for the bytes
     order = []
     for row in csv.DictReader(lines):
-        if row.get('Metric Name') != 'gpu__time_duration.sum' or 'Kernel Name' not in row:
+        metric = row.get('Metric Name')
+        if 'Kernel Name' not in row or metric not in ('gpu__time_duration.sum',) + BYTES:
             continue
         value = float(row['Metric Value'].replace(',', ''))
-        scale = {'nsecond': 1e-3, 'usecond': 1.0, 'msecond': 1e3}.get(row.get('Metric Unit', ''), 1e-3)
         name = short(row['Kernel Name'])
+        if metric in BYTES:
+            launches.setdefault((name, row.get('ID')), {})[metric] = value * BYTE_UNITS.get(row.get('Metric Unit', ''), 1.0)
+            continue
+        scale = {'nsecond': 1e-3, 'usecond': 1.0, 'msecond': 1e3}.get(row.get('Metric Unit', ''), 1e-3)
         if name not in times:
             times[name] = []
             order.append(name)
@@ -41,10 +51,17 @@ def main(path):
     if not times:
         print('no gpu__time_duration.sum rows found in', path)
         return 1
-    print(f"{'kernel':80s} {'launches':>8s} {'median us':>10s} {'min us':>8s}")
+    moved = {}
+    for (name, _), metrics in launches.items():
+        moved.setdefault(name, []).append(sum(metrics.values()))
+    print(f"{'kernel':80s} {'launches':>8s} {'median us':>10s} {'min us':>8s}" + (f" {'DRAM MB':>8s} {'TB/s':>6s}" if moved else ''))
     for name in order:
         t = times[name]
-        print(f"{name[:80]:80s} {len(t):8d} {statistics.median(t):10.1f} {min(t):8.1f}")
+        line = f"{name[:80]:80s} {len(t):8d} {statistics.median(t):10.1f} {min(t):8.1f}"
+        if name in moved:
+            mb = statistics.median(moved[name]) / 1e6
+            line += f" {mb:8.1f} {mb / statistics.median(t):6.2f}"
+        print(line)
     return 0
 
 

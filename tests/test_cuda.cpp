@@ -948,6 +948,78 @@ TEST(Cuda, PermuteToBinnedOnDeviceArrays) {
   }
 }
 
+// permute_to_binned on device arrays, more than one launch takes
+// (tuning::kPermuteArrays), in one call: out of place contiguous, out of place between
+// strided views (a component of an array of structures of three into one of two), in
+// place contiguous and in place strided. Every output in binned_order's order, every
+// out-of-place input as it was.
+template <class T>
+void check_permute_batches(std::size_t n, std::mt19937_64& rng) {
+  const Grid<3> grid = Grid<3>::periodic({24, 20, 28});
+  const auto pos = make_positions<T, 3>(grid, Distribution::Clustered, n, rng);
+  Plan<T, 3> plan(grid, Kernel::tsc(), cuda_options());
+  DeviceBuffer<T> x(pos[0]), y(pos[1]), z(pos[2]);
+  plan.set_points({device_cview(x), device_cview(y), device_cview(z)});
+  DeviceBuffer<std::uint32_t> order(n);
+  plan.binned_order(device_view(order));
+
+  constexpr int kOutOfPlace = 2 * cuda::tuning::kPermuteArrays + 1, kInPlace = 2;
+  auto values = [&](std::size_t count) {
+    std::vector<T> v(count);
+    for (T& e : v) e = std::uniform_real_distribution<T>(-1, 1)(rng);
+    return v;
+  };
+  std::vector<std::vector<T>> in_host;
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> in, out;
+  std::vector<View<const T>> from;
+  std::vector<View<T>> to;
+  for (int a = 0; a < kOutOfPlace + kInPlace; ++a) {
+    in_host.push_back(values(n));
+    in.emplace_back(new DeviceBuffer<T>(in_host.back()));
+    from.push_back(View<const T>(in.back()->get(), n));
+    if (a < kOutOfPlace) {
+      out.emplace_back(new DeviceBuffer<T>(n));
+      to.push_back(View<T>(out.back()->get(), n));
+    } else {
+      to.push_back(View<T>(in.back()->get(), n));
+    }
+  }
+  const std::vector<T> triples = values(3 * n), pairs = values(2 * n);  // strided: out of place, then in place
+  DeviceBuffer<T> triples_in(triples), pairs_out(2 * n), pairs_inout(pairs);
+  for (int c = 0; c < 2; ++c) {
+    from.push_back(View<const T>(triples_in.get() + c, n, 3));
+    to.push_back(View<T>(pairs_out.get() + c, n, 2));
+  }
+  from.push_back(View<const T>(pairs_inout.get() + 1, n, 2));
+  to.push_back(View<T>(pairs_inout.get() + 1, n, 2));
+  plan.permute_to_binned(Span<View<const T>>(from), Span<View<T>>(to));
+
+  const std::vector<std::uint32_t> o = order.download();
+  for (int a = 0; a < kOutOfPlace + kInPlace; ++a) {
+    const std::vector<T> moved = a < kOutOfPlace ? out[a]->download() : in[a]->download();
+    for (std::size_t k = 0; k < n; ++k) ASSERT_EQ(moved[k], in_host[a][o[k]]) << "array " << a << ", slot " << k;
+    if (a < kOutOfPlace) {
+      ASSERT_EQ(in[a]->download(), in_host[a]) << "input " << a << " changed";
+    }
+  }
+  const std::vector<T> triples2 = triples_in.download(), pairs2 = pairs_out.download(), inout = pairs_inout.download();
+  ASSERT_EQ(triples2, triples) << "the strided input changed";
+  for (std::size_t k = 0; k < n; ++k) {
+    for (int c = 0; c < 2; ++c) ASSERT_EQ(pairs2[2 * k + c], triples[3 * o[k] + c]) << "component " << c << ", slot " << k;
+    ASSERT_EQ(inout[2 * k + 1], pairs[2 * o[k] + 1]) << k;
+    ASSERT_EQ(inout[2 * k], pairs[2 * k]) << "the unlisted component changed";
+  }
+}
+
+TEST(Cuda, PermuteToBinnedInBatches) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  check_permute_batches<float>(scaled(std::size_t(1) << 18), rng);
+  check_permute_batches<double>(scaled(std::size_t(3) << 15) + 7, rng);
+}
+
 TEST(Cuda, ZeroParticlesAndEmptyMesh) {
   PMKIT_REQUIRE_GPU();
   Options opt = cuda_options();

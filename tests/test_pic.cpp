@@ -146,6 +146,7 @@ TEST(Pic, SortEveryKeepsTheHistory) {
   pic::Config c = one_thread({});
   c.particles = 16384;
   c.steps = 40;
+  c.sort_every = 0;
   const pic::Result plain = pic::simulate(c);
   c.sort_every = 7;
   const pic::Result sorted = pic::simulate(c);

@@ -27,7 +27,7 @@ const char* const kPicUsage =
     "  --precision float|double  (default float)\n"
     "  --seed N                random loading's seed (thermal, or --noisy)\n"
     "  --sort-every K          every K steps put the particle arrays in binned order\n"
-    "                          (Plan::permute_to_binned; default 0: never)\n"
+    "                          (Plan::permute_to_binned; default 1, the fastest; 0: never)\n"
     "  --field gradient|mesh   field at the particles: interp_gradient of phi (default), or\n"
     "                          E on the mesh and interp (conserves momentum to rounding)\n"
     "  --amplitude X           density perturbation (default 0.01)\n"

@@ -7,7 +7,8 @@
 // length is 1 too. Each step: spread the electrons' charge (Plan::spread), solve
 // Poisson's equation by FFT (RealFft), take the field at the particles (interp_gradient of
 // the potential, or interp of E on the mesh), push by leapfrog on the device, re-bin
-// (update_points; every K steps permute_to_binned and set_points).
+// (every K steps, by default every step, permute_to_binned and set_points; update_points
+// between).
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -35,7 +36,9 @@ struct Config {
   Backend backend = Backend::Cpu;
   bool double_precision = false;
   std::uint64_t seed = 1;
-  int sort_every = 0;  // 0: never permute the arrays; K: every K steps
+  // 0: never permute the arrays; K: every K steps. Every step is the fastest on both
+  // backends (docs/pic.md, "Sorting every step").
+  int sort_every = 1;
   FieldMethod field = FieldMethod::Gradient;
   int threads = 0;     // CPU: OpenMP threads (0: OpenMP's default)
   // CUDA update_points: Options::max_away_fraction (negative: the plan's default).

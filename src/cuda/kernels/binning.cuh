@@ -149,12 +149,44 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   store_record(particles + s, p);
 }
 
-// Plan::permute_to_binned: out[k] = in[perm[k]] (perm: binned slot -> caller's index).
+// Plan::permute_to_binned's arrays of one launch (strides in elements): up to
+// tuning::kPermuteArrays, passed by value as the kernel's parameters.
 template <class T>
-__global__ void permute_kernel(const std::uint32_t* perm, std::size_t n, const T* in, std::ptrdiff_t in_stride, T* out,
-                               std::ptrdiff_t out_stride) {
+struct PermuteBatch {
+  static constexpr int kCapacity = tuning::kPermuteArrays;
+  int count = 0;
+  const T* in[kCapacity];
+  std::ptrdiff_t in_stride[kCapacity];
+  T* out[kCapacity];
+  std::ptrdiff_t out_stride[kCapacity];
+
+  bool full() const { return count == kCapacity; }
+  void add(const T* from, std::ptrdiff_t from_stride, T* to, std::ptrdiff_t to_stride) {
+    in[count] = from;
+    in_stride[count] = from_stride;
+    out[count] = to;
+    out_stride[count] = to_stride;
+    ++count;
+  }
+};
+
+// Plan::permute_to_binned: out[a][k] = in[a][perm[k]] for each array a of the batch (perm:
+// binned slot -> caller's index). perm is read once for them all, and a thread's loads
+// are all issued before its stores.
+template <class T>
+__global__ void permute_kernel(const std::uint32_t* perm, std::size_t n, PermuteBatch<T> batch) {
+  constexpr int kCapacity = PermuteBatch<T>::kCapacity;
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (k < n) out[static_cast<std::ptrdiff_t>(k) * out_stride] = in[static_cast<std::ptrdiff_t>(perm[k]) * in_stride];
+  if (k >= n) return;
+  const auto from = static_cast<std::ptrdiff_t>(perm[k]);
+  const auto to = static_cast<std::ptrdiff_t>(k);
+  T value[kCapacity];
+#pragma unroll
+  for (int a = 0; a < kCapacity; ++a)
+    if (a < batch.count) value[a] = batch.in[a][from * batch.in_stride[a]];
+#pragma unroll
+  for (int a = 0; a < kCapacity; ++a)
+    if (a < batch.count) batch.out[a][to * batch.out_stride[a]] = value[a];
 }
 
 // Plan::binned_positions: record k's position relative to the grid origin, written at

@@ -15,26 +15,45 @@ void CudaBackend<T, D>::binned_order(View<std::uint32_t> order) const {
   if (options_.host_arrays) check(cudaStreamSynchronize(stream_), "binned_order");
 }
 
-// Each array gathered by the binned order straight into its output, or, in place or with
-// host arrays (staged in and out; the call then waits), into scratch and copied over.
+// Device arrays out of place gathered by the binned order straight into their outputs,
+// up to tuning::kPermuteArrays a launch (each launch reads the order once). The others,
+// in place or host arrays (staged in and out; the call then waits), one at a time into
+// scratch and copied over.
 template <class T, int D>
 void CudaBackend<T, D>::permute_to_binned(Span<View<const T>> from, Span<View<T>> to) {
   const DeviceScope on_device(options_.device);
   const std::size_t n = current_.n;
-  bool scratch = options_.host_arrays;
+  auto direct = [&](std::size_t i) { return !options_.host_arrays && from[i].data != to[i].data; };
+  bool scratch = false;
   for (std::size_t i = 0; i < to.size(); ++i) {
     if (!options_.host_arrays) {
       require_device(from[i].data, "from", i);
       require_device(to[i].data, "arrays", i);
     }
-    scratch = scratch || from[i].data == to[i].data;
+    scratch = scratch || !direct(i);
   }
   // Scratch before any write: a failed allocation changes nothing.
   if (scratch) permuted_.reserve((options_.host_arrays ? 2 : 1) * n, "permute_to_binned scratch");
+  auto launch = [&](PermuteBatch<T>& batch) {
+    if (batch.count == 0) return;
+    permute_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+        current_.perm.get(), n, batch);
+    check_launch("pmkit::cuda::permute_to_binned");
+    batch.count = 0;
+  };
+  PermuteBatch<T> batch;
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    if (!direct(i)) continue;
+    batch.add(from[i].data, from[i].stride, to[i].data, to[i].stride);
+    if (batch.full()) launch(batch);
+  }
+  launch(batch);
+  if (!scratch) return;
   T* moved = permuted_.get();
   T* staged = options_.host_arrays ? moved + n : nullptr;
   const cudaMemcpyKind back = options_.host_arrays ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
   for (std::size_t i = 0; i < to.size(); ++i) {
+    if (direct(i)) continue;
     const T* source = from[i].data;
     std::ptrdiff_t source_stride = from[i].stride;
     if (staged) {
@@ -42,11 +61,9 @@ void CudaBackend<T, D>::permute_to_binned(Span<View<const T>> from, Span<View<T>
       source = staged;
       source_stride = 1;
     }
-    const bool direct = !options_.host_arrays && from[i].data != to[i].data;
-    permute_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        current_.perm.get(), n, source, source_stride, direct ? to[i].data : moved, direct ? to[i].stride : 1);
-    check_launch("pmkit::cuda::permute_to_binned");
-    if (!direct) copy_strided(to[i].data, to[i].stride, moved, 1, n, back, stream_, "permute_to_binned");
+    batch.add(source, source_stride, moved, 1);
+    launch(batch);
+    copy_strided(to[i].data, to[i].stride, moved, 1, n, back, stream_, "permute_to_binned");
   }
   if (options_.host_arrays) check(cudaStreamSynchronize(stream_), "permute_to_binned");
 }

@@ -69,6 +69,14 @@ constexpr unsigned kBinnedProbePairs = 1u << 16;
 constexpr double kBinnedPairFraction = 0.5;
 
 // ---------------------------------------------------------------------------------
+// permute_to_binned
+
+// Arrays one permute_to_binned launch moves: the binned order read once for them all and
+// their loads in flight together, against the kernel's registers and parameter bytes
+// (docs/tuning.md#kpermutearrays).
+constexpr int kPermuteArrays = 8;
+
+// ---------------------------------------------------------------------------------
 // set_points: the tile kernels' order (kernels/tiles.cuh, interleave_kernel)
 
 // Stencil nodes a particle from which set_points interleaves each chunk's particles by
