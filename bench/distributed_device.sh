@@ -30,4 +30,11 @@ for np in $bench_ranks; do
   echo "== bench ($np ranks)" | tee -a "$out/bench.txt"
   "${launch[@]}" -np "$np" "$programs/distributed_bench" "$@" 2>&1 | tee -a "$out/bench.txt" || status=1
 done
+# PMKIT_NSYS=1: a short profile of rank 0's weak-scaling steps at 2 ranks (nsys's summary).
+if [ -n "${PMKIT_NSYS:-}" ] && command -v nsys >/dev/null; then
+  echo "== nsys, rank 0 of 2, weak scaling, 2 steps" | tee "$out/nsys.txt"
+  timeout 180 "${launch[@]}" -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then
+      exec nsys profile --stats=true -t cuda -o /tmp/rank0 "$0" --skip-strong --steps 2; else exec "$0" --skip-strong --steps 2; fi' \
+    "$programs/distributed_bench" >>"$out/nsys.txt" 2>&1 || echo "nsys run failed" | tee -a "$out/nsys.txt"
+fi
 exit $status
