@@ -221,17 +221,20 @@ __global__ void gather_keys_kernel(const unsigned* index, std::int64_t n, const 
   if (k < n) out[k] = keys[index[k]];
 }
 
-// The position columns among a migration's columns (device code: View's converting
+// Particle i's position wrapped into the domain, from the first D of a migration's
+// columns (checked by classify_kernel already; device code: View's converting
 // constructor is the host's).
 template <class T, int D>
-__device__ Columns<T, D> position_columns(const View<T>* columns) {
-  Columns<T, D> c;
+__device__ void wrapped_position(const View<T>* columns, std::int64_t i, const DeviceOwners<D>& owners,
+                                 T (&wrapped)[D]) {
+  Columns<T, D> positions;
   for (int d = 0; d < D; ++d) {
-    c.c[d].data = columns[d].data;
-    c.c[d].size = columns[d].size;
-    c.c[d].stride = columns[d].stride;
+    positions.c[d].data = columns[d].data;
+    positions.c[d].size = columns[d].size;
+    positions.c[d].stride = columns[d].stride;
   }
-  return c;
+  double u[D];
+  grid_coordinates<T, D>(positions, i, owners, true, u, wrapped);
 }
 
 // Row k of the leaving particles: particle index[k]'s wrapped position and properties.
@@ -241,10 +244,8 @@ __global__ void pack_kernel(const unsigned* index, std::int64_t n, DeviceOwners<
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (k >= n) return;
   const std::int64_t i = index[k];
-  const Columns<T, D> positions = position_columns<T, D>(columns);
-  double u[D];
   T wrapped[D];
-  grid_coordinates<T, D>(positions, i, owners, true, u, wrapped);
+  wrapped_position<T, D>(columns, i, owners, wrapped);
   for (int d = 0; d < D; ++d) rows[k * values + d] = wrapped[d];
   for (int v = D; v < values; ++v) rows[k * values + v] = columns[v][i];
 }
@@ -255,10 +256,8 @@ __global__ void wrap_kernel(const unsigned* list, std::int64_t n, DeviceOwners<D
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (k >= n) return;
   const std::int64_t i = list[k];
-  const Columns<T, D> positions = position_columns<T, D>(columns);
-  double u[D];
   T wrapped[D];
-  grid_coordinates<T, D>(positions, i, owners, true, u, wrapped);
+  wrapped_position<T, D>(columns, i, owners, wrapped);
   for (int d = 0; d < D; ++d) columns[d][i] = wrapped[d];
 }
 
