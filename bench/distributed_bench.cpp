@@ -3,12 +3,18 @@
 //  * strong scaling: 2^26 particles on 512^3 in all.
 // One step is migrate after a small move (every particle by up to a quarter cell per axis),
 // set_points, spread and interp, float, M'4, periodic. Each figure is the median of the
-// timed steps of the slowest rank, printed beside its baseline from the same run: the
+// timed steps of the slowest rank, after warm-up steps (a rank's count-sized buffers are
+// allocated, and regrown once, in its first steps: docs/tuning.md#kregrowthheadroom),
+// printed beside its baseline from the same run: the
 // single-GPU Plan (no decomposition, no messages) on rank 0's GPU with the same particles
 // per GPU (weak) or all of them (strong), and the distributed plan on that one rank.
 // Every distributed run goes once through each transport (NCCL, host-staged MPI).
+// Beside each distributed step, untimed in it: the fastest step, a second set_points on
+// the same positions, and a second migrate right after the first (nothing left to move),
+// which times migrate's fixed cost: its pass over the positions and its messages.
 //   mpirun -np 2 distributed_bench [--weak-particles N] [--weak-cells C] [--strong-particles N]
-//                                  [--strong-cells C] [--steps S] [--skip-strong]
+//                                  [--strong-cells C] [--steps S] [--warmup W] [--skip-strong]
+//                                  [--nccl-only]
 #include <mpi.h>
 
 #include <algorithm>
@@ -17,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pmkit/cuda/runtime.hpp"
@@ -45,10 +52,17 @@ struct SplitMix {
   }
 };
 
-// The phases of one step, in seconds.
+// The phases of one step, in seconds (not in the step: a second set_points on the same
+// positions and a second migrate with nothing to move; the fastest step's total).
 struct Step {
   double migrate = 0, set_points = 0, spread = 0, interp = 0, spread_exchange = 0, interp_exchange = 0;
+  double set_points_again = 0, idle_migrate = 0, fastest = 0;
   double total() const { return migrate + set_points + spread + interp; }
+};
+
+// Untimed steps first, then the timed ones.
+struct Schedule {
+  int warmup = 10, steps = 5;
 };
 
 // Particles of one rank on the device, in arrays of `capacity` slots, and their host copy.
@@ -70,12 +84,20 @@ struct Particles {
     q = DeviceBuffer<float>(std::vector<float>(cap, 1.0f), "charges");
     values.reserve(cap, "interpolated values");
   }
-  // Every particle by up to a quarter cell of width h per axis (host, then uploaded).
+  // Every particle by up to a quarter cell of width h per axis (host, on kMoveThreads
+  // threads of one generator each, then uploaded).
   void move(double h, std::uint64_t seed) {
-    SplitMix rng{seed};
+    constexpr int kMoveThreads = 8;
     for (int d = 0; d < 3; ++d) {
       check(cudaMemcpy(host[d].data(), x[d].get(), count * sizeof(float), cudaMemcpyDeviceToHost), "download");
-      for (std::size_t i = 0; i < count; ++i) host[d][i] += static_cast<float>((rng.next() - 0.5) * 0.5 * h);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kMoveThreads; ++t)
+        threads.emplace_back([&, t] {
+          SplitMix rng{seed * 64 + 8 * d + t};
+          for (std::size_t i = count * t / kMoveThreads; i < count * (t + 1) / kMoveThreads; ++i)
+            host[d][i] += static_cast<float>((rng.next() - 0.5) * 0.5 * h);
+        });
+      for (auto& t : threads) t.join();
       check(cudaMemcpy(x[d].get(), host[d].data(), count * sizeof(float), cudaMemcpyHostToDevice), "upload");
     }
   }
@@ -100,15 +122,17 @@ double max_over(MPI_Comm comm, double v) {
 
 Step median(std::vector<Step> steps) {
   std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.total() < b.total(); });
-  return steps[steps.size() / 2];
+  Step m = steps[steps.size() / 2];
+  m.fastest = steps.front().total();
+  return m;
 }
 
 // The single-GPU Plan: set_points, spread, interp after each move.
-Step run_plan(const Grid<3>& grid, Particles& p, int steps) {
+Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
   Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
   DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()), "mesh");
   std::vector<Step> timed;
-  for (int s = 0; s <= steps; ++s) {
+  for (int s = 0; s < schedule.warmup + schedule.steps; ++s) {
     p.move(grid.spacing[0], 1000 + s);
     // Positions moved past a periodic end are wrapped by the plan itself.
     Step t;
@@ -126,18 +150,18 @@ Step run_plan(const Grid<3>& grid, Particles& p, int steps) {
     t.set_points = t1 - t0;
     t.spread = t2 - t1;
     t.interp = t3 - t2;
-    if (s > 0) timed.push_back(t);
+    if (s >= schedule.warmup) timed.push_back(t);
   }
   return median(timed);
 }
 
 // The distributed plan on comm: migrate, set_points, spread, interp after each move; the
 // slowest rank's phases.
-Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& p, int steps) {
+Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& p, const Schedule& schedule) {
   const Grid<3>& grid = plan.grid();
   DeviceBuffer<float> block(static_cast<std::size_t>(plan.block_size()), "block");
   std::vector<Step> timed;
-  for (int s = 0; s <= steps; ++s) {
+  for (int s = 0; s < schedule.warmup + schedule.steps; ++s) {
     p.move(grid.spacing[0], 2000 + 7919 * world_rank() + s);
     Step t;
     check(cudaDeviceSynchronize(), "step");
@@ -156,13 +180,21 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
     plan.interp({View<const float>(block.get(), block.size())}, {View<float>(p.values.get(), p.count)});
     const double interp_exchange = plan.last_timings().exchange_s;
     double t4 = MPI_Wtime();
+    MPI_Barrier(comm);
+    const double again = MPI_Wtime();
+    plan.set_points(p.positions());
+    check(cudaDeviceSynchronize(), "set_points");
+    t.set_points_again = max_over(comm, MPI_Wtime() - again);
+    double t5 = MPI_Wtime();
+    p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    t.idle_migrate = max_over(comm, MPI_Wtime() - t5);
     t.migrate = max_over(comm, t1 - t0);
     t.set_points = max_over(comm, t2 - t1);
     t.spread = max_over(comm, t3 - t2);
     t.interp = max_over(comm, t4 - t3);
     t.spread_exchange = max_over(comm, spread_exchange);
     t.interp_exchange = max_over(comm, interp_exchange);
-    if (s > 0) timed.push_back(t);
+    if (s >= schedule.warmup) timed.push_back(t);
   }
   return median(timed);
 }
@@ -170,9 +202,11 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
 void print(const char* label, const Step& t, double baseline) {
   if (world_rank() != 0) return;
   std::printf("  %-34s step %8.3f ms = migrate %7.3f + set_points %7.3f + spread %7.3f (exchange %6.3f) + interp "
-              "%7.3f (exchange %6.3f)   baseline / this = %.3f\n",
+              "%7.3f (exchange %6.3f)   baseline / this = %.3f   [fastest step %.3f; set_points again %.3f; migrate "
+              "with nothing to move %.3f]\n",
               label, 1e3 * t.total(), 1e3 * t.migrate, 1e3 * t.set_points, 1e3 * t.spread, 1e3 * t.spread_exchange,
-              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total());
+              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total(), 1e3 * t.fastest,
+              1e3 * t.set_points_again, 1e3 * t.idle_migrate);
   std::fflush(stdout);
 }
 
@@ -188,11 +222,11 @@ std::array<std::array<double, 3>, 2> block_bounds(const Grid<3>& grid, const Blo
 
 // One scaling study: the 1-GPU baselines on rank 0, then the distributed runs on all.
 void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, const Grid<3>& grid,
-           std::size_t n_per_rank, int steps, bool weak) {
+           std::size_t n_per_rank, const Schedule& schedule, bool weak, bool nccl_only) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  double baseline = 0;
+  double baseline = 0, one_rank_total = 0;
   if (rank == 0) {
     std::printf("%s: %d GPUs, %zu particles per GPU, grid %lld x %lld x %lld; 1-GPU baseline %zu particles on "
                 "%lld^3\n",
@@ -203,26 +237,34 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
                 {single_grid.cells[0] * single_grid.spacing[0], single_grid.cells[1] * single_grid.spacing[1],
                  single_grid.cells[2] * single_grid.spacing[2]},
                 17);
-    const Step plan_step = run_plan(single_grid, p, steps);
+    const Step plan_step = run_plan(single_grid, p, schedule);
     baseline = plan_step.total();
     print("1 GPU, Plan", plan_step, baseline);
     DistributedPlan<float, 3> plan(MPI_COMM_SELF, single_grid, Kernel::mp4(), cuda_options());
-    const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, steps);
+    const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, schedule);
     print("1 GPU, DistributedPlan", one_rank, baseline);
+    one_rank_total = one_rank.total();
   }
   MPI_Bcast(&baseline, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&one_rank_total, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (size == 1) return;
   for (Transport transport : {Transport::Nccl, Transport::HostMpi}) {
+    if (nccl_only && transport != Transport::Nccl) continue;
     // The decomposition first, for the particles' blocks.
     DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), cuda_options(), {}, transport);
     const auto bounds = block_bounds(grid, plan.block());
     Particles p(n_per_rank, n_per_rank + n_per_rank / 8, bounds[0], bounds[1], 31 + rank);
-    const Step t = run_distributed(MPI_COMM_WORLD, plan, p, steps);
+    const Step t = run_distributed(MPI_COMM_WORLD, plan, p, schedule);
     std::string label = std::to_string(size) + " GPUs, " + (transport == Transport::Nccl ? "NCCL" : "host-staged MPI");
     print(label.c_str(), t, baseline);
+    // Against both 1-GPU runs: the Plan (what distributing costs in all) and the
+    // DistributedPlan on one rank (the scaling of the distributed plan itself).
+    const double per_gpu = weak ? 1.0 : 1.0 / size;
     if (rank == 0)
-      std::printf("    %s efficiency %.1f%% (1-GPU Plan step / this step%s)\n", weak ? "weak-scaling" : "strong-scaling",
-                  100.0 * (weak ? baseline / t.total() : baseline / t.total() / size), weak ? "" : " / GPUs");
+      std::printf("    %s efficiency %.1f%% against the 1-GPU Plan, %.1f%% against the 1-GPU DistributedPlan (1-GPU "
+                  "step / this step%s)\n",
+                  weak ? "weak-scaling" : "strong-scaling", 100.0 * baseline / t.total() * per_gpu,
+                  100.0 * one_rank_total / t.total() * per_gpu, weak ? "" : " / GPUs");
   }
 }
 
@@ -235,8 +277,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::size_t weak_n = std::size_t(1) << 24, strong_n = std::size_t(1) << 26;
   std::int64_t weak_cells = 256, strong_cells = 512;
-  int steps = 5;
-  bool strong = true;
+  Schedule schedule;
+  bool strong = true, nccl_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::strtoll(argv[++i], nullptr, 0) : 0; };
@@ -244,8 +286,10 @@ int main(int argc, char** argv) {
     else if (a == "--weak-cells") weak_cells = next();
     else if (a == "--strong-particles") strong_n = next();
     else if (a == "--strong-cells") strong_cells = next();
-    else if (a == "--steps") steps = static_cast<int>(next());
+    else if (a == "--steps") schedule.steps = static_cast<int>(next());
+    else if (a == "--warmup") schedule.warmup = static_cast<int>(next());
     else if (a == "--skip-strong") strong = false;
+    else if (a == "--nccl-only") nccl_only = true;
   }
   int devices = 0;
   check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
@@ -253,8 +297,9 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median)\n",
-                size, devices, prop.name, steps);
+    std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median) "
+                "after %d warm-up steps\n",
+                size, devices, prop.name, schedule.steps, schedule.warmup);
   }
   try {
     // Weak: each GPU a 256^3 block; the rank grid MPI_Dims_create gives.
@@ -264,10 +309,10 @@ int main(int argc, char** argv) {
     for (int d = 0; d < 3; ++d) cells[d] = weak_cells * dims[d];
     const double h = 1.0 / static_cast<double>(weak_cells);
     study("weak scaling", Grid<3>::periodic({weak_cells, weak_cells, weak_cells}, h), weak_n,
-          Grid<3>::periodic(cells, h), weak_n, steps, true);
+          Grid<3>::periodic(cells, h), weak_n, schedule, true, nccl_only);
     if (strong) {
       const Grid<3> grid = Grid<3>::periodic({strong_cells, strong_cells, strong_cells}, 1.0 / strong_cells);
-      study("strong scaling", grid, strong_n, grid, strong_n / size, steps, false);
+      study("strong scaling", grid, strong_n, grid, strong_n / size, schedule, false, nccl_only);
     }
   } catch (const pmkit::Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());

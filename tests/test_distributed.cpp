@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <numeric>
+#include <set>
 
 #include "pmkit/distributed.hpp"
 #include "test_support.hpp"
@@ -69,6 +70,29 @@ std::pair<double, double> max_difference(const std::vector<T>& a, const std::vec
   return {diff, scale};
 }
 
+// migrate's layout of the staying particles, from the ids before (`before`) and after
+// (the first `count` of `after`): a particle that stays keeps its slot, except that those
+// past the kept count fill, in their order, the slots the leaving ones left below it.
+template <class T>
+void expect_kept_layout(const std::vector<T>& before, const std::vector<T>& after, std::size_t count) {
+  const std::set<T> present(after.begin(), after.begin() + count);
+  std::vector<bool> stays(before.size());
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < before.size(); ++i) kept += stays[i] = present.count(before[i]) > 0;
+  std::vector<T> expected(kept);
+  std::size_t from = kept;
+  for (std::size_t i = 0; i < kept; ++i) {
+    if (stays[i]) {
+      expected[i] = before[i];
+      continue;
+    }
+    while (!stays[from]) ++from;
+    expected[i] = before[from++];
+  }
+  EXPECT_EQ(std::vector<T>(after.begin(), after.begin() + kept), expected)
+      << "the staying particles' slots after migrate, rank " << world_rank();
+}
+
 // A rank's particles: positions, charge and the global index, in arrays of `capacity` slots.
 template <class T, int D>
 struct Share {
@@ -82,7 +106,9 @@ struct Share {
   std::size_t migrate(DistributedPlan<T, D>& plan) {
     std::array<View<T>, D> positions;
     for (int d = 0; d < D; ++d) positions[d] = View<T>(x[d]);
+    const std::vector<T> before(id.begin(), id.begin() + count);
     count = plan.migrate(positions, {View<T>(q), View<T>(id)}, count);
+    expect_kept_layout(before, id, count);
     return count;
   }
   std::array<View<const T>, D> positions() const {
@@ -423,8 +449,25 @@ void check_cuda_against_single_rank(const Grid<D>& grid, const Kernel& kernel, c
     positions[d] = View<T>(dx[d].get(), n);
   }
   DeviceBuffer<T> dq(share.q), did(share.id);
+  // The host plan's migrate of the same particles: the device's must give the same arrays.
+  DistributedPlan<T, D> host_plan(MPI_COMM_WORLD, grid, kernel, {}, {});
+  Share<T, D> host_share = share;
+  host_share.migrate(host_plan);
   share.count = plan.migrate(positions, {View<T>(dq.get(), n), View<T>(did.get(), n)}, share.count);
   EXPECT_EQ(sum_over_ranks(static_cast<long long>(share.count)), static_cast<long long>(n));
+  ASSERT_EQ(share.count, host_share.count);
+  {
+    std::vector<T> got = did.download();
+    got.resize(share.count);
+    EXPECT_EQ(got, std::vector<T>(host_share.id.begin(), host_share.id.begin() + host_share.count))
+        << "ids after the device's migrate against the host's, rank " << world_rank();
+    for (int d = 0; d < D; ++d) {
+      got = dx[d].download();
+      got.resize(share.count);
+      EXPECT_EQ(got, std::vector<T>(host_share.x[d].begin(), host_share.x[d].begin() + host_share.count))
+          << "positions[" << d << "] after the device's migrate against the host's, rank " << world_rank();
+    }
+  }
   const std::size_t m = share.count;
   std::array<View<const T>, D> mine;
   for (int d = 0; d < D; ++d) mine[d] = View<const T>(dx[d].get(), m);

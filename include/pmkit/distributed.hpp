@@ -110,8 +110,11 @@ class DistributedPlan {
   // array holds `capacity` slots (its size, the same for all of a rank's arrays), the
   // first `count` in use; props[j] may be of any number, the same on every rank.
   // Periodic coordinates are wrapped into the grid's domain. Returns this rank's new
-  // count: its particles first, in their order, then the arrivals by source rank. A
-  // particle may cross any number of blocks. If a rank's arrivals would exceed its
+  // count: its staying particles first, then the arrivals by source rank (each source's
+  // in its order). A staying particle keeps its slot, except that those past the new
+  // kept count fill, in their order, the slots that leaving particles left below it: the
+  // work beyond one pass over the positions is in the number that move. A particle may
+  // cross any number of blocks. If a rank's arrivals would exceed its
   // capacity, or a position is not finite or lies outside a bounded dimension, every
   // rank throws and no array is changed.
   std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count);

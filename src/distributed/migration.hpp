@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -97,9 +98,11 @@ struct Moves {
 
 // From each rank's counts of leaving particles by destination: exchanges the counts and
 // checks every rank's new count against its capacity (every rank throws if one
-// overflows, before anything moved).
+// overflows, before anything moved). `prepare` (optional) makes room for the moves
+// inside the same agreement.
 inline Moves agree_on_moves(MPI_Comm comm, const std::vector<long long>& send_counts, std::size_t count,
-                            std::size_t capacity, std::size_t particle_bytes) {
+                            std::size_t capacity, std::size_t particle_bytes,
+                            const std::function<void(const Moves&)>& prepare = {}) {
   using detail::fail;
   int rank, size;
   MPI_Comm_rank(comm, &rank);
@@ -124,12 +127,14 @@ inline Moves agree_on_moves(MPI_Comm comm, const std::vector<long long>& send_co
     const long long bytes = static_cast<long long>(particle_bytes);
     if (leaving * bytes > INT32_MAX || arriving * bytes > INT32_MAX)
       fail(ErrorCode::Unsupported, "migrate: rank ", rank, " would move more than 2^31 bytes of particles at once");
+    if (prepare) prepare(m);
   });
   return m;
 }
 
 // migrate on host arrays: destinations, agreement, then wrap, pack the leavers by
-// destination, compact the stayers and exchange.
+// destination, fill their slots below the kept count with the staying particles past it
+// (in order), and exchange.
 template <class T, int D, class Owner>
 std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
                     Owner&& owner_of, const detail::Layout<D>& layout) {
@@ -161,20 +166,24 @@ std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span
   std::vector<T> outgoing(static_cast<std::size_t>(m.send_offsets[size]) * values);
   std::vector<T> incoming(static_cast<std::size_t>(m.recv_offsets[size]) * values);
   std::vector<long long> next(m.send_offsets.begin(), m.send_offsets.end() - 1);
-  std::size_t write = 0;
+  auto value = [&](int v, std::size_t i) -> T& { return v < D ? positions[v][i] : props[v - D][i]; };
   for (std::size_t i = 0; i < count; ++i) {
-    auto value = [&](int v) -> T& { return v < D ? positions[v][i] : props[v - D][i]; };
     for (int d = 0; d < D; ++d)
       if (!moved[d].empty()) positions[d][i] = moved[d][i];
-    if (destination[i] == rank) {
-      if (write != i)
-        for (int v = 0; v < values; ++v) (v < D ? positions[v][write] : props[v - D][write]) = value(v);
-      ++write;
-    } else {
+    if (destination[i] != rank) {
       T* slot = outgoing.data() + static_cast<std::size_t>(next[destination[i]]++) * values;
-      for (int v = 0; v < values; ++v) slot[v] = value(v);
+      for (int v = 0; v < values; ++v) slot[v] = value(v, i);
     }
   }
+  // As many staying particles lie past the kept count as leaving ones below it.
+  std::size_t from = m.kept;
+  for (std::size_t i = 0; i < m.kept; ++i) {
+    if (destination[i] == rank) continue;
+    while (destination[from] != rank) ++from;
+    for (int v = 0; v < values; ++v) value(v, i) = value(v, from);
+    ++from;
+  }
+  std::size_t write = m.kept;
   std::vector<int> sc(size), sd(size), rc(size), rd(size);
   const long long bytes = static_cast<long long>(sizeof(T)) * values;
   for (int p = 0; p < size; ++p) {
@@ -186,7 +195,7 @@ std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span
   MPI_Alltoallv(outgoing.data(), sc.data(), sd.data(), MPI_BYTE, incoming.data(), rc.data(), rd.data(), MPI_BYTE, comm);
   for (long long k = 0; k < m.recv_offsets[size]; ++k, ++write) {
     const T* slot = incoming.data() + static_cast<std::size_t>(k) * values;
-    for (int v = 0; v < values; ++v) (v < D ? positions[v][write] : props[v - D][write]) = slot[v];
+    for (int v = 0; v < values; ++v) value(v, write) = slot[v];
   }
   return m.total;
 }

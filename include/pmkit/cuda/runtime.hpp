@@ -90,6 +90,10 @@ class DevicePointerCheck {
 template <class T>
 class DeviceBuffer {
  public:
+  // A regrown buffer takes at least 1/kRegrowthHeadroom more than it had: one more
+  // allocation per 12.5% of growth (docs/tuning.md#kregrowthheadroom).
+  static constexpr std::size_t kRegrowthHeadroom = 8;
+
   DeviceBuffer() = default;
   explicit DeviceBuffer(std::size_t count, const char* what = "DeviceBuffer") { reserve(count, what); }
   // A device copy of `host` (synchronous).
@@ -108,11 +112,22 @@ class DeviceBuffer {
   }
 
   // Makes room for at least `count` elements; keeps the old allocation (and its contents)
-  // if it is large enough, else frees it first.
+  // if it is large enough, else frees it first. A first allocation takes `count`; a
+  // buffer that must grow again takes at least 1/kRegrowthHeadroom more than it had
+  // (exactly `count` where that much is not free), so that a count creeping up call by
+  // call, as a rank's particles after each migrate, reallocates rarely: cudaFree waits
+  // for the whole device (docs/tuning.md#kregrowthheadroom).
   void reserve(std::size_t count, const char* what) {
     if (count <= size_) return;
+    const std::size_t roomy = size_ == 0 ? count : std::max(count, size_ + size_ / kRegrowthHeadroom);
     release();
     if (count == 0) return;
+    if (roomy > count && cudaMalloc(reinterpret_cast<void**>(&ptr_), roomy * sizeof(T)) == cudaSuccess) {
+      size_ = roomy;
+      return;
+    }
+    cudaGetLastError();
+    ptr_ = nullptr;
     const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T));
     if (status != cudaSuccess) {
       cudaGetLastError();

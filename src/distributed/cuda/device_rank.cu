@@ -2,6 +2,10 @@
 // scatter the ghost lists, copy between blocks and local meshes, find each particle's
 // owner and pack the migrating particles; the transport moves the packed buffers.
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstring>
@@ -58,23 +62,34 @@ template <int D>
 struct DeviceRegion {
   std::int64_t start[D], shape[D], local[D];
   std::int64_t size;
+  std::int64_t rows;  // rows along x: the product of shape[1..D)
 };
 
 enum class Copy { BlockToLocal, LocalToBlock, AddToBlock };
 
+// Rows of the launch grid's y dimension at most (CUDA's limit); more rows loop.
+constexpr unsigned kMaxGridRows = 65535;
+
+// Threads along a row (x), rows over the grid's y: one division per row and thread, in
+// 32 bits (a row index fits them), rather than 64-bit ones per node.
 template <class T, int D>
 __global__ void region_kernel(T* block, T* local, DeviceRegion<D> r, Copy copy) {
-  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= r.size) return;
-  std::int64_t rest = k, l = 0, stride = 1;
-  for (int d = 0; d < D; ++d) {
-    l += (r.start[d] + rest % r.shape[d]) * stride;
-    rest /= r.shape[d];
-    stride *= r.local[d];
+  const std::int64_t x = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (x >= r.shape[0]) return;
+  for (std::int64_t row = blockIdx.y; row < r.rows; row += gridDim.y) {
+    std::int64_t l = r.start[0] + x;
+    if constexpr (D == 2) {
+      l += (r.start[1] + row) * r.local[0];
+    } else {
+      const unsigned y = static_cast<unsigned>(row) % static_cast<unsigned>(r.shape[1]);
+      const unsigned z = static_cast<unsigned>(row) / static_cast<unsigned>(r.shape[1]);
+      l += ((r.start[2] + z) * r.local[1] + r.start[1] + y) * r.local[0];
+    }
+    const std::int64_t k = row * r.shape[0] + x;
+    if (copy == Copy::BlockToLocal) local[l] = block[k];
+    else if (copy == Copy::LocalToBlock) block[k] = local[l];
+    else block[k] += local[l];
   }
-  if (copy == Copy::BlockToLocal) local[l] = block[k];
-  else if (copy == Copy::LocalToBlock) block[k] = local[l];
-  else block[k] += local[l];
 }
 
 // The owners of grid coordinates, on the device (AxisSplit::owner_of_coordinate).
@@ -116,7 +131,8 @@ __device__ T wrap_on_device(const DeviceOwners<D>& owners, int d, double x, doub
   const detail::Axis& a = owners.axis[d];
   u = owners.raw(d, x);
   if (u >= 0 && u <= a.cells) return static_cast<T>(x);
-  T wrapped = static_cast<T>(x - floor(u / a.cells) * (a.cells * a.spacing));
+  // No contraction into an fma: the same rounding as the host's wrap_position.
+  T wrapped = static_cast<T>(__dsub_rn(x, __dmul_rn(floor(u / a.cells), a.cells * a.spacing)));
   for (int step = 0; step < 64; ++step) {
     u = owners.raw(d, static_cast<double>(wrapped));
     if (u < 0) wrapped = step_towards(wrapped, T(INFINITY));
@@ -127,23 +143,23 @@ __device__ T wrap_on_device(const DeviceOwners<D>& owners, int d, double x, doub
 }
 
 // Particle i's grid coordinates u, checked: finite, and in [0, cells] on every axis. With
-// `wrapped` (migrate), periodic coordinates are first wrapped into the domain and every
-// axis' position stored there (wrapped[d n + i]); without, they must lie inside already
-// (set_points).
+// `wrap` (migrate), periodic coordinates are first wrapped into the domain, and `wrapped`
+// receives the position on every axis (the input on bounded ones); without, they must
+// lie inside already (set_points).
 template <class T, int D>
-__device__ bool grid_coordinates(const Columns<T, D>& positions, std::int64_t i, std::int64_t n,
-                                 const DeviceOwners<D>& owners, double (&u)[D], T* wrapped) {
+__device__ bool grid_coordinates(const Columns<T, D>& positions, std::int64_t i, const DeviceOwners<D>& owners,
+                                 bool wrap, double (&u)[D], T (&wrapped)[D]) {
   bool ok = true;
   for (int d = 0; d < D; ++d) {
     const double x = static_cast<double>(positions.c[d][i]);
     if (!isfinite(x)) return false;
-    if (wrapped && owners.axis[d].kind == detail::AxisKind::Periodic) {
-      wrapped[d * n + i] = wrap_on_device<T, D>(owners, d, x, u[d]);
+    if (wrap && owners.axis[d].kind == detail::AxisKind::Periodic) {
+      wrapped[d] = wrap_on_device<T, D>(owners, d, x, u[d]);
       continue;
     }
     u[d] = owners.raw(d, x);
     ok = ok && u[d] >= 0 && u[d] <= owners.axis[d].cells;
-    if (wrapped) wrapped[d * n + i] = static_cast<T>(x);
+    wrapped[d] = static_cast<T>(x);
   }
   return ok;
 }
@@ -154,38 +170,105 @@ __global__ void stranger_kernel(Columns<T, D> positions, std::int64_t n, DeviceO
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   double u[D];
-  if (!grid_coordinates<T, D>(positions, i, n, owners, u, nullptr) || owners.rank_of(u) != rank)
+  T unused[D];
+  if (!grid_coordinates<T, D>(positions, i, owners, false, u, unused) || owners.rank_of(u) != rank)
     atomicMin(first, static_cast<unsigned long long>(i));
 }
 
-// Per particle: its checked and wrapped position, its destination and its sort key (0
-// for a particle that stays, 1 + destination for one that leaves); the counts per
-// destination; the first particle with a bad position.
+// The migration's counters: particles leaving for each rank, then the first particle
+// with a bad position and the staying particles that a periodic wrap moves.
+struct MigrationCounters {
+  __host__ __device__ static int first_bad(int ranks) { return ranks; }
+  __host__ __device__ static int wrapping(int ranks) { return ranks + 1; }
+  __host__ __device__ static int size(int ranks) { return ranks + 2; }
+};
+
+// Per particle, reading the positions only: its key (0 for a particle that stays, 1 +
+// destination for one that leaves), the counts per destination, the staying particles
+// that a periodic wrap moves (listed in any order: each is rewritten in its own slot),
+// the first particle with a bad position.
 template <class T, int D>
 __global__ void classify_kernel(Columns<T, D> positions, std::int64_t n, DeviceOwners<D> owners, int rank,
-                                T* wrapped, unsigned* keys, unsigned long long* counts, unsigned long long* first_bad) {
+                                int ranks, unsigned* keys, unsigned* wrapping, unsigned long long* counters) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   double u[D];
-  if (!grid_coordinates<T, D>(positions, i, n, owners, u, wrapped)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(i));
+  T wrapped[D];
+  if (!grid_coordinates<T, D>(positions, i, owners, true, u, wrapped)) {
+    atomicMin(counters + MigrationCounters::first_bad(ranks), static_cast<unsigned long long>(i));
     return;
   }
   const int destination = owners.rank_of(u);
   keys[i] = destination == rank ? 0u : 1u + static_cast<unsigned>(destination);
-  if (destination != rank) atomicAdd(counts + destination, 1ull);
+  if (destination != rank) {
+    atomicAdd(counters + destination, 1ull);
+    return;
+  }
+  bool moves = false;
+  for (int d = 0; d < D; ++d) moves = moves || wrapped[d] != positions.c[d][i];
+  if (moves) wrapping[atomicAdd(counters + MigrationCounters::wrapping(ranks), 1ull)] = static_cast<unsigned>(i);
 }
 
-// Row k of the packed particles: particle order[k]'s wrapped position and properties.
+// Selects particle i by its key: leaving (key > 0) or staying.
+struct KeyIs {
+  const unsigned* keys;
+  bool leaving;
+  __device__ bool operator()(unsigned i) const { return (keys[i] != 0) == leaving; }
+};
+
+__global__ void gather_keys_kernel(const unsigned* index, std::int64_t n, const unsigned* keys, unsigned* out) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) out[k] = keys[index[k]];
+}
+
+// Particle i's position wrapped into the domain, from the first D of a migration's
+// columns (checked by classify_kernel already; device code: View's converting
+// constructor is the host's).
 template <class T, int D>
-__global__ void pack_kernel(const unsigned* order, std::int64_t n, const T* wrapped, const View<T>* props, int nprops,
-                            T* rows) {
+__device__ void wrapped_position(const View<T>* columns, std::int64_t i, const DeviceOwners<D>& owners,
+                                 T (&wrapped)[D]) {
+  Columns<T, D> positions;
+  for (int d = 0; d < D; ++d) {
+    positions.c[d].data = columns[d].data;
+    positions.c[d].size = columns[d].size;
+    positions.c[d].stride = columns[d].stride;
+  }
+  double u[D];
+  grid_coordinates<T, D>(positions, i, owners, true, u, wrapped);
+}
+
+// Row k of the leaving particles: particle index[k]'s wrapped position and properties.
+template <class T, int D>
+__global__ void pack_kernel(const unsigned* index, std::int64_t n, DeviceOwners<D> owners, const View<T>* columns,
+                            int values, T* rows) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (k >= n) return;
-  const std::int64_t i = order[k];
-  const int values = D + nprops;
-  for (int d = 0; d < D; ++d) rows[k * values + d] = wrapped[d * n + i];
-  for (int j = 0; j < nprops; ++j) rows[k * values + D + j] = props[j][i];
+  const std::int64_t i = index[k];
+  T wrapped[D];
+  wrapped_position<T, D>(columns, i, owners, wrapped);
+  for (int d = 0; d < D; ++d) rows[k * values + d] = wrapped[d];
+  for (int v = D; v < values; ++v) rows[k * values + v] = columns[v][i];
+}
+
+// The listed staying particles' positions wrapped in place.
+template <class T, int D>
+__global__ void wrap_kernel(const unsigned* list, std::int64_t n, DeviceOwners<D> owners, const View<T>* columns) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const std::int64_t i = list[k];
+  T wrapped[D];
+  wrapped_position<T, D>(columns, i, owners, wrapped);
+  for (int d = 0; d < D; ++d) columns[d][i] = wrapped[d];
+}
+
+// The staying particles past the kept count fill, in order, the slots the leaving ones
+// left below it: holes[j] <- from[j] for the *moves of them (as many as each).
+template <class T>
+__global__ void fill_kernel(const unsigned* holes, const unsigned* from, const unsigned* moves, std::int64_t n,
+                            const View<T>* columns, int values) {
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= n || j >= *moves) return;
+  for (int v = 0; v < values; ++v) columns[v][holes[j]] = columns[v][from[j]];
 }
 
 // Bits of the migration's sort keys, 0 .. ranks.
@@ -193,11 +276,6 @@ int key_bits(int ranks) {
   int bits = 1;
   while ((1 << bits) <= ranks) ++bits;
   return bits;
-}
-
-__global__ void sequence_kernel(unsigned* out, std::int64_t n) {
-  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = static_cast<unsigned>(i);
 }
 
 // Rows [0, n) into the caller's arrays from slot `first` on.
@@ -229,10 +307,12 @@ struct DeviceRank<T, D>::State {
   std::vector<std::int64_t> ghost_offsets, owned_offsets;
   DeviceBuffer<T> meshes, send, recv;
   DeviceBuffer<unsigned long long> counters;
-  // Migration scratch.
-  DeviceBuffer<T> wrapped, rows, arrivals;
-  DeviceBuffer<unsigned> keys, sorted_keys, identity, order;
-  DeviceBuffer<unsigned char> sort_scratch;
+  // Migration scratch: each particle's key; the staying particles a wrap moves; the leaving particles by index, their keys,
+  // both sorted by destination; the staying particles past the kept count; the
+  // selections' counts (leaving, staying past); the packed rows out and in.
+  DeviceBuffer<unsigned> keys, wrapping, leavers, leaver_keys, sorted_keys, sorted_leavers, tail, selected;
+  DeviceBuffer<unsigned char> cub_scratch;
+  DeviceBuffer<T> rows, arrivals;
   DeviceBuffer<View<T>> columns;
   // Host staging of the host-MPI transport (pinned).
   unsigned char* host_send = nullptr;
@@ -247,13 +327,26 @@ struct DeviceRank<T, D>::State {
     if (host_recv) cudaFreeHost(host_recv);
   }
 
+  // Pinned room for `bytes`, regrown with DeviceBuffer's headroom (cudaFreeHost waits
+  // for the device too).
   void host_reserve(unsigned char*& buffer, std::size_t& have, std::size_t bytes) {
     if (bytes <= have) return;
+    const std::size_t roomy = have == 0 ? bytes : std::max(bytes, have + have / DeviceBuffer<T>::kRegrowthHeadroom);
     if (buffer) cudaFreeHost(buffer);
     buffer = nullptr;
     have = 0;
-    check(cudaMallocHost(reinterpret_cast<void**>(&buffer), bytes), "pinned staging buffer");
-    have = bytes;
+    check(cudaMallocHost(reinterpret_cast<void**>(&buffer), roomy), "pinned staging buffer");
+    have = roomy;
+  }
+
+  // The owned nodes between the callers' blocks and the local meshes, one mesh a launch.
+  void copy_region(T* const* blocks, int count, Copy copy) {
+    cuda::DeviceScope scope(device);
+    if (region.size == 0) return;
+    const dim3 grid(blocks_for(region.shape[0]), static_cast<unsigned>(std::min<std::int64_t>(region.rows, kMaxGridRows)));
+    for (int j = 0; j < count; ++j)
+      region_kernel<T, D><<<grid, kThreads, 0, stream>>>(blocks[j], meshes.get() + j * local_size, region, copy);
+    cuda::check_launch("pmkit::DistributedPlan::region_kernel");
   }
 
   // Sends bytes [send_offsets[p], send_offsets[p+1]) of `out` to each peer p and receives
@@ -342,11 +435,13 @@ DeviceRank<T, D>::DeviceRank(const Decomposition<D>& decomposition, const Halo& 
   s.local_size = local_size;
   s.global = global;
   s.region.size = 1;
+  s.region.rows = 1;
   for (int d = 0; d < D; ++d) {
     s.region.start[d] = region.start[d];
     s.region.shape[d] = region.shape[d];
     s.region.local[d] = region.local[d];
     s.region.size *= region.shape[d];
+    if (d > 0) s.region.rows *= region.shape[d];
     s.owners.axis[d] = global.axis[d];
     s.owners.ranks[d] = decomposition.ranks()[d];
     s.owner_tables[d] = DeviceBuffer<int>(decomposition.axis(d).owner_of_cell, "owner table");
@@ -358,7 +453,7 @@ DeviceRank<T, D>::DeviceRank(const Decomposition<D>& decomposition, const Halo& 
   s.owned_offsets = halo.owned().offsets;
   s.send.reserve(std::max<std::size_t>(1, std::max(halo.ghosts().index.size(), halo.owned().index.size())), "ghost send buffer");
   s.recv.reserve(std::max<std::size_t>(1, std::max(halo.ghosts().index.size(), halo.owned().index.size())), "ghost receive buffer");
-  s.counters.reserve(s.size + 1, "migration counts");
+  s.counters.reserve(MigrationCounters::size(s.size), "migration counts");
 #if defined(PMKIT_WITH_NCCL)
   if (transport_ == Transport::Nccl && s.size > 1) {
     ncclUniqueId id;
@@ -381,25 +476,12 @@ T* DeviceRank<T, D>::meshes(int count) {
 
 template <class T, int D>
 void DeviceRank<T, D>::block_to_local(const T* const* blocks, int count) {
-  State& s = *state_;
-  cuda::DeviceScope scope(s.device);
-  if (s.region.size == 0) return;
-  for (int j = 0; j < count; ++j)
-    region_kernel<T, D><<<blocks_for(s.region.size), kThreads, 0, s.stream>>>(
-        const_cast<T*>(blocks[j]), s.meshes.get() + j * s.local_size, s.region, Copy::BlockToLocal);
-  cuda::check_launch("pmkit::DistributedPlan::region_kernel");
+  state_->copy_region(const_cast<T* const*>(blocks), count, Copy::BlockToLocal);
 }
 
 template <class T, int D>
 void DeviceRank<T, D>::local_to_block(T* const* blocks, int count, Accumulate mode) {
-  State& s = *state_;
-  cuda::DeviceScope scope(s.device);
-  if (s.region.size == 0) return;
-  for (int j = 0; j < count; ++j)
-    region_kernel<T, D><<<blocks_for(s.region.size), kThreads, 0, s.stream>>>(
-        blocks[j], s.meshes.get() + j * s.local_size, s.region,
-        mode == Accumulate::Overwrite ? Copy::LocalToBlock : Copy::AddToBlock);
-  cuda::check_launch("pmkit::DistributedPlan::region_kernel");
+  state_->copy_region(blocks, count, mode == Accumulate::Overwrite ? Copy::LocalToBlock : Copy::AddToBlock);
 }
 
 template <class T, int D>
@@ -462,78 +544,120 @@ std::size_t DeviceRank<T, D>::first_stranger(const std::array<View<const T>, D>&
   return static_cast<std::size_t>(first);
 }
 
+// Classifies every particle on the device (reading only), agrees on the moves, packs the
+// leaving ones by destination, wraps the staying ones in place where a periodic axis
+// moves them and fills the leavers' slots below the kept count with the staying
+// particles past it: work in the leaving particles' number beyond the one reading pass.
 template <class T, int D>
 std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props,
                                       std::size_t count) {
   State& s = *state_;
   cuda::DeviceScope scope(s.device);
-  const int nprops = static_cast<int>(props.size());
-  const int values = D + nprops;
-  std::size_t capacity = 0;
+  const int values = D + static_cast<int>(props.size());
+  const int counters = MigrationCounters::size(s.size);
+  std::size_t capacity = 0, leaving = 0;
+  unsigned long long wraps = 0;
   std::vector<long long> send_counts(s.size, 0);
   agree(s.comm, "migrate", [&] {
     capacity = check_migration_arrays<T, D>(positions, props, count);
-    s.wrapped.reserve(std::max<std::size_t>(1, D * count), "migration positions");
-    for (DeviceBuffer<unsigned>* b : {&s.keys, &s.sorted_keys, &s.identity, &s.order})
-      b->reserve(std::max<std::size_t>(1, count), "migration order");
-    std::size_t scratch_bytes = 0;
-    check(cub::DeviceRadixSort::SortPairs(nullptr, scratch_bytes, s.keys.get(), s.sorted_keys.get(), s.identity.get(),
-                                          s.order.get(), static_cast<int>(count), 0, key_bits(s.size), s.stream),
-          "migrate: sort");
-    s.sort_scratch.reserve(std::max<std::size_t>(1, scratch_bytes), "migration sort");
-    s.rows.reserve(std::max<std::size_t>(1, count * values), "migration rows");
+    s.keys.reserve(std::max<std::size_t>(1, count), "migration keys");
+    s.wrapping.reserve(std::max<std::size_t>(1, count), "migration keys");
     std::vector<View<T>> columns(positions.begin(), positions.end());
     columns.insert(columns.end(), props.begin(), props.end());
     s.columns.reserve(columns.size(), "migration columns");
     check(cudaMemcpyAsync(s.columns.get(), columns.data(), columns.size() * sizeof(View<T>), cudaMemcpyHostToDevice,
                           s.stream),
           "migrate");
-    std::vector<unsigned long long> zero(s.size + 1, 0);
-    zero[s.size] = count;
-    check(cudaMemcpyAsync(s.counters.get(), zero.data(), zero.size() * sizeof(unsigned long long),
+    std::vector<unsigned long long> initial(counters, 0);
+    initial[MigrationCounters::first_bad(s.size)] = count;
+    check(cudaMemcpyAsync(s.counters.get(), initial.data(), counters * sizeof(unsigned long long),
                           cudaMemcpyHostToDevice, s.stream),
           "migrate");
     if (count > 0) {
       Columns<T, D> c;
       for (int d = 0; d < D; ++d) c.c[d] = positions[d];
-      classify_kernel<T, D><<<blocks_for(count), kThreads, 0, s.stream>>>(
-          c, count, s.owners, s.rank, s.wrapped.get(), s.keys.get(), s.counters.get(), s.counters.get() + s.size);
+      classify_kernel<T, D><<<blocks_for(count), kThreads, 0, s.stream>>>(c, count, s.owners, s.rank, s.size,
+                                                                          s.keys.get(), s.wrapping.get(),
+                                                                          s.counters.get());
       cuda::check_launch("pmkit::DistributedPlan::classify_kernel");
     }
-    std::vector<unsigned long long> counts(s.size + 1);
-    check(cudaMemcpyAsync(counts.data(), s.counters.get(), counts.size() * sizeof(unsigned long long),
+    std::vector<unsigned long long> found(counters);
+    check(cudaMemcpyAsync(found.data(), s.counters.get(), counters * sizeof(unsigned long long),
                           cudaMemcpyDeviceToHost, s.stream),
           "migrate");
     check(cudaStreamSynchronize(s.stream), "migrate");
-    if (counts[s.size] < count) {  // the first bad particle: the host check names it
-      const std::size_t i = counts[s.size];
+    const std::size_t bad = found[MigrationCounters::first_bad(s.size)];
+    if (bad < count) {  // the first bad particle: the host check names it
       double x[D], u[D];
       T wrapped[D];
       for (int d = 0; d < D; ++d) {
         T v;
-        check(cudaMemcpy(&v, positions[d].data + i * positions[d].stride, sizeof(T), cudaMemcpyDeviceToHost), "migrate");
+        check(cudaMemcpy(&v, positions[d].data + bad * positions[d].stride, sizeof(T), cudaMemcpyDeviceToHost),
+              "migrate");
         x[d] = static_cast<double>(v);
       }
-      migration_coordinates<T, D>(s.global, x, i, u, wrapped);
-      fail(ErrorCode::InvalidArgument, "migrate: positions of particle ", i, " rejected on the device");
+      migration_coordinates<T, D>(s.global, x, bad, u, wrapped);
+      fail(ErrorCode::InvalidArgument, "migrate: positions of particle ", bad, " rejected on the device");
     }
-    for (int p = 0; p < s.size; ++p) send_counts[p] = static_cast<long long>(counts[p]);
-  });
-  const Moves m = agree_on_moves(s.comm, send_counts, count, capacity, sizeof(T) * values);
-  const std::size_t arriving = m.total - m.kept;
-  s.arrivals.reserve(std::max<std::size_t>(1, arriving * values), "migration arrivals");
-  if (count > 0) {
-    // Stable by key: the staying particles first, in their order, then the leavers by
-    // destination rank. A radix sort over the keys' few bits (0 .. size): one pass for
-    // up to 255 ranks.
-    sequence_kernel<<<blocks_for(count), kThreads, 0, s.stream>>>(s.identity.get(), count);
-    std::size_t scratch_bytes = s.sort_scratch.size();
-    check(cub::DeviceRadixSort::SortPairs(s.sort_scratch.get(), scratch_bytes, s.keys.get(), s.sorted_keys.get(),
-                                          s.identity.get(), s.order.get(), static_cast<int>(count), 0, key_bits(s.size), s.stream),
+    for (int p = 0; p < s.size; ++p) {
+      send_counts[p] = static_cast<long long>(found[p]);
+      leaving += found[p];
+    }
+    wraps = found[MigrationCounters::wrapping(s.size)];
+    if (leaving == 0) return;
+    for (DeviceBuffer<unsigned>* b : {&s.leavers, &s.leaver_keys, &s.sorted_keys, &s.sorted_leavers, &s.tail})
+      b->reserve(leaving, "migration lists");
+    s.selected.reserve(2, "migration lists");
+    s.rows.reserve(leaving * values, "migration rows");
+    std::size_t select_bytes = 0, sort_bytes = 0;
+    check(cub::DeviceSelect::If(nullptr, select_bytes, thrust::counting_iterator<unsigned>(0), s.leavers.get(),
+                                s.selected.get(), static_cast<std::int64_t>(count), KeyIs{s.keys.get(), true},
+                                s.stream),
+          "migrate: select");
+    check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, s.leaver_keys.get(), s.sorted_keys.get(),
+                                          s.leavers.get(), s.sorted_leavers.get(), static_cast<std::int64_t>(leaving),
+                                          0, key_bits(s.size), s.stream),
           "migrate: sort");
-    pack_kernel<T, D><<<blocks_for(count), kThreads, 0, s.stream>>>(s.order.get(), count, s.wrapped.get(),
-                                                                    s.columns.get() + D, nprops, s.rows.get());
+    s.cub_scratch.reserve(std::max<std::size_t>({1, select_bytes, sort_bytes}), "migration scratch");
+  });
+  const Moves m = agree_on_moves(s.comm, send_counts, count, capacity, sizeof(T) * values, [&](const Moves& moves) {
+    s.arrivals.reserve(std::max<std::size_t>(1, (moves.total - moves.kept) * values), "migration arrivals");
+  });
+  const std::size_t arriving = m.total - m.kept;
+  if (leaving > 0) {
+    // The leaving particles in their order, then stably by destination, packed.
+    std::size_t bytes = s.cub_scratch.size();
+    check(cub::DeviceSelect::If(s.cub_scratch.get(), bytes, thrust::counting_iterator<unsigned>(0), s.leavers.get(),
+                                s.selected.get(), static_cast<std::int64_t>(count), KeyIs{s.keys.get(), true},
+                                s.stream),
+          "migrate: select");
+    gather_keys_kernel<<<blocks_for(leaving), kThreads, 0, s.stream>>>(s.leavers.get(), leaving, s.keys.get(),
+                                                                      s.leaver_keys.get());
+    bytes = s.cub_scratch.size();
+    check(cub::DeviceRadixSort::SortPairs(s.cub_scratch.get(), bytes, s.leaver_keys.get(), s.sorted_keys.get(),
+                                          s.leavers.get(), s.sorted_leavers.get(), static_cast<std::int64_t>(leaving),
+                                          0, key_bits(s.size), s.stream),
+          "migrate: sort");
+    pack_kernel<T, D><<<blocks_for(leaving), kThreads, 0, s.stream>>>(s.sorted_leavers.get(), leaving, s.owners,
+                                                                      s.columns.get(), values, s.rows.get());
     cuda::check_launch("pmkit::DistributedPlan::pack_kernel");
+  }
+  if (wraps > 0) {
+    wrap_kernel<T, D><<<blocks_for(wraps), kThreads, 0, s.stream>>>(s.wrapping.get(), wraps, s.owners,
+                                                                       s.columns.get());
+    cuda::check_launch("pmkit::DistributedPlan::wrap_kernel");
+  }
+  if (leaving > 0) {
+    // The staying particles in [kept, count) fill the leavers' slots below kept: as many
+    // of each (the leavers, ascending, start with those below kept).
+    std::size_t bytes = s.cub_scratch.size();
+    check(cub::DeviceSelect::If(s.cub_scratch.get(), bytes, thrust::counting_iterator<unsigned>(m.kept), s.tail.get(),
+                                s.selected.get() + 1, static_cast<std::int64_t>(leaving), KeyIs{s.keys.get(), false},
+                                s.stream),
+          "migrate: select");
+    fill_kernel<T><<<blocks_for(leaving), kThreads, 0, s.stream>>>(s.leavers.get(), s.tail.get(), s.selected.get() + 1,
+                                                                   leaving, s.columns.get(), values);
+    cuda::check_launch("pmkit::DistributedPlan::fill_kernel");
   }
   const std::size_t row_bytes = sizeof(T) * values;
   std::vector<std::int64_t> send_bytes(s.size + 1), recv_bytes(s.size + 1);
@@ -541,14 +665,13 @@ std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, S
     send_bytes[p] = m.send_offsets[p] * static_cast<std::int64_t>(row_bytes);
     recv_bytes[p] = m.recv_offsets[p] * static_cast<std::int64_t>(row_bytes);
   }
-  s.exchange(transport_, reinterpret_cast<const unsigned char*>(s.rows.get() + m.kept * values), send_bytes,
+  s.exchange(transport_, reinterpret_cast<const unsigned char*>(s.rows.get()), send_bytes,
              reinterpret_cast<unsigned char*>(s.arrivals.get()), recv_bytes);
-  if (m.kept > 0)
-    unpack_kernel<<<blocks_for(m.kept), kThreads, 0, s.stream>>>(s.rows.get(), m.kept, s.columns.get(), values, 0);
-  if (arriving > 0)
+  if (arriving > 0) {
     unpack_kernel<<<blocks_for(arriving), kThreads, 0, s.stream>>>(s.arrivals.get(), arriving, s.columns.get(), values,
                                                                    m.kept);
-  cuda::check_launch("pmkit::DistributedPlan::unpack_kernel");
+    cuda::check_launch("pmkit::DistributedPlan::unpack_kernel");
+  }
   check(cudaStreamSynchronize(s.stream), "migrate");
   return m.total;
 }
