@@ -106,16 +106,16 @@ CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions 
 double energy_error(const CoulombResult& got, const CoulombResult& want) {
   return std::abs(got.energy - want.energy) / std::abs(want.energy);
 }
-// The energy's error against the Ewald sum of s, relative to |E|, or to a hundredth of the
-// size of the energy's terms (1/2 sum |q_i phi_i|) where |E| is smaller: the total energy
-// of random charges at random places is a remainder of terms of both signs, which some
-// draws cancel to near zero, and a relative error of such a remainder measures the
-// cancellation rather than the method.
+// The size of the energy's terms, 1/2 sum |q_i phi_i|.
 double energy_terms(const CoulombResult& reference, const ChargeSystem& s) {
   double terms = 0;
   for (std::size_t i = 0; i < s.size(); ++i) terms += 0.5 * std::abs(s.q[i] * reference.potential[i]);
   return terms;
 }
+// The energy's error against the Ewald sum of s, relative to |E|, or to a hundredth of its
+// terms' size where |E| is smaller: the total energy of random charges at random places is
+// a remainder of terms of both signs, which some draws cancel to near zero, and a
+// relative error of such a remainder measures the cancellation rather than the method.
 double ewald_energy_error(const CoulombResult& got, const CoulombResult& reference, const ChargeSystem& s) {
   return std::abs(got.energy - reference.energy) / std::max(std::abs(reference.energy), energy_terms(reference, s) / 100);
 }
