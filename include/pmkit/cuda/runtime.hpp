@@ -122,12 +122,14 @@ class DeviceBuffer {
     const std::size_t roomy = size_ == 0 ? count : std::max(count, size_ + size_ / kRegrowthHeadroom);
     release();
     if (count == 0) return;
-    if (roomy > count && cudaMalloc(reinterpret_cast<void**>(&ptr_), roomy * sizeof(T)) == cudaSuccess) {
-      size_ = roomy;
-      return;
+    if (roomy > count) {
+      if (cudaMalloc(reinterpret_cast<void**>(&ptr_), roomy * sizeof(T)) == cudaSuccess) {
+        size_ = roomy;
+        return;
+      }
+      cudaGetLastError();  // the failed roomy allocation's error, not one of the caller's
+      ptr_ = nullptr;
     }
-    cudaGetLastError();
-    ptr_ = nullptr;
     const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T));
     if (status != cudaSuccess) {
       cudaGetLastError();
