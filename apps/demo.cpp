@@ -22,6 +22,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "cpu/openmp.hpp"
+#include "demo_settings.hpp"
 #include "pmkit/pmkit.hpp"
 #include "vtk.hpp"
 
@@ -55,28 +56,11 @@ const char* const kDemoUsage =
     "                       checked for writing before the run\n"
     "  -h, --help           this text\n";
 
-struct DemoOptions {
-  std::int64_t particles = 1000000;
-  std::int64_t cells = 100;
-  int dim = 3;
-  Kernel kernel = Kernel::mp4();
-  std::string precision = "float";
-  std::string boundary = "periodic";
+struct DemoOptions : DemoSettings {
   std::string backend = "cpu";
-  int threads = 0;
-  std::uint64_t seed = 1;
   double tolerance = 0;  // 0: the default of the precision
   std::string vtk;
 };
-
-template <int D>
-Grid<D> make_grid(const DemoOptions& o) {
-  std::array<std::int64_t, D> cells;
-  cells.fill(o.cells);
-  const double h = 1.0 / static_cast<double>(o.cells);  // the unit box
-  if (o.boundary == "periodic") return Grid<D>::periodic(cells, h);
-  return Grid<D>::bounded(cells, h, 0.0, o.boundary == "keep" ? Ghosts::Keep : Ghosts::Fold);
-}
 
 Options plan_options(const DemoOptions& o) {
   Options opt;
@@ -101,18 +85,6 @@ Plan<T, D> make_plan(const DemoOptions& o, const Grid<D>& grid) {
   }
 }
 
-// The failed checks, each with its value and tolerance, on stderr; true if none failed.
-bool report_checks(const std::vector<std::pair<const char*, double>>& checks, double tolerance) {
-  bool ok = true;
-  for (const auto& [name, value] : checks)
-    if (!(value < tolerance)) {
-      std::fprintf(stderr, "pmkit demo: check failed: %s: relative error %.2e, tolerance %.0e\n", name,
-                   value, tolerance);
-      ok = false;
-    }
-  return ok;
-}
-
 // Writes the spread mesh to --vtk, if given.
 template <class T, int D>
 void write_mesh(const DemoOptions& o, const Grid<D>& grid, const std::vector<T>& rho) {
@@ -123,7 +95,7 @@ void write_mesh(const DemoOptions& o, const Grid<D>& grid, const std::vector<T>&
 
 template <class T, int D>
 int demo(const DemoOptions& o) {
-  const Grid<D> grid = make_grid<D>(o);
+  const Grid<D> grid = demo_grid<D>(o);
   const Options opt = plan_options(o);
   Plan<T, D> plan = make_plan<T, D>(o, grid);
 
@@ -186,14 +158,9 @@ int demo(const DemoOptions& o) {
   print_time("spread", t_spread, tm_spread);
   print_time("interp", t_interp, tm_interp);
 
-  // Conservation of the total charge.
-  double sum_q = 0, mass = 0, rho2 = 0, q_back = 0;
-  for (std::size_t i = 0; i < n; ++i) sum_q += q[i];
-  for (T v : rho) {
-    mass += v;
-    rho2 += static_cast<double>(v) * v;
-  }
-  for (std::size_t i = 0; i < n; ++i) q_back += static_cast<double>(q[i]) * back[i];
+  ChargeSums sums;
+  sums.add_particles(q.data(), back.data(), n);
+  sums.add_mesh(rho);
   std::printf("checks:\n");
   if (n == 0) {
     std::printf("  conservation  no particles: nothing to measure\n");
@@ -202,12 +169,7 @@ int demo(const DemoOptions& o) {
     write_mesh(o, grid, rho);
     return 0;
   }
-  const double conservation = std::abs(mass - sum_q) / std::abs(sum_q);
-  const double adjoint = std::abs(rho2 - q_back) / std::abs(rho2);
-  std::printf("  conservation  sum q = %.10g, mesh total = %.10g, |difference| / |sum q| = %.2e\n",
-              sum_q, mass, conservation);
-  std::printf("  round trip    <spread(q), rho> = %.10g, <q, interp(rho)> = %.10g, relative difference %.2e\n",
-              rho2, q_back, adjoint);
+  sums.print(sums.conservation(), sums.round_trip());
 
   // A smooth field, prod cos(2 pi x_d): periodic on the unit box and mirror-symmetric about
   // both ends, so it is exact on periodic, folded and kept ghost nodes alike.
@@ -238,7 +200,7 @@ int demo(const DemoOptions& o) {
 
   write_mesh(o, grid, rho);
   const double tolerance = o.tolerance > 0 ? o.tolerance : std::is_same<T, float>::value ? 1e-4 : 1e-10;
-  return report_checks({{"conservation", conservation}, {"round trip", adjoint}}, tolerance) ? 0 : 1;
+  return report_checks({{"conservation", sums.conservation()}, {"round trip", sums.round_trip()}}, tolerance) ? 0 : 1;
 }
 
 }  // namespace
@@ -258,28 +220,13 @@ int run_demo(int argc, char** argv) {
     DemoOptions o;
     ArgReader args(argc, argv);
     while (args.next()) {
+      if (read_demo_setting(args, o)) continue;
       if (args.is("--help")) {
         args.flag();
         std::fputs(kDemoUsage, stdout);
         return 0;
-      } else if (args.is("--particles")) {
-        o.particles = args.count(0, kMaxParticles, "1e6");
-      } else if (args.is("--cells")) {
-        o.cells = args.count(1, 1 << 20, "64");
-      } else if (args.is("--dim")) {
-        o.dim = args.choice({"2", "3"}) == "2" ? 2 : 3;
-      } else if (args.is("--kernel")) {
-        o.kernel = args.kernel();
-      } else if (args.is("--precision")) {
-        o.precision = args.choice({"float", "double"});
-      } else if (args.is("--boundary")) {
-        o.boundary = args.choice({"periodic", "fold", "keep"});
       } else if (args.is("--backend")) {
         o.backend = args.choice({"cpu", "cuda"});
-      } else if (args.is("--threads")) {
-        o.threads = static_cast<int>(args.count(1, 4096, "4"));
-      } else if (args.is("--seed")) {
-        o.seed = static_cast<std::uint64_t>(args.count(0, INT64_MAX, "42"));
       } else if (args.is("--tolerance")) {
         o.tolerance = args.positive("1e-6");
       } else if (args.is("--vtk")) {

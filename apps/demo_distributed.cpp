@@ -14,6 +14,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "demo_settings.hpp"
 #include "pmkit/distributed.hpp"
 
 namespace pmkit::cli {
@@ -37,13 +38,8 @@ const char* const kDistributedUsage =
     "  --seed S             random seed (default 1)\n"
     "  -h, --help           this text\n";
 
-struct Settings {
-  std::int64_t particles = 1000000, cells = 100;
-  int dim = 3, threads = 0;
-  Kernel kernel = Kernel::mp4();
-  std::string precision = "float", boundary = "periodic";
+struct Settings : DemoSettings {
   bool deterministic = false;
-  std::uint64_t seed = 1;
 };
 
 double sum_over_ranks(double v) {
@@ -60,12 +56,7 @@ int demo(const Settings& s) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::array<std::int64_t, D> cells;
-  cells.fill(s.cells);
-  const double h = 1.0 / static_cast<double>(s.cells);
-  const Grid<D> grid = s.boundary == "periodic" ? Grid<D>::periodic(cells, h)
-                                                : Grid<D>::bounded(cells, h, 0.0, s.boundary == "keep" ? Ghosts::Keep
-                                                                                                      : Ghosts::Fold);
+  const Grid<D> grid = demo_grid<D>(s);
   Options options;
   options.num_threads = s.threads;
   options.deterministic = s.deterministic;
@@ -106,25 +97,16 @@ int demo(const Settings& s) {
   const double t_interp = seconds([&] { plan.interp({View<const T>(rho)}, {View<T>(back)}); });
   const DistributedTimings interp_phases = plan.last_timings();
 
-  double sum_q = 0, mass = 0, rho2 = 0, q_back = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    sum_q += q[i];
-    q_back += static_cast<double>(q[i]) * back[i];
-  }
-  for (T v : rho) {
-    mass += v;
-    rho2 += static_cast<double>(v) * v;
-  }
-  sum_q = sum_over_ranks(sum_q);
-  mass = sum_over_ranks(mass);
-  rho2 = sum_over_ranks(rho2);
-  q_back = sum_over_ranks(q_back);
+  ChargeSums sums;
+  sums.add_particles(q.data(), back.data(), count);
+  sums.add_mesh(rho);
+  for (double* v : {&sums.sum_q, &sums.mass, &sums.rho2, &sums.q_back}) *v = sum_over_ranks(*v);
   const double least = -max_over_ranks(-static_cast<double>(count)), most = max_over_ranks(static_cast<double>(count));
   const double times[] = {max_over_ranks(t_migrate), max_over_ranks(t_set), max_over_ranks(t_spread),
                           max_over_ranks(spread_phases.exchange_s), max_over_ranks(t_interp),
                           max_over_ranks(interp_phases.exchange_s)};
-  const double conservation = n ? std::abs(mass - sum_q) / std::abs(sum_q) : 0.0;
-  const double adjoint = n ? std::abs(rho2 - q_back) / std::abs(rho2) : 0.0;
+  const double conservation = n ? sums.conservation() : 0.0;
+  const double adjoint = n ? sums.round_trip() : 0.0;
   const double tolerance = std::is_same<T, float>::value ? 1e-4 : 1e-10;
   if (rank == 0) {
     const Block<D>& b = plan.block();
@@ -139,16 +121,8 @@ int demo(const Settings& s) {
     std::printf("  spread      %10.3f ms   (ghost exchange %.3f ms)\n", 1e3 * times[2], 1e3 * times[3]);
     std::printf("  interp      %10.3f ms   (ghost exchange %.3f ms)\n", 1e3 * times[4], 1e3 * times[5]);
     std::printf("checks:\n");
-    std::printf("  conservation  sum q = %.10g, mesh total = %.10g, |difference| / |sum q| = %.2e\n", sum_q, mass,
-                conservation);
-    std::printf("  round trip    <spread(q), rho> = %.10g, <q, interp(rho)> = %.10g, relative difference %.2e\n", rho2,
-                q_back, adjoint);
-    if (!(conservation < tolerance))
-      std::fprintf(stderr, "pmkit demo: check failed: conservation: relative error %.2e, tolerance %.0e\n",
-                   conservation, tolerance);
-    if (!(adjoint < tolerance))
-      std::fprintf(stderr, "pmkit demo: check failed: round trip: relative error %.2e, tolerance %.0e\n", adjoint,
-                   tolerance);
+    sums.print(conservation, adjoint);
+    report_checks({{"conservation", conservation}, {"round trip", adjoint}}, tolerance);
   }
   return conservation < tolerance && adjoint < tolerance ? 0 : 1;
 }
@@ -163,31 +137,16 @@ int run_distributed_demo(int argc, char** argv) {
     Settings s;
     ArgReader args(argc, argv);
     while (args.next()) {
+      if (read_demo_setting(args, s)) continue;
       if (args.is("--help")) {
         args.flag();
         std::fputs(kDistributedUsage, stdout);
         return 0;
       } else if (args.is("--distributed")) {
         args.flag();
-      } else if (args.is("--particles")) {
-        s.particles = args.count(0, kMaxParticles, "1e6");
-      } else if (args.is("--cells")) {
-        s.cells = args.count(1, 1 << 20, "64");
-      } else if (args.is("--dim")) {
-        s.dim = args.choice({"2", "3"}) == "2" ? 2 : 3;
-      } else if (args.is("--kernel")) {
-        s.kernel = args.kernel();
-      } else if (args.is("--precision")) {
-        s.precision = args.choice({"float", "double"});
-      } else if (args.is("--boundary")) {
-        s.boundary = args.choice({"periodic", "fold", "keep"});
       } else if (args.is("--deterministic")) {
         args.flag();
         s.deterministic = true;
-      } else if (args.is("--threads")) {
-        s.threads = static_cast<int>(args.count(1, 4096, "4"));
-      } else if (args.is("--seed")) {
-        s.seed = static_cast<std::uint64_t>(args.count(0, INT64_MAX, "42"));
       } else {
         args.unknown();
       }

@@ -2,9 +2,12 @@
 // Errors of collective calls: every rank runs its part, then all agree whether any
 // failed, so that a failure on one rank throws on all instead of leaving the others
 // waiting in a message that never comes.
+#include <cstdint>
 #include <exception>
+#include <limits>
 #include <new>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -47,6 +50,43 @@ void agree(MPI_Comm comm, const char* call, F&& work) {
   if (rank == first && error) std::rethrow_exception(error);
   if (rank == first) detail::fail(ErrorCode::OutOfMemory, call, ": ", message);
   detail::fail(static_cast<ErrorCode>(code), call, " failed on rank ", first, ": ", message);
+}
+
+// Offsets counted in items of `unit` bytes, as byte offsets.
+inline std::vector<std::int64_t> byte_offsets(const std::vector<std::int64_t>& offsets, std::int64_t unit) {
+  std::vector<std::int64_t> bytes(offsets.size());
+  for (std::size_t p = 0; p < offsets.size(); ++p) bytes[p] = offsets[p] * unit;
+  return bytes;
+}
+
+// Sends bytes [send_offsets[p], send_offsets[p + 1]) of `out` to each other rank p of comm
+// and receives bytes [recv_offsets[p], recv_offsets[p + 1]) of `in` from it (offsets: one
+// more than the ranks), one message a peer with something to move; this rank's own part
+// is the caller's to copy. A message of 2^31 bytes or more is an Unsupported error, raised
+// before any message is posted.
+inline void exchange_bytes(MPI_Comm comm, int tag, const unsigned char* out, const std::vector<std::int64_t>& send_offsets,
+                           unsigned char* in, const std::vector<std::int64_t>& recv_offsets) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  auto bytes = [](const std::vector<std::int64_t>& offsets, int p) { return offsets[p + 1] - offsets[p]; };
+  for (int p = 0; p < size; ++p)
+    for (const std::int64_t b : {bytes(send_offsets, p), bytes(recv_offsets, p)})
+      if (p != rank && b > std::numeric_limits<int>::max())
+        detail::fail(ErrorCode::Unsupported, "a message of ", b, " bytes between two ranks: at most 2^31 - 1");
+  std::vector<MPI_Request> requests;
+  for (int p = 0; p < size; ++p)
+    if (p != rank && bytes(recv_offsets, p) > 0) {
+      requests.emplace_back();
+      MPI_Irecv(in + recv_offsets[p], static_cast<int>(bytes(recv_offsets, p)), MPI_BYTE, p, tag, comm, &requests.back());
+    }
+  for (int p = 0; p < size; ++p)
+    if (p != rank && bytes(send_offsets, p) > 0) {
+      requests.emplace_back();
+      MPI_Isend(out + send_offsets[p], static_cast<int>(bytes(send_offsets, p)), MPI_BYTE, p, tag, comm,
+                &requests.back());
+    }
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
 }
 
 }  // namespace pmkit::distributed

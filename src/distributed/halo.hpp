@@ -17,6 +17,7 @@
 
 #include <mpi.h>
 
+#include "distributed/collective.hpp"
 #include "distributed/decomposition.hpp"
 #include "pmkit/error.hpp"
 
@@ -80,30 +81,12 @@ void Halo::transfer(const Lists& from, const Lists& to, const V* meshes, int cou
       for (std::int64_t e = 0; e < n; ++e) dst[e] = mesh[idx[e]];
     }
   }
-  std::vector<MPI_Request> requests;
-  auto bytes = [&](std::int64_t n) {
-    const std::int64_t b = n * count * static_cast<std::int64_t>(sizeof(V));
-    if (b > INT32_MAX)
-      detail::fail(ErrorCode::Unsupported, "ghost exchange of ", b, " bytes with one rank: at most 2^31 - 1");
-    return static_cast<int>(b);
-  };
-  for (int p = 0; p < peers; ++p) {
-    if (p == rank_ || to.count(p) == 0) continue;
-    requests.emplace_back();
-    MPI_Irecv(recv_buffer_.data() + to.offsets[p] * count * sizeof(V), bytes(to.count(p)), MPI_BYTE, p, 0, comm_,
-              &requests.back());
-  }
-  for (int p = 0; p < peers; ++p) {
-    if (p == rank_ || from.count(p) == 0) continue;
-    requests.emplace_back();
-    MPI_Isend(send_buffer_.data() + from.offsets[p] * count * sizeof(V), bytes(from.count(p)), MPI_BYTE, p, 0, comm_,
-              &requests.back());
-  }
+  const std::int64_t unit = count * static_cast<std::int64_t>(sizeof(V));
+  const std::vector<std::int64_t> send_bytes = byte_offsets(from.offsets, unit), recv_bytes = byte_offsets(to.offsets, unit);
+  exchange_bytes(comm_, 0, send_buffer_.data(), send_bytes, recv_buffer_.data(), recv_bytes);
   if (from.count(rank_) > 0)
-    std::memcpy(recv_buffer_.data() + to.offsets[rank_] * count * sizeof(V),
-                send_buffer_.data() + from.offsets[rank_] * count * sizeof(V),
-                static_cast<std::size_t>(from.count(rank_)) * count * sizeof(V));
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    std::memcpy(recv_buffer_.data() + recv_bytes[rank_], send_buffer_.data() + send_bytes[rank_],
+                static_cast<std::size_t>(send_bytes[rank_ + 1] - send_bytes[rank_]));
 }
 
 template <class V>

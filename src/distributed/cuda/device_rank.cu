@@ -376,22 +376,7 @@ struct DeviceRank<T, D>::State {
     host_reserve(host_recv, host_recv_bytes, received);
     if (sent > 0) check(cudaMemcpyAsync(host_send, out, sent, cudaMemcpyDeviceToHost, stream), "staging to host");
     check(cudaStreamSynchronize(stream), "staging to host");
-    std::vector<MPI_Request> requests;
-    for (int p = 0; p < size; ++p) {
-      if (p == rank) continue;
-      const std::int64_t r = recv_offsets[p + 1] - recv_offsets[p];
-      if (r == 0) continue;
-      requests.emplace_back();
-      MPI_Irecv(host_recv + recv_offsets[p], static_cast<int>(r), MPI_BYTE, p, 1, comm, &requests.back());
-    }
-    for (int p = 0; p < size; ++p) {
-      if (p == rank) continue;
-      const std::int64_t s = send_offsets[p + 1] - send_offsets[p];
-      if (s == 0) continue;
-      requests.emplace_back();
-      MPI_Isend(host_send + send_offsets[p], static_cast<int>(s), MPI_BYTE, p, 1, comm, &requests.back());
-    }
-    MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    exchange_bytes(comm, 1, host_send, send_offsets, host_recv, recv_offsets);
     // The own part is already on the device: copy the peers' parts around it.
     if (recv_offsets[rank] > 0)
       check(cudaMemcpyAsync(in, host_recv, recv_offsets[rank], cudaMemcpyHostToDevice, stream), "staging to device");
@@ -401,11 +386,6 @@ struct DeviceRank<T, D>::State {
             "staging to device");
   }
 
-  static std::vector<std::int64_t> bytes_of(const std::vector<std::int64_t>& offsets, std::size_t unit) {
-    std::vector<std::int64_t> b(offsets.size());
-    for (std::size_t p = 0; p < offsets.size(); ++p) b[p] = offsets[p] * static_cast<std::int64_t>(unit);
-    return b;
-  }
 };
 
 // Auto: NCCL where this build has it (the faster transport where both ran:
@@ -506,8 +486,8 @@ void DeviceRank<T, D>::halo_pass(int count, bool sum) {
   const std::vector<std::int64_t>& from_offsets = sum ? s.ghost_offsets : s.owned_offsets;
   const std::vector<std::int64_t>& to_offsets = sum ? s.owned_offsets : s.ghost_offsets;
   const std::int64_t out = from_offsets.back(), in = to_offsets.back();
-  const auto send_bytes = State::bytes_of(from_offsets, sizeof(T));
-  const auto recv_bytes = State::bytes_of(to_offsets, sizeof(T));
+  const auto send_bytes = byte_offsets(from_offsets, sizeof(T));
+  const auto recv_bytes = byte_offsets(to_offsets, sizeof(T));
   for (int j = 0; j < count; ++j) {
     T* mesh = s.meshes.get() + j * s.local_size;
     if (out > 0) gather_kernel<<<blocks_for(out), kThreads, 0, s.stream>>>(mesh, from, out, s.send.get());
