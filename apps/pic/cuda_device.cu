@@ -1,8 +1,7 @@
 // A CUDA device as a PIC device: the arrays in device memory, the push and the spectrum
 // scaling as one-thread-per-item kernels on the default stream (the plan's and the FFT's),
-// the diagnostics' sums by CUB.
+// the diagnostics' sums by CUB (the terms from particle_ops.hpp).
 #include <cub/device/device_reduce.cuh>
-#include <cuda/std/tuple>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
@@ -31,43 +30,26 @@ __global__ void scale_kernel(const T* in, const T* factor, T* out, std::size_t n
   if (k < n) scale(in, factor, out, k);
 }
 
-// Particle i's (kinetic, momentum...) terms, for the reduction.
-template <class T, int D>
-struct MomentTerms {
-  Particles<T, D> p;
-  __host__ __device__ ::cuda::std::tuple<double, double, double, double> operator()(std::size_t i) const {
-    const double w = p.w[i];
-    double v[3] = {0, 0, 0}, v2 = 0;
-    for (int d = 0; d < D; ++d) {
-      v[d] = p.v[d][i];
-      v2 += v[d] * v[d];
-    }
-    return {0.5 * w * v2, w * v[0], w * v[1], w * v[2]};
-  }
-};
-struct SumTuple {
-  __host__ __device__ ::cuda::std::tuple<double, double, double, double> operator()(
-      const ::cuda::std::tuple<double, double, double, double>& a,
-      const ::cuda::std::tuple<double, double, double, double>& b) const {
-    return {::cuda::std::get<0>(a) + ::cuda::std::get<0>(b), ::cuda::std::get<1>(a) + ::cuda::std::get<1>(b),
-            ::cuda::std::get<2>(a) + ::cuda::std::get<2>(b), ::cuda::std::get<3>(a) + ::cuda::std::get<3>(b)};
-  }
-};
+// a[i] * b[i] in double, for the reduction of a dot product.
 template <class T>
 struct Product {
   const T* a;
   const T* b;
-  __host__ __device__ ::cuda::std::tuple<double, double, double, double> operator()(std::size_t i) const {
-    return {double(a[i]) * b[i], 0.0, 0.0, 0.0};
+  __host__ __device__ double operator()(std::size_t i) const { return double(a[i]) * b[i]; }
+};
+
+// The sum of a and b (MomentSums' operator+, or doubles').
+struct Add {
+  template <class V>
+  __host__ __device__ V operator()(const V& a, const V& b) const {
+    return a + b;
   }
 };
 
 template <class T, int D>
 class CudaDevice final : public Device<T, D> {
-  using Sums = ::cuda::std::tuple<double, double, double, double>;
-
  public:
-  CudaDevice() : sums_(1, "pic sums") {}
+  CudaDevice() : moment_sums_(1, "pic sums"), dot_sum_(1, "pic sums") {}
 
   T* allocate(std::size_t n) override {
     arrays_.emplace_back(n, "pic arrays");
@@ -89,13 +71,7 @@ class CudaDevice final : public Device<T, D> {
   }
 
   Moments<T, D> moments(const Particles<T, D>& p) override {
-    const Sums s = reduce(thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0), MomentTerms<T, D>{p}),
-                          p.n);
-    Moments<T, D> m;
-    m.kinetic = ::cuda::std::get<0>(s);
-    const double momentum[3] = {::cuda::std::get<1>(s), ::cuda::std::get<2>(s), ::cuda::std::get<3>(s)};
-    for (int d = 0; d < D; ++d) m.momentum[d] = momentum[d];
-    return m;
+    return MomentTerms<T, D>::moments(reduce(items(MomentTerms<T, D>{p}), p.n, MomentSums{0, {0, 0, 0}}, moment_sums_));
   }
 
   void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {
@@ -105,28 +81,34 @@ class CudaDevice final : public Device<T, D> {
   }
 
   double dot(const T* a, const T* b, std::size_t n) override {
-    return ::cuda::std::get<0>(reduce(thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0), Product<T>{a, b}), n));
+    return reduce(items(Product<T>{a, b}), n, 0.0, dot_sum_);
   }
 
   void synchronize() override { pmkit::cuda::check(cudaStreamSynchronize(nullptr), "pic synchronize"); }
 
  private:
-  // One reduction of four doubles, its scratch kept between calls.
-  template <class It>
-  Sums reduce(It items, std::size_t n) {
+  // f(0), f(1), ... as an input of CUB.
+  template <class F>
+  static auto items(F f) {
+    return thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0), f);
+  }
+
+  // The sum of n items into `sum` (one value), copied back; the scratch kept between calls.
+  template <class It, class V>
+  V reduce(It items, std::size_t n, V zero, pmkit::cuda::DeviceBuffer<V>& sum) {
     std::size_t bytes = 0;
-    const Sums zero{0.0, 0.0, 0.0, 0.0};
-    pmkit::cuda::check(cub::DeviceReduce::Reduce(nullptr, bytes, items, sums_.get(), static_cast<std::int64_t>(n), SumTuple{}, zero),
+    pmkit::cuda::check(cub::DeviceReduce::Reduce(nullptr, bytes, items, sum.get(), static_cast<std::int64_t>(n), Add{}, zero),
                        "pic reduce");
     scratch_.reserve(bytes, "pic reduce scratch");
-    pmkit::cuda::check(cub::DeviceReduce::Reduce(scratch_.get(), bytes, items, sums_.get(), static_cast<std::int64_t>(n),
-                                                 SumTuple{}, zero),
-                       "pic reduce");
-    return sums_.download()[0];
+    pmkit::cuda::check(
+        cub::DeviceReduce::Reduce(scratch_.get(), bytes, items, sum.get(), static_cast<std::int64_t>(n), Add{}, zero),
+        "pic reduce");
+    return sum.download()[0];
   }
 
   std::vector<pmkit::cuda::DeviceBuffer<T>> arrays_;
-  pmkit::cuda::DeviceBuffer<Sums> sums_;
+  pmkit::cuda::DeviceBuffer<MomentSums> moment_sums_;
+  pmkit::cuda::DeviceBuffer<double> dot_sum_;
   pmkit::cuda::DeviceBuffer<unsigned char> scratch_;
 };
 

@@ -29,22 +29,17 @@ class HostDevice final : public Device<T, D> {
 
   Moments<T, D> moments(const Particles<T, D>& p) override {
     const auto n = static_cast<std::int64_t>(p.n);
+    const MomentTerms<T, D> terms{p};
     double kinetic = 0, m0 = 0, m1 = 0, m2 = 0;
 #pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : kinetic, m0, m1, m2)
     for (std::int64_t i = 0; i < n; ++i) {
-      const double w = p.w[i];
-      double v2 = 0;
-      for (int d = 0; d < D; ++d) v2 += double(p.v[d][i]) * p.v[d][i];
-      kinetic += 0.5 * w * v2;
-      m0 += w * p.v[0][i];
-      m1 += w * p.v[1][i];
-      if (D == 3) m2 += w * p.v[D - 1][i];
+      const MomentSums t = terms(static_cast<std::size_t>(i));
+      kinetic += t.kinetic;
+      m0 += t.momentum[0];
+      m1 += t.momentum[1];
+      m2 += t.momentum[2];
     }
-    Moments<T, D> m;
-    m.kinetic = kinetic;
-    const double sums[3] = {m0, m1, m2};
-    for (int d = 0; d < D; ++d) m.momentum[d] = sums[d];
-    return m;
+    return MomentTerms<T, D>::moments({kinetic, {m0, m1, m2}});
   }
 
   void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {

@@ -48,6 +48,43 @@ struct Moments {
   double momentum[D] = {};
 };
 
+// One particle's terms of those sums, or a partial sum of them (the momentum's unused
+// components stay 0 in 2D).
+struct MomentSums {
+  double kinetic, momentum[3];
+
+  PMKIT_HD MomentSums operator+(const MomentSums& o) const {
+    return {kinetic + o.kinetic, {momentum[0] + o.momentum[0], momentum[1] + o.momentum[1], momentum[2] + o.momentum[2]}};
+  }
+};
+
+// Particle i's terms, for the host's loop and the device's reduction alike.
+template <class T, int D>
+struct MomentTerms {
+  Particles<T, D> p;
+
+  PMKIT_HD MomentSums operator()(std::size_t i) const {
+    const double w = p.w[i];
+    MomentSums t{0, {0, 0, 0}};
+    double v2 = 0;
+    for (int d = 0; d < D; ++d) {
+      const double v = p.v[d][i];
+      v2 += v * v;
+      t.momentum[d] = w * v;
+    }
+    t.kinetic = 0.5 * w * v2;
+    return t;
+  }
+
+  // The sums as the diagnostics report them.
+  static Moments<T, D> moments(const MomentSums& s) {
+    Moments<T, D> m;
+    m.kinetic = s.kinetic;
+    for (int d = 0; d < D; ++d) m.momentum[d] = s.momentum[d];
+    return m;
+  }
+};
+
 // out[k] = factor[k] * in[k], or with `rotate`, -i * factor[k] * in[k] (a derivative's
 // i k with the minus of E = -grad phi).
 template <class T>
