@@ -591,6 +591,84 @@ TEST(Cuda, PartitionOrderIsStableAndReproducible) {
   }
 }
 
+// The binned order of three runs of one input: the same each run; returned.
+std::vector<std::uint32_t> reproducible_binned_order(const Grid<3>& grid, const std::array<std::vector<float>, 3>& pos) {
+  const std::size_t n = pos[0].size();
+  DeviceBuffer<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
+  std::vector<std::uint32_t> first;
+  for (int run = 0; run < 3; ++run) {
+    Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
+    plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
+    DeviceBuffer<std::uint32_t> dorder(n);
+    plan.binned_order(device_view(dorder));
+    std::vector<std::uint32_t> order = dorder.download();
+    if (run == 0)
+      first = std::move(order);
+    else
+      EXPECT_EQ(order, first) << "binned order differs between runs (run " << run << ")";
+  }
+  return first;
+}
+
+std::array<std::vector<float>, 3> gathered(const std::array<std::vector<float>, 3>& pos,
+                                           const std::vector<std::uint32_t>& order) {
+  std::array<std::vector<float>, 3> out;
+  for (int d = 0; d < 3; ++d)
+    for (std::uint32_t k : order) out[d].push_back(pos[d][k]);
+  return out;
+}
+
+// set_points' one-pass scatter (input in binned order, or fewer particles than the
+// partition takes) is a stable sort by tile as well: the caller's order inside each
+// tile, the same in every run.
+// - Input already sorted by tile (another plan's binned order of random positions)
+//   keeps its order: the binned order is the identity.
+// - The same with 3% of the particles moved anywhere (a PIC step's leavers): the
+//   particles that stayed keep their relative order.
+// - Random input below the partition's minimum: ascending inside each tile.
+TEST(Cuda, OnePassOrderIsStable) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<3> grid = make_grid<3>({72, 64, 60}, BoundaryKind::Periodic);
+  const std::int64_t edge = pmkit::cuda::tuning::tile_edge(3);
+  const std::size_t tiles = std::size_t((72 + edge - 1) / edge) * (64 / edge) * ((60 + edge - 1) / edge);
+
+  const std::size_t small = pmkit::cuda::tuning::kPartitionMinParticles / 3;
+  const auto random_small = make_positions<float, 3>(grid, Distribution::Uniform, small, rng);
+  const std::vector<std::uint32_t> order_small = reproducible_binned_order(grid, random_small);
+  std::size_t descents = 0;
+  for (std::size_t k = 1; k < order_small.size(); ++k) descents += order_small[k] < order_small[k - 1];
+  EXPECT_LT(descents, tiles) << "the one-pass order of random input is not the caller's inside each tile";
+
+  const std::size_t n = pmkit::cuda::tuning::kPartitionMinParticles + 200000;
+  const auto random = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
+  const auto sorted = gathered(random, reproducible_binned_order(grid, random));
+  const std::vector<std::uint32_t> order_sorted = reproducible_binned_order(grid, sorted);
+  std::vector<std::uint32_t> identity(n);
+  std::iota(identity.begin(), identity.end(), 0u);
+  EXPECT_EQ(order_sorted, identity) << "input sorted by tile does not keep its order";
+
+  auto moved = sorted;
+  const auto elsewhere = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
+  std::vector<bool> stayed(n, true);
+  std::bernoulli_distribution leaves(0.03);
+  for (std::size_t i = 0; i < n; ++i)
+    if (leaves(rng)) {
+      stayed[i] = false;
+      for (int d = 0; d < 3; ++d) moved[d][i] = elsewhere[d][i];
+    }
+  const std::vector<std::uint32_t> order_moved = reproducible_binned_order(grid, moved);
+  std::vector<std::uint32_t> stayers;
+  for (std::uint32_t k : order_moved)
+    if (stayed[k]) stayers.push_back(k);
+  EXPECT_TRUE(std::is_sorted(stayers.begin(), stayers.end())) << "the particles that stayed lost their order";
+  std::vector<std::uint32_t> all = order_moved;
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, identity) << "the binned order is not a permutation";
+}
+
 // Cell moments (SpreadMethod::CudaCellMoments): every kernel it takes (up to 64 nodes a
 // particle), float and double, 2D and 3D, periodic and bounded, at densities that give
 // one span a tile and several (more than tuning::kCellSpanParticles in a tile).

@@ -1,5 +1,5 @@
 #pragma once
-// set_points' one-pass scatter (classify -> scan -> scatter), the cut of tiles into chunks
+// set_points' one-pass scatter (classify -> runs -> sort -> scatter), the cut of tiles into chunks
 // and the heavy tiles among them, update_points' kernel and Plan::binned_positions' kernel. The partition (the scatter of
 // unsorted input) is in partition.cuh.
 #include <cstdint>
@@ -8,69 +8,130 @@
 
 namespace pmkit::cuda {
 
-// The counters of set_points: each tile's count is split into 2^sub_bits sub-buckets, by
-// the particle's warp (index / 32), so that where tiles are few and full (64 per cell:
-// 512 tiles for 2^24 particles) the atomics do not all queue on one counter per tile. A
-// tile's particles lie sub-bucket after sub-bucket; the scatter fills each sub-bucket in
-// order, so every open sub-bucket is one partly written line in L2, and the backend keeps
-// tiles x sub-buckets small (tuning::kMaxWriteFronts).
-struct Buckets {
-  int sub_bits;
-  __device__ __forceinline__ std::uint32_t of(std::uint32_t tile, std::size_t i) const {
-    return (tile << sub_bits) + (static_cast<std::uint32_t>(i >> 5) & ((1u << sub_bits) - 1u));
+// The one-pass scatter sorts the particles by tile stably, a run at a time: the lanes of
+// a warp with equal tiles form a run, the runs are sorted by tile (a stable radix sort
+// keeps them in the caller's order inside a tile), and the scan of their lengths in that
+// order gives each run its first slot. Input in binned order has
+// about one run a warp, so the sort moves a thirty-second of the particles; input in no
+// order has a run a particle. A run's key is its tile; rejected particles take the key
+// num_tiles, which sorts after every tile, so runs cover every index below n.
+
+// The lanes of the calling warp that start a run (all 32 lanes call it: blocks are
+// whole warps): lanes in range whose key differs from the previous lane's.
+__device__ __forceinline__ unsigned run_heads(std::uint32_t key, bool in_range) {
+  const unsigned lane = threadIdx.x & 31u;
+  const std::uint32_t previous = __shfl_up_sync(0xffffffffu, key, 1);
+  return __ballot_sync(0xffffffffu, in_range && (lane == 0 || previous != key));
+}
+
+// The calling lane's run among the warp's heads: its number in the warp (heads up to and
+// including the lane, minus one) and its head lane.
+struct LaneRun {
+  unsigned number;
+  unsigned head;
+};
+__device__ __forceinline__ LaneRun lane_run(unsigned heads) {
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned up_to_lane = 0xffffffffu >> (31u - lane);  // bits 0..lane
+  return LaneRun{static_cast<unsigned>(__popc(heads & up_to_lane)) - 1u, 31u - __clz(heads & up_to_lane)};
+}
+
+// Validates every position and records its key (tile_of) and each warp's number of runs
+// (warp_runs; every warp of the grid writes its entry, those past n a zero).
+template <class T, int D>
+__global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
+                                std::size_t n, std::uint32_t* tile_of, std::uint32_t* warp_runs,
+                                unsigned long long* first_bad) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const bool in_range = i < n;
+  Packed<T> p;
+  std::uint32_t tile = 0;
+  const bool valid = in_range && bin_or_reject(layout, geo, pos, i, p, tile, first_bad);
+  const std::uint32_t key = valid ? tile : geo.num_tiles;
+  if (in_range) tile_of[i] = key;
+  const unsigned heads = run_heads(key, in_range);
+  if ((threadIdx.x & 31u) == 0) warp_runs[i >> 5] = static_cast<std::uint32_t>(__popc(heads));
+}
+
+// The runs, numbered warp after warp (warp_run_start: the scan of warp_runs): each run's
+// key, first index and number (the sort's values); run_head[runs] = n closes the last
+// run, so that a run's length is the next run's head minus its own.
+struct RunList {
+  std::uint32_t* key;
+  std::uint32_t* head;
+  std::uint32_t* id;
+};
+static __global__ void emit_runs_kernel(const std::uint32_t* tile_of, std::size_t n,
+                                        const std::uint32_t* warp_run_start, RunList runs) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const bool in_range = i < n;
+  const std::uint32_t key = in_range ? tile_of[i] : 0u;
+  const unsigned heads = run_heads(key, in_range);
+  const unsigned lane = threadIdx.x & 31u;
+  if (in_range && ((heads >> lane) & 1u)) {
+    const std::uint32_t k = warp_run_start[i >> 5] + lane_run(heads).number;
+    runs.key[k] = key;
+    runs.head[k] = static_cast<std::uint32_t>(i);
+    runs.id[k] = k;
+  }
+  if (i == 0) runs.head[warp_run_start[(n + 31) / 32]] = static_cast<std::uint32_t>(n);
+}
+
+// The length of the j-th run in sorted order (0 past the last: the scan's total).
+struct SortedRunLength {
+  const std::uint32_t* sorted_id;
+  const std::uint32_t* run_head;
+  std::uint32_t runs;
+  __device__ std::uint32_t operator()(std::uint32_t j) const {
+    if (j >= runs) return 0;
+    const std::uint32_t k = sorted_id[j];
+    return run_head[k + 1] - run_head[k];
   }
 };
 
-// Validates every position, assigns its tile, and its rank within its bucket. All 32
-// lanes of every warp take part (blocks are whole warps): the lanes of a run of equal
-// buckets take their ranks with one atomic, which is what particles that arrive sorted
-// (Plan::binned_order) need: one atomic per lane queues a whole run on one counter.
-// Random input has no runs and pays a shuffle and a ballot.
-template <class T, int D>
-__global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo,
-                                PositionArrays<T, D> pos, std::size_t n, Buckets buckets, std::uint32_t* tile_of,
-                                std::uint32_t* rank, std::uint32_t* bucket_count,
-                                unsigned long long* first_bad) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  Packed<T> p;
-  std::uint32_t tile = 0;
-  const bool valid = i < n && bin_or_reject(layout, geo, pos, i, p, tile, first_bad);
-  const std::uint32_t bucket = valid ? buckets.of(tile, i) : 0xffffffffu;
-  if (valid) tile_of[i] = tile;
-  const unsigned lane = threadIdx.x & 31u;
-  const unsigned up_to_lane = 0xffffffffu >> (31u - lane);  // bits 0..lane
-  const std::uint32_t previous = __shfl_up_sync(0xffffffffu, bucket, 1);
-  const unsigned run_starts = __ballot_sync(0xffffffffu, lane == 0 || previous != bucket);
-  const unsigned head = 31u - __clz(run_starts & up_to_lane);
-  const unsigned later_starts = run_starts & ~up_to_lane;
-  const unsigned run_end = later_starts ? __ffs(later_starts) - 1u : 32u;
-  std::uint32_t first = 0;
-  if (valid && lane == head) first = atomicAdd(&bucket_count[bucket], run_end - head);
-  first = __shfl_sync(0xffffffffu, first, head);
-  if (valid) rank[i] = first + (lane - head);
+// From the runs' first slots in sorted order (sorted_start, runs + 1 entries): each
+// run's first slot by its number (run_slot), and each tile's first slot (tile_start,
+// num_tiles + 1 entries: the first run whose key is at least the tile's, found by
+// bisection over the sorted keys, so that empty tiles cost one search each).
+static __global__ void place_runs_kernel(std::uint32_t runs, std::uint32_t num_tiles, const std::uint32_t* sorted_key,
+                                         const std::uint32_t* sorted_id, const std::uint32_t* sorted_start,
+                                         std::uint32_t* run_slot, std::uint32_t* tile_start) {
+  const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j < runs) run_slot[sorted_id[j]] = sorted_start[j];
+  if (j <= num_tiles) {
+    std::uint32_t lo = 0, hi = runs;
+    while (lo < hi) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      if (sorted_key[mid] < j)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    tile_start[j] = sorted_start[lo];
+  }
 }
 
-// Chunks of at most `chunk` particles per tile (ceil(count / chunk)); bucket_start is the
-// scan of the bucket counts. Also cuts the partition's groups into pieces (there `tile`
-// is a group and buckets has no sub-buckets).
-static __global__ void chunk_count_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
+// Chunks of at most `chunk` particles per tile (ceil(count / chunk)); tile_start: each
+// tile's first slot (num_tiles + 1 entries). Also cuts the partition's groups into pieces
+// (there `tile` is a group).
+static __global__ void chunk_count_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_start,
                                           std::uint32_t chunk, std::uint32_t* chunk_count) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
-  const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - bucket_start[t << buckets.sub_bits];
+  const std::uint32_t count = tile_start[t + 1] - tile_start[t];
   chunk_count[t] = (count + chunk - 1) / chunk;
 }
 
 // even: the pieces of a tile all of one size (the cell moments' spans: chunk, chunk, rest
 // would leave a block with a few particles where a tile is just over the cap); else
 // chunk, chunk, ..., the rest.
-static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, Buckets buckets, const std::uint32_t* bucket_start,
+static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_start,
                                          const std::uint32_t* chunk_start, std::uint32_t chunk, bool even,
                                          Chunk* chunks) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
-  const std::uint32_t begin = bucket_start[t << buckets.sub_bits];
-  const std::uint32_t count = bucket_start[(t + 1) << buckets.sub_bits] - begin;
+  const std::uint32_t begin = tile_start[t];
+  const std::uint32_t count = tile_start[t + 1] - begin;
   const std::uint32_t pieces = (count + chunk - 1) / chunk;
   for (std::uint32_t k = 0; k < pieces; ++k) {
     const auto lo = static_cast<std::uint32_t>(even ? std::uint64_t(count) * k / pieces : std::uint64_t(k) * chunk);
@@ -99,21 +160,24 @@ static __global__ void heavy_tiles_kernel(std::uint32_t num_tiles, const std::ui
   slot_of_tile[t] = slot;
 }
 
-// Writes each particle, packed, to its slot in tile order; perm (slot -> caller's index)
-// and slot (caller's index -> slot) record the permutation both ways.
+// Writes each particle, packed, to its slot in tile order: its run's first slot plus its
+// place in the run; perm (slot -> caller's index) and slot (caller's index -> slot)
+// record the permutation both ways.
 template <class T, int D>
 __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                               std::size_t n, Buckets buckets, const std::uint32_t* tile_of,
-                               const std::uint32_t* rank, const std::uint32_t* bucket_start, Packed<T>* particles,
-                               std::uint32_t* perm, std::uint32_t* slot) {
+                               std::size_t n, const std::uint32_t* warp_run_start, const std::uint32_t* run_slot,
+                               Packed<T>* particles, std::uint32_t* perm, std::uint32_t* slot) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
+  const bool in_range = i < n;
   Packed<T> p;
-  std::uint32_t tile;
-  // classify recorded a rejected particle and gave it no rank; set_points reports it
-  // after the last kernel, so the scatter only has to leave it out.
-  if (!bin_particle(layout, geo, pos, i, p, tile)) return;
-  const std::uint32_t dst = bucket_start[buckets.of(tile, i)] + rank[i];
+  std::uint32_t tile = 0;
+  // classify recorded a rejected particle; set_points reports it after the last kernel,
+  // so the scatter only has to leave it out (its run keeps the key classify gave it).
+  const bool valid = in_range && bin_particle(layout, geo, pos, i, p, tile);
+  const unsigned heads = run_heads(valid ? tile : geo.num_tiles, in_range);
+  if (!valid) return;
+  const LaneRun run = lane_run(heads);
+  const std::uint32_t dst = run_slot[warp_run_start[i >> 5] + run.number] + ((threadIdx.x & 31u) - run.head);
   store_record(particles + dst, p);
   perm[dst] = static_cast<std::uint32_t>(i);
   slot[i] = dst;

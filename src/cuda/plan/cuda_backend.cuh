@@ -84,13 +84,13 @@ class CudaBackend final : public detail::Backend<T, D> {
   }
 
   // set_points.cuh
-  void reserve_binning(std::size_t n, bool may_partition, int sub_bits);
+  void reserve_binning(std::size_t n, bool may_partition);
   void scan(const std::uint32_t* count, std::uint32_t* start, std::size_t items);
   bool in_binned_order(std::size_t n, const PositionArrays<T, D>& pos);
-  void one_pass_scatter(std::size_t n, const PositionArrays<T, D>& pos, Buckets buckets);
+  void one_pass_scatter(std::size_t n, const PositionArrays<T, D>& pos);
   const std::uint32_t* partition_scatter(std::size_t n, const PositionArrays<T, D>& pos, Groups groups,
                                          std::size_t max_pieces);
-  void cut_tiles(Buckets tile_buckets, const std::uint32_t* tile_start, std::uint32_t cap, bool even, Chunk* out,
+  void cut_tiles(const std::uint32_t* tile_start, std::uint32_t cap, bool even, Chunk* out,
                  std::uint32_t* total);
   void interleave(std::size_t max_chunks, int partition_levels);
   void find_heavy_tiles();

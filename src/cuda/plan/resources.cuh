@@ -90,9 +90,14 @@ struct Binned {
 // the same size allocates nothing).
 template <class T>
 struct PlanBuffers {
-  // set_points, one-pass scatter: each particle's rank in its bucket, the buckets'
-  // counts and starts; the cut into chunks; the first rejected particle.
-  DeviceBuffer<std::uint32_t> rank, bucket_count, bucket_start, chunk_count, chunk_start;
+  // set_points: each tile's count and first slot; the cut into chunks; the first
+  // rejected particle.
+  DeviceBuffer<std::uint32_t> tile_count, tile_start, chunk_count, chunk_start;
+  // set_points, one-pass scatter (kernels/binning.cuh): runs per warp and their scan;
+  // each run's key, first index and number, the three sorted by key, and the runs'
+  // first slots in that order.
+  DeviceBuffer<std::uint32_t> warp_runs, warp_run_start, run_key, run_head, run_id, sorted_key, sorted_id,
+      sorted_start;
   DeviceBuffer<unsigned long long> bad;
   // set_points, partition (kernels/partition.cuh): the probe's count; the counts and
   // starts per (group, pass-1 block), per group, per piece of pass 2 and per (piece,
@@ -102,7 +107,7 @@ struct PlanBuffers {
   DeviceBuffer<Packed<T>> parted;
   DeviceBuffer<std::uint16_t> part_key;
   DeviceBuffer<std::uint8_t> window_banks;
-  // cub's temporary storage, sized for the largest scan of set_points.
+  // cub's temporary storage, sized for the largest scan or sort of set_points.
   DeviceBuffer<unsigned char> scan_temp;
   // Deterministic spread: the integer meshes, max |q| per property.
   DeviceBuffer<unsigned long long> exact, max_abs;
@@ -121,7 +126,7 @@ struct PlanBuffers {
 struct HostStatus {
   unsigned long long first_bad;
   std::uint32_t chunks, heavy;  // adjacent: one copy (find_heavy_tiles)
-  std::uint32_t spans, away, pieces, same_pairs;
+  std::uint32_t spans, away, pieces, same_pairs, runs;
 };
 struct FreeHost {
   void operator()(HostStatus* p) const { cudaFreeHost(p); }

@@ -1,7 +1,10 @@
 #pragma once
 // set_points and update_points: the binning of the caller's positions into tile order,
 // all on the plan's stream, with one wait at the end for the values read back.
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include <cstddef>
 #include <limits>
@@ -28,9 +31,9 @@ std::size_t partition_counts(std::size_t n, Groups groups) {
 }
 
 // Bins the positions into spare_ (the partition, or the one-pass scatter where the
-// partition does not fit or the probe finds the input in binned order), cuts the tiles
-// into chunks (and spans), orders the chunks for the tile kernels, then waits once and
-// swaps spare_ in: a rejected position throws with the binning in use left as it was.
+// partition does not fit or the probe finds the input in binned order; both are stable
+// sorts by tile), cuts the tiles into chunks (and spans), orders the chunks for the tile
+// kernels, then waits and swaps spare_ in: a rejected position throws with the binning in use left as it was.
 template <class T, int D>
 void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>, D>& positions) {
   const DeviceScope on_device(options_.device);
@@ -39,39 +42,36 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
   const Groups groups = groups_;
   const bool may_partition = tuning::partition_fits(n, PartitionBlock<T>::kItems, groups, kPlaceShared,
                                                     static_cast<std::size_t>(limits_.shared_optin));
-  const Buckets buckets{tuning::sub_bucket_bits(tiles)};
-  reserve_binning(n, may_partition, buckets.sub_bits);
+  reserve_binning(n, may_partition);
   const PositionArrays<T, D> pos = device_positions(n, positions);
 
   start_timer();
   // The cut's counters, and after them the chunks' and heavy tiles' counts (find_heavy_tiles).
   check(cudaMemsetAsync(buf_.chunk_count.get(), 0, (tiles + 3) * sizeof(std::uint32_t), stream_), "cudaMemset");
   check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
-  // Where each tile's binned particles start (tiles + 1 entries, with tile_buckets).
-  const std::uint32_t* tile_start = buf_.bucket_start.get();
-  Buckets tile_buckets{0};
+  // Where each tile's binned particles start (tiles + 1 entries).
+  const std::uint32_t* tile_start = buf_.tile_start.get();
   const bool caller_order_binned = may_partition && in_binned_order(n, pos);
   int partition_levels = 0;
   if (may_partition && !caller_order_binned) {
     tile_start = partition_scatter(n, pos, groups, max_pieces<T>(n, groups));
     partition_levels = groups.bits > 0 ? 2 : 1;
   } else {
-    one_pass_scatter(n, pos, buckets);
-    tile_buckets = buckets;
+    one_pass_scatter(n, pos);
   }
   // The chunks' count comes back with the heavy tiles' where set_points finds them (one copy).
   const bool heavy = heavy_tiles_wanted();
-  cut_tiles(tile_buckets, tile_start, tuning::kChunkParticles, false, spare_.chunks.get(),
+  cut_tiles(tile_start, tuning::kChunkParticles, false, spare_.chunks.get(),
             heavy ? nullptr : &host_->chunks);
   host_->heavy = 0;
   if (heavy) find_heavy_tiles();  // from the chunk counts, before the spans' cut
   if (n > 0 && interleaved_) interleave(max_chunks(n, tiles), partition_levels);
   host_->spans = 0;
   if (cells_wanted())
-    cut_tiles(tile_buckets, tile_start, tuning::kCellSpanParticles, true, spare_.spans.get(), &host_->spans);
+    cut_tiles(tile_start, tuning::kCellSpanParticles, true, spare_.spans.get(), &host_->spans);
   check(cudaMemcpyAsync(&host_->first_bad, buf_.bad.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost, stream_),
         "set_points: position check");
-  timings_.compute_s += stop_timer();  // the call's one wait (two where the probe ran)
+  timings_.compute_s += stop_timer();  // the call's last wait (the probe and the one-pass scatter wait once each before it)
   // A rejected particle: the error, with the binning in use left as it was (every kernel
   // above wrote only to spare_ and scratch, and left the rejected particles out).
   reject_if_bad(pos, host_->first_bad);
@@ -91,20 +91,21 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
 // Every allocation of set_points, before any kernel: nothing of the current binning
 // changes until all succeed.
 template <class T, int D>
-void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int sub_bits) {
+void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition) {
   const std::size_t tiles = geo_.num_tiles;
   const Groups groups = groups_;
   const std::size_t pieces = max_pieces<T>(n, groups);
   const std::size_t block_counts = may_partition ? partition_counts<T>(n, groups) : 0;
-  const std::size_t num_buckets = tiles << sub_bits;
+  const std::size_t warps = blocks_for(n, tuning::kPointThreads) * std::size_t(tuning::kPointThreads / 32);
   if (options_.host_arrays) {
     buf_.staging_positions.reserve(n * D, "position staging");
     buf_.staging_particles.reserve(n * tuning::kPropsPerPass, "particle staging");
   }
   spare_.tile_of.reserve(n, "binned particles");
-  buf_.rank.reserve(n, "binning scratch");
-  buf_.bucket_count.reserve(num_buckets + 1, "binning scratch");
-  buf_.bucket_start.reserve(num_buckets + 1, "binning scratch");
+  buf_.warp_runs.reserve(warps + 1, "binning scratch");
+  buf_.warp_run_start.reserve(warps + 1, "binning scratch");
+  buf_.tile_count.reserve(tiles + 1, "binning scratch");
+  buf_.tile_start.reserve(tiles + 1, "binning scratch");
   buf_.chunk_count.reserve(tiles + 3, "binning scratch");
   buf_.chunk_start.reserve(tiles + 1, "binning scratch");
   buf_.bad.reserve(1, "binning scratch");
@@ -138,9 +139,9 @@ void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int s
   }
   if (cells_wanted()) spare_.spans.reserve(tiles + n / tuning::kCellSpanParticles + 1, "binned particles");
   std::size_t scan_bytes = 0;
-  for (std::size_t items : {num_buckets + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
+  for (std::size_t items : {warps + 1, tiles + 1, std::size_t(groups.count) + 1, block_counts + 1}) {
     std::size_t bytes = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, buf_.bucket_count.get(), buf_.bucket_start.get(),
+    check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, buf_.tile_count.get(), buf_.tile_start.get(),
                                         static_cast<int>(items), stream_),
           "cub::DeviceScan");
     scan_bytes = std::max(scan_bytes, bytes);
@@ -148,20 +149,20 @@ void CudaBackend<T, D>::reserve_binning(std::size_t n, bool may_partition, int s
   buf_.scan_temp.reserve(scan_bytes, "binning scratch");
 }
 
-// Each tile (where it starts: tile_start, with tile_buckets) cut into pieces of at most
+// Each tile (where it starts: tile_start) cut into pieces of at most
 // `cap` particles (`even`: all of one size), into `out`; their count goes to *total (null:
 // the caller copies it), copied back without waiting (it lands with set_points' final wait). The counters' last
 // entry stays 0 (set_points' memset) for the scan's total, which stays in
 // buf_.chunk_start[tiles] until the next cut.
 template <class T, int D>
-void CudaBackend<T, D>::cut_tiles(Buckets tile_buckets, const std::uint32_t* tile_start, std::uint32_t cap, bool even,
+void CudaBackend<T, D>::cut_tiles(const std::uint32_t* tile_start, std::uint32_t cap, bool even,
                                   Chunk* out, std::uint32_t* total) {
   const std::size_t tiles = geo_.num_tiles;
-  chunk_count_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, tile_buckets, tile_start, cap,
+  chunk_count_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, tile_start, cap,
                                                                   buf_.chunk_count.get());
   check_launch("pmkit::cuda::set_points::chunk_count");
   scan(buf_.chunk_count.get(), buf_.chunk_start.get(), tiles + 1);
-  chunk_fill_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, tile_buckets, tile_start,
+  chunk_fill_kernel<<<blocks_for(tiles, 256), 256, 0, stream_>>>(geo_.num_tiles, tile_start,
                                                                  buf_.chunk_start.get(), cap, even, out);
   check_launch("pmkit::cuda::set_points::chunk_fill");
   if (total)
@@ -243,11 +244,11 @@ void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const
   Binned<T>& b = current_;
   if (options_.host_arrays) buf_.staging_positions.reserve(n * D, "position staging");
   buf_.bad.reserve(1, "binning scratch");
-  buf_.bucket_count.reserve(1, "binning scratch");
+  buf_.tile_count.reserve(1, "binning scratch");
   const PositionArrays<T, D> pos = device_positions(n, positions);
 
   start_timer();
-  std::uint32_t* away_count = buf_.bucket_count.get();
+  std::uint32_t* away_count = buf_.tile_count.get();
   // The second run finds no rejected particle (the first threw for any), so `bad` is cleared once.
   check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
   auto run_update = [&](bool apply) {
@@ -303,25 +304,71 @@ bool CudaBackend<T, D>::in_binned_order(std::size_t n, const PositionArrays<T, D
   return tuning::caller_order_binned(host_->same_pairs);
 }
 
-// The one-pass scatter: classify (validate, tile, rank in its sub-bucket) -> scan ->
-// every record straight to its slot. Its stores are consecutive where the input is in
-// binned order; buf_.bucket_start then holds each bucket's first slot.
+// The one-pass scatter (kernels/binning.cuh), a stable sort by tile: classify (validate,
+// key, runs per warp) -> scan -> the runs -> their count read back (a wait: the sort
+// needs it on the host) -> radix sort of the runs by tile -> scan of their lengths ->
+// each run's and tile's first slot -> every record straight to its slot. Its stores are
+// consecutive where the input is in binned order.
 template <class T, int D>
-void CudaBackend<T, D>::one_pass_scatter(std::size_t n, const PositionArrays<T, D>& pos, Buckets buckets) {
-  const std::size_t num_buckets = std::size_t(geo_.num_tiles) << buckets.sub_bits;
-  check(cudaMemsetAsync(buf_.bucket_count.get(), 0, (num_buckets + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
-  if (n > 0) {
-    classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, pos, n, buckets, spare_.tile_of.get(), buf_.rank.get(), buf_.bucket_count.get(), buf_.bad.get());
-    check_launch("pmkit::cuda::set_points::classify");
+void CudaBackend<T, D>::one_pass_scatter(std::size_t n, const PositionArrays<T, D>& pos) {
+  const std::uint32_t tiles = geo_.num_tiles;
+  if (n == 0) {
+    check(cudaMemsetAsync(buf_.tile_start.get(), 0, (std::size_t(tiles) + 1) * sizeof(std::uint32_t), stream_),
+          "cudaMemset");
+    return;
   }
-  scan(buf_.bucket_count.get(), buf_.bucket_start.get(), num_buckets + 1);
-  if (n > 0) {
-    scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, pos, n, buckets, spare_.tile_of.get(), buf_.rank.get(), buf_.bucket_start.get(),
-        spare_.particles.get(), spare_.perm.get(), spare_.slot.get());
-    check_launch("pmkit::cuda::set_points::scatter");
-  }
+  const std::size_t warps = (n + 31) / 32;
+  check(cudaMemsetAsync(buf_.warp_runs.get() + warps, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
+  classify_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      layout_, geo_, pos, n, spare_.tile_of.get(), buf_.warp_runs.get(), buf_.bad.get());
+  check_launch("pmkit::cuda::set_points::classify");
+  scan(buf_.warp_runs.get(), buf_.warp_run_start.get(), warps + 1);
+  check(cudaMemcpyAsync(&host_->runs, buf_.warp_run_start.get() + warps, sizeof(host_->runs), cudaMemcpyDeviceToHost,
+                        stream_),
+        "set_points: runs");
+  check(cudaStreamSynchronize(stream_), "set_points: runs");
+  const std::uint32_t runs = host_->runs;
+
+  // The runs' arrays; run_slot takes the unsorted keys' room once the sort has read them.
+  buf_.run_key.reserve(runs, "binning scratch");
+  buf_.run_head.reserve(std::size_t(runs) + 1, "binning scratch");
+  buf_.run_id.reserve(runs, "binning scratch");
+  buf_.sorted_key.reserve(runs, "binning scratch");
+  buf_.sorted_id.reserve(runs, "binning scratch");
+  buf_.sorted_start.reserve(std::size_t(runs) + 1, "binning scratch");
+  int key_bits = 1;
+  while ((std::uint64_t(tiles) >> key_bits) != 0) ++key_bits;  // keys up to num_tiles
+  const SortedRunLength length{buf_.sorted_id.get(), buf_.run_head.get(), runs};
+  const auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<std::uint32_t>(0), length);
+  std::size_t sort_bytes = 0, scan_bytes = 0;
+  check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
+                                        buf_.run_id.get(), buf_.sorted_id.get(), runs, 0, key_bits, stream_),
+        "cub::DeviceRadixSort");
+  check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, lengths, buf_.sorted_start.get(), runs + 1, stream_),
+        "cub::DeviceScan");
+  buf_.scan_temp.reserve(std::max(sort_bytes, scan_bytes), "binning scratch");
+
+  emit_runs_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      spare_.tile_of.get(), n, buf_.warp_run_start.get(),
+      RunList{buf_.run_key.get(), buf_.run_head.get(), buf_.run_id.get()});
+  check_launch("pmkit::cuda::set_points::emit_runs");
+  sort_bytes = buf_.scan_temp.size();
+  check(cub::DeviceRadixSort::SortPairs(buf_.scan_temp.get(), sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
+                                        buf_.run_id.get(), buf_.sorted_id.get(), runs, 0, key_bits, stream_),
+        "cub::DeviceRadixSort");
+  scan_bytes = buf_.scan_temp.size();
+  check(cub::DeviceScan::ExclusiveSum(buf_.scan_temp.get(), scan_bytes, lengths, buf_.sorted_start.get(), runs + 1,
+                                      stream_),
+        "cub::DeviceScan");
+  std::uint32_t* run_slot = buf_.run_key.get();
+  place_runs_kernel<<<blocks_for(std::max<std::size_t>(runs, std::size_t(tiles) + 1), 256), 256, 0, stream_>>>(
+      runs, tiles, buf_.sorted_key.get(), buf_.sorted_id.get(), buf_.sorted_start.get(), run_slot,
+      buf_.tile_start.get());
+  check_launch("pmkit::cuda::set_points::place_runs");
+  scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      layout_, geo_, pos, n, buf_.warp_run_start.get(), run_slot, spare_.particles.get(), spare_.perm.get(),
+      spare_.slot.get());
+  check_launch("pmkit::cuda::set_points::scatter");
 }
 
 // The scatter by partition (kernels/partition.cuh; n > 0): count, pass 1 into
@@ -361,13 +408,12 @@ const std::uint32_t* CudaBackend<T, D>::partition_scatter(std::size_t n, const P
 
   // Pass 2: the pieces of each group (Chunks whose `tile` is the group).
   check(cudaMemsetAsync(buf_.piece_count.get(), 0, (groups.count + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
-  check(cudaMemsetAsync(buf_.bucket_count.get(), 0, (tiles + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
-  const Buckets whole{0};
-  chunk_count_kernel<<<blocks_for(groups.count, 256), 256, 0, stream_>>>(groups.count, whole, buf_.group_start.get(), B::kItems,
+  check(cudaMemsetAsync(buf_.tile_count.get(), 0, (tiles + 1) * sizeof(std::uint32_t), stream_), "cudaMemset");
+  chunk_count_kernel<<<blocks_for(groups.count, 256), 256, 0, stream_>>>(groups.count, buf_.group_start.get(), B::kItems,
                                                              buf_.piece_count.get());
   check_launch("pmkit::cuda::set_points::piece_count");
   scan(buf_.piece_count.get(), buf_.piece_start.get(), groups.count + 1);
-  chunk_fill_kernel<<<blocks_for(groups.count, 256), 256, 0, stream_>>>(groups.count, whole, buf_.group_start.get(),
+  chunk_fill_kernel<<<blocks_for(groups.count, 256), 256, 0, stream_>>>(groups.count, buf_.group_start.get(),
                                                             buf_.piece_start.get(), B::kItems, false,
                                                             spare_.pieces.get());
   check_launch("pmkit::cuda::set_points::piece_fill");
@@ -375,16 +421,16 @@ const std::uint32_t* CudaBackend<T, D>::partition_scatter(std::size_t n, const P
   const unsigned piece_blocks = static_cast<unsigned>(max_pieces);
   const std::uint32_t* num_pieces = buf_.piece_start.get() + groups.count;
   count_piece_tiles_kernel<<<piece_blocks, B::kThreads, 0, stream_>>>(groups, geo_.num_tiles, spare_.pieces.get(), num_pieces,
-                                                           buf_.part_key.get(), buf_.bucket_count.get(),
+                                                           buf_.part_key.get(), buf_.tile_count.get(),
                                                            buf_.piece_count_tiles.get());
   check_launch("pmkit::cuda::set_points::count_piece_tiles");
-  scan(buf_.bucket_count.get(), buf_.bucket_start.get(), tiles + 1);
+  scan(buf_.tile_count.get(), buf_.tile_start.get(), tiles + 1);
   // The interleave's banks, in the tile kernels' windows.
   const int window_width = kernels::dispatch(kernel_, [](auto k) { return TileWindow<decltype(k), D>::kWidth; });
   const WindowBanks<D> banks{interleaved_ ? buf_.window_banks.get() : nullptr, geo_, window_width};
   place_kernel<T, D><<<piece_blocks, B::kThreads, kPlaceShared, stream_>>>(
       groups, spare_.pieces.get(), num_pieces, buf_.piece_start.get(), buf_.part_key.get(), buf_.parted.get(),
-      spare_.binned_of_place.get(), buf_.bucket_start.get(), buf_.piece_count_tiles.get(), spare_.particles.get(),
+      spare_.binned_of_place.get(), buf_.tile_start.get(), buf_.piece_count_tiles.get(), spare_.particles.get(),
       spare_.perm.get(), spare_.sorted_piece.get(), banks);
   check_launch("pmkit::cuda::set_points::place");
   compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads * kComposePerThread), tuning::kPointThreads, 0, stream_>>>(
@@ -393,7 +439,7 @@ const std::uint32_t* CudaBackend<T, D>::partition_scatter(std::size_t n, const P
   // The pieces' count, for the spread's second move (lands with the call's one wait).
   check(cudaMemcpyAsync(&host_->pieces, num_pieces, sizeof(host_->pieces), cudaMemcpyDeviceToHost, stream_),
         "set_points: binning");
-  return buf_.bucket_start.get();
+  return buf_.tile_start.get();
 }
 
 // Throws the CPU backend's error for the first rejected particle, if a kernel found one.

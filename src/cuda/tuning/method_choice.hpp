@@ -28,14 +28,6 @@ namespace tuning {
 // ---------------------------------------------------------------------------------
 // set_points
 
-// Sub-buckets a tile for the one-pass scatter (as bits): as many as keep tiles x
-// sub-buckets within kMaxWriteFronts, at most 2^kMaxSubBucketBits.
-inline int sub_bucket_bits(std::size_t tiles) {
-  int bits = 0;
-  while (bits < kMaxSubBucketBits && (tiles << (bits + 1)) <= kMaxWriteFronts) ++bits;
-  return bits;
-}
-
 // The fewest tiles a group (a power of two) that keep the groups within
 // kPartitionGroups; one tile a group where tiles are few. Fixed by the grid.
 inline Groups partition_groups(std::uint32_t num_tiles) {

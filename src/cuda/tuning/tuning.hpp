@@ -30,15 +30,6 @@ constexpr int kPointThreads = 256;
 constexpr int kPropsPerPass = 3;
 
 // ---------------------------------------------------------------------------------
-// set_points: the one-pass scatter
-
-// Open write fronts (tiles x sub-buckets) of the one-pass scatter: fewer atomics queued
-// on one counter against partly written lines held in L2 (docs/tuning.md#kmaxwritefronts).
-constexpr unsigned kMaxWriteFronts = 1u << 16;
-// At most 2^5 sub-buckets a tile (docs/tuning.md#kmaxsubbucketbits).
-constexpr int kMaxSubBucketBits = 5;
-
-// ---------------------------------------------------------------------------------
 // set_points: the partition (kernels/partition.cuh)
 
 // Threads of the partition's blocks: items staged in shared memory against blocks an SM
