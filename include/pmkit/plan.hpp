@@ -157,12 +157,10 @@ class Plan {
   // structures too), each of num_points() values and none starting where another does.
   // Device memory on the CUDA backend unless options.host_arrays; the arrays never pass
   // through the host there, and the call returns once its work is queued (with
-  // host_arrays, once the arrays are back). The permutation is that of the binning: on
-  // the CPU backend stable (particles of one bin keep their relative order); on CUDA
-  // stable by tile where set_points partitioned the positions (input in no particular
-  // order), while input already nearly in binned order (the one-pass scatter) keeps each
-  // tile's particles together in the order their warps arrived, which can differ between
-  // runs. The plan's binning refers to the old order, so the
+  // host_arrays, once the arrays are back). The permutation is that of the binning, a
+  // stable sort on both backends: the particles of one bin (CPU) or tile (CUDA) keep
+  // their relative order, so the same positions give the same order in every run, and
+  // positions already in binned order keep theirs. The plan's binning refers to the old order, so the
   // plan needs set_points (of the permuted positions) before its next spread or interp
   // (NotReady until then). A rejected call (a length, a null or repeated array, before
   // set_points) writes nothing.

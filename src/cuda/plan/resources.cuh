@@ -122,7 +122,7 @@ struct PlanBuffers {
 };
 
 // What set_points and update_points read back, in pinned memory, so that the copies run
-// asynchronously on the plan's stream and land with the call's one wait.
+// asynchronously on the plan's stream and land with the call's final wait.
 struct HostStatus {
   unsigned long long first_bad;
   std::uint32_t chunks, heavy;  // adjacent: one copy (find_heavy_tiles)

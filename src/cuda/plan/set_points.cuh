@@ -1,6 +1,7 @@
 #pragma once
 // set_points and update_points: the binning of the caller's positions into tile order,
-// all on the plan's stream, with one wait at the end for the values read back.
+// all on the plan's stream, with a wait at the end for the values read back (and, in
+// set_points, one for the probe and one for the one-pass scatter's number of runs).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -436,7 +437,7 @@ const std::uint32_t* CudaBackend<T, D>::partition_scatter(std::size_t n, const P
   compose_slot_kernel<<<blocks_for(n, tuning::kPointThreads * kComposePerThread), tuning::kPointThreads, 0, stream_>>>(
       n, spare_.place.get(), spare_.binned_of_place.get(), spare_.slot.get());
   check_launch("pmkit::cuda::set_points::compose_slot");
-  // The pieces' count, for the spread's second move (lands with the call's one wait).
+  // The pieces' count, for the spread's second move (lands with the call's final wait).
   check(cudaMemcpyAsync(&host_->pieces, num_pieces, sizeof(host_->pieces), cudaMemcpyDeviceToHost, stream_),
         "set_points: binning");
   return buf_.tile_start.get();
