@@ -551,46 +551,6 @@ TEST(Cuda, PartitionReportsTheFirstBadParticle) {
   }
 }
 
-// set_points' partition is a stable sort by tile: the binned order is the caller's order
-// inside each tile, the same in every run. Both of its forms: one level (the groups are
-// the tiles, at most tuning::kPartitionGroups of them) and two (groups of tiles, then
-// tiles; the sanitizers take this one).
-TEST(Cuda, PartitionOrderIsStableAndReproducible) {
-  PMKIT_REQUIRE_GPU();
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  for (const auto& cells : {std::array<std::int64_t, 3>{64, 56, 60}, std::array<std::int64_t, 3>{128, 120, 112}}) {
-    if (sanitizing() && cells[0] == 64) continue;
-    const Grid<3> grid = make_grid<3>(cells, BoundaryKind::Periodic);
-    const std::int64_t edge = pmkit::cuda::tuning::tile_edge(3);
-    const std::size_t tiles = std::size_t((cells[0] + edge - 1) / edge) * ((cells[1] + edge - 1) / edge) *
-                              ((cells[2] + edge - 1) / edge);
-    SCOPED_TRACE(std::to_string(tiles) + " tiles");
-    const auto pos = make_positions<float, 3>(grid, Distribution::Uniform,
-                                               pmkit::cuda::tuning::kPartitionMinParticles + 300000, rng);
-    const std::size_t n = pos[0].size();
-    DeviceBuffer<float> dx(pos[0]), dy(pos[1]), dz(pos[2]);
-    std::vector<std::uint32_t> first;
-    for (int run = 0; run < 3; ++run) {
-      Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
-      plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
-      DeviceBuffer<std::uint32_t> dorder(n);
-      plan.binned_order(device_view(dorder));
-      const std::vector<std::uint32_t> order = dorder.download();
-      if (run == 0) {
-        first = order;
-        // A descent only where one tile's run ends and the next one's begins.
-        std::size_t descents = 0;
-        for (std::size_t k = 1; k < n; ++k) descents += order[k] < order[k - 1];
-        EXPECT_LT(descents, tiles) << "the binned order is not the caller's inside each tile";
-      } else {
-        EXPECT_EQ(order, first) << "binned order differs between runs (run " << run << ")";
-      }
-    }
-  }
-}
-
 // The binned order of three runs of one input: the same each run; returned.
 std::vector<std::uint32_t> reproducible_binned_order(const Grid<3>& grid, const std::array<std::vector<float>, 3>& pos) {
   const std::size_t n = pos[0].size();
@@ -610,12 +570,43 @@ std::vector<std::uint32_t> reproducible_binned_order(const Grid<3>& grid, const 
   return first;
 }
 
+// Places k of `order` where the caller's index falls: one only where a tile's particles
+// end and the next tile's begin, for an order stable by tile.
+std::size_t descents(const std::vector<std::uint32_t>& order) {
+  std::size_t count = 0;
+  for (std::size_t k = 1; k < order.size(); ++k) count += order[k] < order[k - 1];
+  return count;
+}
+
 std::array<std::vector<float>, 3> gathered(const std::array<std::vector<float>, 3>& pos,
                                            const std::vector<std::uint32_t>& order) {
   std::array<std::vector<float>, 3> out;
   for (int d = 0; d < 3; ++d)
     for (std::uint32_t k : order) out[d].push_back(pos[d][k]);
   return out;
+}
+
+// set_points' partition is a stable sort by tile: the binned order is the caller's order
+// inside each tile, the same in every run. Both of its forms: one level (the groups are
+// the tiles, at most tuning::kPartitionGroups of them) and two (groups of tiles, then
+// tiles; the sanitizers take this one).
+TEST(Cuda, PartitionOrderIsStableAndReproducible) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& cells : {std::array<std::int64_t, 3>{64, 56, 60}, std::array<std::int64_t, 3>{128, 120, 112}}) {
+    if (sanitizing() && cells[0] == 64) continue;
+    const Grid<3> grid = make_grid<3>(cells, BoundaryKind::Periodic);
+    const std::int64_t edge = pmkit::cuda::tuning::tile_edge(3);
+    const std::size_t tiles = std::size_t((cells[0] + edge - 1) / edge) * ((cells[1] + edge - 1) / edge) *
+                              ((cells[2] + edge - 1) / edge);
+    SCOPED_TRACE(std::to_string(tiles) + " tiles");
+    const auto pos = make_positions<float, 3>(grid, Distribution::Uniform,
+                                               pmkit::cuda::tuning::kPartitionMinParticles + 300000, rng);
+    EXPECT_LT(descents(reproducible_binned_order(grid, pos)), tiles)
+        << "the binned order is not the caller's inside each tile";
+  }
 }
 
 // set_points' one-pass scatter (input in binned order, or fewer particles than the
@@ -637,10 +628,8 @@ TEST(Cuda, OnePassOrderIsStable) {
 
   const std::size_t small = pmkit::cuda::tuning::kPartitionMinParticles / 3;
   const auto random_small = make_positions<float, 3>(grid, Distribution::Uniform, small, rng);
-  const std::vector<std::uint32_t> order_small = reproducible_binned_order(grid, random_small);
-  std::size_t descents = 0;
-  for (std::size_t k = 1; k < order_small.size(); ++k) descents += order_small[k] < order_small[k - 1];
-  EXPECT_LT(descents, tiles) << "the one-pass order of random input is not the caller's inside each tile";
+  EXPECT_LT(descents(reproducible_binned_order(grid, random_small)), tiles)
+      << "the one-pass order of random input is not the caller's inside each tile";
 
   const std::size_t n = pmkit::cuda::tuning::kPartitionMinParticles + 200000;
   const auto random = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
