@@ -561,11 +561,18 @@ DeviceRank<T, D>::DeviceRank(const Decomposition<D>& decomposition, const Halo& 
 template <class T, int D>
 DeviceRank<T, D>::~DeviceRank() = default;
 
+// A new buffer starts at zero, so that the first and last stored plane of each axis,
+// which the ghost fill leaves and no stencil reaches (halo.cpp), hold zeros and not what
+// the memory held.
 template <class T, int D>
 T* DeviceRank<T, D>::meshes(int count) {
-  cuda::DeviceScope scope(state_->device);
-  state_->meshes.reserve(static_cast<std::size_t>(count) * state_->local_size, "local meshes");
-  return state_->meshes.get();
+  State& s = *state_;
+  cuda::DeviceScope scope(s.device);
+  const std::size_t had = s.meshes.size();
+  s.meshes.reserve(static_cast<std::size_t>(count) * s.local_size, "local meshes");
+  if (s.meshes.size() != had)
+    check(cudaMemsetAsync(s.meshes.get(), 0, s.meshes.size() * sizeof(T), s.stream), "local meshes");
+  return s.meshes.get();
 }
 
 template <class T, int D>
