@@ -10,8 +10,13 @@
 // per GPU (weak) or all of them (strong), and the distributed plan on that one rank.
 // Every distributed run goes once through each transport (NCCL, host-staged MPI).
 // Beside each distributed step, untimed in it: the fastest step, a second set_points on
-// the same positions, and a second migrate right after the first (nothing left to move),
-// which times migrate's fixed cost: its pass over the positions and its messages.
+// the same positions, a second migrate right after the first (nothing left to move),
+// which times migrate's fixed cost: its pass over the positions and its messages, and a
+// third with one particle a rank moved one block along x, which adds the fixed cost of
+// moving particles (selection, sort, packing, messages) without their number. The
+// step is the sum of its phases, each the slowest rank's; beside it the slowest rank's
+// whole step (a rank that finishes a phase early waits for the others in the next phase's
+// messages, so the sum of the slowest phases counts that wait twice).
 //   mpirun -np 2 distributed_bench [--weak-particles N] [--weak-cells C] [--strong-particles N]
 //                                  [--strong-cells C] [--steps S] [--warmup W] [--skip-strong]
 //                                  [--nccl-only]
@@ -56,7 +61,7 @@ struct SplitMix {
 // positions and a second migrate with nothing to move; the fastest step's total).
 struct Step {
   double migrate = 0, set_points = 0, spread = 0, interp = 0, spread_exchange = 0, interp_exchange = 0;
-  double set_points_again = 0, idle_migrate = 0, fastest = 0;
+  double set_points_again = 0, idle_migrate = 0, one_moving_migrate = 0, fastest = 0, whole = 0;
   double total() const { return migrate + set_points + spread + interp; }
 };
 
@@ -101,6 +106,13 @@ struct Particles {
       check(cudaMemcpy(x[d].get(), host[d].data(), count * sizeof(float), cudaMemcpyHostToDevice), "upload");
     }
   }
+  // Particle 0 moved by `by` along axis d (a periodic plan wraps it).
+  void shift_first(int d, float by) {
+    float v;
+    check(cudaMemcpy(&v, x[d].get(), sizeof(float), cudaMemcpyDeviceToHost), "download");
+    v += by;
+    check(cudaMemcpy(x[d].get(), &v, sizeof(float), cudaMemcpyHostToDevice), "upload");
+  }
   std::array<View<const float>, 3> positions() const {
     return {View<const float>(x[0].get(), count), View<const float>(x[1].get(), count),
             View<const float>(x[2].get(), count)};
@@ -121,9 +133,13 @@ double max_over(MPI_Comm comm, double v) {
 }
 
 Step median(std::vector<Step> steps) {
+  std::vector<double> wholes;
+  for (const Step& s : steps) wholes.push_back(s.whole);
+  std::sort(wholes.begin(), wholes.end());
   std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.total() < b.total(); });
   Step m = steps[steps.size() / 2];
   m.fastest = steps.front().total();
+  m.whole = wholes[wholes.size() / 2];
   return m;
 }
 
@@ -150,6 +166,7 @@ Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
     t.set_points = t1 - t0;
     t.spread = t2 - t1;
     t.interp = t3 - t2;
+    t.whole = t3 - t0;
     if (s >= schedule.warmup) timed.push_back(t);
   }
   return median(timed);
@@ -188,6 +205,12 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
     double t5 = MPI_Wtime();
     p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
     t.idle_migrate = max_over(comm, MPI_Wtime() - t5);
+    p.shift_first(0, static_cast<float>(plan.block().cells[0] * grid.spacing[0]));
+    MPI_Barrier(comm);
+    const double t6 = MPI_Wtime();
+    p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    t.one_moving_migrate = max_over(comm, MPI_Wtime() - t6);
+    t.whole = max_over(comm, t4 - t0);
     t.migrate = max_over(comm, t1 - t0);
     t.set_points = max_over(comm, t2 - t1);
     t.spread = max_over(comm, t3 - t2);
@@ -202,11 +225,11 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
 void print(const char* label, const Step& t, double baseline) {
   if (world_rank() != 0) return;
   std::printf("  %-34s step %8.3f ms = migrate %7.3f + set_points %7.3f + spread %7.3f (exchange %6.3f) + interp "
-              "%7.3f (exchange %6.3f)   baseline / this = %.3f   [fastest step %.3f; set_points again %.3f; migrate "
-              "with nothing to move %.3f]\n",
+              "%7.3f (exchange %6.3f)   baseline / this = %.3f   [whole step %.3f; fastest step %.3f; set_points "
+              "again %.3f; migrate with nothing to move %.3f, with one particle a rank %.3f]\n",
               label, 1e3 * t.total(), 1e3 * t.migrate, 1e3 * t.set_points, 1e3 * t.spread, 1e3 * t.spread_exchange,
-              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total(), 1e3 * t.fastest,
-              1e3 * t.set_points_again, 1e3 * t.idle_migrate);
+              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total(), 1e3 * t.whole, 1e3 * t.fastest,
+              1e3 * t.set_points_again, 1e3 * t.idle_migrate, 1e3 * t.one_moving_migrate);
   std::fflush(stdout);
 }
 
@@ -226,7 +249,7 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  double baseline = 0, one_rank_total = 0;
+  double baseline = 0, one_rank_total = 0, one_rank_whole = 0;
   if (rank == 0) {
     std::printf("%s: %d GPUs, %zu particles per GPU, grid %lld x %lld x %lld; 1-GPU baseline %zu particles on "
                 "%lld^3\n",
@@ -244,9 +267,11 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
     const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, schedule);
     print("1 GPU, DistributedPlan", one_rank, baseline);
     one_rank_total = one_rank.total();
+    one_rank_whole = one_rank.whole;
   }
   MPI_Bcast(&baseline, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Bcast(&one_rank_total, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&one_rank_whole, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (size == 1) return;
   for (Transport transport : {Transport::Nccl, Transport::HostMpi}) {
     if (nccl_only && transport != Transport::Nccl) continue;
@@ -265,6 +290,9 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
                   "step / this step%s)\n",
                   weak ? "weak-scaling" : "strong-scaling", 100.0 * baseline / t.total() * per_gpu,
                   100.0 * one_rank_total / t.total() * per_gpu, weak ? "" : " / GPUs");
+    if (rank == 0)
+      std::printf("    by the whole steps: %.1f%% against the 1-GPU Plan, %.1f%% against the 1-GPU DistributedPlan\n",
+                  100.0 * baseline / t.whole * per_gpu, 100.0 * one_rank_whole / t.whole * per_gpu);
   }
 }
 
