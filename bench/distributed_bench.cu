@@ -1,8 +1,9 @@
 // The distributed plan on GPUs, one rank per GPU (mpirun -np P distributed_bench):
 //  * weak scaling: 2^24 particles and a 256^3 block per GPU;
 //  * strong scaling: 2^26 particles on 512^3 in all.
-// One step is migrate after a small move (every particle by up to a quarter cell per axis),
-// set_points, spread and interp, float, M'4, periodic. Each figure is the median of the
+// One step is migrate after a small move (every particle by up to a quarter cell per axis,
+// on the device as a simulation's push moves them; --host-move: on the host's threads, then
+// uploaded, while the GPUs wait), set_points, spread and interp, float, M'4, periodic. Each figure is the median of the
 // timed steps of the slowest rank, after warm-up steps (a rank's count-sized buffers are
 // allocated, and regrown once, in its first steps: docs/tuning.md#kregrowthheadroom),
 // printed beside its baseline from the same run: the
@@ -19,7 +20,7 @@
 // messages, so the sum of the slowest phases counts that wait twice).
 //   mpirun -np 2 distributed_bench [--weak-particles N] [--weak-cells C] [--strong-particles N]
 //                                  [--strong-cells C] [--steps S] [--warmup W] [--skip-strong]
-//                                  [--nccl-only]
+//                                  [--nccl-only] [--host-move]
 #include <mpi.h>
 
 #include <algorithm>
@@ -49,7 +50,7 @@ int world_rank() {
 // A fast reproducible generator of uniform doubles in [0, 1).
 struct SplitMix {
   std::uint64_t state;
-  double next() {
+  __host__ __device__ double next() {
     std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -65,10 +66,20 @@ struct Step {
   double total() const { return migrate + set_points + spread + interp; }
 };
 
-// Untimed steps first, then the timed ones.
+// Untimed steps first, then the timed ones; where the particles move between steps.
 struct Schedule {
   int warmup = 10, steps = 5;
+  bool host_move = false;
 };
+
+// Every particle by up to a quarter cell of width h along one axis, from a generator
+// seeded by the particle's index and `seed`.
+__global__ void move_kernel(float* x, std::size_t n, double h, std::uint64_t seed) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  SplitMix rng{seed * 0x100000001b3ull + i};
+  x[i] += static_cast<float>((rng.next() - 0.5) * 0.5 * h);
+}
 
 // Particles of one rank on the device, in arrays of `capacity` slots, and their host copy.
 struct Particles {
@@ -89,9 +100,17 @@ struct Particles {
     q = DeviceBuffer<float>(std::vector<float>(cap, 1.0f), "charges");
     values.reserve(cap, "interpolated values");
   }
-  // Every particle by up to a quarter cell of width h per axis (host, on kMoveThreads
-  // threads of one generator each, then uploaded).
-  void move(double h, std::uint64_t seed) {
+  // Every particle by up to a quarter cell of width h per axis: on the device, or on the
+  // host (kMoveThreads threads of one generator each) and uploaded.
+  void move(double h, std::uint64_t seed, bool on_host) {
+    if (!on_host) {
+      constexpr unsigned kThreads = 256;
+      for (int d = 0; d < 3; ++d)
+        move_kernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads>>>(x[d].get(), count, h,
+                                                                                          seed * 3 + d);
+      check(cudaGetLastError(), "move_kernel");
+      return;
+    }
     constexpr int kMoveThreads = 8;
     for (int d = 0; d < 3; ++d) {
       check(cudaMemcpy(host[d].data(), x[d].get(), count * sizeof(float), cudaMemcpyDeviceToHost), "download");
@@ -149,7 +168,7 @@ Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
   DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()), "mesh");
   std::vector<Step> timed;
   for (int s = 0; s < schedule.warmup + schedule.steps; ++s) {
-    p.move(grid.spacing[0], 1000 + s);
+    p.move(grid.spacing[0], 1000 + s, schedule.host_move);
     // Positions moved past a periodic end are wrapped by the plan itself.
     Step t;
     check(cudaDeviceSynchronize(), "step");
@@ -179,7 +198,7 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
   DeviceBuffer<float> block(static_cast<std::size_t>(plan.block_size()), "block");
   std::vector<Step> timed;
   for (int s = 0; s < schedule.warmup + schedule.steps; ++s) {
-    p.move(grid.spacing[0], 2000 + 7919 * world_rank() + s);
+    p.move(grid.spacing[0], 2000 + 7919 * world_rank() + s, schedule.host_move);
     Step t;
     check(cudaDeviceSynchronize(), "step");
     MPI_Barrier(comm);
@@ -318,6 +337,7 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") schedule.warmup = static_cast<int>(next());
     else if (a == "--skip-strong") strong = false;
     else if (a == "--nccl-only") nccl_only = true;
+    else if (a == "--host-move") schedule.host_move = true;
   }
   int devices = 0;
   check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
@@ -326,8 +346,8 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median) "
-                "after %d warm-up steps\n",
-                size, devices, prop.name, schedule.steps, schedule.warmup);
+                "after %d warm-up steps, particles moved on the %s\n",
+                size, devices, prop.name, schedule.steps, schedule.warmup, schedule.host_move ? "host" : "device");
   }
   try {
     // Weak: each GPU a 256^3 block; the rank grid MPI_Dims_create gives.
