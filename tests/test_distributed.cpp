@@ -139,6 +139,17 @@ std::size_t differing_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return count;
 }
 
+// The code of the pmkit::Error that f throws, Ok if none.
+template <class F>
+ErrorCode error_code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::Ok;
+}
+
 // Every size-th particle from this rank's number: a start that ignores the blocks.
 template <class T, int D>
 Share<T, D> deal(const Positions<T, D>& x, const std::vector<T>& q, std::size_t capacity) {
@@ -632,20 +643,41 @@ TEST(DistributedCuda, DeterministicSpreadIsTheCpuRanksBits) {
       check_cuda_deterministic<float, 2>(make_grid<2>({13, 11}, kind), kernel, 800, rng, first, devices);
     }
 }
+
+// A value that is not finite on one CUDA rank: every rank fails, and no block changes.
+TEST(DistributedCuda, DeterministicSpreadRejectsValuesNotFinite) {
+  const int devices = visible_gpus();
+  if (devices == 0) GTEST_SKIP() << "no GPU";
+  using cuda::DeviceBuffer;
+  Options options;
+  options.deterministic = true;
+  options.backend = Backend::Cuda;
+  options.device = world_rank() % devices;
+  cuda::check(cudaSetDevice(options.device), "cudaSetDevice");
+  const Grid<3> grid = make_grid<3>({10, 9, 8}, BoundaryKind::Periodic);
+  DistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), options);
+  // Rank 0 holds one particle, in the middle of its block's first cell, of charge inf.
+  const std::size_t m = world_rank() == 0 ? 1 : 0;
+  std::array<DeviceBuffer<double>, 3> x;
+  std::array<View<const double>, 3> mine;
+  for (int d = 0; d < 3; ++d) {
+    x[d] = DeviceBuffer<double>(
+        std::vector<double>{grid.origin[d] + (plan.block().first_cell[d] + 0.5) * grid.spacing[d]});
+    mine[d] = View<const double>(x[d].get(), m);
+  }
+  plan.set_points(mine);
+  const std::vector<double> before(std::max<std::int64_t>(1, plan.block_size()), 0.5);
+  DeviceBuffer<double> q(std::vector<double>{std::numeric_limits<double>::infinity()}), block(before);
+  EXPECT_EQ(error_code_of([&] {
+              plan.spread({View<const double>(q.get(), m)}, {View<double>(block.get(), plan.block_size())});
+            }),
+            ErrorCode::InvalidArgument);
+  EXPECT_EQ(block.download(), before) << "rank " << world_rank();
+}
 #endif
 
 // ---------------------------------------------------------------------------------
 // Errors: every rank throws, and nothing the caller owns changes.
-
-template <class F>
-ErrorCode error_code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::Ok;
-}
 
 TEST(DistributedErrors, MeshTooSmallForTheRanks) {
   EXPECT_EQ(error_code_of([] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({1, 1}), Kernel::linear()); }),
