@@ -1,6 +1,8 @@
 // The device half of a CUDA rank (device_rank.hpp): small kernels that gather and
 // scatter the ghost lists, copy between blocks and local meshes, find each particle's
-// owner and pack the migrating particles; the transport moves the packed buffers.
+// owner and pack the migrating particles, and the deterministic spread's kernels (on the
+// functions exact_spread.hpp shares with the CPU ranks); the transport moves the packed
+// buffers.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
