@@ -118,6 +118,38 @@ struct Share {
   }
 };
 
+// Every particle: the share of a rank that holds them all.
+template <class T, int D>
+Share<T, D> all_particles(const Positions<T, D>& x, const std::vector<T>& q) {
+  Share<T, D> s(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    for (int d = 0; d < D; ++d) s.x[d][i] = x[d][i];
+    s.q[i] = q[i];
+    s.id[i] = static_cast<T>(i);
+  }
+  s.count = q.size();
+  return s;
+}
+
+// The entries whose bits differ.
+template <class T>
+std::size_t differing_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) count += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return count;
+}
+
+// The code of the pmkit::Error that f throws, Ok if none.
+template <class F>
+ErrorCode error_code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::Ok;
+}
+
 // Every size-th particle from this rank's number: a start that ignores the blocks.
 template <class T, int D>
 Share<T, D> deal(const Positions<T, D>& x, const std::vector<T>& q, std::size_t capacity) {
@@ -370,13 +402,7 @@ void check_deterministic(const Grid<D>& grid, const Kernel& kernel, std::size_t 
   options.deterministic = true;
   // One rank: every particle, the whole mesh.
   DistributedPlan<T, D> one(MPI_COMM_SELF, grid, kernel, options);
-  Share<T, D> everything(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (int d = 0; d < D; ++d) everything.x[d][i] = x[d][i];
-    everything.q[i] = q[i];
-    everything.id[i] = static_cast<T>(i);
-  }
-  everything.count = n;
+  Share<T, D> everything = all_particles<T, D>(x, q);
   everything.migrate(one);
   one.set_points(everything.positions());
   std::vector<T> whole(one.block_size());
@@ -410,10 +436,7 @@ void check_deterministic(const Grid<D>& grid, const Kernel& kernel, std::size_t 
     std::vector<T> block(plan.block_size());
     plan.spread({View<const T>(share.q.data(), share.count)}, {View<T>(block)});
     const std::vector<T> expected = cut_block<T, D>(whole, one.block_shape(), plan.block());
-    std::size_t differing = 0;
-    for (std::size_t i = 0; i < block.size(); ++i)
-      differing += std::memcmp(&block[i], &expected[i], sizeof(T)) != 0;
-    EXPECT_EQ(differing, 0u) << "nodes whose bits differ from one rank's, rank " << world_rank();
+    EXPECT_EQ(differing_bits(block, expected), 0u) << "nodes whose bits differ from one rank's, rank " << world_rank();
   }
 }
 
@@ -425,6 +448,14 @@ TEST(Distributed, DeterministicSpreadIsTheSameBitsAtAnyRankCount) {
 }
 
 #if defined(PMKIT_WITH_CUDA)
+// The GPUs there are (0 without a driver or a device: the CUDA tests skip).
+int visible_gpus() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess) return devices;
+  cudaGetLastError();
+  return 0;
+}
+
 // CUDA ranks (one GPU each, round-robin over the GPUs there are): the same comparison on
 // device arrays, through each transport. Skips without a GPU.
 template <class T, int D>
@@ -489,11 +520,8 @@ void check_cuda_against_single_rank(const Grid<D>& grid, const Kernel& kernel, c
 }
 
 TEST(DistributedCuda, MatchesSingleRank) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    GTEST_SKIP() << "no GPU";
-  }
+  const int devices = visible_gpus();
+  if (devices == 0) GTEST_SKIP() << "no GPU";
   const std::uint64_t seed = shared_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -506,20 +534,150 @@ TEST(DistributedCuda, MatchesSingleRank) {
                                                   transport, devices);
       }
 }
+
+// The deterministic spread of two properties (q, and `other` by particle id, of another
+// magnitude) by `plan` of the particles `share`, migrated by the plan, on the host or, for
+// a CUDA plan, on the device, added onto blocks that start at a pattern of their own;
+// returns this rank's two blocks.
+template <class T, int D>
+std::array<std::vector<T>, 2> exact_blocks(DistributedPlan<T, D>& plan, Share<T, D> share, const std::vector<T>& other) {
+  using cuda::DeviceBuffer;
+  // The starting pattern, a function of the node's global index, so that the blocks of
+  // all ranks cut the one-rank mesh's pattern.
+  std::array<std::vector<T>, 2> blocks;
+  const Block<D>& block = plan.block();
+  for (int b = 0; b < 2; ++b) {
+    blocks[b].resize(plan.block_size());
+    for (std::size_t k = 0; k < blocks[b].size(); ++k) {
+      std::int64_t rest = static_cast<std::int64_t>(k), key = b;
+      for (int d = 0; d < D; ++d) {
+        key += (d + 1) * (block.first_node[d] + rest % block.shape[d]);
+        rest /= block.shape[d];
+      }
+      blocks[b][k] = static_cast<T>(0.25 * (key % 7));
+    }
+  }
+  auto second_property = [&] {
+    std::vector<T> p(share.count);
+    for (std::size_t i = 0; i < share.count; ++i) p[i] = other[static_cast<std::size_t>(share.id[i])];
+    return p;
+  };
+  if (plan.options().backend != Backend::Cuda) {
+    share.migrate(plan);
+    const std::vector<T> p = second_property();
+    plan.set_points(share.positions());
+    plan.spread({View<const T>(share.q.data(), share.count), View<const T>(p)},
+                {View<T>(blocks[0]), View<T>(blocks[1])}, Accumulate::Add);
+    return blocks;
+  }
+  const std::size_t capacity = share.q.size();
+  std::array<DeviceBuffer<T>, D> dx;
+  std::array<View<T>, D> positions;
+  std::array<View<const T>, D> mine;
+  for (int d = 0; d < D; ++d) {
+    dx[d] = DeviceBuffer<T>(share.x[d]);
+    positions[d] = View<T>(dx[d].get(), capacity);
+  }
+  DeviceBuffer<T> dq(share.q), did(share.id);
+  share.count = plan.migrate(positions, {View<T>(dq.get(), capacity), View<T>(did.get(), capacity)}, share.count);
+  share.id = did.download();
+  for (int d = 0; d < D; ++d) mine[d] = View<const T>(dx[d].get(), share.count);
+  DeviceBuffer<T> dp(std::max<std::size_t>(1, share.count));
+  if (share.count > 0) dp.upload(second_property());
+  plan.set_points(mine);
+  std::array<DeviceBuffer<T>, 2> device_blocks = {DeviceBuffer<T>(blocks[0]), DeviceBuffer<T>(blocks[1])};
+  plan.spread({View<const T>(dq.get(), share.count), View<const T>(dp.get(), share.count)},
+              {View<T>(device_blocks[0].get(), blocks[0].size()), View<T>(device_blocks[1].get(), blocks[1].size())},
+              Accumulate::Add);
+  for (int b = 0; b < 2; ++b) {
+    blocks[b] = device_blocks[b].download();
+    blocks[b].resize(plan.block_size());
+  }
+  return blocks;
+}
+
+// CUDA ranks' deterministic spread against the CPU ranks': the same bits on one rank and
+// at this rank count (through `transport`), as the CPU ranks' one-rank result cut to the
+// blocks.
+template <class T, int D>
+void check_cuda_deterministic(const Grid<D>& grid, const Kernel& kernel, std::size_t n, std::mt19937_64& rng,
+                              Transport transport, int devices) {
+  const Positions<T, D> x = mixed_positions<T, D>(grid, n, rng);
+  const std::vector<T> q = random_values<T>(n, rng), other = random_values<T>(n, rng, -1e3, 1e3);
+  Options host, device;
+  host.deterministic = device.deterministic = true;
+  device.backend = Backend::Cuda;
+  device.device = world_rank() % devices;
+  cuda::check(cudaSetDevice(device.device), "cudaSetDevice");
+  Share<T, D> everything = all_particles<T, D>(x, q);
+  DistributedPlan<T, D> cpu_one(MPI_COMM_SELF, grid, kernel, host);
+  const std::array<std::vector<T>, 2> whole = exact_blocks(cpu_one, everything, other);
+  DistributedPlan<T, D> gpu_one(MPI_COMM_SELF, grid, kernel, device);
+  const std::array<std::vector<T>, 2> one = exact_blocks(gpu_one, everything, other);
+  DistributedPlan<T, D> gpu_all(MPI_COMM_WORLD, grid, kernel, device, {}, transport);
+  const std::array<std::vector<T>, 2> all = exact_blocks(gpu_all, deal<T, D>(x, q, n), other);
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_EQ(differing_bits(one[b], whole[b]), 0u) << "property " << b << ": one CUDA rank against one CPU rank";
+    EXPECT_EQ(differing_bits(all[b], cut_block<T, D>(whole[b], cpu_one.block_shape(), gpu_all.block())), 0u)
+        << "property " << b << ": CUDA ranks against one CPU rank, rank " << world_rank();
+  }
+}
+
+TEST(DistributedCuda, DeterministicSpreadIsTheCpuRanksBits) {
+  const int devices = visible_gpus();
+  if (devices == 0) GTEST_SKIP() << "no GPU";
+  const std::uint64_t seed = shared_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  int c = 0;
+  for (const Kernel& kernel : {Kernel::linear(), Kernel::tsc(), Kernel::mp4(), Kernel::bspline(8)})
+    for (BoundaryKind kind : all_boundaries()) {
+      // Each case through both transports: double one way, float the other.
+      const Transport first = c++ % 2 == 0 ? Transport::Nccl : Transport::HostMpi;
+      const Transport second = first == Transport::Nccl ? Transport::HostMpi : Transport::Nccl;
+      SCOPED_TRACE(kernel.name() + " " + name(kind) +
+                   (first == Transport::Nccl ? " (nccl: double and 2D; host-mpi: float 3D)"
+                                             : " (host-mpi: double and 2D; nccl: float 3D)"));
+      check_cuda_deterministic<double, 3>(make_grid<3>({10, 9, 8}, kind), kernel, 1500, rng, first, devices);
+      check_cuda_deterministic<float, 3>(make_grid<3>({9, 8, 11}, kind), kernel, 1500, rng, second, devices);
+      check_cuda_deterministic<float, 2>(make_grid<2>({13, 11}, kind), kernel, 800, rng, first, devices);
+    }
+}
+
+// A value that is not finite on one CUDA rank: every rank fails, and no block changes.
+TEST(DistributedCuda, DeterministicSpreadRejectsValuesNotFinite) {
+  const int devices = visible_gpus();
+  if (devices == 0) GTEST_SKIP() << "no GPU";
+  using cuda::DeviceBuffer;
+  Options options;
+  options.deterministic = true;
+  options.backend = Backend::Cuda;
+  options.device = world_rank() % devices;
+  cuda::check(cudaSetDevice(options.device), "cudaSetDevice");
+  const Grid<3> grid = make_grid<3>({10, 9, 8}, BoundaryKind::Periodic);
+  DistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), options);
+  // Rank 0 holds one particle, in the middle of its block's first cell, of charge inf.
+  const std::size_t m = world_rank() == 0 ? 1 : 0;
+  std::array<DeviceBuffer<double>, 3> x;
+  std::array<View<const double>, 3> mine;
+  for (int d = 0; d < 3; ++d) {
+    x[d] = DeviceBuffer<double>(
+        std::vector<double>{grid.origin[d] + (plan.block().first_cell[d] + 0.5) * grid.spacing[d]});
+    mine[d] = View<const double>(x[d].get(), m);
+  }
+  plan.set_points(mine);
+  const std::vector<double> before(std::max<std::int64_t>(1, plan.block_size()), 0.5);
+  DeviceBuffer<double> q(std::vector<double>{std::numeric_limits<double>::infinity()}), block(before);
+  EXPECT_EQ(error_code_of([&] {
+              plan.spread({View<const double>(q.get(), m)}, {View<double>(block.get(), plan.block_size())});
+            }),
+            ErrorCode::InvalidArgument);
+  EXPECT_EQ(block.download(), before) << "rank " << world_rank();
+}
 #endif
 
 // ---------------------------------------------------------------------------------
 // Errors: every rank throws, and nothing the caller owns changes.
-
-template <class F>
-ErrorCode error_code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::Ok;
-}
 
 TEST(DistributedErrors, MeshTooSmallForTheRanks) {
   EXPECT_EQ(error_code_of([] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({1, 1}), Kernel::linear()); }),

@@ -31,8 +31,8 @@
 // summed in 128-bit fixed point (a scale common to all ranks, from the largest |q| and
 // the total particle count), the ghost sums are exchanged as integers and each node is
 // rounded once, so the result is the same bit for bit at any rank count and any cuts,
-// and within a rounding of the exact sum of the contributions. The deterministic spread
-// runs on CPU ranks; on CUDA ranks it is refused at construction.
+// on CPU ranks and on CUDA ranks alike (the same integers: the device adds them with
+// two 64-bit atomics each), and within a rounding of the exact sum of the contributions.
 //
 // Collective calls. Every call but the accessors is collective: all ranks of the
 // communicator make it, in the same order. A call that fails on any rank throws

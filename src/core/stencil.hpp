@@ -9,6 +9,15 @@
 
 namespace pmkit::detail {
 
+// The 1D weights of kernels::weights_1d: Horner in the compiler's own arithmetic (a
+// device compiler fuses its multiplies and adds), the weights every backend's plan uses.
+struct HornerWeights {
+  template <class K, class T>
+  PMKIT_HD PMKIT_FORCEINLINE static void apply(T s, T (&w)[K::support]) {
+    kernels::weights_1d<K>(s, w);
+  }
+};
+
 // Where a particle lands: per dimension the first logical node and the local
 // coordinate s in [0, 1). Computed once, in double, at binning time.
 template <class K, int D, class R>
@@ -25,8 +34,10 @@ PMKIT_HD PMKIT_FORCEINLINE void locate_particle(const double (&u)[D], int (&base
 // index and the row's weight; per x-node a (weights[0][a], nodes[0][a]) its weight and
 // storage index. nodes[0][a] is consecutive in a unless the row crosses a periodic seam
 // or a fold. A kernel that adds a row with vector atomics (cuda/kernels/mesh_rows.cuh)
-// walks it by rows; for_each_node walks the same nodes with the same weights.
-template <class K, int D, class T>
+// walks it by rows; for_each_node walks the same nodes with the same weights. Weights:
+// how the 1D weights are evaluated (HornerWeights, or a policy that rounds the same on
+// host and device).
+template <class K, int D, class T, class Weights = HornerWeights>
 struct StencilRows {
   static constexpr int S = K::support;
   static constexpr int kRows = D == 2 ? S : S * S;
@@ -36,7 +47,7 @@ struct StencilRows {
   PMKIT_HD PMKIT_FORCEINLINE StencilRows(const Layout<D>& layout, const int (&base)[D], const T (&s)[D]) {
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) {
-      kernels::weights_1d<K>(s[d], weights[d]);
+      Weights::template apply<K>(s[d], weights[d]);
       PMKIT_UNROLL
       for (int k = 0; k < S; ++k) nodes[d][k] = layout.axis[d].node(base[d] + k) * layout.stride[d];
     }
@@ -53,21 +64,21 @@ struct StencilRows {
 };
 
 // Calls f(row_index, row_weight, x_weights, x_nodes) for each x-row of the stencil.
-template <class K, int D, class T, class F>
+template <class K, int D, class Weights = HornerWeights, class T, class F>
 PMKIT_HD PMKIT_FORCEINLINE void for_each_row(const Layout<D>& layout, const int (&base)[D], const T (&s)[D],
                                              F&& f) {
-  const StencilRows<K, D, T> rows(layout, base, s);
+  const StencilRows<K, D, T, Weights> rows(layout, base, s);
   PMKIT_UNROLL
   for (int r = 0; r < rows.kRows; ++r) f(rows.row_index(r), rows.row_weight(r), rows.weights[0], rows.nodes[0]);
 }
 
 // Calls f(mesh_index, weight) for each of the S^D nodes of a particle (weight = the
 // row's weight times the x-weight, in that order, on every backend).
-template <class K, int D, class T, class F>
+template <class K, int D, class Weights = HornerWeights, class T, class F>
 PMKIT_HD PMKIT_FORCEINLINE void for_each_node(const Layout<D>& layout, const int (&base)[D],
                                               const T (&s)[D], F&& f) {
   constexpr int S = K::support;
-  for_each_row<K, D>(layout, base, s,
+  for_each_row<K, D, Weights>(layout, base, s,
                      [&](std::int64_t row, T w_row, const T (&wx)[S], const std::int64_t (&x)[S]) {
                        PMKIT_UNROLL
                        for (int a = 0; a < S; ++a) f(row + x[a], w_row * wx[a]);

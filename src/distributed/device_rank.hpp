@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include <mpi.h>
 
@@ -23,8 +24,8 @@ template <class T, int D>
 class DeviceRank {
  public:
   DeviceRank(const Decomposition<D>& decomposition, const Halo& halo, const Region<D>& region,
-             const detail::Layout<D>& global, std::int64_t local_size, MPI_Comm comm, const Options& options,
-             Transport transport);
+             const detail::Layout<D>& global, const detail::Layout<D>& local, MPI_Comm comm, const Kernel& kernel,
+             const Options& options, Transport transport);
   ~DeviceRank();
 
   // count local meshes (block and ghosts), one after another, in device memory.
@@ -41,12 +42,23 @@ class DeviceRank {
                              std::array<double, D>& position);
   // migrate (migration.hpp) on device arrays; the same checks, messages and result.
   std::size_t migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count);
+  // The deterministic spread (exact_spread.hpp) on the device: set_points' stencils; each
+  // property's largest |q| (a value that is not finite fails, named); `count` fixed-point
+  // local meshes; the contributions added there with 64-bit integer atomics; their ghost
+  // sums exchanged and added as integers; the owned nodes rounded into the blocks.
+  void locate_exact(const std::array<View<const T>, D>& positions, std::size_t n);
+  void largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs);
+  void exact_meshes(int count);
+  void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale);
+  void halo_sum_exact(int count);
+  void exact_to_block(T* const* blocks, int count, const std::vector<double>& inverse, Accumulate mode);
   // Waits for the rank's stream: the phases' timings end there.
   void synchronize();
   Transport transport() const { return transport_; }
 
  private:
-  void halo_pass(int count, bool sum);
+  template <class V>
+  void halo_pass(V* meshes, V* send, V* recv, int count, bool sum);
   struct State;
   std::unique_ptr<State> state_;
   Transport transport_;

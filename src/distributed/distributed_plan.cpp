@@ -51,11 +51,6 @@ void check_block_arrays(const char* what, const Span<M>& arrays, std::int64_t si
   }
 }
 
-// The grid coordinate (x - origin) / h as Axis::coordinate computes it, unwrapped.
-double raw_coordinate(const detail::Axis& a, double x) {
-  return a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
-}
-
 }  // namespace
 
 template <class T, int D>
@@ -77,6 +72,7 @@ struct DistributedPlan<T, D>::Impl {
 #endif
   std::vector<T> meshes;       // local meshes (block and ghosts), one per property
   std::vector<Exact> exact;    // deterministic: the fixed-point local meshes
+  std::vector<double> max_abs;  // deterministic: each property's largest |q| on this rank
   // Deterministic: each particle's stencil (base in local logical nodes, local coordinate).
   std::array<std::vector<int>, D> base;
   std::array<std::vector<T>, D> frac;
@@ -120,7 +116,7 @@ struct DistributedPlan<T, D>::Impl {
   void owned_coordinates(const double (&x)[D], std::size_t i, double (&u)[D]) const {
     for (int d = 0; d < D; ++d) {
       const detail::Axis& a = global_layout.axis[d];
-      u[d] = raw_coordinate(a, x[d]);
+      u[d] = distributed::raw_coordinate(a, x[d]);
       if (!std::isfinite(x[d]))
         fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x[d], ": particle positions must be finite");
       if (!(u[d] >= 0 && u[d] <= a.cells))
@@ -138,7 +134,9 @@ struct DistributedPlan<T, D>::Impl {
   void set_points(const Positions& positions, std::size_t count) {
     std::array<std::vector<int>, D> new_base;
     std::array<std::vector<T>, D> new_frac;
-    if (options.deterministic)
+    std::int64_t first_cell[D];
+    for (int d = 0; d < D; ++d) first_cell[d] = block.first_cell[d];
+    if (options.deterministic && !on_device())
       for (int d = 0; d < D; ++d) {
         new_base[d].resize(count);
         new_frac[d].resize(count);
@@ -152,6 +150,7 @@ struct DistributedPlan<T, D>::Impl {
         for (int d = 0; d < D; ++d) x[d] = position[d];
         owned_coordinates(x, first, u);
       }
+      if (options.deterministic) device->locate_exact(positions, count);
     }
 #endif
     for (std::size_t i = 0; i < count && !on_device(); ++i) {
@@ -162,9 +161,9 @@ struct DistributedPlan<T, D>::Impl {
         kernels::dispatch(kernel, [&](auto k) {
           int b[D];
           T s[D];
-          detail::locate_particle<decltype(k), D>(u, b, s);
+          distributed::exact_stencil<decltype(k), T, D>(u, first_cell, b, s);
           for (int d = 0; d < D; ++d) {
-            new_base[d][i] = b[d] - static_cast<int>(block.first_cell[d] - 1);
+            new_base[d][i] = b[d];
             new_frac[d][i] = s[d];
           }
         });
@@ -173,7 +172,7 @@ struct DistributedPlan<T, D>::Impl {
     // axis (a counting sort), for the slabs of spread_exact.
     std::vector<std::size_t> new_plane_start;
     std::vector<std::uint32_t> new_order;
-    if (options.deterministic) {
+    if (options.deterministic && !on_device()) {
       const int g = kernel.ghost_width();
       new_plane_start.assign(region.local[D - 1] + 1, 0);
       for (std::size_t i = 0; i < count; ++i) ++new_plane_start[new_base[D - 1][i] + g + 1];
@@ -196,7 +195,8 @@ struct DistributedPlan<T, D>::Impl {
     const std::size_t values = count * static_cast<std::size_t>(local_size());
 #if defined(PMKIT_WITH_CUDA)
     if (device) {
-      device->meshes(static_cast<int>(count));
+      if (exact_sums) device->exact_meshes(static_cast<int>(count));
+      else device->meshes(static_cast<int>(count));
       return;
     }
 #endif
@@ -291,6 +291,24 @@ struct DistributedPlan<T, D>::Impl {
     timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
   }
 
+  // Deterministic: each property's largest |q| on this rank into max_abs; a value that is
+  // not finite fails, named.
+  void largest_values(Span<View<const T>> props) {
+    max_abs.assign(props.size(), 0.0);
+#if defined(PMKIT_WITH_CUDA)
+    if (device) {
+      device->largest_values(props, n, max_abs);
+      return;
+    }
+#endif
+    for (std::size_t j = 0; j < props.size(); ++j)
+      for (std::size_t i = 0; i < n; ++i) {
+        const double v = static_cast<double>(props[j][i]);
+        if (!std::isfinite(v)) distributed::fail_not_finite(j, i, v);
+        max_abs[j] = std::max(max_abs[j], std::fabs(v));
+      }
+  }
+
   // The checks of spread and spread_gradient (`inputs_per_mesh` particle arrays for each
   // mesh), agreed by all ranks, and the local meshes reserved.
   void check_spread(const char* call, Span<View<const T>> inputs, Span<View<T>> blocks, int inputs_per_mesh) {
@@ -304,12 +322,7 @@ struct DistributedPlan<T, D>::Impl {
         fail(ErrorCode::Unsupported, call, ": the deterministic distributed plan spreads values only");
       check_particle_arrays(inputs_per_mesh == 1 ? "props" : "vectors", inputs, n);
       check_block_arrays("meshes", blocks, block_size());
-      if (options.deterministic)
-        for (std::size_t j = 0; j < inputs.size(); ++j)
-          for (std::size_t i = 0; i < n; ++i)
-            if (!std::isfinite(static_cast<double>(inputs[j][i])))
-              fail(ErrorCode::InvalidArgument, "props[", j, "][", i, "] = ", inputs[j][i],
-                   ": the deterministic spread takes finite values");
+      if (options.deterministic) largest_values(inputs);
       reserve_meshes(blocks.size(), options.deterministic);
     });
   }
@@ -343,9 +356,7 @@ struct DistributedPlan<T, D>::Impl {
   void spread_exact(Span<View<const T>> props, Span<View<T>> blocks, Accumulate mode) {
     const double t0 = MPI_Wtime();
     const int count = static_cast<int>(props.size());
-    std::vector<double> max_abs(count, 0.0), scale(count), inverse(count);
-    for (int j = 0; j < count; ++j)
-      for (std::size_t i = 0; i < n; ++i) max_abs[j] = std::max(max_abs[j], std::fabs(static_cast<double>(props[j][i])));
+    std::vector<double> scale(count), inverse(count);
     unsigned long long total = n;
     MPI_Allreduce(MPI_IN_PLACE, max_abs.data(), count, MPI_DOUBLE, MPI_MAX, comm);
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
@@ -353,6 +364,22 @@ struct DistributedPlan<T, D>::Impl {
       scale[j] = distributed::exact_scale(max_abs[j], total, kernel.support(), D);
       inverse[j] = 1.0 / scale[j];
     }
+#if defined(PMKIT_WITH_CUDA)
+    if (device) {
+      device->spread_exact(props, n, scale);
+      synchronize();
+      const double t1 = MPI_Wtime();
+      device->halo_sum_exact(count);
+      synchronize();
+      const double t2 = MPI_Wtime();
+      std::vector<T*> pointers;
+      for (const auto& b : blocks) pointers.push_back(b.data);
+      device->exact_to_block(pointers.data(), count, inverse, mode);
+      synchronize();
+      timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
+      return;
+    }
+#endif
     std::fill(exact.begin(), exact.begin() + count * local_size(), Exact(0));
     std::vector<Exact*> targets(count);
     for (int j = 0; j < count; ++j) targets[j] = exact.data() + j * local_size();
@@ -377,8 +404,9 @@ struct DistributedPlan<T, D>::Impl {
               s[d] = frac[d][i];
             }
             for (int j = 0; j < count; ++j) q[j] = static_cast<double>(props[j][i]);
-            distributed::deposit_exact<decltype(k), T, D>(local_layout, b, s, q.data(), scale.data(), count,
-                                                          targets.data());
+            distributed::deposit_exact<decltype(k), T, D>(
+                local_layout, b, s, q.data(), scale.data(), count,
+                [&](int j, std::int64_t node, distributed::ExactWords w) { targets[j][node] += distributed::to_exact(w); });
           }
         }
       }
@@ -390,12 +418,9 @@ struct DistributedPlan<T, D>::Impl {
       const Exact* in = targets[j];
       T* out = blocks[j].data;
       const double inv = inverse[j];
+      const bool add = mode == Accumulate::Add;
       region.for_each_row([&](std::int64_t b, std::int64_t l, std::int64_t len) {
-        for (std::int64_t e = 0; e < len; ++e) {
-          const double v = distributed::exact_value(in[l + e], inv);
-          out[b + e] = mode == Accumulate::Overwrite ? static_cast<T>(v)
-                                                     : static_cast<T>(static_cast<double>(out[b + e]) + v);
-        }
+        for (std::int64_t e = 0; e < len; ++e) distributed::round_exact(distributed::words_of(in[l + e]), inv, add, out[b + e]);
       });
     }
     timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
@@ -418,9 +443,6 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
            "options.backend = Cuda: this build of pmkit has no CUDA backend (configure with PMKIT_CUDA=ON and a CUDA "
            "compiler)");
 #endif
-      if (options.deterministic)
-        fail(ErrorCode::Unsupported,
-             "options.deterministic on CUDA ranks: the deterministic distributed spread runs on CPU ranks");
       if (options.host_arrays)
         fail(ErrorCode::Unsupported, "options.host_arrays on CUDA ranks: a distributed plan takes device arrays");
     }
@@ -462,7 +484,7 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
   if (options.backend == Backend::Cuda)
     agree(s.comm, "DistributedPlan", [&] {
       s.device = std::make_unique<distributed::DeviceRank<T, D>>(*s.decomposition, *s.halo, s.region, s.global_layout,
-                                                                 s.local_size(), s.comm, options, transport);
+                                                                 s.local_layout, s.comm, kernel, options, transport);
     });
 #else
   (void)transport;

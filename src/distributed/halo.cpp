@@ -7,7 +7,15 @@ namespace pmkit::distributed {
 namespace {
 
 // Per local index along one axis: the owner's rank coordinate and its local index of the
-// node the stored node stands for, and whether the node is this rank's own.
+// node the stored node stands for, whether it takes part in the exchange (`valid`) and
+// whether the node is this rank's own.
+//
+// The first and the last stored node of an axis take no part: no stencil of the rank's
+// particles reaches them. A particle's coordinate in the local grid lies in [1, cells + 1]
+// (the block's cells start one margin cell in), or a rounding outside; a kernel of
+// support S starts its stencil at node floor(u + S % 2 / 2) - (S - 1) / 2 and ends S - 1
+// further, so the stencils span the stored nodes 1 to n - 2 of the n = cells + 3 + 2g
+// (g = S / 2) for every S: a plane less to send on either side of every axis.
 struct AxisMap {
   std::vector<int> owner;
   std::vector<std::int64_t> owner_index;
@@ -23,7 +31,7 @@ AxisMap map_axis(const AxisSplit& a, int c) {
   m.own.resize(n);
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t node;
-    m.valid[i] = a.canonical(begin + i, node);
+    m.valid[i] = i > 0 && i < n - 1 && a.canonical(begin + i, node);
     if (!m.valid[i]) continue;
     m.owner[i] = a.owner_of_node(node);
     m.owner_index[i] = node - a.local_begin(m.owner[i]);

@@ -1,6 +1,8 @@
 // The device half of a CUDA rank (device_rank.hpp): small kernels that gather and
 // scatter the ghost lists, copy between blocks and local meshes, find each particle's
-// owner and pack the migrating particles; the transport moves the packed buffers.
+// owner and pack the migrating particles, and the deterministic spread's kernels (on the
+// functions exact_spread.hpp shares with the CPU ranks); the transport moves the packed
+// buffers.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -17,6 +19,7 @@
 
 #include "distributed/collective.hpp"
 #include "distributed/device_rank.hpp"
+#include "distributed/exact_spread.hpp"
 #include "distributed/migration.hpp"
 #include "pmkit/cuda/runtime.hpp"
 
@@ -45,11 +48,29 @@ __global__ void gather_kernel(const T* mesh, const std::int64_t* index, std::int
   if (e < n) out[e] = mesh[index[e]];
 }
 
+template <class T>
+__device__ void add_atomically(T* node, T value) {
+  atomicAdd(node, value);
+}
+
+// A 128-bit integer added exactly with two native 64-bit atomics: the low words, then
+// the high words with the carry out of the low word's addition (seen from the value the
+// atomic found). Sums modulo 2^128 do not depend on the order of the additions.
+__device__ void add_atomically(ExactWords* node, ExactWords value) {
+  unsigned long long carry = 0;
+  if (value.low != 0) {
+    const unsigned long long old = atomicAdd(&node->low, value.low);
+    carry = old + value.low < old ? 1ull : 0ull;
+  }
+  const unsigned long long high = static_cast<unsigned long long>(value.high) + carry;
+  if (high != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&node->high), high);
+}
+
 // Two entries of one list may name the same node (halo.hpp): atomic adds.
 template <class T>
 __global__ void scatter_add_kernel(T* mesh, const std::int64_t* index, std::int64_t n, const T* in) {
   const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (e < n) atomicAdd(mesh + index[e], in[e]);
+  if (e < n) add_atomically(mesh + index[e], in[e]);
 }
 
 template <class T>
@@ -67,13 +88,37 @@ struct DeviceRegion {
 
 enum class Copy { BlockToLocal, LocalToBlock, AddToBlock };
 
+// One owned node between a caller's block (index k) and a local mesh (index l).
+template <class T>
+struct CopyNode {
+  T* block;
+  T* local;
+  Copy copy;
+  __device__ void operator()(std::int64_t k, std::int64_t l) const {
+    if (copy == Copy::BlockToLocal) local[l] = block[k];
+    else if (copy == Copy::LocalToBlock) block[k] = local[l];
+    else block[k] += local[l];
+  }
+};
+
+// The deterministic spread's owned node: its fixed-point sum rounded into the block.
+template <class T>
+struct RoundNode {
+  T* block;
+  const ExactWords* local;
+  double inverse_scale;
+  bool add;
+  __device__ void operator()(std::int64_t k, std::int64_t l) const { round_exact(local[l], inverse_scale, add, block[k]); }
+};
+
 // Rows of the launch grid's y dimension at most (CUDA's limit); more rows loop.
 constexpr unsigned kMaxGridRows = 65535;
 
 // Threads along a row (x), rows over the grid's y: one division per row and thread, in
-// 32 bits (a row index fits them), rather than 64-bit ones per node.
-template <class T, int D>
-__global__ void region_kernel(T* block, T* local, DeviceRegion<D> r, Copy copy) {
+// 32 bits (a row index fits them), rather than 64-bit ones per node. node(k, l) moves
+// block node k and local node l.
+template <class Node, int D>
+__global__ void region_kernel(DeviceRegion<D> r, Node node) {
   const std::int64_t x = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (x >= r.shape[0]) return;
   for (std::int64_t row = blockIdx.y; row < r.rows; row += gridDim.y) {
@@ -85,10 +130,7 @@ __global__ void region_kernel(T* block, T* local, DeviceRegion<D> r, Copy copy) 
       const unsigned z = static_cast<unsigned>(row) / static_cast<unsigned>(r.shape[1]);
       l += ((r.start[2] + z) * r.local[1] + r.start[1] + y) * r.local[0];
     }
-    const std::int64_t k = row * r.shape[0] + x;
-    if (copy == Copy::BlockToLocal) local[l] = block[k];
-    else if (copy == Copy::LocalToBlock) block[k] = local[l];
-    else block[k] += local[l];
+    node(row * r.shape[0] + x, l);
   }
 }
 
@@ -108,10 +150,7 @@ struct DeviceOwners {
     }
     return r;
   }
-  __device__ double raw(int d, double x) const {
-    const detail::Axis& a = axis[d];
-    return a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
-  }
+  __device__ double raw(int d, double x) const { return raw_coordinate(axis[d], x); }
 };
 
 template <class T, int D>
@@ -286,6 +325,67 @@ __global__ void unpack_kernel(const T* rows, std::int64_t n, const View<T>* colu
   for (int v = 0; v < values; ++v) columns[v][first + k] = rows[k * values + v];
 }
 
+// The deterministic spread's stencils of a rank's particles (exact_stencil), per axis.
+template <class T, int D>
+struct ExactStencils {
+  int* base[D];
+  T* frac[D];
+};
+
+template <int D>
+struct FirstCell {
+  std::int64_t cell[D];
+};
+
+template <class K, class T, int D>
+__global__ void locate_exact_kernel(Columns<T, D> positions, std::int64_t n, DeviceOwners<D> owners,
+                                    FirstCell<D> first, ExactStencils<T, D> out) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  double u[D];
+  for (int d = 0; d < D; ++d) u[d] = owners.raw(d, static_cast<double>(positions.c[d][i]));
+  int base[D];
+  T s[D];
+  exact_stencil<K, T, D>(u, first.cell, base, s);
+  for (int d = 0; d < D; ++d) {
+    out.base[d][i] = base[d];
+    out.frac[d][i] = s[d];
+  }
+}
+
+// The largest |q| as the bits of a double (their order is the values' for non-negative
+// ones; a NaN's or an infinity's are above every finite value's): a warp's largest, then
+// one atomic a warp. found[0]: the largest bits; found[1]: the first value not finite.
+template <class T>
+__global__ void largest_kernel(View<const T> q, std::int64_t n, unsigned long long* found) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  unsigned long long bits = 0;
+  if (i < n) {
+    const double v = fabs(static_cast<double>(q[i]));
+    if (!isfinite(v)) atomicMin(found + 1, static_cast<unsigned long long>(i));
+    bits = static_cast<unsigned long long>(__double_as_longlong(v));
+  }
+  for (int offset = 16; offset > 0; offset /= 2) bits = max(bits, __shfl_down_sync(0xffffffffu, bits, offset));
+  if (threadIdx.x % 32 == 0 && bits != 0) atomicMax(found, bits);
+}
+
+// One thread a particle: its contributions to property q's fixed-point local mesh.
+template <class K, class T, int D>
+__global__ void deposit_exact_kernel(ExactStencils<T, D> stencils, std::int64_t n, View<const T> q, double scale,
+                                     detail::Layout<D> local, ExactWords* mesh) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  int base[D];
+  T s[D];
+  for (int d = 0; d < D; ++d) {
+    base[d] = stencils.base[d][i];
+    s[d] = stencils.frac[d][i];
+  }
+  const double value = static_cast<double>(q[i]);
+  deposit_exact<K, T, D>(local, base, s, &value, &scale, 1,
+                         [&](int, std::int64_t node, ExactWords w) { add_atomically(mesh + node, w); });
+}
+
 }  // namespace
 
 template <class T, int D>
@@ -298,6 +398,9 @@ struct DeviceRank<T, D>::State {
   ncclComm_t nccl = nullptr;
 #endif
   std::int64_t local_size = 0;
+  detail::Layout<D> local;
+  Kernel kernel = Kernel::linear();
+  FirstCell<D> first_cell{};
   DeviceRegion<D> region{};
   detail::Layout<D> global;
   DeviceOwners<D> owners{};
@@ -306,6 +409,12 @@ struct DeviceRank<T, D>::State {
   DeviceBuffer<std::int64_t> ghost_index, owned_index;
   std::vector<std::int64_t> ghost_offsets, owned_offsets;
   DeviceBuffer<T> meshes, send, recv;
+  // The deterministic spread: the particles' stencils, the fixed-point local meshes and
+  // ghost buffers, each property's largest |q| and first value that is not finite.
+  std::array<DeviceBuffer<int>, D> exact_base;
+  std::array<DeviceBuffer<T>, D> exact_frac;
+  DeviceBuffer<ExactWords> exact, exact_send, exact_recv;
+  DeviceBuffer<unsigned long long> largest;
   DeviceBuffer<unsigned long long> counters;
   // Migration scratch: each particle's key; the staying particles a wrap moves; the leaving particles by index, their keys,
   // both sorted by destination; the staying particles past the kept count; the
@@ -339,14 +448,18 @@ struct DeviceRank<T, D>::State {
     have = roomy;
   }
 
-  // The owned nodes between the callers' blocks and the local meshes, one mesh a launch.
-  void copy_region(T* const* blocks, int count, Copy copy) {
+  // The owned nodes of mesh j, for j < count, each by node(j) (CopyNode, RoundNode): one
+  // mesh a launch.
+  template <class MakeNode>
+  void for_region(int count, MakeNode&& node) {
     cuda::DeviceScope scope(device);
     if (region.size == 0) return;
     const dim3 grid(blocks_for(region.shape[0]), static_cast<unsigned>(std::min<std::int64_t>(region.rows, kMaxGridRows)));
-    for (int j = 0; j < count; ++j)
-      region_kernel<T, D><<<grid, kThreads, 0, stream>>>(blocks[j], meshes.get() + j * local_size, region, copy);
+    for (int j = 0; j < count; ++j) region_kernel<<<grid, kThreads, 0, stream>>>(region, node(j));
     cuda::check_launch("pmkit::DistributedPlan::region_kernel");
+  }
+  void copy_region(T* const* blocks, int count, Copy copy) {
+    for_region(count, [&](int j) { return CopyNode<T>{blocks[j], meshes.get() + j * local_size, copy}; });
   }
 
   // Sends bytes [send_offsets[p], send_offsets[p+1]) of `out` to each peer p and receives
@@ -402,8 +515,8 @@ Transport resolve(Transport requested) {
 
 template <class T, int D>
 DeviceRank<T, D>::DeviceRank(const Decomposition<D>& decomposition, const Halo& halo, const Region<D>& region,
-                             const detail::Layout<D>& global, std::int64_t local_size, MPI_Comm comm,
-                             const Options& options, Transport transport)
+                             const detail::Layout<D>& global, const detail::Layout<D>& local, MPI_Comm comm,
+                             const Kernel& kernel, const Options& options, Transport transport)
     : state_(std::make_unique<State>()), transport_(resolve(transport)) {
   State& s = *state_;
   s.comm = comm;
@@ -412,7 +525,9 @@ DeviceRank<T, D>::DeviceRank(const Decomposition<D>& decomposition, const Halo& 
   s.device = options.device;
   s.stream = cuda::to_cuda_stream(options.stream);
   cuda::DeviceScope scope(s.device);
-  s.local_size = local_size;
+  s.local_size = local.size;
+  s.local = local;
+  s.kernel = kernel;
   s.global = global;
   s.region.size = 1;
   s.region.rows = 1;
@@ -423,6 +538,7 @@ DeviceRank<T, D>::DeviceRank(const Decomposition<D>& decomposition, const Halo& 
     s.region.size *= region.shape[d];
     if (d > 0) s.region.rows *= region.shape[d];
     s.owners.axis[d] = global.axis[d];
+    s.first_cell.cell[d] = decomposition.block(s.rank).first_cell[d];
     s.owners.ranks[d] = decomposition.ranks()[d];
     s.owner_tables[d] = DeviceBuffer<int>(decomposition.axis(d).owner_of_cell, "owner table");
     s.owners.owner_of_cell[d] = s.owner_tables[d].get();
@@ -447,11 +563,18 @@ DeviceRank<T, D>::DeviceRank(const Decomposition<D>& decomposition, const Halo& 
 template <class T, int D>
 DeviceRank<T, D>::~DeviceRank() = default;
 
+// A new buffer starts at zero, so that the first and last stored plane of each axis,
+// which the ghost fill leaves and no stencil reaches (halo.cpp), hold zeros and not what
+// the memory held.
 template <class T, int D>
 T* DeviceRank<T, D>::meshes(int count) {
-  cuda::DeviceScope scope(state_->device);
-  state_->meshes.reserve(static_cast<std::size_t>(count) * state_->local_size, "local meshes");
-  return state_->meshes.get();
+  State& s = *state_;
+  cuda::DeviceScope scope(s.device);
+  const std::size_t had = s.meshes.size();
+  s.meshes.reserve(static_cast<std::size_t>(count) * s.local_size, "local meshes");
+  if (s.meshes.size() != had)
+    check(cudaMemsetAsync(s.meshes.get(), 0, s.meshes.size() * sizeof(T), s.stream), "local meshes");
+  return s.meshes.get();
 }
 
 template <class T, int D>
@@ -466,19 +589,20 @@ void DeviceRank<T, D>::local_to_block(T* const* blocks, int count, Accumulate mo
 
 template <class T, int D>
 void DeviceRank<T, D>::halo_sum(int count) {
-  halo_pass(count, true);
+  halo_pass(state_->meshes.get(), state_->send.get(), state_->recv.get(), count, true);
 }
 
 template <class T, int D>
 void DeviceRank<T, D>::halo_fill(int count) {
-  halo_pass(count, false);
+  halo_pass(state_->meshes.get(), state_->send.get(), state_->recv.get(), count, false);
 }
 
 // One mesh at a time: gather the values the lists send, exchange, then add them to the
 // owners' nodes (sum: from the ghost nodes) or write them to the ghost nodes (fill: from
 // the owned ones).
 template <class T, int D>
-void DeviceRank<T, D>::halo_pass(int count, bool sum) {
+template <class V>
+void DeviceRank<T, D>::halo_pass(V* meshes, V* send, V* recv, int count, bool sum) {
   State& s = *state_;
   cuda::DeviceScope scope(s.device);
   const std::int64_t* from = sum ? s.ghost_index.get() : s.owned_index.get();
@@ -486,17 +610,111 @@ void DeviceRank<T, D>::halo_pass(int count, bool sum) {
   const std::vector<std::int64_t>& from_offsets = sum ? s.ghost_offsets : s.owned_offsets;
   const std::vector<std::int64_t>& to_offsets = sum ? s.owned_offsets : s.ghost_offsets;
   const std::int64_t out = from_offsets.back(), in = to_offsets.back();
-  const auto send_bytes = byte_offsets(from_offsets, sizeof(T));
-  const auto recv_bytes = byte_offsets(to_offsets, sizeof(T));
+  const auto send_bytes = byte_offsets(from_offsets, sizeof(V));
+  const auto recv_bytes = byte_offsets(to_offsets, sizeof(V));
   for (int j = 0; j < count; ++j) {
-    T* mesh = s.meshes.get() + j * s.local_size;
-    if (out > 0) gather_kernel<<<blocks_for(out), kThreads, 0, s.stream>>>(mesh, from, out, s.send.get());
-    s.exchange(transport_, reinterpret_cast<const unsigned char*>(s.send.get()), send_bytes,
-               reinterpret_cast<unsigned char*>(s.recv.get()), recv_bytes);
-    if (in > 0 && sum) scatter_add_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, to, in, s.recv.get());
-    if (in > 0 && !sum) scatter_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, to, in, s.recv.get());
+    V* mesh = meshes + j * s.local_size;
+    if (out > 0) gather_kernel<<<blocks_for(out), kThreads, 0, s.stream>>>(mesh, from, out, send);
+    s.exchange(transport_, reinterpret_cast<const unsigned char*>(send), send_bytes,
+               reinterpret_cast<unsigned char*>(recv), recv_bytes);
+    if (in > 0 && sum) scatter_add_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, to, in, recv);
+    if (in > 0 && !sum) scatter_kernel<<<blocks_for(in), kThreads, 0, s.stream>>>(mesh, to, in, recv);
   }
   cuda::check_launch("pmkit::DistributedPlan::halo_pass");
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) {
+  State& s = *state_;
+  cuda::DeviceScope scope(s.device);
+  ExactStencils<T, D> out;
+  Columns<T, D> columns;
+  for (int d = 0; d < D; ++d) {
+    s.exact_base[d].reserve(std::max<std::size_t>(1, n), "deterministic stencils");
+    s.exact_frac[d].reserve(std::max<std::size_t>(1, n), "deterministic stencils");
+    out.base[d] = s.exact_base[d].get();
+    out.frac[d] = s.exact_frac[d].get();
+    columns.c[d] = positions[d];
+  }
+  if (n == 0) return;
+  kernels::dispatch(s.kernel, [&](auto k) {
+    locate_exact_kernel<decltype(k), T, D><<<blocks_for(n), kThreads, 0, s.stream>>>(columns, n, s.owners, s.first_cell,
+                                                                                   out);
+  });
+  cuda::check_launch("pmkit::DistributedPlan::locate_exact_kernel");
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs) {
+  State& s = *state_;
+  cuda::DeviceScope scope(s.device);
+  const std::size_t count = props.size();
+  s.largest.reserve(std::max<std::size_t>(1, 2 * count), "deterministic maxima");
+  std::vector<unsigned long long> found(2 * count);
+  for (std::size_t j = 0; j < count; ++j) found[2 * j + 1] = n;
+  check(cudaMemcpyAsync(s.largest.get(), found.data(), found.size() * sizeof(unsigned long long),
+                        cudaMemcpyHostToDevice, s.stream),
+        "spread");
+  for (std::size_t j = 0; j < count && n > 0; ++j)
+    largest_kernel<T><<<blocks_for(n), kThreads, 0, s.stream>>>(props[j], n, s.largest.get() + 2 * j);
+  cuda::check_launch("pmkit::DistributedPlan::largest_kernel");
+  check(cudaMemcpyAsync(found.data(), s.largest.get(), found.size() * sizeof(unsigned long long),
+                        cudaMemcpyDeviceToHost, s.stream),
+        "spread");
+  check(cudaStreamSynchronize(s.stream), "spread");
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::size_t bad = found[2 * j + 1];
+    if (bad < n) {
+      T v;
+      check(cudaMemcpy(&v, props[j].data + bad * props[j].stride, sizeof(T), cudaMemcpyDeviceToHost), "spread");
+      fail_not_finite(j, bad, static_cast<double>(v));
+    }
+    std::memcpy(&max_abs[j], &found[2 * j], sizeof(double));
+  }
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::exact_meshes(int count) {
+  State& s = *state_;
+  cuda::DeviceScope scope(s.device);
+  s.exact.reserve(static_cast<std::size_t>(count) * s.local_size, "fixed-point local meshes");
+  const std::size_t lists = std::max<std::size_t>(1, std::max(s.ghost_offsets.back(), s.owned_offsets.back()));
+  s.exact_send.reserve(lists, "fixed-point ghost buffer");
+  s.exact_recv.reserve(lists, "fixed-point ghost buffer");
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) {
+  State& s = *state_;
+  cuda::DeviceScope scope(s.device);
+  const std::size_t count = props.size();
+  check(cudaMemsetAsync(s.exact.get(), 0, count * s.local_size * sizeof(ExactWords), s.stream), "spread");
+  if (n == 0) return;
+  ExactStencils<T, D> stencils;
+  for (int d = 0; d < D; ++d) {
+    stencils.base[d] = s.exact_base[d].get();
+    stencils.frac[d] = s.exact_frac[d].get();
+  }
+  kernels::dispatch(s.kernel, [&](auto k) {
+    for (std::size_t j = 0; j < count; ++j)
+      deposit_exact_kernel<decltype(k), T, D><<<blocks_for(n), kThreads, 0, s.stream>>>(
+          stencils, n, props[j], scale[j], s.local, s.exact.get() + j * s.local_size);
+  });
+  cuda::check_launch("pmkit::DistributedPlan::deposit_exact_kernel");
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::halo_sum_exact(int count) {
+  halo_pass(state_->exact.get(), state_->exact_send.get(), state_->exact_recv.get(), count, true);
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::exact_to_block(T* const* blocks, int count, const std::vector<double>& inverse,
+                                      Accumulate mode) {
+  State& s = *state_;
+  s.for_region(count, [&](int j) {
+    return RoundNode<T>{blocks[j], s.exact.get() + j * s.local_size, inverse[j], mode == Accumulate::Add};
+  });
 }
 
 template <class T, int D>

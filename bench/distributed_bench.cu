@@ -1,8 +1,9 @@
 // The distributed plan on GPUs, one rank per GPU (mpirun -np P distributed_bench):
 //  * weak scaling: 2^24 particles and a 256^3 block per GPU;
 //  * strong scaling: 2^26 particles on 512^3 in all.
-// One step is migrate after a small move (every particle by up to a quarter cell per axis),
-// set_points, spread and interp, float, M'4, periodic. Each figure is the median of the
+// One step is migrate after a small move (every particle by up to a quarter cell per axis,
+// on the device as a simulation's push moves them; --host-move: on the host's threads, then
+// uploaded, while the GPUs wait), set_points, spread and interp, float, M'4, periodic. Each figure is the median of the
 // timed steps of the slowest rank, after warm-up steps (a rank's count-sized buffers are
 // allocated, and regrown once, in its first steps: docs/tuning.md#kregrowthheadroom),
 // printed beside its baseline from the same run: the
@@ -10,11 +11,16 @@
 // per GPU (weak) or all of them (strong), and the distributed plan on that one rank.
 // Every distributed run goes once through each transport (NCCL, host-staged MPI).
 // Beside each distributed step, untimed in it: the fastest step, a second set_points on
-// the same positions, and a second migrate right after the first (nothing left to move),
-// which times migrate's fixed cost: its pass over the positions and its messages.
+// the same positions, a second migrate right after the first (nothing left to move),
+// which times migrate's fixed cost: its pass over the positions and its messages, and a
+// third with one particle a rank moved one block along x, which adds the fixed cost of
+// moving particles (selection, sort, packing, messages) without their number. The
+// step is the sum of its phases, each the slowest rank's; beside it the slowest rank's
+// whole step (a rank that finishes a phase early waits for the others in the next phase's
+// messages, so the sum of the slowest phases counts that wait twice).
 //   mpirun -np 2 distributed_bench [--weak-particles N] [--weak-cells C] [--strong-particles N]
 //                                  [--strong-cells C] [--steps S] [--warmup W] [--skip-strong]
-//                                  [--nccl-only]
+//                                  [--nccl-only] [--host-move]
 #include <mpi.h>
 
 #include <algorithm>
@@ -44,7 +50,7 @@ int world_rank() {
 // A fast reproducible generator of uniform doubles in [0, 1).
 struct SplitMix {
   std::uint64_t state;
-  double next() {
+  __host__ __device__ double next() {
     std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -56,14 +62,24 @@ struct SplitMix {
 // positions and a second migrate with nothing to move; the fastest step's total).
 struct Step {
   double migrate = 0, set_points = 0, spread = 0, interp = 0, spread_exchange = 0, interp_exchange = 0;
-  double set_points_again = 0, idle_migrate = 0, fastest = 0;
+  double set_points_again = 0, idle_migrate = 0, one_moving_migrate = 0, fastest = 0, whole = 0;
   double total() const { return migrate + set_points + spread + interp; }
 };
 
-// Untimed steps first, then the timed ones.
+// Untimed steps first, then the timed ones; where the particles move between steps.
 struct Schedule {
   int warmup = 10, steps = 5;
+  bool host_move = false;
 };
+
+// Every particle by up to a quarter cell of width h along one axis, from a generator
+// seeded by the particle's index and `seed`.
+__global__ void move_kernel(float* x, std::size_t n, double h, std::uint64_t seed) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  SplitMix rng{seed * 0x100000001b3ull + i};
+  x[i] += static_cast<float>((rng.next() - 0.5) * 0.5 * h);
+}
 
 // Particles of one rank on the device, in arrays of `capacity` slots, and their host copy.
 struct Particles {
@@ -84,9 +100,17 @@ struct Particles {
     q = DeviceBuffer<float>(std::vector<float>(cap, 1.0f), "charges");
     values.reserve(cap, "interpolated values");
   }
-  // Every particle by up to a quarter cell of width h per axis (host, on kMoveThreads
-  // threads of one generator each, then uploaded).
-  void move(double h, std::uint64_t seed) {
+  // Every particle by up to a quarter cell of width h per axis: on the device, or on the
+  // host (kMoveThreads threads of one generator each) and uploaded.
+  void move(double h, std::uint64_t seed, bool on_host) {
+    if (!on_host) {
+      constexpr unsigned kThreads = 256;
+      for (int d = 0; d < 3; ++d)
+        move_kernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads>>>(x[d].get(), count, h,
+                                                                                          seed * 3 + d);
+      check(cudaGetLastError(), "move_kernel");
+      return;
+    }
     constexpr int kMoveThreads = 8;
     for (int d = 0; d < 3; ++d) {
       check(cudaMemcpy(host[d].data(), x[d].get(), count * sizeof(float), cudaMemcpyDeviceToHost), "download");
@@ -100,6 +124,13 @@ struct Particles {
       for (auto& t : threads) t.join();
       check(cudaMemcpy(x[d].get(), host[d].data(), count * sizeof(float), cudaMemcpyHostToDevice), "upload");
     }
+  }
+  // Particle 0 moved by `by` along axis d (a periodic plan wraps it).
+  void shift_first(int d, float by) {
+    float v;
+    check(cudaMemcpy(&v, x[d].get(), sizeof(float), cudaMemcpyDeviceToHost), "download");
+    v += by;
+    check(cudaMemcpy(x[d].get(), &v, sizeof(float), cudaMemcpyHostToDevice), "upload");
   }
   std::array<View<const float>, 3> positions() const {
     return {View<const float>(x[0].get(), count), View<const float>(x[1].get(), count),
@@ -121,9 +152,13 @@ double max_over(MPI_Comm comm, double v) {
 }
 
 Step median(std::vector<Step> steps) {
+  std::vector<double> wholes;
+  for (const Step& s : steps) wholes.push_back(s.whole);
+  std::sort(wholes.begin(), wholes.end());
   std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.total() < b.total(); });
   Step m = steps[steps.size() / 2];
   m.fastest = steps.front().total();
+  m.whole = wholes[wholes.size() / 2];
   return m;
 }
 
@@ -133,7 +168,7 @@ Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
   DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()), "mesh");
   std::vector<Step> timed;
   for (int s = 0; s < schedule.warmup + schedule.steps; ++s) {
-    p.move(grid.spacing[0], 1000 + s);
+    p.move(grid.spacing[0], 1000 + s, schedule.host_move);
     // Positions moved past a periodic end are wrapped by the plan itself.
     Step t;
     check(cudaDeviceSynchronize(), "step");
@@ -150,6 +185,7 @@ Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
     t.set_points = t1 - t0;
     t.spread = t2 - t1;
     t.interp = t3 - t2;
+    t.whole = t3 - t0;
     if (s >= schedule.warmup) timed.push_back(t);
   }
   return median(timed);
@@ -162,7 +198,7 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
   DeviceBuffer<float> block(static_cast<std::size_t>(plan.block_size()), "block");
   std::vector<Step> timed;
   for (int s = 0; s < schedule.warmup + schedule.steps; ++s) {
-    p.move(grid.spacing[0], 2000 + 7919 * world_rank() + s);
+    p.move(grid.spacing[0], 2000 + 7919 * world_rank() + s, schedule.host_move);
     Step t;
     check(cudaDeviceSynchronize(), "step");
     MPI_Barrier(comm);
@@ -188,6 +224,12 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
     double t5 = MPI_Wtime();
     p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
     t.idle_migrate = max_over(comm, MPI_Wtime() - t5);
+    p.shift_first(0, static_cast<float>(plan.block().cells[0] * grid.spacing[0]));
+    MPI_Barrier(comm);
+    const double t6 = MPI_Wtime();
+    p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    t.one_moving_migrate = max_over(comm, MPI_Wtime() - t6);
+    t.whole = max_over(comm, t4 - t0);
     t.migrate = max_over(comm, t1 - t0);
     t.set_points = max_over(comm, t2 - t1);
     t.spread = max_over(comm, t3 - t2);
@@ -202,11 +244,11 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
 void print(const char* label, const Step& t, double baseline) {
   if (world_rank() != 0) return;
   std::printf("  %-34s step %8.3f ms = migrate %7.3f + set_points %7.3f + spread %7.3f (exchange %6.3f) + interp "
-              "%7.3f (exchange %6.3f)   baseline / this = %.3f   [fastest step %.3f; set_points again %.3f; migrate "
-              "with nothing to move %.3f]\n",
+              "%7.3f (exchange %6.3f)   baseline / this = %.3f   [whole step %.3f; fastest step %.3f; set_points "
+              "again %.3f; migrate with nothing to move %.3f, with one particle a rank %.3f]\n",
               label, 1e3 * t.total(), 1e3 * t.migrate, 1e3 * t.set_points, 1e3 * t.spread, 1e3 * t.spread_exchange,
-              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total(), 1e3 * t.fastest,
-              1e3 * t.set_points_again, 1e3 * t.idle_migrate);
+              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total(), 1e3 * t.whole, 1e3 * t.fastest,
+              1e3 * t.set_points_again, 1e3 * t.idle_migrate, 1e3 * t.one_moving_migrate);
   std::fflush(stdout);
 }
 
@@ -226,7 +268,7 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  double baseline = 0, one_rank_total = 0;
+  double baseline = 0, one_rank_total = 0, one_rank_whole = 0;
   if (rank == 0) {
     std::printf("%s: %d GPUs, %zu particles per GPU, grid %lld x %lld x %lld; 1-GPU baseline %zu particles on "
                 "%lld^3\n",
@@ -244,9 +286,11 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
     const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, schedule);
     print("1 GPU, DistributedPlan", one_rank, baseline);
     one_rank_total = one_rank.total();
+    one_rank_whole = one_rank.whole;
   }
   MPI_Bcast(&baseline, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Bcast(&one_rank_total, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&one_rank_whole, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (size == 1) return;
   for (Transport transport : {Transport::Nccl, Transport::HostMpi}) {
     if (nccl_only && transport != Transport::Nccl) continue;
@@ -265,6 +309,9 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
                   "step / this step%s)\n",
                   weak ? "weak-scaling" : "strong-scaling", 100.0 * baseline / t.total() * per_gpu,
                   100.0 * one_rank_total / t.total() * per_gpu, weak ? "" : " / GPUs");
+    if (rank == 0)
+      std::printf("    by the whole steps: %.1f%% against the 1-GPU Plan, %.1f%% against the 1-GPU DistributedPlan\n",
+                  100.0 * baseline / t.whole * per_gpu, 100.0 * one_rank_whole / t.whole * per_gpu);
   }
 }
 
@@ -290,6 +337,7 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") schedule.warmup = static_cast<int>(next());
     else if (a == "--skip-strong") strong = false;
     else if (a == "--nccl-only") nccl_only = true;
+    else if (a == "--host-move") schedule.host_move = true;
   }
   int devices = 0;
   check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
@@ -298,8 +346,8 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median) "
-                "after %d warm-up steps\n",
-                size, devices, prop.name, schedule.steps, schedule.warmup);
+                "after %d warm-up steps, particles moved on the %s\n",
+                size, devices, prop.name, schedule.steps, schedule.warmup, schedule.host_move ? "host" : "device");
   }
   try {
     // Weak: each GPU a 256^3 block; the rank grid MPI_Dims_create gives.
