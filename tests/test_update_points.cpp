@@ -113,6 +113,12 @@ TEST_P(UpdatePointsTest, SmallMovesKeepTheBinning) {
     }
     run<T, 3>({16, 16, 16}, BoundaryKind::MixedKeep, Distribution::Clustered, 20.0, 0.05, 0.05, Kernel::tsc());
     run<T, 2>({70, 45}, BoundaryKind::Fold, Distribution::Uniform, 4.0, 0.1, 0.05, Kernel::bspline(5));
+    // 216 stencil nodes (at least tuning::kAwayWarpMinNodes): CUDA takes the away
+    // particles one warp each, here with folds and the periodic seam.
+    run<T, 3>({14, 12, 16}, BoundaryKind::MixedFold, Distribution::Seam, 3.0, 0.05, 0.2, Kernel::bspline(6));
+    if (bc_.backend == Backend::Cuda) {
+      EXPECT_GT(last_most_away_, 0u) << "the warps' away path was not exercised";
+    }
     // 1080 tiles and 552961 particles (at least tuning::kPartitionMinParticles = 2^19):
     // CUDA's set_points bins by its two-level partition (slot composed).
     run<T, 3>({96, 80, 72}, BoundaryKind::Periodic, Distribution::Uniform, 1.0, 0.02, 0.05, Kernel::mp4());

@@ -129,8 +129,13 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
     check_launch("pmkit::cuda::interp_gradient::gather");
   }
   if (const std::size_t away = current_.num_away) {
-    interp_gradient_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
+    if constexpr (tuning::away_by_warps(K::support, D))
+      interp_gradient_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads),
+                                                   tuning::kPointThreads, 0, stream_>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
+    else
+      interp_gradient_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::away");
   }
   if (out.direct.perm) return;

@@ -66,8 +66,13 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
     check_launch("pmkit::cuda::interp::gather");
   }
   if (const std::size_t away = current_.num_away) {
-    interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
+    if constexpr (tuning::away_by_warps(K::support, D))
+      interp_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0,
+                                          stream_>>>(layout_, geo_, current_.away_particles.get(),
+                                                     current_.away_slot.get(), away, pass, out);
+    else
+      interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
     check_launch("pmkit::cuda::interp::away");
   }
   if (direct) return;

@@ -231,52 +231,54 @@ void CudaBackend<T, D>::resolve_method() {
                                   window_use(), static_cast<double>(layout_.size) * sizeof(T), limits_.l2_bytes);
 }
 
-// Keeps the binning: every particle still in its tile gets its new record in place;
-// the others go to the away list, which spread and interp handle with one thread per
-// particle. A full binning instead when too many are away, and in deterministic mode
-// (the away particles' spread would take float atomics).
+// Keeps the binning: every particle still in its tile gets its new record; the others
+// go to the away list, which spread and interp handle apart (one thread or one warp a
+// particle). One pass writes the new records and the list into buffers of their own,
+// then the call waits once for the count and swaps them in; a full binning instead
+// when more than max_away_fraction of the particles are away, and in deterministic
+// mode (the away particles' spread would take float atomics). A rejected position
+// throws with the binning in use left as it was.
 template <class T, int D>
 void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const T>, D>& positions) {
   const DeviceScope on_device(options_.device);
   if (options_.deterministic || n == 0) return set_points(n, positions);
   timings_ = {};
-  Binned<T>& b = current_;
+  // The away particles an update keeps at most: away > max_away_fraction * n <=> away > capacity.
+  const auto capacity = static_cast<std::uint32_t>(options_.max_away_fraction * static_cast<double>(n));
   if (options_.host_arrays) buf_.staging_positions.reserve(n * D, "position staging");
   buf_.bad.reserve(1, "binning scratch");
   buf_.bucket_count.reserve(1, "binning scratch");
+  buf_.updated.particles.reserve(n, "update_points records");
+  buf_.updated.away_slot.reserve(capacity, "update_points away list");
+  buf_.updated.away_particles.reserve(capacity, "update_points away list");
   const PositionArrays<T, D> pos = device_positions(n, positions);
 
   start_timer();
   std::uint32_t* away_count = buf_.bucket_count.get();
-  // The second run finds no rejected particle (the first threw for any), so `bad` is cleared once.
   check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
-  auto run_update = [&](bool apply) {
-    check(cudaMemsetAsync(away_count, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
-    update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), apply, buf_.bad.get(), away_count, b.particles.get(),
-        b.away_slot.get(), b.away_particles.get());
-    check_launch("pmkit::cuda::update_points");
-  };
-  run_update(false);
+  check(cudaMemsetAsync(away_count, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
+  Binned<T>& b = current_;
+  update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), buf_.bad.get(), away_count, capacity,
+      buf_.updated.particles.get(), buf_.updated.away_slot.get(), buf_.updated.away_particles.get());
+  check_launch("pmkit::cuda::update_points");
   check(cudaMemcpyAsync(&host_->first_bad, buf_.bad.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost, stream_),
         "update_points: position check");
   check(cudaMemcpyAsync(&host_->away, away_count, sizeof(host_->away), cudaMemcpyDeviceToHost, stream_), "update_points");
-  check(cudaStreamSynchronize(stream_), "update_points");
+  timings_.compute_s += stop_timer();  // the call's one wait
   reject_if_bad(pos, host_->first_bad);
   const std::uint32_t away = host_->away;
-  if (away > options_.max_away_fraction * static_cast<double>(n)) {
-    timings_.compute_s += stop_timer();
+  if (away > capacity) {
     const Timings update = timings_;
     set_points(n, positions);
     timings_.compute_s += update.compute_s;
     timings_.transfer_s += update.transfer_s;
     return;
   }
-  b.away_slot.reserve(away, "update_points away list");
-  b.away_particles.reserve(away, "update_points away list");
-  run_update(true);
+  std::swap(b.particles, buf_.updated.particles);
+  std::swap(b.away_slot, buf_.updated.away_slot);
+  std::swap(b.away_particles, buf_.updated.away_particles);
   b.num_away = away;
-  timings_.compute_s += stop_timer();
 }
 
 // Exclusive sum of `items` counters (buf_.scan_temp holds the largest scan of set_points).
