@@ -1,15 +1,17 @@
 #pragma once
 // update_points' away particles where a stencil has many nodes (tuning::away_by_warps):
-// one warp a particle, its S^D nodes shared among the lanes in for_each_node's order (x
-// fastest). A warp instruction then covers a few whole consecutive rows of one particle,
-// so its atomics (spread) and loads (interp, interp_gradient) fall on a few sectors, and
-// all of a particle's nodes are in flight at once instead of one thread's S^D in turn.
-// The gathers' lane sums meet in a warp reduction; lane 0 stores them.
+// one warp a particle, its S^(D-1) x-rows shared among the lanes. A lane adds or reads
+// its row as the one-thread kernels do (spread: add_row's vector atomics, the same
+// atomics a particle as spread_atomics_kernel), so all of a particle's rows are in
+// flight at once instead of one thread's rows in turn, and the index and weight
+// arithmetic is a row's a lane. The gathers' row sums meet in a warp reduction; lane 0
+// stores them.
 #include <cstdint>
 
 #include "core/stencil.hpp"
 #include "cuda/kernels/gradient.cuh"
 #include "cuda/kernels/interp.cuh"
+#include "cuda/kernels/mesh_rows.cuh"
 
 namespace pmkit::cuda {
 
@@ -27,37 +29,46 @@ __device__ __forceinline__ void with_warp_record(const BinGeometry<D>& geo, cons
   f(w, base, s, static_cast<int>(threadIdx.x % 32));
 }
 
-// Calls f(node_index, k) for each of lane `lane`'s nodes of the stencil `rows` (nodes
-// lane, lane + 32, ... in for_each_node's order), k[d] the node's offset along axis d.
+// Calls f(row_index, y, z) for each of lane `lane`'s x-rows of the stencil `rows` (rows
+// lane, lane + 32, ...; row r is y-node r % S and z-node r / S, as StencilRows').
 template <class K, int D, class T, class F>
-__device__ __forceinline__ void for_each_lane_node(const detail::StencilRows<K, D, T>& rows, int lane, F&& f) {
+__device__ __forceinline__ void for_each_lane_row(const detail::StencilRows<K, D, T>& rows, int lane, F&& f) {
   constexpr int S = K::support;
-  constexpr int kNodes = detail::StencilRows<K, D, T>::kRows * S;
+  constexpr int kRows = detail::StencilRows<K, D, T>::kRows;
   PMKIT_UNROLL
-  for (int first = 0; first < kNodes; first += 32) {
-    const int m = first + lane;
-    if (m < kNodes) {
-      int k[D];
-      k[0] = m % S;
-      k[1] = (m / S) % S;
-      if constexpr (D == 3) k[2] = m / (S * S);
-      std::int64_t index = 0;
-      PMKIT_UNROLL
-      for (int d = 0; d < D; ++d) index += pick(rows.nodes[d], k[d]);
-      f(index, k);
+  for (int first = 0; first < kRows; first += 32) {
+    const int r = first + lane;
+    if (r < kRows) {
+      const int y = r % S, z = r / S;  // z = 0 in 2D
+      std::int64_t index = pick(rows.nodes[1], y);
+      if constexpr (D == 3) index += pick(rows.nodes[2], z);
+      f(index, y, z);
     }
   }
 }
 
-// The row's weight (y, or z times y) of the node at offsets k, as StencilRows::row_weight.
+// The weight of row (y, z), as StencilRows::row_weight.
 template <class K, int D, class T>
-__device__ __forceinline__ T lane_row_weight(const detail::StencilRows<K, D, T>& rows, const int (&k)[D]) {
-  if constexpr (D == 2) return pick(rows.weights[1], k[1]);
-  else return pick(rows.weights[2], k[2]) * pick(rows.weights[1], k[1]);
+__device__ __forceinline__ T lane_row_weight(const detail::StencilRows<K, D, T>& rows, int y, int z) {
+  if constexpr (D == 2) return pick(rows.weights[1], y);
+  else return pick(rows.weights[2], z) * pick(rows.weights[1], y);
 }
 
-// One warp an away particle, global atomics: spread_atomics_kernel's sums, a lane's
-// nodes each.
+// for_each_lane_row for a pass of `count` properties: f(row_index, row_weight, j) for each
+// of the lane's rows and each property j < count.
+template <class K, int D, class T, class F>
+__device__ __forceinline__ void for_each_lane_prop_row(const detail::StencilRows<K, D, T>& rows, int lane, int count,
+                                                       F&& f) {
+  for_each_lane_row<K, D>(rows, lane, [&](std::int64_t row, int y, int z) {
+    const T w_row = lane_row_weight(rows, y, z);
+#pragma unroll
+    for (int j = 0; j < tuning::kPropsPerPass; ++j)
+      if (j < count) f(row, w_row, j);
+  });
+}
+
+// One warp an away particle, global atomics: spread_atomics_kernel's rows, a lane's
+// rows each.
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     spread_away_warps_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
@@ -67,12 +78,13 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
     T q[tuning::kPropsPerPass];
 #pragma unroll
     for (int j = 0; j < tuning::kPropsPerPass; ++j) q[j] = j < pass.count ? load_prop(pass, j, p) : T(0);
+    constexpr int S = K::support;
     const detail::StencilRows<K, D, T> rows(layout, base, s);
-    for_each_lane_node<K, D>(rows, lane, [&](std::int64_t node, const int (&k)[D]) {
-      const T w = lane_row_weight(rows, k) * pick(rows.weights[0], k[0]);
+    for_each_lane_prop_row<K, D>(rows, lane, pass.count, [&](std::int64_t row, T w_row, int j) {
+      T v[S];
 #pragma unroll
-      for (int j = 0; j < tuning::kPropsPerPass; ++j)
-        if (j < pass.count) atomicAdd(pass.meshes[j] + node, q[j] * w);
+      for (int a = 0; a < S; ++a) v[a] = q[j] * (w_row * rows.weights[0][a]);
+      add_row(pass.meshes[j], row, rows.nodes[0], v);
     });
   });
 }
@@ -94,19 +106,18 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
   with_warp_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D], int lane) {
     T acc[tuning::kPropsPerPass] = {};
     const detail::StencilRows<K, D, T> rows(layout, base, s);
-    for_each_lane_node<K, D>(rows, lane, [&](std::int64_t node, const int (&k)[D]) {
-      const T w = lane_row_weight(rows, k) * pick(rows.weights[0], k[0]);
-#pragma unroll
-      for (int j = 0; j < tuning::kPropsPerPass; ++j)
-        if (j < pass.count) acc[j] += w * __ldg(pass.meshes[j] + node);
+    for_each_lane_prop_row<K, D>(rows, lane, pass.count, [&](std::int64_t row, T w_row, int j) {
+      T sum = 0;
+      PMKIT_UNROLL
+      for (int a = 0; a < K::support; ++a) sum += rows.weights[0][a] * __ldg(pass.meshes[j] + row + rows.nodes[0][a]);
+      acc[j] += w_row * sum;
     });
     warp_sum(acc);
     if (lane == 0) out.store(pass, pass.count, slots[i], acc);
   });
 }
 
-// One warp an away particle: interp_gradient_kernel's gradient, each node's weight
-// derivatives formed as for_each_node_gradient forms them.
+// One warp an away particle: interp_gradient_kernel's gradient.
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_gradient_away_warps_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
@@ -119,19 +130,23 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) kernels::weight_derivatives_1d<K>(s[d], dw1d[d]);
     T acc[D] = {};
-    for_each_lane_node<K, D>(rows, lane, [&](std::int64_t node, const int (&k)[D]) {
-      const T wx = pick(rows.weights[0], k[0]);
-      T dw[D];
-      dw[0] = lane_row_weight(rows, k) * pick(dw1d[0], k[0]);
-      if constexpr (D == 2) {
-        dw[1] = pick(dw1d[1], k[1]) * wx;
-      } else {
-        dw[1] = pick(rows.weights[2], k[2]) * pick(dw1d[1], k[1]) * wx;
-        dw[2] = pick(dw1d[2], k[2]) * pick(rows.weights[1], k[1]) * wx;
-      }
-      const T f = __ldg(pass.meshes[0] + node);
+    // Per row the sums of w_x f and of w_x' f; then, as GradientGather, x takes the row's
+    // weight, y and z its derivatives along them.
+    for_each_lane_row<K, D>(rows, lane, [&](std::int64_t row, int y, int z) {
+      T sum = 0, dsum = 0;
       PMKIT_UNROLL
-      for (int e = 0; e < D; ++e) acc[e] += dw[e] * f;
+      for (int a = 0; a < S; ++a) {
+        const T f = __ldg(pass.meshes[0] + row + rows.nodes[0][a]);
+        sum += rows.weights[0][a] * f;
+        dsum += dw1d[0][a] * f;
+      }
+      acc[0] += lane_row_weight(rows, y, z) * dsum;
+      if constexpr (D == 2) {
+        acc[1] += pick(dw1d[1], y) * sum;
+      } else {
+        acc[1] += pick(rows.weights[2], z) * pick(dw1d[1], y) * sum;
+        acc[2] += pick(dw1d[2], z) * pick(rows.weights[1], y) * sum;
+      }
     });
     warp_sum(acc);
     PMKIT_UNROLL
