@@ -268,13 +268,19 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 if [ -n "${PMKIT_PME_SPREADS:-}" ]; then
   ./build-device/bench/pme_bench --spreads 2>&1 | tee -a "$out/pme_bench.txt" || status=1
 fi
-# PMKIT_PME_KERNELS=N adds the device time and DRAM bytes of every kernel of 20 MD steps at
-# N charges (Nsight Compute, caches and clocks left as they run; medians by kernel).
+# PMKIT_PME_KERNELS=N adds the device time, DRAM bytes and SM and L2 load of every kernel of
+# 20 MD steps at N charges (Nsight Compute, caches and clocks left as they run; medians by
+# kernel).
 if [ -n "${PMKIT_PME_KERNELS:-}" ]; then
   step "PME: device time per kernel (ncu) of pmkit's MD step at ${PMKIT_PME_KERNELS} charges"
-  ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --cache-control none \
-    --clock-control none ./build-device/bench/pme_bench --md-kernels "$cases" "$PMKIT_PME_KERNELS" 20 \
-    >"$out/pme-kernel-times.csv" 2>&1 || echo "ncu failed: $(tail -3 "$out/pme-kernel-times.csv")"
+  # With the SMs' and L2's share of their peak where this ncu knows the metrics.
+  pme_ncu() {
+    ncu --metrics "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum$1" --csv --cache-control none \
+      --clock-control none ./build-device/bench/pme_bench --md-kernels "$cases" "$PMKIT_PME_KERNELS" 20 \
+      >"$out/pme-kernel-times.csv" 2>&1
+  }
+  pme_ncu ",sm__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed" ||
+    pme_ncu "" || echo "ncu failed: $(tail -3 "$out/pme-kernel-times.csv")"
   python3 bench/kernel_times.py "$out/pme-kernel-times.csv" | tee -a "$out/pme_bench.txt"
 fi
 fi

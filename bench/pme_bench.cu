@@ -151,8 +151,8 @@ PmeTiming run_pmkit(const OpenMMCase& c, int reps, int order = 5, std::int64_t r
 }
 
 // pmkit's step phase by phase, float, on the library's plans alone (what PmePlan runs,
-// without its convolution and last step; the gradient's x, y and z of a charge side by
-// side, as PmePlan has them): median ms of each, and interp_gradient into three arrays.
+// without its convolution and last step): median ms of each, and of interp_gradient with
+// its outputs side by side.
 void phases(const OpenMMCase& c) {
   const std::size_t n = c.n;
   Grid3 grid = Grid3::periodic(c.mesh);
@@ -178,15 +178,16 @@ void phases(const OpenMMCase& c) {
     plan.interp_gradient({View<const float>(mesh.get(), mesh.size())},
                          {View<float>(g.get(), n), View<float>(g.get() + n, n), View<float>(g.get() + 2 * n, n)});
   }, 21);
-  // The same with x, y and z of a charge side by side (PmePlan's layout) instead of in three arrays.
+  // The same with x, y and z of a charge side by side instead of in three arrays: its
+  // stores to the caller's order then fall on one sector a charge instead of three.
   const double side_by_side = median_ms([&] {
     plan.interp_gradient({View<const float>(mesh.get(), mesh.size())},
                          {View<float>(g.get(), n, 3), View<float>(g.get() + 1, n, 3), View<float>(g.get() + 2, n, 3)});
   }, 21);
   std::printf("%9zu phases (ms): set_points %.3f, spread %.3f (%s), forward FFT %.3f, inverse FFT %.3f, "
-              "interp_gradient %.3f; sum %.3f; interp_gradient into three arrays %.3f\n", n, bin, spread,
-              plan.spread_method_name().c_str(), forward, inverse, side_by_side,
-              bin + spread + forward + inverse + side_by_side, gradient);
+              "interp_gradient %.3f; sum %.3f; interp_gradient with x y z side by side %.3f\n", n, bin, spread,
+              plan.spread_method_name().c_str(), forward, inverse, gradient,
+              bin + spread + forward + inverse + gradient, side_by_side);
 }
 
 // One step of every charge's own velocity (nm a step, x y z interleaved), wrapped into

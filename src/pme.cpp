@@ -250,10 +250,7 @@ void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& force
   parts.coulomb = options_.coulomb_constant;
   const View<const T> phi(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()));
   if (n > 0) {
-    // x, y and z of a charge side by side: the gradient's stores to the caller's order
-    // then fall on one sector a charge instead of three.
-    s.mesh.interp_gradient({phi}, {View<T>(scratch + 4 * n, n, 3), View<T>(scratch + 4 * n + 1, n, 3),
-                                   View<T>(scratch + 4 * n + 2, n, 3)});
+    s.mesh.interp_gradient({phi}, {View<T>(scratch + 4 * n, n), View<T>(scratch + 5 * n, n), View<T>(scratch + 6 * n, n)});
     if (potential.data) {
       s.mesh.interp({phi}, {View<T>(scratch + 7 * n, n)});
       parts.rec_potential = scratch + 7 * n;

@@ -21,7 +21,7 @@ struct PmeParts {
   std::size_t n = 0;
   View<const T> charges;
   const T* real = nullptr;           // real space: n forces x, y, z, then n potentials; null: none
-  const T* gradient = nullptr;       // the reciprocal potential's gradient: x, y, z of each particle in turn
+  const T* gradient = nullptr;       // the reciprocal potential's gradient: n values x, y, z
   const T* rec_potential = nullptr;  // the reciprocal potential at the particles; null unless asked
   std::array<View<T>, 3> forces;
   View<double> energy;  // empty: not asked
@@ -72,7 +72,7 @@ enum PmeSum { kReciprocalEnergy, kChargeSum, kChargeSquares, kRealSpaceWork, kPm
 // Component d of the force on particle i.
 template <class T>
 PMKIT_HD inline T pme_force(const PmeParts<T>& p, int d, std::size_t i) {
-  T f = -p.charges[i] * p.gradient[3 * i + d];
+  T f = -p.charges[i] * p.gradient[d * p.n + i];
   if (p.real) f += p.real[d * p.n + i];
   return T(p.coulomb) * f;
 }

@@ -119,34 +119,33 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   slot[i] = dst;
 }
 
-// update_points in one pass, one thread per binned slot k (its caller's index perm[k]):
-// validates every particle, writes its new record to slot k of `particles` (a buffer
-// apart from the binning in use, which a rejected position leaves as it was; stores in
-// binned order, coalesced, where the caller's order would scatter them and the positions
-// read are the ones just written, mostly still in L2), and lists the particles whose
-// tile changed since the full binning (tile_of) as away, with their slots, in
+// update_points in one pass, one thread per particle in the caller's order (positions,
+// tile and slot read coalesced; only the record's store is scattered): validates every
+// particle, writes its new record to its slot of `particles` (a buffer apart from the
+// binning in use, which a rejected position leaves as it was), and lists the particles
+// whose tile changed since the full binning (tile_of) as away, with their slots, in
 // `away_slot` and `away_particles`: the first `capacity` of them. away_count counts them
 // all; more than `capacity` means a full binning instead.
 template <class T, int D>
 __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
-                              std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* perm,
+                              std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* slot,
                               unsigned long long* first_bad, std::uint32_t* away_count, std::uint32_t capacity,
                               Packed<T>* particles, std::uint32_t* away_slot, Packed<T>* away_particles) {
-  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (k >= n) return;
-  const std::uint32_t i = perm[k];
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
   Packed<T> p;
   std::uint32_t tile;
   if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
+  const std::uint32_t s = slot[i];
   if (tile != tile_of[i]) {
-    const std::uint32_t a = atomicAdd(away_count, 1u);
-    if (a < capacity) {
-      away_slot[a] = static_cast<std::uint32_t>(k);
-      store_record(away_particles + a, p);
+    const std::uint32_t k = atomicAdd(away_count, 1u);
+    if (k < capacity) {
+      away_slot[k] = s;
+      store_record(away_particles + k, p);
     }
     p.cell = kAwayCell;
   }
-  store_record(particles + k, p);
+  store_record(particles + s, p);
 }
 
 // Plan::permute_to_binned's arrays of one launch (strides in elements): up to

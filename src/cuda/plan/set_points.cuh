@@ -259,7 +259,7 @@ void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const
   check(cudaMemsetAsync(away_count, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
   Binned<T>& b = current_;
   update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-      layout_, geo_, pos, n, b.tile_of.get(), b.perm.get(), buf_.bad.get(), away_count, capacity,
+      layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), buf_.bad.get(), away_count, capacity,
       buf_.updated.particles.get(), buf_.updated.away_slot.get(), buf_.updated.away_particles.get());
   check_launch("pmkit::cuda::update_points");
   check(cudaMemcpyAsync(&host_->first_bad, buf_.bad.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost, stream_),
