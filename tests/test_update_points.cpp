@@ -141,6 +141,34 @@ TEST_P(UpdatePointsTest, LargeMovesAndThresholds) {
   });
 }
 
+// An update that ends in a full binning, then small moves: the next updates keep the
+// binning again (on CUDA the first of them counts the away particles before it writes).
+TEST_P(UpdatePointsTest, SmallMovesAfterAFullBinning) {
+  with_precision(std::get<1>(GetParam()), [&](auto t) {
+    using T = decltype(t);
+    SCOPED_TRACE(seed_note(seed_));
+    const Grid<3> grid = make_grid<3>({24, 17, 31}, BoundaryKind::Periodic);
+    Options opt = options_for(bc_);
+    opt.max_away_fraction = 0.05;
+    Plan<T, 3> plan(grid, Kernel::bspline(5), opt);
+    Positions<T, 3> pos = make_positions<T, 3>(grid, Distribution::Uniform, 20000, rng_);
+    const std::vector<T> q = random_values<T>(pos[0].size(), rng_);
+    plan.set_points(views_of<T, 3>(pos));
+    pos = moved<T, 3>(grid, pos, 4.0, rng_);  // most particles leave their tile
+    plan.update_points(views_of<T, 3>(pos));
+    EXPECT_EQ(plan.num_away(), 0u) << "a full binning";
+    expect_matches_reference<T, 3>(plan, pos, q, "after a full binning");
+    for (int step_no = 1; step_no <= 2; ++step_no) {
+      pos = moved<T, 3>(grid, pos, 0.05, rng_);
+      plan.update_points(views_of<T, 3>(pos));
+      if (bc_.backend == Backend::Cuda) {
+        EXPECT_GT(plan.num_away(), 0u) << "the binning was not kept";
+      }
+      expect_matches_reference<T, 3>(plan, pos, q, "small move " + std::to_string(step_no) + " after a full binning");
+    }
+  });
+}
+
 TEST_P(UpdatePointsTest, BadInputKeepsThePreviousPoints) {
   using T = float;
   const Grid<3> grid = Grid<3>::bounded({8, 8, 8});

@@ -125,7 +125,8 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 // binning in use, which a rejected position leaves as it was), and lists the particles
 // whose tile changed since the full binning (tile_of) as away, with their slots, in
 // `away_slot` and `away_particles`: the first `capacity` of them. away_count counts them
-// all; more than `capacity` means a full binning instead.
+// all; more than `capacity` means a full binning instead. `particles` null: the count
+// alone (a pass that only reads, where a full binning is likely).
 template <class T, int D>
 __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
                               std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* slot,
@@ -136,8 +137,13 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   Packed<T> p;
   std::uint32_t tile;
   if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
+  const bool away = tile != tile_of[i];
+  if (!particles) {
+    if (away) atomicAdd(away_count, 1u);
+    return;
+  }
   const std::uint32_t s = slot[i];
-  if (tile != tile_of[i]) {
+  if (away) {
     const std::uint32_t k = atomicAdd(away_count, 1u);
     if (k < capacity) {
       away_slot[k] = s;

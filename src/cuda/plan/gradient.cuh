@@ -115,9 +115,8 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
   if (n == 0) return;
   const GradientOutput<T, D> out{interp_output(D, 1)};
   const InverseSpacing<T, D> inverse = inverse_spacing();
-  // update_points' away list first: it reads the mesh row by row where the tiles after it
-  // stream all of it, so it finds in L2 what the kernel that wrote the mesh left there
-  // (PmePlan: the inverse FFT).
+  // update_points' away list (the tiles skip its particles: either order gives the same
+  // outputs).
   if (const std::size_t away = current_.num_away) {
     if constexpr (tuning::away_by_warps(K::support, D))
       interp_gradient_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads),
