@@ -35,7 +35,8 @@
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
 # "pme" (never in the default) runs OpenMM's PME (bench/pme_openmm.py, its wheels carried in
 # .whl) and pmkit's (bench/pme_bench) on the same charges, into $OUT/pme_bench.txt;
-# PMKIT_PME_SPREADS=1 adds seed 003's spreading table.
+# PMKIT_PME_SPREADS=1 adds seed 003's spreading table; PMKIT_PME_KERNELS=N the device time of
+# every kernel of pmkit's MD step at N charges (ncu).
 # "l2fetch" (never in the default) runs gpu_bench on PMKIT_L2_CASES at each L2 fetch
 # granularity of PMKIT_L2_FETCH (bytes, or "default"; gpu_bench --l2-fetch), rounds as ab's.
 # "ab" (never in the default) times this tree against a base tree, the way a tuning
@@ -266,6 +267,21 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 # PMKIT_PME_SPREADS=1 adds seed 003's table (1 and 20 spreads a binning).
 if [ -n "${PMKIT_PME_SPREADS:-}" ]; then
   ./build-device/bench/pme_bench --spreads 2>&1 | tee -a "$out/pme_bench.txt" || status=1
+fi
+# PMKIT_PME_KERNELS=N adds the device time, DRAM bytes and SM and L2 load of every kernel of
+# 20 MD steps at N charges (Nsight Compute, caches and clocks left as they run; medians by
+# kernel).
+if [ -n "${PMKIT_PME_KERNELS:-}" ]; then
+  step "PME: device time per kernel (ncu) of pmkit's MD step at ${PMKIT_PME_KERNELS} charges"
+  # With the SMs' and L2's share of their peak where this ncu knows the metrics.
+  pme_ncu() {
+    ncu --metrics "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum$1" --csv --cache-control none \
+      --clock-control none ./build-device/bench/pme_bench --md-kernels "$cases" "$PMKIT_PME_KERNELS" 20 \
+      >"$out/pme-kernel-times.csv" 2>&1
+  }
+  pme_ncu ",sm__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed" ||
+    pme_ncu "" || echo "ncu failed: $(tail -3 "$out/pme-kernel-times.csv")"
+  python3 bench/kernel_times.py "$out/pme-kernel-times.csv" | tee -a "$out/pme_bench.txt"
 fi
 fi
 

@@ -8,13 +8,17 @@ ncu prints its own lines and the program's output around the CSV; only rows with
 "Kernel Name" and that metric count. Kernel names are shortened to the function name
 (namespaces and template arguments kept, the parameter list dropped). Where the query
 also asked for dram__bytes_read.sum and dram__bytes_write.sum, each kernel's median DRAM
-bytes and their rate over its median time are printed beside it."""
+bytes and their rate over its median time are printed beside it; where it asked for
+sm__throughput and lts__throughput (.avg.pct_of_peak_sustained_elapsed), the median
+percentages of the SMs' and of L2's peak: what bounds each kernel."""
 import csv
 import statistics
 import sys
 
 BYTES = ('dram__bytes_read.sum', 'dram__bytes_write.sum')
 BYTE_UNITS = {'byte': 1.0, 'Kbyte': 1e3, 'Mbyte': 1e6, 'Gbyte': 1e9}
+PERCENTS = {'sm__throughput.avg.pct_of_peak_sustained_elapsed': 'SM %',
+            'lts__throughput.avg.pct_of_peak_sustained_elapsed': 'L2 %'}
 
 
 def short(name):
@@ -33,13 +37,17 @@ def main(path):
     lines = [l for l in open(path, errors='replace') if l.startswith('"')]
     times = {}
     launches = {}  # (launch id, metric) -> value, for the bytes
+    percents = {}  # metric -> kernel -> values
     order = []
     for row in csv.DictReader(lines):
         metric = row.get('Metric Name')
-        if 'Kernel Name' not in row or metric not in ('gpu__time_duration.sum',) + BYTES:
+        if 'Kernel Name' not in row or metric not in ('gpu__time_duration.sum',) + BYTES + tuple(PERCENTS):
             continue
         value = float(row['Metric Value'].replace(',', ''))
         name = short(row['Kernel Name'])
+        if metric in PERCENTS:
+            percents.setdefault(metric, {}).setdefault(name, []).append(value)
+            continue
         if metric in BYTES:
             launches.setdefault((name, row.get('ID')), {})[metric] = value * BYTE_UNITS.get(row.get('Metric Unit', ''), 1.0)
             continue
@@ -54,13 +62,17 @@ def main(path):
     moved = {}
     for (name, _), metrics in launches.items():
         moved.setdefault(name, []).append(sum(metrics.values()))
-    print(f"{'kernel':80s} {'launches':>8s} {'median us':>10s} {'min us':>8s}" + (f" {'DRAM MB':>8s} {'TB/s':>6s}" if moved else ''))
+    print(f"{'kernel':80s} {'launches':>8s} {'median us':>10s} {'min us':>8s}" + (f" {'DRAM MB':>8s} {'TB/s':>6s}" if moved else '') +
+          ''.join(f" {PERCENTS[m]:>6s}" for m in PERCENTS if m in percents))
     for name in order:
         t = times[name]
         line = f"{name[:80]:80s} {len(t):8d} {statistics.median(t):10.1f} {min(t):8.1f}"
         if name in moved:
             mb = statistics.median(moved[name]) / 1e6
             line += f" {mb:8.1f} {mb / statistics.median(t):6.2f}"
+        for m in PERCENTS:
+            if m in percents:
+                line += f" {statistics.median(percents[m].get(name, [0.0])):6.1f}"
         print(line)
     return 0
 

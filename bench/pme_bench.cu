@@ -13,6 +13,8 @@
 //       velocity, MD_STEP nm rms a step, as bench/pme_openmm.py moves OpenMM's) with pmkit's
 //       update_points at several PmeOptions::max_away_fraction, and with set_points every
 //       step, next to OpenMM's MD step from the same run.
+//   pme_bench --md-kernels DIR N STEPS   STEPS MD steps of case N at the default
+//       max_away_fraction, after 10 untimed, for Nsight Compute (bench/device.sh's pme step).
 //   pme_bench --spreads              seed 003 (Guo et al.): B-spline orders 4 and 6, K^3 periodic
 //       meshes K = 32..256, N = 10^3..10^7 uniform random particles, float; the time per
 //       spread of a binning followed by 1 spread and by 20 spreads (as Brownian dynamics
@@ -149,7 +151,8 @@ PmeTiming run_pmkit(const OpenMMCase& c, int reps, int order = 5, std::int64_t r
 }
 
 // pmkit's step phase by phase, float, on the library's plans alone (what PmePlan runs,
-// without its convolution and last step): median ms of each.
+// without its convolution and last step): median ms of each, and of interp_gradient with
+// its outputs side by side.
 void phases(const OpenMMCase& c) {
   const std::size_t n = c.n;
   Grid3 grid = Grid3::periodic(c.mesh);
@@ -175,9 +178,16 @@ void phases(const OpenMMCase& c) {
     plan.interp_gradient({View<const float>(mesh.get(), mesh.size())},
                          {View<float>(g.get(), n), View<float>(g.get() + n, n), View<float>(g.get() + 2 * n, n)});
   }, 21);
+  // The same with x, y and z of a charge side by side instead of in three arrays: its
+  // stores to the caller's order then fall on one sector a charge instead of three.
+  const double side_by_side = median_ms([&] {
+    plan.interp_gradient({View<const float>(mesh.get(), mesh.size())},
+                         {View<float>(g.get(), n, 3), View<float>(g.get() + 1, n, 3), View<float>(g.get() + 2, n, 3)});
+  }, 21);
   std::printf("%9zu phases (ms): set_points %.3f, spread %.3f (%s), forward FFT %.3f, inverse FFT %.3f, "
-              "interp_gradient %.3f; sum %.3f\n", n, bin, spread, plan.spread_method_name().c_str(), forward, inverse,
-              gradient, bin + spread + forward + inverse + gradient);
+              "interp_gradient %.3f; sum %.3f; interp_gradient with x y z side by side %.3f\n", n, bin, spread,
+              plan.spread_method_name().c_str(), forward, inverse, gradient,
+              bin + spread + forward + inverse + gradient, side_by_side);
 }
 
 // One step of every charge's own velocity (nm a step, x y z interleaved), wrapped into
@@ -220,47 +230,109 @@ double fraction_away(const OpenMMCase& c, const std::vector<float>& v, int steps
   return double(away) / double(c.n);
 }
 
-// Mean ms of a step of molecular dynamics over `steps` steps (after 10 untimed): the
-// charges move (move_kernel), then update_points (set_points where `resort`) and
-// compute_reciprocal. The mean, not the median: the full re-binnings of update_points fall
-// on some steps only.
+// One case's charges in steps of molecular dynamics on a float plan: each step moves
+// every charge by its velocity (move_kernel), then update_points (set_points where
+// `resort`) and compute_reciprocal.
+struct MdSystem {
+  const OpenMMCase& c;
+  PmePlan<float> plan;
+  DeviceBuffer<float> dx, dy, dz, dv, dq, fx, fy, fz;
+  DeviceBuffer<double> energy{1};
+
+  static PmePlan<float> make_plan(const OpenMMCase& c, double max_away_fraction) {
+    PmeParameters p;
+    p.alpha = c.alpha;
+    p.mesh = c.mesh;
+    p.order = 5;
+    p.cutoff = 1.0;
+    PmeOptions o;
+    o.backend = Backend::Cuda;
+    o.coulomb_constant = kOpenMMCoulomb;
+    o.max_away_fraction = max_away_fraction;
+    return PmePlan<float>({c.length, c.length, c.length}, p, o);
+  }
+  static std::vector<float> coordinates(const OpenMMCase& c, int d) { return {c.x[d].begin(), c.x[d].end()}; }
+
+  MdSystem(const OpenMMCase& c_, const std::vector<float>& velocity, double max_away_fraction)
+      : c(c_), plan(make_plan(c_, max_away_fraction)), dx(coordinates(c_, 0)), dy(coordinates(c_, 1)),
+        dz(coordinates(c_, 2)), dv(velocity), dq(std::vector<float>(c_.q.begin(), c_.q.end())), fx(c_.n), fy(c_.n),
+        fz(c_.n) {
+    plan.set_points(positions());
+  }
+  PmePlan<float>::Positions positions() const {
+    return {View<const float>(dx.get(), c.n), View<const float>(dy.get(), c.n), View<const float>(dz.get(), c.n)};
+  }
+  void move() {
+    const unsigned blocks = static_cast<unsigned>((c.n + 255) / 256);
+    move_kernel<<<blocks, 256>>>(dx.get(), dy.get(), dz.get(), dv.get(), c.n, static_cast<float>(c.length));
+  }
+  void bin(bool resort) {
+    if (resort)
+      plan.set_points(positions());
+    else
+      plan.update_points(positions());
+  }
+  void compute() {
+    plan.compute_reciprocal(View<const float>(dq.get(), c.n),
+                            {View<float>(fx.get(), c.n), View<float>(fy.get(), c.n), View<float>(fz.get(), c.n)},
+                            View<double>(energy.get(), 1));
+  }
+  void step(bool resort) {
+    move();
+    bin(resort);
+    compute();
+  }
+};
+
+// Mean ms of a step of molecular dynamics over `steps` steps (after 10 untimed). The
+// mean, not the median: the full re-binnings of update_points fall on some steps only.
 double md_step_ms(const OpenMMCase& c, const std::vector<float>& velocity, double max_away_fraction, bool resort,
                   int steps) {
-  PmeParameters p;
-  p.alpha = c.alpha;
-  p.mesh = c.mesh;
-  p.order = 5;
-  p.cutoff = 1.0;
-  PmeOptions o;
-  o.backend = Backend::Cuda;
-  o.coulomb_constant = kOpenMMCoulomb;
-  o.max_away_fraction = max_away_fraction;
-  PmePlan<float> plan({c.length, c.length, c.length}, p, o);
-  std::array<std::vector<float>, 3> x;
-  for (int d = 0; d < 3; ++d) x[d].assign(c.x[d].begin(), c.x[d].end());
-  DeviceBuffer<float> dx(x[0]), dy(x[1]), dz(x[2]), dv(velocity),
-      dq(std::vector<float>(c.q.begin(), c.q.end())), fx(c.n), fy(c.n), fz(c.n);
-  DeviceBuffer<double> energy(1);
-  const PmePlan<float>::Positions pos = {View<const float>(dx.get(), c.n), View<const float>(dy.get(), c.n),
-                                         View<const float>(dz.get(), c.n)};
-  const PmePlan<float>::Forces forces = {View<float>(fx.get(), c.n), View<float>(fy.get(), c.n),
-                                         View<float>(fz.get(), c.n)};
-  const unsigned blocks = static_cast<unsigned>((c.n + 255) / 256);
-  plan.set_points(pos);
-  auto step = [&] {
-    move_kernel<<<blocks, 256>>>(dx.get(), dy.get(), dz.get(), dv.get(), c.n, static_cast<float>(c.length));
-    if (resort)
-      plan.set_points(pos);
-    else
-      plan.update_points(pos);
-    plan.compute_reciprocal(View<const float>(dq.get(), c.n), forces, View<double>(energy.get(), 1));
-  };
-  for (int i = 0; i < 10; ++i) step();
+  MdSystem md(c, velocity, max_away_fraction);
+  for (int i = 0; i < 10; ++i) md.step(resort);
   cuda::EventTimer timer;
   timer.start(nullptr);
-  for (int i = 0; i < steps; ++i) step();
+  for (int i = 0; i < steps; ++i) md.step(resort);
   timer.stop(nullptr);
   return 1e3 * timer.seconds("pme_bench") / steps;
+}
+
+// The MD step at the default max_away_fraction cut by events on the device's timeline:
+// mean ms of the move, of update_points (its kernels, its wait for the host and the
+// host's next launch, and the full binnings it falls back to) and of compute_reciprocal
+// (with the away charges), over `steps` steps after 10 untimed; and of
+// compute_reciprocal right after set_points (no away charges), as the first table's.
+void md_phases(const OpenMMCase& c, const std::vector<float>& velocity, int steps) {
+  MdSystem md(c, velocity, PmeOptions{}.max_away_fraction);
+  for (int i = 0; i < 10; ++i) md.step(false);
+  std::vector<cudaEvent_t> events(4 * static_cast<std::size_t>(steps));
+  for (cudaEvent_t& e : events) cuda::check(cudaEventCreate(&e), "pme_bench: events");
+  for (int i = 0; i < steps; ++i) {
+    cudaEvent_t* e = &events[4 * static_cast<std::size_t>(i)];
+    cuda::check(cudaEventRecord(e[0]), "pme_bench: events");
+    md.move();
+    cuda::check(cudaEventRecord(e[1]), "pme_bench: events");
+    md.bin(false);
+    cuda::check(cudaEventRecord(e[2]), "pme_bench: events");
+    md.compute();
+    cuda::check(cudaEventRecord(e[3]), "pme_bench: events");
+  }
+  cuda::check(cudaDeviceSynchronize(), "pme_bench");
+  double sum[3] = {};
+  for (int i = 0; i < steps; ++i)
+    for (int k = 0; k < 3; ++k) {
+      float ms = 0;
+      cuda::check(cudaEventElapsedTime(&ms, events[4 * static_cast<std::size_t>(i) + k],
+                                       events[4 * static_cast<std::size_t>(i) + k + 1]),
+                  "pme_bench: events");
+      sum[k] += ms;
+    }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  md.plan.set_points(md.positions());
+  const double alone = median_ms([&] { md.compute(); }, 50);
+  std::printf("%9zu MD step at the default (ms, mean of %d steps on the device's timeline): move %.3f, "
+              "update_points %.3f, compute_reciprocal %.3f (after set_points alone: %.3f); sum %.3f\n",
+              c.n, steps, sum[0] / steps, sum[1] / steps, sum[2] / steps, alone, (sum[0] + sum[1] + sum[2]) / steps);
 }
 
 // The MD table's row for one case.
@@ -279,6 +351,17 @@ void md_steps(const OpenMMCase& c) {
               "OpenMM's charges moved %.4f nm rms a step\n", "", 100 * fraction_away(c, v, 1),
               100 * fraction_away(c, v, 2), 100 * fraction_away(c, v, 5), 100 * fraction_away(c, v, 10),
               100 * fraction_away(c, v, 20), c.openmm_md_rms);
+  md_phases(c, v, steps);
+}
+
+// `steps` MD steps at the default max_away_fraction after 10 untimed, for a profiler
+// (bench/device.sh's pme step runs Nsight Compute on them with PMKIT_PME_KERNELS).
+int md_kernels(const std::string& dir, const std::string& size, int steps) {
+  const OpenMMCase c = read_case(dir + "/pme-case-" + size + ".bin");
+  MdSystem md(c, md_velocities(c.n), PmeOptions{}.max_away_fraction);
+  for (int i = 0; i < 10 + steps; ++i) md.step(false);
+  cuda::check(cudaDeviceSynchronize(), "pme_bench");
+  return 0;
 }
 
 int openmm_cases(const std::string& dir, std::vector<std::string> sizes) {
@@ -378,10 +461,11 @@ int spread_table() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string usage = "usage: pme_bench --openmm DIR [N ...] | --spreads\n";
+  const std::string usage = "usage: pme_bench --openmm DIR [N ...] | --spreads | --md-kernels DIR N STEPS\n";
   if (argc >= 3 && std::string(argv[1]) == "--openmm")
     return openmm_cases(argv[2], std::vector<std::string>(argv + 3, argv + argc));
   if (argc == 2 && std::string(argv[1]) == "--spreads") return spread_table();
+  if (argc == 5 && std::string(argv[1]) == "--md-kernels") return md_kernels(argv[2], argv[3], std::atoi(argv[4]));
   std::fputs(usage.c_str(), stderr);
   return 2;
 }

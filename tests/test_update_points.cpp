@@ -113,6 +113,12 @@ TEST_P(UpdatePointsTest, SmallMovesKeepTheBinning) {
     }
     run<T, 3>({16, 16, 16}, BoundaryKind::MixedKeep, Distribution::Clustered, 20.0, 0.05, 0.05, Kernel::tsc());
     run<T, 2>({70, 45}, BoundaryKind::Fold, Distribution::Uniform, 4.0, 0.1, 0.05, Kernel::bspline(5));
+    // 216 stencil nodes (at least tuning::kAwayWarpMinNodes): CUDA takes the away
+    // particles one warp each, here with folds and the periodic seam.
+    run<T, 3>({14, 12, 16}, BoundaryKind::MixedFold, Distribution::Seam, 3.0, 0.05, 0.2, Kernel::bspline(6));
+    if (bc_.backend == Backend::Cuda) {
+      EXPECT_GT(last_most_away_, 0u) << "the warps' away path was not exercised";
+    }
     // 1080 tiles and 552961 particles (at least tuning::kPartitionMinParticles = 2^19):
     // CUDA's set_points bins by its two-level partition (slot composed).
     run<T, 3>({96, 80, 72}, BoundaryKind::Periodic, Distribution::Uniform, 1.0, 0.02, 0.05, Kernel::mp4());
@@ -132,6 +138,34 @@ TEST_P(UpdatePointsTest, LargeMovesAndThresholds) {
     // The default threshold with moves of a cell: a full binning each time.
     run<T, 3>({16, 16, 16}, BoundaryKind::Keep, Distribution::Uniform, 8.0, 1.0, Options{}.max_away_fraction,
               Kernel::bspline(4));
+  });
+}
+
+// An update that ends in a full binning, then small moves: the next updates keep the
+// binning again (on CUDA the first of them counts the away particles before it writes).
+TEST_P(UpdatePointsTest, SmallMovesAfterAFullBinning) {
+  with_precision(std::get<1>(GetParam()), [&](auto t) {
+    using T = decltype(t);
+    SCOPED_TRACE(seed_note(seed_));
+    const Grid<3> grid = make_grid<3>({24, 17, 31}, BoundaryKind::Periodic);
+    Options opt = options_for(bc_);
+    opt.max_away_fraction = 0.05;
+    Plan<T, 3> plan(grid, Kernel::bspline(5), opt);
+    Positions<T, 3> pos = make_positions<T, 3>(grid, Distribution::Uniform, 20000, rng_);
+    const std::vector<T> q = random_values<T>(pos[0].size(), rng_);
+    plan.set_points(views_of<T, 3>(pos));
+    pos = moved<T, 3>(grid, pos, 4.0, rng_);  // most particles leave their tile
+    plan.update_points(views_of<T, 3>(pos));
+    EXPECT_EQ(plan.num_away(), 0u) << "a full binning";
+    expect_matches_reference<T, 3>(plan, pos, q, "after a full binning");
+    for (int step_no = 1; step_no <= 2; ++step_no) {
+      pos = moved<T, 3>(grid, pos, 0.05, rng_);
+      plan.update_points(views_of<T, 3>(pos));
+      if (bc_.backend == Backend::Cuda) {
+        EXPECT_GT(plan.num_away(), 0u) << "the binning was not kept";
+      }
+      expect_matches_reference<T, 3>(plan, pos, q, "small move " + std::to_string(step_no) + " after a full binning");
+    }
   });
 }
 

@@ -183,15 +183,18 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
   slot[i] = dst;
 }
 
-// update_points, one thread per particle in the caller's order (positions, tile and
-// slot read coalesced; only the record's store is scattered). The check
-// pass validates and counts the particles whose tile changed since the full binning
-// (tile_of); only if it succeeds does the apply pass write the new records in place and
-// list the away ones.
+// update_points in one pass, one thread per particle in the caller's order (positions,
+// tile and slot read coalesced; only the record's store is scattered): validates every
+// particle, writes its new record to its slot of `particles` (a buffer apart from the
+// binning in use, which a rejected position leaves as it was), and lists the particles
+// whose tile changed since the full binning (tile_of) as away, with their slots, in
+// `away_slot` and `away_particles`: the first `capacity` of them. away_count counts them
+// all; more than `capacity` means a full binning instead. `particles` null: the count
+// alone (a pass that only reads, where a full binning is likely).
 template <class T, int D>
 __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
                               std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* slot,
-                              bool apply, unsigned long long* first_bad, std::uint32_t* away_count,
+                              unsigned long long* first_bad, std::uint32_t* away_count, std::uint32_t capacity,
                               Packed<T>* particles, std::uint32_t* away_slot, Packed<T>* away_particles) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -199,15 +202,17 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   std::uint32_t tile;
   if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
   const bool away = tile != tile_of[i];
-  if (!apply) {
+  if (!particles) {
     if (away) atomicAdd(away_count, 1u);
     return;
   }
   const std::uint32_t s = slot[i];
   if (away) {
     const std::uint32_t k = atomicAdd(away_count, 1u);
-    away_slot[k] = s;
-    store_record(away_particles + k, p);
+    if (k < capacity) {
+      away_slot[k] = s;
+      store_record(away_particles + k, p);
+    }
     p.cell = kAwayCell;
   }
   store_record(particles + s, p);

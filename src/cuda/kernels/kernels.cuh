@@ -11,9 +11,11 @@
 //   interp.cuh          M2P by tiles or one thread a particle, and the unbin pass
 //   gradient.cuh        interp_gradient and spread_gradient: the tile kernels' gradient
 //                       steps, and their one-thread-per-particle kernels
+//   away_warps.cuh      update_points' away particles of large stencils, one warp each
 //   fixed_point.cuh, mesh_rows.cuh: the integer accumulation and the vector row atomics
 // The per-particle stencil is the one shared with the CPU backend (core/stencil.hpp).
 // Launches and memory are in src/cuda/plan/.
+#include "cuda/kernels/away_warps.cuh"
 #include "cuda/kernels/binning.cuh"
 #include "cuda/kernels/gradient.cuh"
 #include "cuda/kernels/interp.cuh"

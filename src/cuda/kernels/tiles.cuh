@@ -14,6 +14,18 @@ namespace pmkit::cuda {
 // ---------------------------------------------------------------------------------
 // Per-particle helpers
 
+// A binned record's stencil: its first logical node and its local coordinates.
+template <class K, int D, class T>
+__device__ __forceinline__ void record_stencil(const BinGeometry<D>& geo, const Packed<T>& p, int (&base)[D],
+                                               T (&s)[D]) {
+  geo.decode(p.cell, base);
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) {
+    base[d] -= (K::support - 1) / 2;
+    s[d] = p.s[d];
+  }
+}
+
 // The head of the one-thread-per-particle kernels: thread i takes binned record i and
 // calls f(i, base, s) with its stencil's first logical node and local coordinates,
 // unless i is past n or the record is away (update_points' list handles it).
@@ -26,12 +38,7 @@ __device__ __forceinline__ void with_own_record(const BinGeometry<D>& geo, const
   if (p.cell == kAwayCell) return;
   int base[D];
   T s[D];
-  geo.decode(p.cell, base);
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    base[d] -= (K::support - 1) / 2;
-    s[d] = p.s[d];
-  }
+  record_stencil<K, D>(geo, p, base, s);
   f(i, base, s);
 }
 

@@ -180,6 +180,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   StreamHandover handover_;  // set_stream's ordering of the new stream after the old
 
   Binned<T> current_, spare_;  // the binning in use, and the one set_points builds
+  bool update_rebinned_ = false;  // the last update_points ended in a full binning
   PlanBuffers<T> buf_;
   DeviceBuffer<T> permuted_;  // permute_to_binned's scratch (and host_arrays' staging)
   std::unique_ptr<HostStatus, FreeHost> host_;

@@ -115,6 +115,18 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
   if (n == 0) return;
   const GradientOutput<T, D> out{interp_output(D, 1)};
   const InverseSpacing<T, D> inverse = inverse_spacing();
+  // update_points' away list (the tiles skip its particles: either order gives the same
+  // outputs).
+  if (const std::size_t away = current_.num_away) {
+    if constexpr (tuning::away_by_warps(K::support, D))
+      interp_gradient_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads),
+                                                   tuning::kPointThreads, 0, stream_>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
+    else
+      interp_gradient_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
+    check_launch("pmkit::cuda::interp_gradient::away");
+  }
   if (interp_by_tiles<K>(1)) {
     const std::size_t shared = interp_tiles_shared_bytes<K, D, T, 1>();
     auto kernel =
@@ -127,11 +139,6 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
     interp_gradient_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, n, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::gather");
-  }
-  if (const std::size_t away = current_.num_away) {
-    interp_gradient_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
-    check_launch("pmkit::cuda::interp_gradient::away");
   }
   if (out.direct.perm) return;
   bool interleaved = true;  // the D outputs are the D strided views of one array

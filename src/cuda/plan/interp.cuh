@@ -50,6 +50,18 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
   if (n == 0) return;
   const InterpOutput<T> out = interp_output(pass.count, pass.count);
   const bool direct = out.perm != nullptr;
+  // update_points' away list (the tiles skip its particles: either order gives the same
+  // outputs).
+  if (const std::size_t away = current_.num_away) {
+    if constexpr (tuning::away_by_warps(K::support, D))
+      interp_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0,
+                                          stream_>>>(layout_, geo_, current_.away_particles.get(),
+                                                     current_.away_slot.get(), away, pass, out);
+    else
+      interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
+    check_launch("pmkit::cuda::interp::away");
+  }
   if (interp_by_tiles<K>(pass.count)) {
     with_prop_count(pass.count, [&](auto np) {
       constexpr int NP = decltype(np)::value;
@@ -64,11 +76,6 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
     interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, n, pass, out);
     check_launch("pmkit::cuda::interp::gather");
-  }
-  if (const std::size_t away = current_.num_away) {
-    interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
-    check_launch("pmkit::cuda::interp::away");
   }
   if (direct) return;
   unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(pass, out.binned, n,

@@ -45,6 +45,8 @@ inline DeviceLimits query_device(int device) {
 inline unsigned blocks_for(std::size_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
+// The blocks of `threads` that give each of n items a warp.
+inline unsigned warp_blocks_for(std::size_t n, int threads) { return blocks_for(32 * n, threads); }
 
 // One binning of the plan's particles: their records in tile order, the permutation
 // both ways, the blocks' chunks, the update_points away list, and what the partition
@@ -119,6 +121,12 @@ struct PlanBuffers {
   DeviceBuffer<T> binned_values, mid_values;
   // host_arrays: the device copies of the caller's host arrays.
   DeviceBuffer<T> staging_positions, staging_particles, staging_meshes;
+  // update_points: the new records and away list, swapped into the binning in use once
+  // the update is accepted.
+  struct Update {
+    DeviceBuffer<Packed<T>> particles, away_particles;
+    DeviceBuffer<std::uint32_t> away_slot;
+  } updated;
 };
 
 // What set_points and update_points read back, in pinned memory, so that the copies run

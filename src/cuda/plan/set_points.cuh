@@ -233,52 +233,71 @@ void CudaBackend<T, D>::resolve_method() {
                                   window_use(), static_cast<double>(layout_.size) * sizeof(T), limits_.l2_bytes);
 }
 
-// Keeps the binning: every particle still in its tile gets its new record in place;
-// the others go to the away list, which spread and interp handle with one thread per
-// particle. A full binning instead when too many are away, and in deterministic mode
-// (the away particles' spread would take float atomics).
+// Keeps the binning: every particle still in its tile gets its new record; the others
+// go to the away list, which spread and interp handle apart (one thread or one warp a
+// particle). One pass writes the new records and the list into buffers of their own,
+// then the call waits once for the count and swaps them in; a full binning instead
+// when more than max_away_fraction of the particles are away (after which the next
+// update counts before it writes), and in deterministic mode (the away particles'
+// spread would take float atomics). A rejected position throws with the binning in use
+// left as it was.
 template <class T, int D>
 void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const T>, D>& positions) {
   const DeviceScope on_device(options_.device);
   if (options_.deterministic || n == 0) return set_points(n, positions);
   timings_ = {};
-  Binned<T>& b = current_;
+  // The away particles an update keeps at most: away > max_away_fraction * n <=> away > capacity.
+  const auto capacity = static_cast<std::uint32_t>(options_.max_away_fraction * static_cast<double>(n));
   if (options_.host_arrays) buf_.staging_positions.reserve(n * D, "position staging");
   buf_.bad.reserve(1, "binning scratch");
   buf_.tile_count.reserve(1, "binning scratch");
+  buf_.updated.particles.reserve(n, "update_points records");
+  buf_.updated.away_slot.reserve(capacity, "update_points away list");
+  buf_.updated.away_particles.reserve(capacity, "update_points away list");
   const PositionArrays<T, D> pos = device_positions(n, positions);
 
   start_timer();
   std::uint32_t* away_count = buf_.tile_count.get();
-  // The second run finds no rejected particle (the first threw for any), so `bad` is cleared once.
-  check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
-  auto run_update = [&](bool apply) {
+  Binned<T>& b = current_;
+  // One pass: the count alone (write = false), or the count with the new records and the
+  // away list.
+  auto run_update = [&](bool write) {
     check(cudaMemsetAsync(away_count, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
     update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), apply, buf_.bad.get(), away_count, b.particles.get(),
-        b.away_slot.get(), b.away_particles.get());
+        layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), buf_.bad.get(), away_count, capacity,
+        write ? buf_.updated.particles.get() : nullptr, buf_.updated.away_slot.get(),
+        buf_.updated.away_particles.get());
     check_launch("pmkit::cuda::update_points");
   };
-  run_update(false);
+  // A pass validates every position, so `bad` is cleared once.
+  check(cudaMemsetAsync(buf_.bad.get(), 0xff, sizeof(unsigned long long), stream_), "cudaMemset");
+  // After an update that ended in a full binning the particles likely still move that far:
+  // count first, with a pass that only reads, and write only where the count allows.
+  const bool count_first = update_rebinned_;
+  run_update(!count_first);
   check(cudaMemcpyAsync(&host_->first_bad, buf_.bad.get(), sizeof(host_->first_bad), cudaMemcpyDeviceToHost, stream_),
         "update_points: position check");
   check(cudaMemcpyAsync(&host_->away, away_count, sizeof(host_->away), cudaMemcpyDeviceToHost, stream_), "update_points");
-  check(cudaStreamSynchronize(stream_), "update_points");
+  timings_.compute_s += stop_timer();  // the call's one wait (two where it counted first)
   reject_if_bad(pos, host_->first_bad);
   const std::uint32_t away = host_->away;
-  if (away > options_.max_away_fraction * static_cast<double>(n)) {
-    timings_.compute_s += stop_timer();
+  update_rebinned_ = away > capacity;
+  if (update_rebinned_) {
     const Timings update = timings_;
     set_points(n, positions);
     timings_.compute_s += update.compute_s;
     timings_.transfer_s += update.transfer_s;
     return;
   }
-  b.away_slot.reserve(away, "update_points away list");
-  b.away_particles.reserve(away, "update_points away list");
-  run_update(true);
+  if (count_first) {
+    start_timer();
+    run_update(true);
+    timings_.compute_s += stop_timer();
+  }
+  std::swap(b.particles, buf_.updated.particles);
+  std::swap(b.away_slot, buf_.updated.away_slot);
+  std::swap(b.away_particles, buf_.updated.away_particles);
   b.num_away = away;
-  timings_.compute_s += stop_timer();
 }
 
 // Exclusive sum of `items` counters (buf_.scan_temp holds the largest scan of set_points).

@@ -135,8 +135,13 @@ void CudaBackend<T, D>::launch_spread(const PropPass<T>& pass, Accumulate mode) 
     launch_tiles<K, kFastWords<T>, false>(pass);
   }
   if (const std::size_t away = current_.num_away) {  // update_points' away list
-    spread_atomics_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), current_.perm.get(), away, pass);
+    if constexpr (tuning::away_by_warps(K::support, D))
+      spread_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0,
+                                          stream_>>>(layout_, geo_, current_.away_particles.get(),
+                                                     current_.away_slot.get(), current_.perm.get(), away, pass);
+    else
+      spread_atomics_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), current_.perm.get(), away, pass);
     check_launch("pmkit::cuda::spread::away");
   }
 }

@@ -68,17 +68,28 @@ constexpr double kBinnedPairFraction = 0.5;
 constexpr int kPermuteArrays = 8;
 
 // ---------------------------------------------------------------------------------
+// update_points: the away list
+
+// Stencil nodes a particle from which spread and interp take update_points' away
+// particles one warp each (kernels/away_warps.cuh) instead of one thread each: the 3D
+// B-splines of order 5 and up, PME's; smaller stencils keep one thread a particle
+// (docs/tuning.md#kawaywarpminnodes).
+constexpr int kAwayWarpMinNodes = 100;
+constexpr int stencil_nodes(int support, int dims) {
+  int nodes = 1;
+  for (int d = 0; d < dims; ++d) nodes *= support;
+  return nodes;
+}
+constexpr bool away_by_warps(int support, int dims) { return stencil_nodes(support, dims) >= kAwayWarpMinNodes; }
+
+// ---------------------------------------------------------------------------------
 // set_points: the tile kernels' order (kernels/tiles.cuh, interleave_kernel)
 
 // Stencil nodes a particle from which set_points interleaves each chunk's particles by
 // shared-memory bank: fewer bank conflicts against an indirection a particle
 // (docs/tuning.md#kinterleaveminnodes).
 constexpr int kInterleaveMinNodes = 27;
-constexpr bool interleave_pays(int support, int dims) {
-  int nodes = 1;
-  for (int d = 0; d < dims; ++d) nodes *= support;
-  return nodes >= kInterleaveMinNodes;
-}
+constexpr bool interleave_pays(int support, int dims) { return stencil_nodes(support, dims) >= kInterleaveMinNodes; }
 // Threads of the interleave, a block a chunk: blocks an SM against the bytes read, by
 // where the banks come from (docs/tuning.md#interleave_threads).
 constexpr int interleave_threads(bool from_banks) { return from_banks ? 64 : 256; }
