@@ -108,6 +108,14 @@ PMKIT_HD PMKIT_FORCEINLINE void exact_stencil(const double (&u)[D], const std::i
   for (int d = 0; d < D; ++d) base[d] -= static_cast<int>(first_cell[d] - 1);
 }
 
+// The two's complement negation of a pair of words.
+PMKIT_HD PMKIT_FORCEINLINE ExactWords negated(ExactWords w) {
+  ExactWords r;
+  r.low = ~w.low + 1ull;
+  r.high = static_cast<long long>(~static_cast<unsigned long long>(w.high) + (r.low == 0 ? 1ull : 0ull));
+  return r;
+}
+
 // An integral double (|v| < 2^127) as 128-bit words, exactly: |v| splits into 2^64 h + l
 // with both parts exact doubles, then the sign.
 PMKIT_HD PMKIT_FORCEINLINE ExactWords exact_words(double v) {
@@ -117,22 +125,15 @@ PMKIT_HD PMKIT_FORCEINLINE ExactWords exact_words(double v) {
   ExactWords w;
   w.low = static_cast<unsigned long long>(magnitude - high * two64);
   w.high = static_cast<long long>(high);
-  if (v < 0) {  // two's complement negation of the pair
-    w.low = ~w.low + 1ull;
-    w.high = static_cast<long long>(~static_cast<unsigned long long>(w.high) + (w.low == 0 ? 1ull : 0ull));
-  }
-  return w;
+  return v < 0 ? negated(w) : w;
 }
 
 // The sum's words rounded to the nearest double (ties to even) once: the magnitude's
 // leading 64 bits with a sticky bit for the rest, converted, then scaled by a power of two.
 PMKIT_HD PMKIT_FORCEINLINE double exact_to_double(ExactWords w) {
   const bool negative = w.high < 0;
-  unsigned long long low = w.low, high = static_cast<unsigned long long>(w.high);
-  if (negative) {
-    low = ~low + 1ull;
-    high = ~high + (low == 0 ? 1ull : 0ull);
-  }
+  const ExactWords m = negative ? negated(w) : w;
+  const unsigned long long low = m.low, high = static_cast<unsigned long long>(m.high);
   double magnitude;
   if (high == 0) {
     magnitude = static_cast<double>(low);
@@ -149,16 +150,11 @@ PMKIT_HD PMKIT_FORCEINLINE double exact_to_double(ExactWords w) {
   return negative ? -magnitude : magnitude;
 }
 
-// A node's value from its fixed-point sum: rounded to double once, unscaled by the power
-// of two (exact); the caller rounds it to T.
-PMKIT_HD PMKIT_FORCEINLINE double exact_value(ExactWords sum, double inverse_scale) {
-  return exact_to_double(sum) * inverse_scale;
-}
-
-// The block node's value from its sum: written, or added to the block's value in double.
+// The block node's value from its fixed-point sum: rounded to double once, unscaled by
+// the power of two (exact), then written, or added to the block's value in double.
 template <class T>
 PMKIT_HD PMKIT_FORCEINLINE void round_exact(ExactWords sum, double inverse_scale, bool add, T& out) {
-  const double v = exact_value(sum, inverse_scale);
+  const double v = exact_to_double(sum) * inverse_scale;
   out = add ? static_cast<T>(static_cast<double>(out) + v) : static_cast<T>(v);
 }
 

@@ -30,7 +30,10 @@ __device__ __forceinline__ void with_warp_record(const BinGeometry<D>& geo, cons
 }
 
 // Calls f(row_index, y, z) for each of lane `lane`'s x-rows of the stencil `rows` (rows
-// lane, lane + 32, ...; row r is y-node r % S and z-node r / S, as StencilRows').
+// lane, lane + 32, ...; row r is y-node r % S and z-node r / S, as StencilRows'). The
+// row depends on the lane, so its nodes and weights are taken with pick (kept in
+// registers) rather than StencilRows::row_index and row_weight, whose indexing by a
+// value known only at run time would put the arrays in local memory.
 template <class K, int D, class T, class F>
 __device__ __forceinline__ void for_each_lane_row(const detail::StencilRows<K, D, T>& rows, int lane, F&& f) {
   constexpr int S = K::support;

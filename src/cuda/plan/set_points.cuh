@@ -257,7 +257,7 @@ void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const
   const PositionArrays<T, D> pos = device_positions(n, positions);
 
   start_timer();
-  std::uint32_t* away_count = buf_.tile_count.get();
+  std::uint32_t* away_count = buf_.tile_count.get();  // set_points' scratch, free between calls
   Binned<T>& b = current_;
   // One pass: the count alone (write = false), or the count with the new records and the
   // away list.

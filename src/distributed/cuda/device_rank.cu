@@ -462,6 +462,16 @@ struct DeviceRank<T, D>::State {
     for_region(count, [&](int j) { return CopyNode<T>{blocks[j], meshes.get() + j * local_size, copy}; });
   }
 
+  // The deterministic spread's stencil arrays, as the kernels take them.
+  ExactStencils<T, D> exact_stencils() {
+    ExactStencils<T, D> stencils;
+    for (int d = 0; d < D; ++d) {
+      stencils.base[d] = exact_base[d].get();
+      stencils.frac[d] = exact_frac[d].get();
+    }
+    return stencils;
+  }
+
   // Sends bytes [send_offsets[p], send_offsets[p+1]) of `out` to each peer p and receives
   // [recv_offsets[p], ...) of `in` from it; this rank's own part is a device copy.
   void exchange(Transport transport, const unsigned char* out, const std::vector<std::int64_t>& send_offsets,
@@ -627,19 +637,16 @@ template <class T, int D>
 void DeviceRank<T, D>::locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) {
   State& s = *state_;
   cuda::DeviceScope scope(s.device);
-  ExactStencils<T, D> out;
   Columns<T, D> columns;
   for (int d = 0; d < D; ++d) {
     s.exact_base[d].reserve(std::max<std::size_t>(1, n), "deterministic stencils");
     s.exact_frac[d].reserve(std::max<std::size_t>(1, n), "deterministic stencils");
-    out.base[d] = s.exact_base[d].get();
-    out.frac[d] = s.exact_frac[d].get();
     columns.c[d] = positions[d];
   }
   if (n == 0) return;
   kernels::dispatch(s.kernel, [&](auto k) {
     locate_exact_kernel<decltype(k), T, D><<<blocks_for(n), kThreads, 0, s.stream>>>(columns, n, s.owners, s.first_cell,
-                                                                                   out);
+                                                                                   s.exact_stencils());
   });
   cuda::check_launch("pmkit::DistributedPlan::locate_exact_kernel");
 }
@@ -690,11 +697,7 @@ void DeviceRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t n, co
   const std::size_t count = props.size();
   check(cudaMemsetAsync(s.exact.get(), 0, count * s.local_size * sizeof(ExactWords), s.stream), "spread");
   if (n == 0) return;
-  ExactStencils<T, D> stencils;
-  for (int d = 0; d < D; ++d) {
-    stencils.base[d] = s.exact_base[d].get();
-    stencils.frac[d] = s.exact_frac[d].get();
-  }
+  const ExactStencils<T, D> stencils = s.exact_stencils();
   kernels::dispatch(s.kernel, [&](auto k) {
     for (std::size_t j = 0; j < count; ++j)
       deposit_exact_kernel<decltype(k), T, D><<<blocks_for(n), kThreads, 0, s.stream>>>(
