@@ -44,12 +44,8 @@
 
 namespace pmkit {
 
-struct FftOptions {
-  Backend backend = Backend::Cpu;
-  int num_threads = 0;           // CPU: FFTW threads, 0 = OpenMP's default (or 1 without it)
-  int device = 0;                // CUDA: device ordinal
-  StreamHandle stream = nullptr; // CUDA: the stream the transforms run on (null: default)
-};
+// Where the transforms run; num_threads 0: OpenMP's default (or 1 without OpenMP).
+struct FftOptions : ExecutionOptions {};
 
 namespace detail {
 template <class T, int D>

@@ -121,13 +121,9 @@ enum class PairMethod {
   CudaHalfShell,
 };
 
-struct PairOptions {
-  Backend backend = Backend::Cpu;
-  int num_threads = 0;     // CPU: OpenMP threads, 0 = OpenMP's default
+struct PairOptions : ExecutionOptions {
   bool half_shell = true;  // CPU: Newton's third law, each pair once (per-thread output buffers)
   PairMethod method = PairMethod::Auto;  // CUDA
-  int device = 0;                        // CUDA: device ordinal
-  StreamHandle stream = nullptr;         // CUDA: the stream every call runs on (null: default)
 };
 
 inline const char* to_string(PairMethod method) {

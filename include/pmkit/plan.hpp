@@ -61,17 +61,12 @@ enum class SpreadMethod {
   CudaCellMoments,
 };
 
-struct Options {
-  Backend backend = Backend::Cpu;
+// The mesh plan's options: where it runs (ExecutionOptions; which calls wait for the
+// stream: see Plan) and how it spreads.
+struct Options : ExecutionOptions {
   SpreadMethod spread_method = SpreadMethod::Auto;
-  int num_threads = 0;         // CPU: OpenMP threads, 0 = OpenMP's default
   bool deterministic = false;  // CUDA: bit-for-bit identical spread across runs
   bool host_arrays = false;    // CUDA: views point to host memory; the plan copies
-  int device = 0;              // CUDA: device ordinal
-  // CUDA: the stream every call's kernels, copies and events run on, in call order
-  // (pmkit::cuda::stream_handle(cudaStream_t); null: the default stream). Which calls
-  // wait for it before returning: see Plan.
-  StreamHandle stream = nullptr;
   // CUDA update_points: re-bin in full once more than this fraction of the particles
   // has left its tile: an away particle costs spread and interp much more than a binned
   // one, a full binning a few spreads (docs/tuning.md#max_away_fraction).

@@ -54,11 +54,7 @@ struct PmeParameters {
   static PmeParameters choose(const std::array<double, 3>& box, double cutoff, double tolerance, int order = 5);
 };
 
-struct PmeOptions {
-  Backend backend = Backend::Cpu;
-  int num_threads = 0;            // CPU: OpenMP threads (and FFTW's), 0 = OpenMP's default
-  int device = 0;                 // CUDA: device ordinal
-  StreamHandle stream = nullptr;  // CUDA: the stream of every call (null: the default stream)
+struct PmeOptions : ExecutionOptions {
   double coulomb_constant = 1.0;  // energies q_i q_j / r times this
   bool deterministic = false;     // CUDA: bit-for-bit repeatable spread (Options::deterministic)
   // CUDA update_points: re-bin in full once more than this fraction of the charges has left
