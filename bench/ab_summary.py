@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Summarises the `ab` step of bench/device.sh: for every case, pmkit's spread, set_points
-and interp times of each side in each round, the medians of the sides, new / base, and
-whether the difference exceeds the spread between rounds of the same side (noise).
+"""Summarises an A/B run (the `ab` step of bench/device.sh, or bench/ab_plans.sh): for every
+case, each side's time in each round, the medians of the sides, new / base, and whether the
+difference exceeds the spread between rounds of the same side (noise). It reads gpu_bench's
+spread, set_points and interp tables, pic_bench's step, pme_bench's MD steps and
+distributed_bench's weak-scaling steps, each after a line "-- round N: SIDE".
 
     python3 bench/ab_summary.py device-run.txt
 """
@@ -26,6 +28,18 @@ def parse(path):
         if line.startswith("set_points (binning"):
             table = "set_points"
             continue
+        if line.startswith("PIC step"):
+            table = "pic"
+            continue
+        if line.startswith("MD steps:"):
+            table = "md"
+            continue
+        if line.startswith("weak scaling:"):
+            table = "weak"
+            continue
+        if side is not None and table in ("pic", "md", "weak"):
+            parse_step_line(table, line, times, side)
+            continue
         fields = line.split()
         if side is None or table is None or len(fields) < 3 or fields[0] == "case":
             continue
@@ -39,6 +53,28 @@ def parse(path):
         except (ValueError, IndexError):
             continue
     return times
+
+
+def parse_step_line(table, line, times, side):
+    """The step rows of pic_bench, pme_bench (MD steps) and distributed_bench (weak scaling)."""
+    if table == "pic":
+        # "128^3 2^24 cic      gradient             1.899 ..." (the variant is 20 wide)
+        m = re.match(r"^\s*(\d+\^3 2\^\d+\s+\w+)\s+(.{20})\s+([\d.]+)\s", line)
+        if m:
+            case = " ".join(m.group(1).split()) + ", " + m.group(2).strip()
+            times[(case, "pic step")][side].append(float(m.group(3)))
+    elif table == "md":
+        # "N  OpenMM | set_points step | update_points at six fractions | default | speed-ups"
+        parts = line.split("|")
+        if len(parts) >= 5 and parts[0].split() and parts[0].split()[0].isdigit():
+            n = parts[0].split()[0]
+            times[(f"PME MD step, N = {n}", "set_points")][side].append(float(parts[1]))
+            times[(f"PME MD step, N = {n}", "update")][side].append(float(parts[3]))
+    elif table == "weak":
+        # "  2 GPUs, NCCL                       step    3.185 ms = ..."
+        m = re.match(r"^\s+(\d+ GPUs?, [\w ]+?)\s+step\s+([\d.]+) ms", line)
+        if m:
+            times[("weak: " + m.group(1), "step")][side].append(float(m.group(2)))
 
 
 def main():

@@ -1,6 +1,8 @@
-// The seeds' own cases re-run on pmkit, with the papers' figures beside them.
+// The seeds' own cases re-run on pmkit, with the papers' figures beside them. (Over 600
+// lines: three papers' tables, each a setup, a timing loop and a printer that belong together.)
 //
-// Seed 000, PPM (shared/papers/ppm-opencl-interpolation-2013.txt): the 16 cases of its
+// PPM (Büyükkeçeci, Awile and Sbalzarini, "A portable OpenCL implementation of generic
+// particle-mesh and mesh-particle interpolation in 2D and 3D"): the 16 cases of its
 // Table 2 and the accuracy test of its Fig. 11. One particle on each node of the unit box
 // (2048^2 nodes in 2D, 4096k particles; 128^3 in 3D, 2048k), each coordinate shifted by
 // a uniform random number in [-2h, 2h]; strengths g(x) = exp(-|x - 1/2|^2 / 15) at the
@@ -25,7 +27,8 @@
 //   that reaches 2h past the unit box, with the ghost layers kept (Ghosts::Keep) and g
 //   sampled on every stored node: the error is the interpolation's alone.
 //
-// Seed 004, Barracuda (shared/papers/mppic-lagrangian-to-cartesian-cuda.txt), Table 1:
+// Barracuda (Larson, Carver and Zhao, "CUDA accelerated Lagrangian interpolation to
+// Cartesian grid"), Table 1:
 // a "map" spreads 3 double properties in one pass with the 8-point (linear) stencil; a
 // time step runs 10 to 20 maps on one binning. 69^3 cells (the paper's 330,000), bounded
 // (a reactor has walls: Grid::bounded, ghost contributions folded back), the paper's

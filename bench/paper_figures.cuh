@@ -1,6 +1,6 @@
 #pragma once
 // The published figures that bench/paper_cases.cu prints beside its own, copied from the
-// two seed papers in shared/papers/. Each table names the hardware it was measured on:
+// two papers it names (PPM's Table 2 and Fig. 11; Barracuda's Table 1). Each table names the hardware it was measured on:
 // the ratios against them compare pmkit on today's machine with a 2011-2015 one, not
 // like with like. Plain C++ (no CUDA); named .cuh like bench/'s other headers, which
 // bench/prebuild.sh's source hash covers.
