@@ -1,8 +1,9 @@
 #pragma once
 // Exact integer accumulation in shared memory.
 //
-// On Hopper only the 32-bit integer add is a native shared-memory atomic (float and
-// 64-bit adds are compare-and-swap loops; shared/BENCHMARKS.md). So contributions are
+// On Hopper only the 32-bit integer add is a native shared-memory atomic (ATOMS.ADD);
+// float and 64-bit adds compile to compare-and-swap loops (ATOMS.CAST.SPIN in the SASS,
+// as `cuobjdump --dump-sass` shows). So contributions are
 // scaled by a power of two, rounded to an integer v, and added as W 32-bit words of
 // kBits bits each (the top word signed): v = sum_w word_w * 2^(kBits*w).
 //
