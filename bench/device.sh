@@ -35,7 +35,7 @@
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
 # "pme" (never in the default) runs OpenMM's PME (bench/pme_openmm.py, its wheels carried in
 # .whl) and pmkit's (bench/pme_bench) on the same charges, into $OUT/pme_bench.txt;
-# PMKIT_PME_SPREADS=1 adds seed 003's spreading table; PMKIT_PME_KERNELS=N the device time of
+# PMKIT_PME_SPREADS=1 adds Guo et al.'s spreading table; PMKIT_PME_KERNELS=N the device time of
 # every kernel of pmkit's MD step at N charges (ncu).
 # "l2fetch" (never in the default) runs gpu_bench on PMKIT_L2_CASES at each L2 fetch
 # granularity of PMKIT_L2_FETCH (bytes, or "default"; gpu_bench --l2-fetch), rounds as ab's.
@@ -264,7 +264,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   PYTHONPATH="$site" LD_LIBRARY_PATH="$nvidia_libs:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1 \
     python3 bench/pme_openmm.py "$cases" ${PMKIT_PME_SIZES:-100000 1000000} 2>&1 | tee "$out/pme_openmm.txt" || status=1
 ./build-device/bench/pme_bench --openmm "$cases" ${PMKIT_PME_SIZES:-} 2>&1 | tee "$out/pme_bench.txt" || status=1
-# PMKIT_PME_SPREADS=1 adds seed 003's table (1 and 20 spreads a binning).
+# PMKIT_PME_SPREADS=1 adds Guo et al.'s table (1 and 20 spreads a binning).
 if [ -n "${PMKIT_PME_SPREADS:-}" ]; then
   ./build-device/bench/pme_bench --spreads 2>&1 | tee -a "$out/pme_bench.txt" || status=1
 fi

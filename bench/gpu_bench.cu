@@ -1,4 +1,4 @@
-// pmkit's CUDA backend next to the naive baselines, on the cases of shared/BENCHMARKS.md.
+// pmkit's CUDA backend next to the naive baselines, on the project's reference cases.
 // Every figure comes from this run on this device: medians of CUDA-event timings after
 // warm-up, the copy bandwidth measured here, and (with --torch FILE) the PyTorch
 // formulation timed by bench/torch_baseline.py in the same device.sh call.
@@ -457,7 +457,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // The cases of shared/BENCHMARKS.md (uniform random, periodic, h = 1); "-binned": the
+  // The reference cases (uniform random, periodic, h = 1); "-binned": the
   // same particles with every array first put in the plan's binned_order.
   std::vector<Case> cases = {
       {"p2m-mp4-3d-f-2^24-256", 3, "mp4", false, 24, 256, 1, false},

@@ -1,6 +1,6 @@
 // Cutoff pair interactions on the GPU: every CUDA method of PairPlan side by side, the
-// automatic choice, and the CPU backend on this machine's host cores, on the cases of
-// shared/BENCHMARKS.md: d^3 periodic cells of width = cutoff (d = 8, 16, 32), 1, 10 and
+// automatic choice, and the CPU backend on this machine's host cores, on
+// the reference cases: d^3 periodic cells of width = cutoff (d = 8, 16, 32), 1, 10 and
 // 100 particles per cell on average, uniform random, float; Lennard-Jones and the cheap
 // and expensive synthetic kernels. Thread per particle is the published one-thread-per-
 // particle method (PPNL), so it is the baseline of the table. The half shell evaluates
@@ -98,7 +98,7 @@ std::vector<double> interleaved_medians_ms(const std::vector<std::function<void(
 
 // What any one launch costs on this device, measured the two ways the table times a call:
 // an empty kernel between two events (as "kernel ms" and the baseline programs in
-// shared/anchors time a kernel) and launched and waited for on the host (as the whole
+// the reference baselines time a kernel) and launched and waited for on the host (as the whole
 // call). The small rows' times are mostly this.
 __global__ void empty_kernel() {}
 

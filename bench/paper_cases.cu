@@ -231,7 +231,7 @@ void cell(double v, bool have, const char* fmt = " %8.3f") {
     std::printf(" %*s", std::atoi(std::strchr(fmt, '%') + 1), "-");
 }
 
-// ---- seed 000: Table 2 ------------------------------------------------------------------
+// ---- PPM: Table 2 -----------------------------------------------------------------------
 
 // Multiply and add operations a particle costs in the interpolation kernel, the only ones
 // Table 2 counts; the paper states no count of its own, so this is pmkit's: D*S
@@ -321,7 +321,7 @@ PpmTiming time_ppm_case(const papers::PpmRow& row, const Config& cfg) {
 
 void print_ppm_table(const Config& cfg) {
   const bool gpu = !cfg.cpu_only;
-  std::printf("\nSeed 000, PPM (Buyukkececi, Awile, Sbalzarini 2013), Table 2: pmkit on %s and %d CPU threads;\n"
+  std::printf("\nPPM (Buyukkececi, Awile, Sbalzarini 2013), Table 2: pmkit on %s and %d CPU threads;\n"
               "  the paper: %s.\n",
               cfg.device.c_str(), cfg.cpu_threads, papers::kPpmHardware);
   std::printf("  ms, medians of %d runs. set = set_points, op = spread/interp alone, GPU = set + op (device arrays,\n"
@@ -369,7 +369,7 @@ void print_ppm_table(const Config& cfg) {
   }
 }
 
-// ---- seed 000: Fig. 11 ------------------------------------------------------------------
+// ---- PPM: Fig. 11 -----------------------------------------------------------------------
 
 // Relative norms of an error: l2 = |e|_2 / |exact|_2, linf = max |e| / max |exact|.
 struct ErrorNorms {
@@ -469,7 +469,7 @@ AccuracyLevel accuracy_level(bool p2m, bool mp4, std::int64_t n, const Config& c
 // Prints the Fig. 11 table; returns the number of checks outside their bounds.
 int print_accuracy_table(const Config& cfg) {
   const bool gpu = !cfg.cpu_only;
-  std::printf("\nSeed 000, PPM, Fig. 11 (the paper's errors: CPU and GPU identical, M'4 order 3, linear order 2,\n"
+  std::printf("\nPPM, Fig. 11 (the paper's errors: CPU and GPU identical, M'4 order 3, linear order 2,\n"
               "  float flat at 1e-6 to 1e-5): relative l2 and linf errors of g after interpolation; pmkit's CPU\n"
               "  backend and its GPU backend on %s (host arrays). M2P: error on the particles.\n"
               "  P2M: error on the nodes as section 6 defines it; with particles shifted independently at\n"
@@ -536,7 +536,7 @@ int print_accuracy_table(const Config& cfg) {
   return failures;
 }
 
-// ---- seed 004: Barracuda ----------------------------------------------------------------
+// ---- Barracuda: Table 1 ----------------------------------------------------------------
 
 constexpr int kProps = 3;
 
@@ -638,7 +638,7 @@ BarracudaTiming time_barracuda(const papers::BarracudaRow& row, Loading loading,
 void print_barracuda_pmkit(const std::vector<BarracudaTiming>& runs, const char* loading, const Config& cfg) {
   const bool gpu = !cfg.cpu_only;
   const int cells = static_cast<int>(std::lround(std::cbrt(runs.front().cells)));
-  std::printf("\nSeed 004, Barracuda (Larson, Carver, Zhao), Table 1, %s: one map = 3 double properties spread\n"
+  std::printf("\nBarracuda (Larson, Carver, Zhao), Table 1, %s: one map = 3 double properties spread\n"
               "  in one pass, linear (8-point) stencil, %d^3 bounded cells; pmkit on %s and %d CPU threads.\n"
               "  ms, medians of %d runs. GPU: device arrays, CUDA events; step N = one set_points + N maps, timed\n"
               "  together; per map = step 10 / 10. CPU backend: wall clock, its steps = set + N * map.\n"

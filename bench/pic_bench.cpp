@@ -4,7 +4,7 @@
 // phases (a run of steps where each phase waits for the device), particle-steps per
 // second, and the variants: the field by interp_gradient of phi or by E on the mesh, and
 // the arrays put in binned order every K steps (--sort-every).
-// --paper adds seed 001's own cases beside the paper's figures (paper_cases below).
+// --paper adds Stantchev et al.'s own cases beside the paper's figures (paper_cases below).
 //   pic_bench [--torch FILE] [--steps N] [--quick] [--paper]
 #include <cstdio>
 #include <cstring>
@@ -65,7 +65,8 @@ double device_seconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
-// Seed 001's own cases (Stantchev et al. 2008, bench's `--paper`): the CIC deposit on
+// The cases of Stantchev, Dorland and Gumerov, "Fast parallel particle-to-grid interpolation for
+// plasma PIC simulations on the GPU" (2008, bench's `--paper`): the CIC deposit on
 // 32^3 (their Fig. 14) and 64^3 (Fig. 15) cells at the papers' particle counts, and on
 // 64^3 the re-binning after one step (update_points after a thermal step of 0.1 cell
 // r.m.s. a coordinate) against a full binning of particles in random order (set_points;
@@ -81,7 +82,7 @@ void paper_cases() {
                       {32, 21, 5.3, 0, 0},   {32, 22, 10.9, 0, 0},        {32, 23, 24.1, 0, 0},
                       {32, 24, 50.9, 0, 0},  {64, 20, 3.2, 5.8, 117.6},   {64, 21, 5.5, 9.7, 173.7},
                       {64, 22, 10.3, 18.3, 351.8}, {64, 23, 20.3, 37.8, 709.8}, {64, 24, 42.3, 73.5, 1407.7}};
-  std::printf("\nSeed 001 (Stantchev et al. 2008): CIC deposit, re-binning after one step, full binning; ms\n");
+  std::printf("\nStantchev et al. 2008: CIC deposit, re-binning after one step, full binning; ms\n");
   std::printf("%-6s %10s %6s | %9s %9s | %10s %10s | %10s %10s\n", "cells", "particles", "ppc", "deposit", "paper",
               "re-bin", "paper", "full bin", "paper sort");
   std::mt19937_64 rng(7);

@@ -1,4 +1,4 @@
-// Smooth PME on the GPU next to OpenMM's, and seed 003's spreading table.
+// Smooth PME on the GPU next to OpenMM's, and the B-spline spreading table of Guo et al., "Efficient particle-mesh spreading on GPUs".
 //
 //   pme_bench --openmm DIR [N ...]   the cases bench/pme_openmm.py wrote (DIR/pme-case-N.bin):
 //       pmkit's reciprocal part (PmePlan<float>::compute_reciprocal) with OpenMM's alpha,
@@ -15,7 +15,7 @@
 //       step, next to OpenMM's MD step from the same run.
 //   pme_bench --md-kernels DIR N STEPS   STEPS MD steps of case N at the default
 //       max_away_fraction, after 10 untimed, for Nsight Compute (bench/device.sh's pme step).
-//   pme_bench --spreads              seed 003 (Guo et al.): B-spline orders 4 and 6, K^3 periodic
+//   pme_bench --spreads              Guo et al.'s table: B-spline orders 4 and 6, K^3 periodic
 //       meshes K = 32..256, N = 10^3..10^7 uniform random particles, float; the time per
 //       spread of a binning followed by 1 spread and by 20 spreads (as Brownian dynamics
 //       with Lanczos iterations spreads 20 times a step).
@@ -413,7 +413,7 @@ int openmm_cases(const std::string& dir, std::vector<std::string> sizes) {
 }
 
 int spread_table() {
-  std::printf("Seed 003 (Guo et al.): B-spline spreading, float, K^3 periodic mesh, N uniform random particles;\n"
+  std::printf("Guo et al., Efficient particle-mesh spreading on GPUs: B-spline spreading, float, K^3 periodic mesh, N uniform random particles;\n"
               "ms per spread for a binning (set_points) followed by 1 and by 20 spreads\n");
   std::printf("%6s %5s %10s | %12s %12s | %12s %12s\n", "order", "K", "N", "set_points", "spread", "1 spread",
               "20 spreads");

@@ -1,5 +1,5 @@
 """OpenMM's smooth PME (CUDA platform, single precision) on random neutral charges at
-water density, its reciprocal part timed alone as ../shared/anchors/pme_openmm.py times it
+water density, its reciprocal part timed alone as OpenMM's own benchmarks time it
 (the reciprocal force group integrated alone), and the case written for bench/pme_bench:
 
     python3 bench/pme_openmm.py OUTDIR [N ...]      (default N: 100000 1000000)
