@@ -27,7 +27,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 gpus=$(nvidia-smi -L | wc -l)
 
 cases_dir="${TMPDIR:-/tmp}/pmkit-pme"
-if want pme; then
+if want pme && [ -f "$cases_dir/pme-case-1000000.bin" ]; then
+  echo "== OpenMM's charges and times: from this machine's earlier call ($cases_dir)"
+elif want pme; then
   echo "== OpenMM's charges and times (bench/pme_openmm.py)"
   site="${TMPDIR:-/tmp}/pmkit-site"
   mkdir -p "$cases_dir"
@@ -54,7 +56,9 @@ run_side() {  # $1: build folder
   fi
 }
 
-for round in $(seq "${PMKIT_AB_ROUNDS:-2}"); do
+# PMKIT_AB_FIRST_ROUND numbers the rounds of a run that continues an earlier call's.
+first=${PMKIT_AB_FIRST_ROUND:-1}
+for round in $(seq "$first" $((first + ${PMKIT_AB_ROUNDS:-2} - 1))); do
   for side in base new; do
     echo "-- round $round: $side"
     if [ $side = base ]; then run_side "$base"; else run_side "$new"; fi
