@@ -39,6 +39,9 @@ class RankBackend {
   using Positions = std::array<View<const T>, D>;
   using MutablePositions = std::array<View<T>, D>;
 
+  RankBackend() = default;
+  RankBackend(const RankBackend&) = delete;  // a rank's tables point into its own members
+  RankBackend& operator=(const RankBackend&) = delete;
   virtual ~RankBackend() = default;
 
   // Room for `count` local meshes (block and ghosts), one after another; returns the
@@ -82,6 +85,25 @@ class RankBackend {
   virtual Transport transport() const = 0;
 };
 
+// The overrides of a rank backend's class (host/host_rank.hpp, cuda/device_rank.cuh), all
+// but transport(), declared once: inside a class template of parameters T and D.
+#define PMKIT_RANK_BACKEND_OVERRIDES                                                                             \
+  T* meshes(int count) override;                                                                                 \
+  void block_to_local(Span<View<const T>> blocks) override;                                                      \
+  void local_to_block(Span<View<T>> blocks, Accumulate mode) override;                                           \
+  void halo_sum(int count) override;                                                                             \
+  void halo_fill(int count) override;                                                                            \
+  std::size_t first_stranger(const std::array<View<const T>, D>& positions, std::size_t n,                       \
+                             std::array<double, D>& position) override;                                          \
+  std::size_t migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) override; \
+  void locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) override;                      \
+  void largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs) override;          \
+  void exact_meshes(int count) override;                                                                         \
+  void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) override;        \
+  void halo_sum_exact(int count) override;                                                                       \
+  void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) override;       \
+  void synchronize() override;
+
 template <class T, int D>
 using MakeRank = std::unique_ptr<RankBackend<T, D>> (*)(const RankSetup<D>& setup);
 
@@ -91,5 +113,21 @@ template <class T, int D>
 std::unique_ptr<RankBackend<T, D>> make_host_rank(const RankSetup<D>& setup);
 template <class T, int D>
 std::unique_ptr<RankBackend<T, D>> make_device_rank(const RankSetup<D>& setup);
+
+// Defines a rank backend's factory (make_host_rank, make_device_rank) as building a
+// Rank<T, D>, and instantiates both for the four plans, in the backend's source file.
+#define PMKIT_DEFINE_RANK_FACTORY(make, Rank)                                                \
+  template <class T, int D>                                                                 \
+  std::unique_ptr<RankBackend<T, D>> make(const RankSetup<D>& setup) {                      \
+    return std::make_unique<Rank<T, D>>(setup);                                             \
+  }                                                                                         \
+  template class Rank<float, 2>;                                                            \
+  template class Rank<float, 3>;                                                            \
+  template class Rank<double, 2>;                                                           \
+  template class Rank<double, 3>;                                                           \
+  template std::unique_ptr<RankBackend<float, 2>> make<float, 2>(const RankSetup<2>&);      \
+  template std::unique_ptr<RankBackend<float, 3>> make<float, 3>(const RankSetup<3>&);      \
+  template std::unique_ptr<RankBackend<double, 2>> make<double, 2>(const RankSetup<2>&);    \
+  template std::unique_ptr<RankBackend<double, 3>> make<double, 3>(const RankSetup<3>&);
 
 }  // namespace pmkit::distributed

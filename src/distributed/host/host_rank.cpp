@@ -77,7 +77,7 @@ void HostRank<T, D>::halo_fill(int count) {
 }
 
 template <class T, int D>
-std::size_t HostRank<T, D>::first_stranger(const Positions& positions, std::size_t n,
+std::size_t HostRank<T, D>::first_stranger(const std::array<View<const T>, D>& positions, std::size_t n,
                                            std::array<double, D>& position) {
   const Columns<T, D> columns = columns_of<T, D>(positions);
   for (std::size_t i = 0; i < n; ++i)
@@ -89,7 +89,7 @@ std::size_t HostRank<T, D>::first_stranger(const Positions& positions, std::size
 }
 
 template <class T, int D>
-std::size_t HostRank<T, D>::migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count) {
+std::size_t HostRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) {
   return distributed::migrate<T, D>(
       comm_, positions, props, count, [&](const double (&u)[D]) { return owners_.rank_of(u); }, global_);
 }
@@ -97,7 +97,7 @@ std::size_t HostRank<T, D>::migrate(const MutablePositions& positions, Span<View
 // The stencils, then the particles by the first plane their stencils reach along the
 // last axis (a counting sort), for the slabs of spread_exact; kept only once all is made.
 template <class T, int D>
-void HostRank<T, D>::locate_exact(const Positions& positions, std::size_t n) {
+void HostRank<T, D>::locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) {
   std::array<std::vector<int>, D> base;
   std::array<std::vector<T>, D> frac;
   for (int d = 0; d < D; ++d) {
@@ -173,8 +173,9 @@ void HostRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t, const 
             s[d] = frac_[d][i];
           }
           for (int j = 0; j < count; ++j) q[j] = static_cast<double>(props[j][i]);
-          deposit_exact<decltype(k), T, D>(local_, b, s, q.data(), scale.data(), count,
-                                           [&](int j, std::int64_t node, ExactWords w) { targets[j][node] += to_exact(w); });
+          deposit_exact<decltype(k), T, D>(
+              local_, b, s, q.data(), scale.data(), count,
+              [&](int j, std::int64_t node, ExactWords w) { targets[j][node] += to_exact(w); });
         }
       }
     }
@@ -199,18 +200,10 @@ void HostRank<T, D>::exact_to_block(Span<View<T>> blocks, const std::vector<doub
   }
 }
 
+// Nothing is queued: every call has finished when it returns.
 template <class T, int D>
-std::unique_ptr<RankBackend<T, D>> make_host_rank(const RankSetup<D>& setup) {
-  return std::make_unique<HostRank<T, D>>(setup);
-}
+void HostRank<T, D>::synchronize() {}
 
-#define PMKIT_INSTANTIATE_HOST_RANK(T, D) \
-  template class HostRank<T, D>;          \
-  template std::unique_ptr<RankBackend<T, D>> make_host_rank<T, D>(const RankSetup<D>&);
-PMKIT_INSTANTIATE_HOST_RANK(float, 2)
-PMKIT_INSTANTIATE_HOST_RANK(float, 3)
-PMKIT_INSTANTIATE_HOST_RANK(double, 2)
-PMKIT_INSTANTIATE_HOST_RANK(double, 3)
-#undef PMKIT_INSTANTIATE_HOST_RANK
+PMKIT_DEFINE_RANK_FACTORY(make_host_rank, HostRank)
 
 }  // namespace pmkit::distributed

@@ -16,27 +16,9 @@ namespace pmkit::distributed {
 template <class T, int D>
 class HostRank final : public RankBackend<T, D> {
  public:
-  using typename RankBackend<T, D>::Positions;
-  using typename RankBackend<T, D>::MutablePositions;
-
   explicit HostRank(const RankSetup<D>& setup);
-  HostRank(const HostRank&) = delete;  // owners_ points into decomposition_
-  HostRank& operator=(const HostRank&) = delete;
 
-  T* meshes(int count) override;
-  void block_to_local(Span<View<const T>> blocks) override;
-  void local_to_block(Span<View<T>> blocks, Accumulate mode) override;
-  void halo_sum(int count) override;
-  void halo_fill(int count) override;
-  std::size_t first_stranger(const Positions& positions, std::size_t n, std::array<double, D>& position) override;
-  std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count) override;
-  void locate_exact(const Positions& positions, std::size_t n) override;
-  void largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs) override;
-  void exact_meshes(int count) override;
-  void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) override;
-  void halo_sum_exact(int count) override;
-  void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) override;
-  void synchronize() override {}
+  PMKIT_RANK_BACKEND_OVERRIDES
   Transport transport() const override { return Transport::HostMpi; }
 
  private:
