@@ -2,9 +2,8 @@
 // all ranks, the local plan's calls and the phases' timings; what a rank does with its
 // meshes and particles (ghost exchange, deterministic spread, migration) is its rank
 // backend's (rank_backend.hpp: host/ for CPU ranks, cuda/ for CUDA ranks).
-#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <string>
 #include <vector>
 
 #include "core/arguments.hpp"
