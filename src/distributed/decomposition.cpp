@@ -1,6 +1,6 @@
+// The decomposition's arithmetic (decomposition.hpp): the cuts checked or chosen, each
+// axis' owned and stored nodes, the node a ghost stands for, and a rank's block and grid.
 #include "distributed/decomposition.hpp"
-
-#include <cmath>
 
 #include "pmkit/error.hpp"
 
@@ -35,12 +35,6 @@ int AxisSplit::owner_of_node(std::int64_t m) const {
   if (m < 0) return 0;
   if (m >= cells) return boundary == Boundary::Periodic ? owner_of_cell[m % cells] : ranks() - 1;
   return owner_of_cell[m];
-}
-
-int AxisSplit::owner_of_coordinate(double u) const {
-  const std::int64_t cell = static_cast<std::int64_t>(std::floor(u));
-  if (cell >= cells) return ranks() - 1;
-  return owner_of_cell[cell < 0 ? 0 : cell];
 }
 
 template <int D>

@@ -1,7 +1,7 @@
 #pragma once
 // The block decomposition of a grid over a Cartesian grid of ranks, the same on every
-// rank: which rank owns a node or a position, and where a node lies in a rank's local
-// mesh (its block plus ghost layers).
+// rank: which rank owns a node (owners.hpp: a position), and where a node lies in a
+// rank's local mesh (its block plus ghost layers).
 //
 // Nodes are counted as logical nodes m: 0 .. cells-1 on a periodic axis, 0 .. cells on a
 // bounded one, -g .. cells+g with Ghosts::Keep (g the kernel's ghost width). A rank's
@@ -38,9 +38,6 @@ struct AxisSplit {
   bool canonical(std::int64_t m, std::int64_t& owned) const;
   // Rank coordinate owning canonical node m.
   int owner_of_node(std::int64_t m) const;
-  // Rank coordinate owning grid coordinate u (in cells from the origin, u in [0, cells]:
-  // a periodic one wrapped already): the rank of cell floor(u), the last one at u = cells.
-  int owner_of_coordinate(double u) const;
 };
 
 template <int D>

@@ -13,7 +13,7 @@
 // once scaled: it is kept exactly.
 //
 // Every function here is shared by the CPU ranks and the CUDA ranks' kernels
-// (cuda/device_rank.cu), so that both compute the same integers and the same rounding.
+// (cuda/exact_spread.cu), so that both compute the same integers and the same rounding.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -64,11 +64,6 @@ inline double exact_scale(double max_abs, std::uint64_t count, int support, int 
   std::frexp(max_abs, &exponent);  // max_abs < 2^exponent
   // At most 2^1022, so that 1 / scale stays a normal double (max_abs below ~1e-270).
   return std::ldexp(1.0, std::min(bits - exponent, 1022));
-}
-
-// The grid coordinate (x - origin) / h, unwrapped (Axis::coordinate's arithmetic).
-PMKIT_HD PMKIT_FORCEINLINE double raw_coordinate(const detail::Axis& a, double x) {
-  return a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
 }
 
 // a * b + c rounded once, on host and device alike.

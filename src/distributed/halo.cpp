@@ -1,3 +1,6 @@
+// The ghost lists of halo.hpp, built once: each stored node mapped to the node and rank
+// it stands for, axis by axis, the ghost nodes grouped by owner, and each owner told its
+// lists in one all-to-all.
 #include "distributed/halo.hpp"
 
 #include <array>

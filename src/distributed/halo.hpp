@@ -1,5 +1,6 @@
 #pragma once
-// The ghost-layer exchange of one rank's local meshes (host memory).
+// The ghost lists of one rank's local meshes and their exchange in host memory (the CPU
+// ranks'; a CUDA rank copies the lists to the device: cuda/halo.cuh).
 //
 // Built once from the decomposition: every ghost node of the local mesh (a stored node
 // outside the rank's own block and inside the global mesh) is listed with the rank that
@@ -47,7 +48,7 @@ class Halo {
 
   std::size_t ghost_nodes() const { return send_.index.size(); }
   // This rank's ghost nodes by owner, and the nodes it owns of the peers' ghost nodes by
-  // sender: the lists a device rank copies (device_rank.hpp).
+  // sender: the lists a device rank copies (cuda/halo.cuh).
   const Lists& ghosts() const { return send_; }
   const Lists& owned() const { return recv_; }
 

@@ -15,6 +15,7 @@
 #include "core/layout.hpp"
 #include "core/wrap.hpp"
 #include "distributed/collective.hpp"
+#include "distributed/owners.hpp"
 #include "pmkit/view.hpp"
 
 namespace pmkit::distributed {
@@ -22,26 +23,8 @@ namespace pmkit::distributed {
 // The grid coordinate of x on axis a, wrapped into [0, cells) on a periodic axis; false
 // for a non-finite x or one outside a bounded axis.
 inline bool wrapped_coordinate(const detail::Axis& a, double x, double& u) {
-  u = a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
+  u = raw_coordinate(a, x);
   return detail::wrap_coordinate(u, a.cells, a.kind == detail::AxisKind::Periodic);
-}
-
-// x moved by whole periods into the periodic axis' domain: a value of T whose grid
-// coordinate lies in [0, cells]. Returns it and sets u to its coordinate.
-template <class T>
-T wrap_position(const detail::Axis& a, double x, double& u) {
-  const double length = a.cells * a.spacing;
-  u = a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
-  if (u >= 0 && u <= a.cells) return static_cast<T>(x);
-  T wrapped = static_cast<T>(x - std::floor(u / a.cells) * length);
-  // The subtraction's rounding may leave it a step outside: step back in.
-  for (int step = 0; step < 64; ++step) {
-    u = a.exact_inverse != 0.0 ? (wrapped - a.origin) * a.exact_inverse : (wrapped - a.origin) / a.spacing;
-    if (u < 0) wrapped = std::nextafter(wrapped, std::numeric_limits<T>::infinity());
-    else if (u > a.cells) wrapped = std::nextafter(wrapped, -std::numeric_limits<T>::infinity());
-    else break;
-  }
-  return wrapped;
 }
 
 // Particle i at x, checked for migrate: its grid coordinates u, and its position wrapped

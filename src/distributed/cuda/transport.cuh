@@ -1,0 +1,54 @@
+#pragma once
+// How a CUDA rank's messages travel (pmkit::Transport): NCCL between device buffers, or
+// through pinned host buffers and MPI (the host-staged transport, for an MPI that does
+// not take device pointers). Both run on the rank's stream, in call order.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#if defined(PMKIT_WITH_NCCL)
+#include <nccl.h>
+#endif
+
+#include "distributed/cuda/launch.cuh"
+#include "pmkit/distributed.hpp"
+
+namespace pmkit::distributed {
+
+class DeviceTransport {
+ public:
+  // The transport `requested` resolves to: Auto is NCCL where this build has it (the
+  // faster transport where both ran: docs/distributed.md#transport), host-staged MPI
+  // otherwise; Nccl fails in a build without NCCL.
+  explicit DeviceTransport(Transport requested);
+  ~DeviceTransport();
+  DeviceTransport(const DeviceTransport&) = delete;
+  DeviceTransport& operator=(const DeviceTransport&) = delete;
+
+  // The rank it serves; with NCCL over several ranks, the NCCL communicator of
+  // context.comm's ranks (collective).
+  void connect(const DeviceContext& context);
+  Transport kind() const { return kind_; }
+
+  // Sends bytes [send_offsets[p], send_offsets[p+1]) of `out` to each peer p and receives
+  // [recv_offsets[p], ...) of `in` from it; this rank's own part is a device copy.
+  void exchange(const unsigned char* out, const std::vector<std::int64_t>& send_offsets, unsigned char* in,
+                const std::vector<std::int64_t>& recv_offsets);
+
+ private:
+  // Pinned room for `bytes`, regrown with DeviceBuffer's headroom (cudaFreeHost waits
+  // for the device too).
+  static void host_reserve(unsigned char*& buffer, std::size_t& have, std::size_t bytes);
+
+  Transport kind_;
+  DeviceContext context_;
+#if defined(PMKIT_WITH_NCCL)
+  ncclComm_t nccl_ = nullptr;
+#endif
+  // Host staging of the host-MPI transport (pinned).
+  unsigned char* host_send_ = nullptr;
+  unsigned char* host_recv_ = nullptr;
+  std::size_t host_send_bytes_ = 0, host_recv_bytes_ = 0;
+};
+
+}  // namespace pmkit::distributed
