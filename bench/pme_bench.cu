@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/fft.hpp"
 #include "pmkit/pme.hpp"
 #include "pmkit/plan.hpp"

@@ -2,7 +2,7 @@
 #include <cufft.h>
 
 #include "core/fft_backend.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::detail {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/pme_backend.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::detail {
 namespace {

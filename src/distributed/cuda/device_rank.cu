@@ -21,7 +21,7 @@
 #include "distributed/device_rank.hpp"
 #include "distributed/exact_spread.hpp"
 #include "distributed/migration.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::distributed {
 
