@@ -96,7 +96,6 @@ void write_mesh(const DemoOptions& o, const Grid<D>& grid, const std::vector<T>&
 template <class T, int D>
 int demo(const DemoOptions& o) {
   const Grid<D> grid = demo_grid<D>(o);
-  const Options opt = plan_options(o);
   Plan<T, D> plan = make_plan<T, D>(o, grid);
 
   // Every array before the particles, so that sizes beyond memory fail before any work.
@@ -150,7 +149,7 @@ int demo(const DemoOptions& o) {
   std::printf("timings (one call each, steady clock):\n");
   auto print_time = [&](const char* what, double t, const Timings& tm) {
     std::printf("  %-11s %10.3f ms", what, 1e3 * t);
-    if (opt.host_arrays)
+    if (plan.options().host_arrays)
       std::printf("   (copies %.3f ms, compute %.3f ms)", 1e3 * tm.transfer_s, 1e3 * tm.compute_s);
     std::printf("\n");
   };

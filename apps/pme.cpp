@@ -16,7 +16,7 @@
 #include "pmkit/pme.hpp"
 #include "verify/ewald.hpp"
 #if defined(PMKIT_WITH_CUDA)
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #endif
 
 namespace pmkit::cli {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::bench {
 inline void ck(cudaError_t e, const char* what) {

@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/distributed.hpp"
 
 namespace {

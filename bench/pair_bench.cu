@@ -156,8 +156,7 @@ BinRow time_binning(int d, int ppc, const Box<3>& box, const std::vector<const f
   Options mesh_options;
   mesh_options.backend = Backend::Cuda;
   Plan<float, 3> mesh(Grid<3>::periodic({2 * d, 2 * d, 2 * d}, 0.5), Kernel::mp4(), mesh_options);
-  PairOptions pair_options;
-  pair_options.backend = Backend::Cuda;
+  const PairOptions pair_options{mesh_options};
   PairPlan<float, 3> alone(box, 1.0, pair_options), from_mesh(box, 1.0, pair_options);
   mesh.set_points(pos);
   alone.set_points(pos);

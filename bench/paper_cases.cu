@@ -66,7 +66,7 @@
 #endif
 
 #include "bench/paper_figures.cuh"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/plan.hpp"
 
 namespace {

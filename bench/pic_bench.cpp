@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "pic.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace {
 

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/fft.hpp"
 #include "pmkit/pme.hpp"
 #include "pmkit/plan.hpp"
@@ -160,9 +160,7 @@ void phases(const OpenMMCase& c) {
   Options o;
   o.backend = Backend::Cuda;
   Plan<float, 3> plan(grid, Kernel::bspline(5), o);
-  FftOptions fo;
-  fo.backend = Backend::Cuda;
-  RealFft<float, 3> fft(c.mesh, fo);
+  RealFft<float, 3> fft(c.mesh, FftOptions{o});
   std::array<std::vector<float>, 3> x;
   for (int d = 0; d < 3; ++d) x[d].assign(c.x[d].begin(), c.x[d].end());
   DeviceBuffer<float> dx(x[0]), dy(x[1]), dz(x[2]), dq(std::vector<float>(c.q.begin(), c.q.end())), g(3 * n);

@@ -2,6 +2,7 @@
 #include <climits>
 
 #include "core/fft_backend.hpp"
+#include "core/make_backend.hpp"
 #include "pmkit/fft.hpp"
 
 namespace pmkit {
@@ -17,26 +18,18 @@ RealFft<T, D>::RealFft(const std::array<std::int64_t, D>& shape, FftOptions opti
       fail(ErrorCode::InvalidArgument, "RealFft shape[", d, "] = ", shape[d],
            ": each axis needs between 1 and ", INT_MAX, " points");
   }
-  if (options.num_threads < 0)
-    fail(ErrorCode::InvalidArgument, "FftOptions::num_threads = ", options.num_threads,
-         ": use 0 for the default or a positive count");
-  if (options.backend == Backend::Cpu) {
+  backend_ = detail::make_backend(
+      options, "options",
+      [&]() -> std::unique_ptr<detail::FftBackend<T, D>> {
 #if defined(PMKIT_WITH_FFTW)
-    backend_ = detail::make_fftw_backend<T, D>(shape, options);
+        return detail::make_fftw_backend<T, D>(shape, options);
 #else
-    fail(ErrorCode::Unsupported,
-         "RealFft on Backend::Cpu: this build of pmkit has no FFTW (install libfftw3-dev and "
-         "configure with PMKIT_FFTW=ON)");
+        fail(ErrorCode::Unsupported,
+             "RealFft on Backend::Cpu: this build of pmkit has no FFTW (install libfftw3-dev and "
+             "configure with PMKIT_FFTW=ON)");
 #endif
-  } else {
-#if defined(PMKIT_WITH_CUDA)
-    backend_ = detail::make_cufft_backend<T, D>(shape, options);
-#else
-    fail(ErrorCode::Unsupported,
-         "RealFft on Backend::Cuda: this build of pmkit has no CUDA backend (configure with "
-         "PMKIT_CUDA=ON and a CUDA compiler)");
-#endif
-  }
+      },
+      [&] { return detail::make_cufft_backend<T, D>(shape, options); });
 }
 
 template <class T, int D>

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/arguments.hpp"
+#include "core/make_backend.hpp"
 #include "core/pair_backend.hpp"
 #include "pmkit/pairs.hpp"
 
@@ -45,21 +46,13 @@ PairPlan<T, D>::PairPlan(const Box<D>& box, double cutoff, PairOptions options)
     : box_(box), cutoff_(cutoff), options_(options) {
   if (!(cutoff > 0) || !std::isfinite(cutoff))
     fail(ErrorCode::InvalidArgument, "cutoff = ", cutoff, ": the cutoff radius must be positive and finite");
-  if (options.num_threads < 0)
-    fail(ErrorCode::InvalidArgument, "options.num_threads = ", options.num_threads);
   if (options.backend == Backend::Cpu && options.method != PairMethod::Auto)
     fail(ErrorCode::InvalidArgument, "options.method = ", to_string(options.method),
          " is a CUDA method; the CPU backend takes PairMethod::Auto");
   const detail::PairCellGrid<D> grid = cell_grid(box, cutoff);
-  if (options.backend == Backend::Cpu) {
-    backend_ = detail::make_cpu_pair_backend<T, D>(box, cutoff, grid, options);
-  } else {
-#if defined(PMKIT_WITH_CUDA)
-    backend_ = detail::make_cuda_pair_backend<T, D>(box, cutoff, grid, options);
-#else
-    fail(ErrorCode::Unsupported, "PairOptions::backend = Cuda, but this build of pmkit has no CUDA backend");
-#endif
-  }
+  backend_ = detail::make_backend(
+      options, "options", [&] { return detail::make_cpu_pair_backend<T, D>(box, cutoff, grid, options); },
+      [&] { return detail::make_cuda_pair_backend<T, D>(box, cutoff, grid, options); });
 }
 
 template <class T, int D>
@@ -150,13 +143,13 @@ void PairPlan<T, D>::check_compute(std::size_t inputs, std::size_t outputs, Span
 }
 
 template <class T, int D>
-detail::HostPairCells<T, D>& PairPlan<T, D>::host_cells() {
-  detail::HostPairCells<T, D>* cells = backend_->host_cells();
-  if (!cells)
+detail::HostPairs<T, D>& PairPlan<T, D>::host_pairs() {
+  detail::HostPairs<T, D>* pairs = backend_->host_pairs();
+  if (!pairs)
     fail(ErrorCode::Unsupported, "PairPlan::compute: a pair kernel of the caller's runs on the CUDA backend "
          "through pmkit::cuda::compute(plan, kernel, inputs, outputs), in a file compiled by nvcc that includes "
          "pmkit/cuda/pairs.cuh (PairPlan::compute runs the built-in kernels on CUDA)");
-  return *cells;
+  return *pairs;
 }
 
 template <class T, int D>

@@ -1,6 +1,7 @@
 // The Plan front end: argument checks common to all backends, then the backend call.
 #include "core/arguments.hpp"
 #include "core/backend.hpp"
+#include "core/make_backend.hpp"
 #include "pmkit/plan.hpp"
 
 #include <vector>
@@ -15,23 +16,12 @@ template <class T, int D>
 Plan<T, D>::Plan(const Grid<D>& grid, Kernel kernel, Options options)
     : grid_(grid), kernel_(kernel), options_(options) {
   validate(grid, kernel.ghost_width());
-  if (options.num_threads < 0)
-    fail(ErrorCode::InvalidArgument, "options.num_threads = ", options.num_threads,
-         ": use 0 for the OpenMP default or a positive count");
   if (!(options.max_away_fraction >= 0.0 && options.max_away_fraction <= 1.0))
     fail(ErrorCode::InvalidArgument, "options.max_away_fraction = ", options.max_away_fraction,
          ": a fraction of the particles, in [0, 1]");
-  if (options.backend == Backend::Cpu) {
-    backend_ = detail::make_cpu_backend<T, D>(grid, kernel, options);
-  } else {
-#if defined(PMKIT_WITH_CUDA)
-    backend_ = detail::make_cuda_backend<T, D>(grid, kernel, options);
-#else
-    fail(ErrorCode::Unsupported,
-         "options.backend = Cuda: this build of pmkit has no CUDA backend (configure with "
-         "PMKIT_CUDA=ON and a CUDA compiler)");
-#endif
-  }
+  backend_ = detail::make_backend(
+      options, "options", [&] { return detail::make_cpu_backend<T, D>(grid, kernel, options); },
+      [&] { return detail::make_cuda_backend<T, D>(grid, kernel, options); });
 }
 
 template <class T, int D>

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/arguments.hpp"
+#include "core/make_backend.hpp"
 #include "core/pme_backend.hpp"
 #include "pmkit/fft.hpp"
 #include "pmkit/pairs.hpp"
@@ -118,50 +119,39 @@ namespace detail {
 template <class T>
 class PmeState {
  public:
+  // The backend first: it checks the execution options before any plan is built.
   PmeState(const std::array<double, 3>& box, const PmeParameters& p, const PmeOptions& o)
-      : mesh(grid(box, p), Kernel::bspline(p.order), mesh_options(o)),
-        pairs(Box<3>::periodic(box), p.cutoff, shared_options<PairOptions>(o)),
-        fft(p.mesh, shared_options<FftOptions>(o)) {
-    const std::vector<T> influence = influence_function<T>(box, p);
+      : backend(make_pme_backend(box, p, o)),
+        mesh(grid(box, p), Kernel::bspline(p.order), mesh_options(o)),
+        pairs(Box<3>::periodic(box), p.cutoff, PairOptions{o}),
+        fft(p.mesh, FftOptions{o}) {}
+
+  static std::unique_ptr<PmeBackend<T>> make_pme_backend(const std::array<double, 3>& box, const PmeParameters& p,
+                                                         const PmeOptions& o) {
     const std::size_t mesh_size = static_cast<std::size_t>(p.mesh[0] * p.mesh[1] * p.mesh[2]);
     const std::int64_t half = p.mesh[0] / 2 + 1;
-    if (o.backend == pmkit::Backend::Cpu) {
-      backend = make_cpu_pme_backend<T>(influence, mesh_size, half, p.mesh[0], o.num_threads);
-    } else {
-#if defined(PMKIT_WITH_CUDA)
-      backend = make_cuda_pme_backend<T>(influence, mesh_size, half, p.mesh[0], o.device, o.stream);
-#else
-      fail(ErrorCode::Unsupported, "PmeOptions::backend = Cuda, but this build of pmkit has no CUDA backend");
-#endif
-    }
+    auto influence = [&] { return influence_function<T>(box, p); };
+    return make_backend(
+        o, "options", [&] { return make_cpu_pme_backend<T>(influence(), mesh_size, half, p.mesh[0], o); },
+        [&] { return make_cuda_pme_backend<T>(influence(), mesh_size, half, p.mesh[0], o); });
   }
-
   static Grid<3> grid(const std::array<double, 3>& box, const PmeParameters& p) {
     Grid<3> g = Grid<3>::periodic(p.mesh);
     for (int d = 0; d < 3; ++d) g.spacing[d] = box[d] / double(p.mesh[d]);
     return g;
   }
-  // The plans' options with the PME plan's backend, threads, device and stream.
-  template <class PlanOptions>
-  static PlanOptions shared_options(const PmeOptions& o) {
-    PlanOptions m;
-    m.backend = o.backend;
-    m.num_threads = o.num_threads;
-    m.device = o.device;
-    m.stream = o.stream;
-    return m;
-  }
+  // The mesh plan's options: the PME plan's execution options and its spread settings.
   static Options mesh_options(const PmeOptions& o) {
-    Options m = shared_options<Options>(o);
+    Options m{o};
     m.deterministic = o.deterministic;
     m.max_away_fraction = o.max_away_fraction;
     return m;
   }
 
+  std::unique_ptr<PmeBackend<T>> backend;
   Plan<T, 3> mesh;
   PairPlan<T, 3> pairs;
   RealFft<T, 3> fft;
-  std::unique_ptr<PmeBackend<T>> backend;
   bool pairs_binned = false;  // the cell list holds the mesh plan's current points
 };
 
@@ -172,10 +162,9 @@ PmePlan<T>::PmePlan(const std::array<double, 3>& box, const PmeParameters& param
     : box_(box), params_(params), options_(options) {
   check_parameters(box, params);
   if (!std::isfinite(options.coulomb_constant))
-    fail(ErrorCode::InvalidArgument, "PmeOptions::coulomb_constant = ", options.coulomb_constant, ": it must be finite");
-  if (options.num_threads < 0) fail(ErrorCode::InvalidArgument, "PmeOptions::num_threads = ", options.num_threads);
+    fail(ErrorCode::InvalidArgument, "options.coulomb_constant = ", options.coulomb_constant, ": it must be finite");
   if (!(options.max_away_fraction >= 0.0 && options.max_away_fraction <= 1.0))
-    fail(ErrorCode::InvalidArgument, "PmeOptions::max_away_fraction = ", options.max_away_fraction,
+    fail(ErrorCode::InvalidArgument, "options.max_away_fraction = ", options.max_away_fraction,
          ": a fraction of the charges, in [0, 1]");
   state_ = std::make_unique<detail::PmeState<T>>(box, params, options);
 }

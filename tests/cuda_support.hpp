@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/view.hpp"
 #include "test_support.hpp"
 

@@ -13,7 +13,7 @@
 #include "test_support.hpp"
 #if defined(PMKIT_WITH_CUDA)
 #include "cuda_support.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #endif
 
 namespace pmkit::test {

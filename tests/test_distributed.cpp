@@ -12,7 +12,7 @@
 #include "pmkit/distributed.hpp"
 #include "test_support.hpp"
 #if defined(PMKIT_WITH_CUDA)
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #endif
 
 namespace pmkit::test {

@@ -21,7 +21,7 @@ constexpr double kLandauGamma = -0.1533, kLandauOmega = 1.4156;
 // One thread: these runs take a few thousand small steps, where a shared machine's
 // descheduled OpenMP thread costs more than the second thread gains.
 pic::Config one_thread(pic::Config c) {
-  c.threads = 1;
+  c.num_threads = 1;
   return c;
 }
 pic::Config landau() { return one_thread(pic::Config{}); }  // the defaults: k = 0.5, 1%, TSC, 2D

@@ -100,7 +100,7 @@ int run_pic(int argc, char** argv) {
         args.flag();
         c.quiet = false;
       } else if (args.is("--threads")) {
-        c.threads = static_cast<int>(args.count(1, 4096, "4"));
+        c.num_threads = static_cast<int>(args.count(1, 4096, "4"));
       } else if (args.is("--csv")) {
         csv = args.value();
       } else {

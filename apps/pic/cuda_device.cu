@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "device.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::pic {
 namespace {

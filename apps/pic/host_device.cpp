@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "device.hpp"
-#include "pmkit/detail/openmp.hpp"
+#include "cpu/openmp.hpp"
 
 namespace pmkit::pic {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "pmkit/detail/openmp.hpp"
+#include "cpu/openmp.hpp"
 
 namespace pmkit::pic {
 
@@ -64,7 +64,7 @@ Loaded<T, D> load_particles(const Config& c, const std::array<double, 3>& box) {
   const bool perturbed = c.problem != Problem::Thermal;
   // Radical-inverse bases of y and z.
   const unsigned position_base[3] = {0, 3, 5};
-#pragma omp parallel for num_threads(detail::openmp_threads(c.threads)) schedule(static)
+#pragma omp parallel for num_threads(detail::openmp_threads(c.num_threads)) schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
     const auto id = static_cast<std::uint64_t>(i);
     for (int d = 0; d < D; ++d) {

@@ -25,7 +25,10 @@ enum class Problem { Landau, TwoStream, Thermal };
 // and interp with the deposit's kernel, which conserves momentum to rounding.
 enum class FieldMethod { Gradient, Mesh };
 
-struct Config {
+// The run. Where it runs is its ExecutionOptions, which the mesh plan and the FFT take as
+// they are: backend and num_threads (device and stream keep their defaults: the CUDA
+// device's own kernels run on the current device's default stream).
+struct Config : ExecutionOptions {
   Problem problem = Problem::Landau;
   int dim = 2;
   std::array<std::int64_t, 3> cells{64, 2, 2};  // the first `dim` are used
@@ -33,14 +36,12 @@ struct Config {
   Kernel kernel = Kernel::tsc();
   int steps = 180;
   double dt = 0.1;
-  Backend backend = Backend::Cpu;
   bool double_precision = false;
   std::uint64_t seed = 1;
   // 0: never permute the arrays; K: every K steps. Every step is the fastest on both
   // backends (docs/pic.md, "Sorting every step").
   int sort_every = 1;
   FieldMethod field = FieldMethod::Gradient;
-  int threads = 0;     // CPU: OpenMP threads (0: OpenMP's default)
   // CUDA update_points: Options::max_away_fraction (negative: the plan's default).
   double max_away_fraction = -1;
   // Physics. Landau: wavenumber k (along x; the box is 2 pi / k long in x, with cells of

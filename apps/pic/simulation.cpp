@@ -31,9 +31,9 @@ class Simulation {
       : c_(c),
         box_(box_of(c)),
         grid_(Grid<D>::periodic(cells_of(c), box_[0] / double(c.cells[0]))),
-        device_(c.backend == Backend::Cpu ? make_host_device<T, D>(c.threads) : cuda_device()),
+        device_(c.backend == Backend::Cpu ? make_host_device<T, D>(c.num_threads) : cuda_device()),
         plan_(grid_, c.kernel, plan_options(c)),
-        fft_(plan_.mesh_shape(), fft_options(c)) {
+        fft_(plan_.mesh_shape(), FftOptions{c}) {
     const auto n = static_cast<std::size_t>(c.particles);
     const auto mesh = static_cast<std::size_t>(plan_.mesh_size());
     const auto spectrum = static_cast<std::size_t>(fft_.spectrum_size());
@@ -99,16 +99,8 @@ class Simulation {
     return cells;
   }
   static Options plan_options(const Config& c) {
-    Options o;
-    o.backend = c.backend;
-    o.num_threads = c.threads;
+    Options o{c};
     if (c.max_away_fraction >= 0) o.max_away_fraction = c.max_away_fraction;
-    return o;
-  }
-  static FftOptions fft_options(const Config& c) {
-    FftOptions o;
-    o.backend = c.backend;
-    o.num_threads = c.threads;
     return o;
   }
   static std::unique_ptr<Device<T, D>> cuda_device() {

@@ -30,7 +30,9 @@
 // Which call runs which kernel where:
 //  - PairPlan::compute runs the built-in kernels (pmkit/pair_kernels.hpp) on either
 //    backend (compiled into the library), and any kernel of the caller's on the CPU
-//    backend (the traversal is a template in pmkit/detail/pair_traversal.hpp).
+//    backend: the work of a cell is compiled for the kernel where compute is called
+//    (pmkit/detail/pair_traversal.hpp, plain C++), the library's threads share the cells
+//    (options.num_threads), so the caller's file needs no OpenMP.
 //  - A kernel of the caller's on the CUDA backend needs device code compiled for it: a
 //    file compiled by nvcc includes "pmkit/cuda/pairs.cuh" and calls
 //    pmkit::cuda::compute(plan, kernel, inputs, outputs) (which runs any kernel on either
@@ -188,8 +190,8 @@ class PairPlan {
       compute_builtin(kernel, inputs, outputs);
     } else {
       check_compute(Kernel::inputs, Kernel::outputs, inputs, outputs);
-      detail::HostPairCells<T, D>& cells = host_cells();
-      detail::traverse_pairs(cells, kernel, inputs, outputs, cells.compute_s);
+      const detail::KernelPairs<T, D, Kernel> pairs(kernel, inputs, outputs);
+      host_pairs().traverse(pairs.work());
     }
   }
 
@@ -212,8 +214,8 @@ class PairPlan {
  private:
   friend struct detail::PairPlanAccess;
   void check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in, Span<View<T>> out) const;
-  // The CPU backend's cell list; pmkit::Error(Unsupported) on the CUDA backend.
-  detail::HostPairCells<T, D>& host_cells();
+  // The CPU backend's traversal; pmkit::Error(Unsupported) on the CUDA backend.
+  detail::HostPairs<T, D>& host_pairs();
   // The CUDA backend's services for the traversal; null on the CPU backend.
   detail::DevicePairs<T, D>* device_pairs();
   void compute_builtin(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in, Span<View<T>> out);

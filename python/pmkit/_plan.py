@@ -82,9 +82,11 @@ class _PlanBase:
         self._dim = dim
         self._library: ArrayLibrary = NUMPY  # of the positions; binned_order's results
 
-    def _options(self, options: Any) -> Any:
+    def _options(self, options: Any, threads: int) -> Any:
+        """A plan's options with its ExecutionOptions set: backend, device, threads."""
         options.backend = _BACKENDS[self._backend]
         options.device = self._device
+        options.num_threads = int(threads)
         return options
 
     def _call_stream(self, library: ArrayLibrary, like: Array) -> Optional[int]:
@@ -197,9 +199,8 @@ class Plan(_PlanBase):
         if not isinstance(grid, Grid):
             raise TypeError(f"grid must be a pmkit.Grid, not {type(grid).__name__}")
         super().__init__(grid.dim, dtype, backend, device)
-        options = self._options(_pmkit.Options())
+        options = self._options(_pmkit.Options(), threads)
         options.deterministic = bool(deterministic)
-        options.num_threads = int(threads)
         options.spread_method = _choice(spread_method, _SPREAD_METHODS, "spread_method")
         options.host_arrays = bool(host_arrays)
         options.max_away_fraction = float(max_away_fraction)
@@ -380,8 +381,7 @@ class PairPlan(_PlanBase):
         if not isinstance(domain, Box):
             raise TypeError(f"domain must be a pmkit.Box or pmkit.Grid, not {type(domain).__name__}")
         super().__init__(domain.dim, dtype, backend, device)
-        options = self._options(_pmkit.PairOptions())
-        options.num_threads = int(threads)
+        options = self._options(_pmkit.PairOptions(), threads)
         options.half_shell = bool(half_shell)
         options.method = _choice(method, _PAIR_METHODS, "method")
         self._box = domain

@@ -34,14 +34,8 @@ void bind_geometry(nb::module_& m, const char* grid_name, const char* box_name) 
 }
 
 // The stream handle of the options as an integer (a cudaStream_t's value; 0: the default).
-template <class O>
-std::uintptr_t get_stream(const O& o) {
-  return reinterpret_cast<std::uintptr_t>(o.stream);
-}
-template <class O>
-void set_stream(O& o, std::uintptr_t s) {
-  o.stream = reinterpret_cast<pmkit::StreamHandle>(s);
-}
+std::uintptr_t get_stream(const pmkit::ExecutionOptions& o) { return reinterpret_cast<std::uintptr_t>(o.stream); }
+void set_stream(pmkit::ExecutionOptions& o, std::uintptr_t s) { o.stream = reinterpret_cast<pmkit::StreamHandle>(s); }
 
 }  // namespace
 
@@ -116,24 +110,23 @@ NB_MODULE(_pmkit, m) {
   bind_geometry<2>(m, "Grid2", "Box2");
   bind_geometry<3>(m, "Grid3", "Box3");
 
-  nb::class_<pmkit::Options>(m, "Options", "pmkit::Options of a mesh plan.")
+  nb::class_<pmkit::ExecutionOptions>(m, "ExecutionOptions",
+                                      "pmkit::ExecutionOptions: where a plan runs, shared by every plan's options.")
       .def(nb::init<>())
-      .def_rw("backend", &pmkit::Options::backend)
+      .def_rw("backend", &pmkit::ExecutionOptions::backend)
+      .def_rw("device", &pmkit::ExecutionOptions::device)
+      .def_prop_rw("stream", &get_stream, &set_stream)
+      .def_rw("num_threads", &pmkit::ExecutionOptions::num_threads);
+  nb::class_<pmkit::Options, pmkit::ExecutionOptions>(m, "Options", "pmkit::Options of a mesh plan.")
+      .def(nb::init<>())
       .def_rw("spread_method", &pmkit::Options::spread_method)
-      .def_rw("num_threads", &pmkit::Options::num_threads)
       .def_rw("deterministic", &pmkit::Options::deterministic)
       .def_rw("host_arrays", &pmkit::Options::host_arrays)
-      .def_rw("device", &pmkit::Options::device)
-      .def_prop_rw("stream", &get_stream<pmkit::Options>, &set_stream<pmkit::Options>)
       .def_rw("max_away_fraction", &pmkit::Options::max_away_fraction);
-  nb::class_<pmkit::PairOptions>(m, "PairOptions", "pmkit::PairOptions of a pair plan.")
+  nb::class_<pmkit::PairOptions, pmkit::ExecutionOptions>(m, "PairOptions", "pmkit::PairOptions of a pair plan.")
       .def(nb::init<>())
-      .def_rw("backend", &pmkit::PairOptions::backend)
-      .def_rw("num_threads", &pmkit::PairOptions::num_threads)
       .def_rw("half_shell", &pmkit::PairOptions::half_shell)
-      .def_rw("method", &pmkit::PairOptions::method)
-      .def_rw("device", &pmkit::PairOptions::device)
-      .def_prop_rw("stream", &get_stream<pmkit::PairOptions>, &set_stream<pmkit::PairOptions>);
+      .def_rw("method", &pmkit::PairOptions::method);
   nb::class_<pmkit::Timings>(m, "Timings", "Seconds of the last call's phases.")
       .def_ro("transfer_s", &pmkit::Timings::transfer_s)
       .def_ro("compute_s", &pmkit::Timings::compute_s);

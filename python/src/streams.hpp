@@ -9,7 +9,7 @@
 #include <optional>
 
 #if defined(PMKIT_PYTHON_CUDA)
-#include "pmkit/cuda/runtime.hpp"
+#include "pmkit/detail/cuda/runtime.hpp"
 #endif
 #include "pmkit/backend.hpp"
 

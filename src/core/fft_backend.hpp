@@ -22,9 +22,9 @@ class FftBackend {
 // shape: x first (pmkit's order); each backend reverses it for its row-major library.
 template <class T, int D>
 std::unique_ptr<FftBackend<T, D>> make_fftw_backend(const std::array<std::int64_t, D>& shape,
-                                                    const FftOptions& options);
+                                                    const ExecutionOptions& options);
 template <class T, int D>
 std::unique_ptr<FftBackend<T, D>> make_cufft_backend(const std::array<std::int64_t, D>& shape,
-                                                     const FftOptions& options);
+                                                     const ExecutionOptions& options);
 
 }  // namespace pmkit::detail

@@ -11,7 +11,7 @@ namespace pmkit::detail {
 // Rejects execution options no backend can take; `name` is how the caller calls the
 // options struct in messages ("options", "PmeOptions").
 inline void check_execution_options(const ExecutionOptions& options, const char* name) {
-  if (options.backend != Backend::Cpu && options.backend != Backend::Cuda)
+  if (options.backend != pmkit::Backend::Cpu && options.backend != pmkit::Backend::Cuda)
     fail(ErrorCode::InvalidArgument, name, ".backend = ", static_cast<int>(options.backend),
          ": use Backend::Cpu or Backend::Cuda");
   if (options.num_threads < 0)
@@ -26,7 +26,7 @@ template <class MakeCpu, class MakeCuda>
 auto make_backend(const ExecutionOptions& options, const char* name, MakeCpu&& make_cpu, MakeCuda&& make_cuda)
     -> decltype(make_cpu()) {
   check_execution_options(options, name);
-  if (options.backend == Backend::Cpu) return make_cpu();
+  if (options.backend == pmkit::Backend::Cpu) return make_cpu();
 #if defined(PMKIT_WITH_CUDA)
   return make_cuda();
 #else

@@ -32,7 +32,7 @@ class PairBackend {
   virtual void compute(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in, Span<View<T>> out) = 0;
   virtual void compute(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in, Span<View<T>> out) = 0;
   virtual void compute(const pair_kernels::EwaldRealSpace<D>& kernel, Span<View<const T>> in, Span<View<T>> out) = 0;
-  virtual HostPairCells<T, D>* host_cells() { return nullptr; }
+  virtual HostPairs<T, D>* host_pairs() { return nullptr; }
   virtual DevicePairs<T, D>* device_pairs() { return nullptr; }
   virtual PairMethod last_method() const { return PairMethod::Auto; }
   virtual Timings last_timings() const = 0;

@@ -53,11 +53,12 @@ class PmeBackend {
 // half_x: the spectrum's points along x (mesh x / 2 + 1), for the Hermitian weights.
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cpu_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
-                                                    std::int64_t half_x, std::int64_t mesh_x, int num_threads);
+                                                    std::int64_t half_x, std::int64_t mesh_x,
+                                                    const ExecutionOptions& options);
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cuda_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
-                                                     std::int64_t half_x, std::int64_t mesh_x, int device,
-                                                     StreamHandle stream);
+                                                     std::int64_t half_x, std::int64_t mesh_x,
+                                                     const ExecutionOptions& options);
 
 // The weight of spectrum point k0 (along x) in a sum over the full spectrum: 1 where it is
 // its own conjugate (k0 = 0, and k0 = mesh_x / 2 for an even mesh), 2 elsewhere.

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "pmkit/detail/openmp.hpp"
+#include "cpu/openmp.hpp"
 
 namespace pmkit::cpu {
 

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "core/fft_backend.hpp"
-#include "pmkit/detail/openmp.hpp"
+#include "cpu/openmp.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -83,7 +83,7 @@ class FftwBackend final : public FftBackend<T, D> {
   using FC = typename F::Complex;
 
  public:
-  FftwBackend(const std::array<std::int64_t, D>& shape, const FftOptions& options) {
+  FftwBackend(const std::array<std::int64_t, D>& shape, const ExecutionOptions& options) {
     // FFTW is row-major (last index fastest): pmkit's x-fastest shape, reversed.
     int n[D];
     std::size_t real_size = 1;
@@ -162,13 +162,13 @@ class FftwBackend final : public FftBackend<T, D> {
 
 template <class T, int D>
 std::unique_ptr<FftBackend<T, D>> make_fftw_backend(const std::array<std::int64_t, D>& shape,
-                                                    const FftOptions& options) {
+                                                    const ExecutionOptions& options) {
   return std::make_unique<FftwBackend<T, D>>(shape, options);
 }
 
-template std::unique_ptr<FftBackend<float, 2>> make_fftw_backend<float, 2>(const std::array<std::int64_t, 2>&, const FftOptions&);
-template std::unique_ptr<FftBackend<float, 3>> make_fftw_backend<float, 3>(const std::array<std::int64_t, 3>&, const FftOptions&);
-template std::unique_ptr<FftBackend<double, 2>> make_fftw_backend<double, 2>(const std::array<std::int64_t, 2>&, const FftOptions&);
-template std::unique_ptr<FftBackend<double, 3>> make_fftw_backend<double, 3>(const std::array<std::int64_t, 3>&, const FftOptions&);
+template std::unique_ptr<FftBackend<float, 2>> make_fftw_backend<float, 2>(const std::array<std::int64_t, 2>&, const ExecutionOptions&);
+template std::unique_ptr<FftBackend<float, 3>> make_fftw_backend<float, 3>(const std::array<std::int64_t, 3>&, const ExecutionOptions&);
+template std::unique_ptr<FftBackend<double, 2>> make_fftw_backend<double, 2>(const std::array<std::int64_t, 2>&, const ExecutionOptions&);
+template std::unique_ptr<FftBackend<double, 3>> make_fftw_backend<double, 3>(const std::array<std::int64_t, 3>&, const ExecutionOptions&);
 
 }  // namespace pmkit::detail

@@ -1,6 +1,8 @@
 // The CPU pair backend: the cell list (a counting sort of the particles by cell, with the
-// neighbour cells of every cell) and the built-in kernels' traversal.
+// neighbour cells of every cell) and the traversal's threads, for the built-in kernels
+// and the caller's (the work of a cell: pmkit/detail/pair_traversal.hpp).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <new>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "core/pair_backend.hpp"
 #include "core/wrap.hpp"
 #include "cpu/counting_sort.hpp"
+#include "cpu/openmp.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -28,19 +31,17 @@ int sort_shares(std::size_t n, std::size_t ncells, int num_threads) {
 }
 
 template <class T, int D>
-class CpuPairBackend final : public PairBackend<T, D> {
+class CpuPairBackend final : public PairBackend<T, D>, public HostPairs<T, D> {
  public:
   using Positions = std::array<View<const T>, D>;
 
   CpuPairBackend(const Box<D>& box, double cutoff, const PairCellGrid<D>& grid, const PairOptions& options)
-      : box_(box) {
+      : box_(box), num_threads_(options.num_threads), half_shell_(options.half_shell) {
     cl_.ncell = grid.ncell;
     cl_.width = grid.width;
     cl_.length = box.length;
     for (int d = 0; d < D; ++d) cl_.periodic[d] = box.boundary[d] == Boundary::Periodic;
     cl_.cutoff = cutoff;
-    cl_.num_threads = options.num_threads;
-    cl_.half_shell = options.half_shell;
     find_neighbours(static_cast<int>(grid.cells));
   }
 
@@ -56,18 +57,57 @@ class CpuPairBackend final : public PairBackend<T, D> {
   std::size_t num_points() const override { return cl_.n; }
   bool has_points() const override { return ready_; }
   void compute(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in, Span<View<T>> out) override {
-    traverse_pairs(cl_, kernel, in, out, cl_.compute_s);
+    run(kernel, in, out);
   }
   void compute(const pair_kernels::NeighbourCount& kernel, Span<View<const T>> in, Span<View<T>> out) override {
-    traverse_pairs(cl_, kernel, in, out, cl_.compute_s);
+    run(kernel, in, out);
   }
   void compute(const pair_kernels::EwaldRealSpace<D>& kernel, Span<View<const T>> in, Span<View<T>> out) override {
-    traverse_pairs(cl_, kernel, in, out, cl_.compute_s);
+    run(kernel, in, out);
   }
-  HostPairCells<T, D>* host_cells() override { return &cl_; }
-  Timings last_timings() const override { return {0.0, cl_.compute_s}; }
+  HostPairs<T, D>* host_pairs() override { return this; }
+  Timings last_timings() const override { return {0.0, compute_s_}; }
+
+  // The cells shared out dynamically over the threads (their work varies with their
+  // particles); the half shell's sums in one block a thread, then summed in thread order
+  // (reproducible for a thread count), kFinishSlots particles a share. compute_s_ gets the
+  // wall time on every way out.
+  void traverse(const HostPairWork<T, D>& work) override {
+    struct Stopwatch {
+      double& seconds;
+      std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+      ~Stopwatch() { seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+    } stopwatch{compute_s_};
+    const int ncells = cl_.cells();
+    const int threads = openmp_threads(num_threads_);
+    if (!half_shell_) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
+      for (int c = 0; c < ncells; ++c) work.full_shell_cell(work.call, cl_, c);
+      return;
+    }
+    const std::size_t n = cl_.n, block = n * static_cast<std::size_t>(work.outputs);
+    const std::int64_t shares = static_cast<std::int64_t>((n + kFinishSlots - 1) / kFinishSlots);
+    thread_sums_.assign(block * static_cast<std::size_t>(threads), T(0));
+#pragma omp parallel num_threads(threads)
+    {
+      T* mine = thread_sums_.data() + block * static_cast<std::size_t>(openmp_thread_id());
+#pragma omp for schedule(dynamic, 16)
+      for (int c = 0; c < ncells; ++c) work.half_shell_cell(work.call, cl_, c, mine);
+#pragma omp for schedule(static)
+      for (std::int64_t share = 0; share < shares; ++share) {
+        const std::size_t begin = static_cast<std::size_t>(share) * kFinishSlots;
+        work.finish(work.call, cl_, begin, std::min(n, begin + kFinishSlots), thread_sums_.data(), threads);
+      }
+    }
+  }
 
  private:
+  template <class Kernel>
+  void run(const Kernel& kernel, Span<View<const T>> in, Span<View<T>> out) {
+    const KernelPairs<T, D, Kernel> pairs(kernel, in, out);
+    traverse(pairs.work());
+  }
+
   // The distinct neighbour cells of every cell.
   void find_neighbours(int total) {
     auto& nb = cl_.neighbours;
@@ -130,7 +170,7 @@ class CpuPairBackend final : public PairBackend<T, D> {
       perm[slot] = order ? order[i] : static_cast<std::uint32_t>(i);
       for (int d = 0; d < D; ++d) pos[d * n + slot] = wrapped[d * n + i];
     };
-    const std::size_t bad = cpu::counting_sort(n, ncells, sort_shares(n, ncells, cl_.num_threads), cell_of, place,
+    const std::size_t bad = cpu::counting_sort(n, ncells, sort_shares(n, ncells, num_threads_), cell_of, place,
                                                keys_, counts_, &start);
     if (bad < n) {
       double x[D], lo[D], hi[D];
@@ -151,8 +191,15 @@ class CpuPairBackend final : public PairBackend<T, D> {
     ready_ = true;
   }
 
+  // Particles a call of the half shell's finish sums, one share of the threads.
+  static constexpr std::size_t kFinishSlots = 1024;
+
   Box<D> box_;
+  int num_threads_;  // OpenMP threads asked for (0: OpenMP's default)
+  bool half_shell_;  // each pair once, per-thread sums
   HostPairCells<T, D> cl_;
+  std::vector<T> thread_sums_;  // the half shell's sums, one block a thread
+  double compute_s_ = 0;        // wall time of the last traversal
   bool ready_ = false;
   std::vector<std::uint32_t> keys_, counts_;  // scratch of the cell sort
 };

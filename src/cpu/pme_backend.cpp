@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "core/pme_backend.hpp"
-#include "pmkit/detail/openmp.hpp"
+#include "cpu/openmp.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -11,13 +11,13 @@ template <class T>
 class CpuPmeBackend final : public PmeBackend<T> {
  public:
   CpuPmeBackend(const std::vector<T>& influence, std::size_t mesh_size, std::int64_t half_x, std::int64_t mesh_x,
-                int num_threads)
+                const ExecutionOptions& options)
       : influence_(influence),
         mesh_(mesh_size),
         spectrum_(influence.size()),
         half_x_(half_x),
         mesh_x_(mesh_x),
-        threads_(openmp_threads(num_threads)) {}
+        threads_(openmp_threads(options.num_threads)) {}
 
   T* mesh() override { return mesh_.data(); }
   std::complex<T>* spectrum() override { return spectrum_.data(); }
@@ -74,13 +74,16 @@ class CpuPmeBackend final : public PmeBackend<T> {
 
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cpu_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
-                                                    std::int64_t half_x, std::int64_t mesh_x, int num_threads) {
-  return std::make_unique<CpuPmeBackend<T>>(influence, mesh_size, half_x, mesh_x, num_threads);
+                                                    std::int64_t half_x, std::int64_t mesh_x,
+                                                    const ExecutionOptions& options) {
+  return std::make_unique<CpuPmeBackend<T>>(influence, mesh_size, half_x, mesh_x, options);
 }
 
 template std::unique_ptr<PmeBackend<float>> make_cpu_pme_backend<float>(const std::vector<float>&, std::size_t,
-                                                                       std::int64_t, std::int64_t, int);
+                                                                       std::int64_t, std::int64_t,
+                                                                       const ExecutionOptions&);
 template std::unique_ptr<PmeBackend<double>> make_cpu_pme_backend<double>(const std::vector<double>&, std::size_t,
-                                                                         std::int64_t, std::int64_t, int);
+                                                                         std::int64_t, std::int64_t,
+                                                                         const ExecutionOptions&);
 
 }  // namespace pmkit::detail

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <utility>
 
-#include "pmkit/detail/openmp.hpp"
+#include "cpu/openmp.hpp"
 
 namespace pmkit::reference {
 

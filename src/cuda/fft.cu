@@ -2,7 +2,7 @@
 #include <cufft.h>
 
 #include "core/fft_backend.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -44,12 +44,12 @@ struct Cufft<double> {
 template <class T, int D>
 class CufftBackend final : public FftBackend<T, D> {
  public:
-  CufftBackend(const std::array<std::int64_t, D>& shape, const FftOptions& options)
+  CufftBackend(const std::array<std::int64_t, D>& shape, const ExecutionOptions& options)
       : device_(options.device), stream_(cuda::to_cuda_stream(options.stream)) {
     int count = 0;
     cuda::check(cudaGetDeviceCount(&count), "RealFft: cudaGetDeviceCount");
     if (options.device < 0 || options.device >= count)
-      fail(ErrorCode::InvalidArgument, "FftOptions::device = ", options.device, " but ", count,
+      fail(ErrorCode::InvalidArgument, "options.device = ", options.device, " but ", count,
            " CUDA devices are present");
     cuda::DeviceScope scope(device_);
     // cuFFT is row-major (last index fastest): pmkit's x-fastest shape, reversed.
@@ -115,13 +115,13 @@ class CufftBackend final : public FftBackend<T, D> {
 
 template <class T, int D>
 std::unique_ptr<FftBackend<T, D>> make_cufft_backend(const std::array<std::int64_t, D>& shape,
-                                                     const FftOptions& options) {
+                                                     const ExecutionOptions& options) {
   return std::make_unique<CufftBackend<T, D>>(shape, options);
 }
 
-template std::unique_ptr<FftBackend<float, 2>> make_cufft_backend<float, 2>(const std::array<std::int64_t, 2>&, const FftOptions&);
-template std::unique_ptr<FftBackend<float, 3>> make_cufft_backend<float, 3>(const std::array<std::int64_t, 3>&, const FftOptions&);
-template std::unique_ptr<FftBackend<double, 2>> make_cufft_backend<double, 2>(const std::array<std::int64_t, 2>&, const FftOptions&);
-template std::unique_ptr<FftBackend<double, 3>> make_cufft_backend<double, 3>(const std::array<std::int64_t, 3>&, const FftOptions&);
+template std::unique_ptr<FftBackend<float, 2>> make_cufft_backend<float, 2>(const std::array<std::int64_t, 2>&, const ExecutionOptions&);
+template std::unique_ptr<FftBackend<float, 3>> make_cufft_backend<float, 3>(const std::array<std::int64_t, 3>&, const ExecutionOptions&);
+template std::unique_ptr<FftBackend<double, 2>> make_cufft_backend<double, 2>(const std::array<std::int64_t, 2>&, const ExecutionOptions&);
+template std::unique_ptr<FftBackend<double, 3>> make_cufft_backend<double, 3>(const std::array<std::int64_t, 3>&, const ExecutionOptions&);
 
 }  // namespace pmkit::detail

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/pme_backend.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -107,8 +107,8 @@ template <class T>
 class CudaPmeBackend final : public PmeBackend<T> {
  public:
   CudaPmeBackend(const std::vector<T>& influence, std::size_t mesh_size, std::int64_t half_x, std::int64_t mesh_x,
-                 int device, StreamHandle stream)
-      : device_(device), stream_(cuda::to_cuda_stream(stream)), half_x_(half_x), mesh_x_(mesh_x) {
+                 const ExecutionOptions& options)
+      : device_(options.device), stream_(cuda::to_cuda_stream(options.stream)), half_x_(half_x), mesh_x_(mesh_x) {
     const cuda::DeviceScope on_device(device_);
     influence_.reserve(influence.size(), "PmePlan: influence function");
     influence_.upload(influence);
@@ -183,15 +183,16 @@ class CudaPmeBackend final : public PmeBackend<T> {
 
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cuda_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
-                                                     std::int64_t half_x, std::int64_t mesh_x, int device,
-                                                     StreamHandle stream) {
-  return std::make_unique<CudaPmeBackend<T>>(influence, mesh_size, half_x, mesh_x, device, stream);
+                                                     std::int64_t half_x, std::int64_t mesh_x,
+                                                     const ExecutionOptions& options) {
+  return std::make_unique<CudaPmeBackend<T>>(influence, mesh_size, half_x, mesh_x, options);
 }
 
 template std::unique_ptr<PmeBackend<float>> make_cuda_pme_backend<float>(const std::vector<float>&, std::size_t,
-                                                                        std::int64_t, std::int64_t, int, StreamHandle);
+                                                                        std::int64_t, std::int64_t,
+                                                                        const ExecutionOptions&);
 template std::unique_ptr<PmeBackend<double>> make_cuda_pme_backend<double>(const std::vector<double>&, std::size_t,
-                                                                          std::int64_t, std::int64_t, int,
-                                                                          StreamHandle);
+                                                                          std::int64_t, std::int64_t,
+                                                                          const ExecutionOptions&);
 
 }  // namespace pmkit::detail

@@ -4,7 +4,7 @@
 #include <array>
 #include <cstdint>
 
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/detail/pair_geometry.hpp"
 #include "pmkit/view.hpp"
 

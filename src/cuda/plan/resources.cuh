@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "cuda/kernels/kernels.cuh"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::cuda {
 

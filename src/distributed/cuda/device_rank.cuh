@@ -15,7 +15,7 @@
 #include "distributed/cuda/transport.cuh"
 #include "distributed/owners.hpp"
 #include "distributed/rank_backend.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::distributed {
 

@@ -12,7 +12,7 @@
 #include "distributed/cuda/region.cuh"
 #include "distributed/exact_spread.hpp"
 #include "distributed/owners.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/distributed.hpp"
 
 namespace pmkit::distributed {

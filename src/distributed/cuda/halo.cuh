@@ -9,7 +9,7 @@
 #include "distributed/cuda/launch.cuh"
 #include "distributed/cuda/transport.cuh"
 #include "distributed/halo.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::distributed {
 

@@ -11,7 +11,7 @@
 #include "distributed/cuda/launch.cuh"
 #include "distributed/cuda/transport.cuh"
 #include "distributed/owners.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 #include "pmkit/view.hpp"
 
 namespace pmkit::distributed {

@@ -7,7 +7,7 @@
 
 #include "distributed/cuda/launch.cuh"
 #include "distributed/region.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::distributed {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "distributed/collective.hpp"
-#include "pmkit/cuda/runtime.hpp"
+#include "cuda/runtime.hpp"
 
 namespace pmkit::distributed {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "pmkit/cuda/runtime.hpp"
+#include "pmkit/detail/cuda/runtime.hpp"
 #include "pmkit/detail/cuda/pair_half_shell_kernel.cuh"
 #include "pmkit/detail/cuda/pair_pencil_kernel.cuh"
 #include "pmkit/detail/cuda/pair_thread_kernel.cuh"
