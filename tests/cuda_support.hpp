@@ -29,10 +29,6 @@ inline bool have_gpu() {
 #define PMKIT_REQUIRE_GPU() \
   if (!::pmkit::test::have_gpu()) GTEST_SKIP() << "no CUDA device"
 
-// Sizes shrink under compute-sanitizer (PMKIT_TEST_SMALL, test_support.hpp's sanitizing()),
-// which is ~100x slower.
-inline std::size_t scaled(std::size_t n) { return sanitizing() ? std::max<std::size_t>(n / 16, 1) : n; }
-
 // Views of a device buffer's whole length, for the plans' calls.
 template <class T>
 View<T> device_view(cuda::DeviceBuffer<T>& buffer) {
