@@ -15,12 +15,16 @@ TEST(Cuda, CellMomentsAgainstReference) {
   for (const Kernel& k : all_kernels()) {
     if (pmkit::cuda::tuning::cell_moments_fit(k.support(), 3)) {
       for (double per_cell : {3.0, 40.0})
-        check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaCellMoments), k, {37, 26, 29}, BoundaryKind::Periodic, per_cell, Distribution::Uniform, 1);
-      check_against_reference<double, 3>(cuda_method(SpreadMethod::CudaCellMoments), k, {19, 12, 23}, BoundaryKind::Fold, 10.0, Distribution::Seam, 1);
+        check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaCellMoments), k, {37, 26, 29},
+                                          BoundaryKind::Periodic, per_cell, Distribution::Uniform, 1);
+      check_against_reference<double, 3>(cuda_method(SpreadMethod::CudaCellMoments), k, {19, 12, 23},
+                                         BoundaryKind::Fold, 10.0, Distribution::Seam, 1);
     }
     ASSERT_TRUE(pmkit::cuda::tuning::cell_moments_fit(k.support(), 2));
-    check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaCellMoments), k, {45, 31}, BoundaryKind::Keep, 20.0, Distribution::Uniform, 1);
-    check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaCellMoments), k, {70, 33}, BoundaryKind::MixedFold, 12.0, Distribution::Faces, 1);
+    check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaCellMoments), k, {45, 31}, BoundaryKind::Keep, 20.0,
+                                      Distribution::Uniform, 1);
+    check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaCellMoments), k, {70, 33}, BoundaryKind::MixedFold,
+                                       12.0, Distribution::Faces, 1);
   }
 }
 

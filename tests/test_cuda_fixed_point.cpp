@@ -21,8 +21,12 @@ TEST(Cuda, SparseFloatSpreadKeepsFloatAccuracy) {
   constexpr double kSparseTolerance = 1e-6;
   for (const Kernel& k : {Kernel::mp4(), Kernel::linear(), Kernel::bspline(6)})
     for (double per_cell : {0.01, 0.05}) {
-      check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaSharedTiles), k, {64, 48, 56}, BoundaryKind::Periodic, per_cell, Distribution::Uniform, 1, 0, 1.0, kSparseTolerance);
-      check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), k, {300, 260}, BoundaryKind::Periodic, per_cell, Distribution::Uniform, 1, 0, 1.0, kSparseTolerance);
+      check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaSharedTiles), k, {64, 48, 56},
+                                        BoundaryKind::Periodic, per_cell, Distribution::Uniform, 1, 0, 1.0,
+                                        kSparseTolerance);
+      check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), k, {300, 260},
+                                        BoundaryKind::Periodic, per_cell, Distribution::Uniform, 1, 0, 1.0,
+                                        kSparseTolerance);
     }
 }
 
@@ -70,7 +74,8 @@ void check_double_properties(double scale, Distribution dist, double spread_tole
   for (auto method : {SpreadMethod::CudaSharedTiles, SpreadMethod::CudaGlobalAtomics, SpreadMethod::CudaCellMoments})
     for (bool deterministic : {false, true}) {
       if (deterministic && method != SpreadMethod::CudaSharedTiles) continue;  // refused in deterministic mode
-      check_against_reference<double, 3>(cuda_method(method, deterministic), Kernel::mp4(), {20, 17, 24}, BoundaryKind::Periodic, 4.0, dist, 1, 0, scale, spread_tolerance);
+      check_against_reference<double, 3>(cuda_method(method, deterministic), Kernel::mp4(), {20, 17, 24},
+                                         BoundaryKind::Periodic, 4.0, dist, 1, 0, scale, spread_tolerance);
     }
 }
 

@@ -22,15 +22,20 @@ TEST(Cuda, PartitionIntoGroupsOfTiles) {
   for (auto dist : {Distribution::Uniform, Distribution::Clustered}) {
     const bool uniform = dist == Distribution::Uniform;
     if (uniform || !sanitizing())
-      check_against_reference<float, 3>(cuda_method(SpreadMethod::Auto), Kernel::mp4(), {96, 80, 72}, BoundaryKind::Periodic, 2.0, dist, 1, partitioned);
+      check_against_reference<float, 3>(cuda_method(SpreadMethod::Auto), Kernel::mp4(), {96, 80, 72},
+                                        BoundaryKind::Periodic, 2.0, dist, 1, partitioned);
     if (sanitizing()) {
       if (!uniform)
-        check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {800, 900}, BoundaryKind::Periodic, 0.5, dist, 1, partitioned);
+        check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {800, 900},
+                                           BoundaryKind::Periodic, 0.5, dist, 1, partitioned);
       continue;
     }
-    check_against_reference<double, 3>(cuda_method(SpreadMethod::CudaGlobalAtomics), Kernel::tsc(), {90, 81, 66}, BoundaryKind::MixedFold, 1.0, dist, 1, partitioned);
-    check_against_reference<float, 2>(cuda_method(SpreadMethod::Auto), Kernel::linear(), {1100, 700}, BoundaryKind::Keep, 1.5, dist, 1, partitioned);
-    check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {800, 900}, BoundaryKind::Periodic, 0.5, dist, 1, partitioned);
+    check_against_reference<double, 3>(cuda_method(SpreadMethod::CudaGlobalAtomics), Kernel::tsc(), {90, 81, 66},
+                                       BoundaryKind::MixedFold, 1.0, dist, 1, partitioned);
+    check_against_reference<float, 2>(cuda_method(SpreadMethod::Auto), Kernel::linear(), {1100, 700},
+                                      BoundaryKind::Keep, 1.5, dist, 1, partitioned);
+    check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {800, 900},
+                                       BoundaryKind::Periodic, 0.5, dist, 1, partitioned);
   }
 }
 

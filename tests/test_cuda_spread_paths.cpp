@@ -16,8 +16,10 @@ TEST(Cuda, SparseTilesTakeSmallBlocksInArrivalOrder) {
   PMKIT_REQUIRE_GPU();
   for (const Kernel& k : {Kernel::mp4(), Kernel::linear()})
     for (auto dist : {Distribution::Uniform, Distribution::Clustered}) {
-      check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaSharedTiles), k, {40, 33, 48}, BoundaryKind::Periodic, 0.03, dist, 1);
-      check_against_reference<double, 3>(cuda_method(SpreadMethod::CudaSharedTiles, true), k, {24, 17, 30}, BoundaryKind::Fold, 0.03, dist, 2);
+      check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaSharedTiles), k, {40, 33, 48},
+                                        BoundaryKind::Periodic, 0.03, dist, 1);
+      check_against_reference<double, 3>(cuda_method(SpreadMethod::CudaSharedTiles, true), k, {24, 17, 30},
+                                         BoundaryKind::Fold, 0.03, dist, 2);
     }
 }
 
@@ -31,9 +33,12 @@ TEST(Cuda, OneThreadKernelsAddRowsAtEveryAlignment) {
   for (const Kernel& k : all_kernels())
     for (auto boundary : {BoundaryKind::Periodic, BoundaryKind::Fold, BoundaryKind::Keep, BoundaryKind::MixedFold})
       for (auto dist : {Distribution::Uniform, Distribution::Seam, Distribution::Faces}) {
-        check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {203, 131}, boundary, 0.05, dist, 1);
-        check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {61, 50, 47}, boundary, 0.03, dist, 2);
-        check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {97, 66}, boundary, 0.05, dist, 3);
+        check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {203, 131}, boundary, 0.05,
+                                          dist, 1);
+        check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {61, 50, 47}, boundary, 0.03,
+                                          dist, 2);
+        check_against_reference<double, 2>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {97, 66}, boundary, 0.05,
+                                           dist, 3);
       }
 }
 
@@ -49,8 +54,10 @@ TEST(Cuda, InterpThroughTheUnbinPassBeyondL2) {
   for (const double mesh_bytes : {4096.0 * 4096.0 * 4, 256.0 * 256.0 * 256.0 * 4})
     ASSERT_FALSE(cuda::tuning::interp_direct_pays(0, mesh_bytes, l2, false)) << "L2 of " << l2 << " bytes";
   for (const Kernel& k : {Kernel::linear(), Kernel::mp4()}) {
-    check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), k, {4096, 4096}, BoundaryKind::Periodic, 0.01, Distribution::Uniform, 1);
-    check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {256, 256, 256}, BoundaryKind::Periodic, 0.01, Distribution::Clustered, 1);
+    check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), k, {4096, 4096},
+                                      BoundaryKind::Periodic, 0.01, Distribution::Uniform, 1);
+    check_against_reference<float, 3>(cuda_method(SpreadMethod::CudaGlobalAtomics), k, {256, 256, 256},
+                                      BoundaryKind::Periodic, 0.01, Distribution::Clustered, 1);
   }
 }
 
@@ -117,12 +124,17 @@ TEST(Cuda, PropertiesMovedToBinnedOrderBeyondL2) {
   ASSERT_TRUE(cuda::tuning::props_by_moves(sizeof(float), bytes, l2, 2, 2, 1));
   ASSERT_TRUE(cuda::tuning::props_by_moves(sizeof(float), bytes, l2, 2, 4, 3));
   ASSERT_TRUE(cuda::tuning::props_by_moves(sizeof(float), bytes, l2, 1, 4, 1));
-  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::linear(), {4096, 4096}, BoundaryKind::Periodic, 0.0, Distribution::Uniform, 1, n);
+  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::linear(), {4096, 4096},
+                                    BoundaryKind::Periodic, 0.0, Distribution::Uniform, 1, n);
   if (sanitizing()) return;
-  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {4096, 4096}, BoundaryKind::Periodic, 0.0, Distribution::Clustered, 3, n);
-  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles, true), Kernel::linear(), {4096, 4096}, BoundaryKind::Periodic, 0.0, Distribution::Uniform, 2, n);
-  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {512, 512}, BoundaryKind::MixedFold, 0.0, Distribution::Uniform, 2, n);
-  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles, true), Kernel::linear(), {512, 512}, BoundaryKind::Periodic, 0.0, Distribution::Uniform, 1, n);
+  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {4096, 4096},
+                                    BoundaryKind::Periodic, 0.0, Distribution::Clustered, 3, n);
+  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles, true), Kernel::linear(), {4096, 4096},
+                                    BoundaryKind::Periodic, 0.0, Distribution::Uniform, 2, n);
+  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles), Kernel::mp4(), {512, 512},
+                                    BoundaryKind::MixedFold, 0.0, Distribution::Uniform, 2, n);
+  check_against_reference<float, 2>(cuda_method(SpreadMethod::CudaSharedTiles, true), Kernel::linear(), {512, 512},
+                                    BoundaryKind::Periodic, 0.0, Distribution::Uniform, 1, n);
 }
 
 }  // namespace
