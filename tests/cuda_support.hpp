@@ -1,7 +1,6 @@
 #pragma once
-// Helpers of the CUDA tests: whether a GPU is present, views of device buffers
-// (cuda::DeviceBuffer), and sizes that shrink under compute-sanitizer. Only for builds
-// with the CUDA backend.
+// Helpers of the CUDA tests: whether a GPU is present and views of device buffers
+// (cuda::DeviceBuffer). Only for builds with the CUDA backend.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

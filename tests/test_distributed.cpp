@@ -14,7 +14,8 @@ class DistributedTest : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
     bc_ = GetParam();
-    if (on_cuda(bc_) && visible_gpus() == 0) GTEST_SKIP() << bc_.label << ": no GPU (or no CUDA backend)";
+    PMKIT_REQUIRE_VARIANT(bc_);
+    if (on_cuda(bc_) && visible_gpus() == 0) GTEST_SKIP() << bc_.label << ": no GPU for the ranks";
   }
   Options options() const { return rank_options(bc_); }
   // Whether the variant's method takes the kernel in D dimensions.
