@@ -72,36 +72,51 @@ TEST_P(BinnedPositionsTest, AreTheCallersWithinRounding) {
 }
 INSTANTIATE_TEST_SUITE_P(Backends, BinnedPositionsTest, variant_values<Options>(), variant_name);
 
-TEST(PairsFromMesh, AgreesWithBruteForce) {
+// A pair plan fed from a mesh plan, both on the variant, in every pair setting it has
+// (pair_settings: the CPU's two shells, CUDA's methods), against the brute force: small
+// grids at a few particles a pair cell, and larger ones after update_points moved the
+// particles up to 3 cells (CUDA: many leave their 8^3 tile, the away list).
+class PairsFromMeshTest : public VariantTest {};
+
+TEST_P(PairsFromMeshTest, AgreesWithBruteForce) {
   pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
   pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
   bench::ExpensiveSynthetic expensive{kCutoff};
-  Options mesh_options;
-  mesh_options.num_threads = 2;
-  for (bool half : {true, false})
+  const Options mesh_options = options_of<Options>(bc_);
+  for (const PairOptions& pair_options : pair_settings(bc_))
     for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
       for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold}) {
         const Grid<3> grid3 = make_grid<3>({12, 20, 8}, boundary);  // 6 x 5 x 6
         const Grid<2> grid2 = make_grid<2>({12, 40}, boundary);     // 6 x 10
         for (Distribution dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Faces}) {
-          check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, dist, 1500, mesh_options, cpu_options(half, 2));
-          check_from_mesh<float, 2>(grid2, kernel, lj2, kCutoff, dist, 800, mesh_options, cpu_options(half, 2));
+          check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, dist, 1500, mesh_options, pair_options);
+          check_from_mesh<float, 2>(grid2, kernel, lj2, kCutoff, dist, 800, mesh_options, pair_options);
         }
+        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 1, mesh_options, pair_options);
+        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 0, mesh_options, pair_options);
+        // 12 x 10 x 12 pair cells, tiles of 8^3 mesh cells; ~5 particles a pair cell in 3D.
+        const Grid<3> large3 = make_grid<3>({24, 40, 16}, boundary);
+        const Grid<2> large2 = make_grid<2>({40, 80}, boundary);
+        check_from_mesh<float, 3>(large3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
+                                  pair_options, 3.0);
+        check_from_mesh<double, 2>(large2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
+                                   pair_options, 3.0);
         // The seam puts particles a few roundings of T apart (lo and just below it, wrapped):
         // a softened LJ force there is its huge core slope times rounding noise, in the
-        // brute force as much as here, so the seam runs the smooth synthetic kernel.
+        // brute force as much as here, so the seam runs the smooth synthetic kernel; a
+        // kernel of the caller's runs on CUDA from a file nvcc compiles
+        // (test_pairs_user_kernel.cu), so these run on the CPU here.
+        if (on_cuda(bc_)) continue;
         check_from_mesh<double, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, 1500, mesh_options,
-                                   cpu_options(half, 2));
+                                   pair_options);
         check_from_mesh<float, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, 800, mesh_options,
-                                  cpu_options(half, 2));
+                                  pair_options);
         check_from_mesh<double, 3>(grid3, kernel, expensive, kCutoff, Distribution::Uniform, 6000, mesh_options,
-                                   cpu_options(half, 3));  // ~30 a cell
-        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 1, mesh_options,
-                                   cpu_options(half, 1));
-        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 0, mesh_options,
-                                   cpu_options(half, 1));
+                                   pair_options);  // ~30 a cell
       }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, PairsFromMeshTest, variant_values<PairOptions>(), variant_name);
 
 // Pair plans used alone still validate what the caller passes; from a mesh plan they
 // refuse what cannot be the same particles and box, and keep their previous points.
@@ -158,31 +173,6 @@ TEST(PairsFromMesh, BadInput) {
 }
 
 #if defined(PMKIT_WITH_CUDA)
-TEST(CudaPairsFromMesh, AgreesWithBruteForceAlsoAfterUpdatePoints) {
-  PMKIT_REQUIRE_GPU();
-  pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
-  pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
-  // Sizes keep the O(N^2) brute force to a fraction of a second a case: ~5 particles a
-  // pair cell in 3D. Auto on every distribution; two explicit methods on the others.
-  for_each_cuda_mesh_case([&](const Kernel& kernel, const Grid<3>& grid3, const Grid<2>& grid2,
-                              const Options& mesh_options, PairOptions pair_options) {
-    for (PairMethod method : {PairMethod::Auto, PairMethod::CudaThreadPerParticle, PairMethod::CudaXPencil}) {
-      pair_options.method = method;
-      // Moves of up to 3 cells: many particles leave their 8^3 tile (the away list).
-      check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
-                                pair_options, 3.0);
-      check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
-                                 pair_options, 3.0);
-      if (method != PairMethod::Auto) continue;
-      for (Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
-        check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, dist, scaled(6000), mesh_options, pair_options);
-        check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, dist, scaled(3000), mesh_options, pair_options);
-      }
-      // The seam's smooth synthetic kernel runs in test_pairs_user_kernel.cu (nvcc).
-    }
-  });
-}
-
 TEST(CudaPairsFromMesh, BadInput) {
   PMKIT_REQUIRE_GPU();
   const Grid<3> grid = make_grid<3>({12, 20, 8}, BoundaryKind::Periodic);
