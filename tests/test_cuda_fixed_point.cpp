@@ -83,18 +83,19 @@ void check_double_properties(double scale, Distribution dist, double spread_tole
 // (or, deterministic, of the whole spread) would have to pass 2^1023 there; it is capped
 // at 2^1023 (fixed_point.cuh, pow2_scale), so such values keep fewer bits the smaller
 // they are: a value q gets ~1023 + log2(q) of them, ~27 at 1e-300 and ~20 at 1e-302
-// (node errors near 1e-7 and 1e-5 relative, by a count of the roundings), where an
-// infinite scale made them zeros. From ~1e-280 up, the usual precision. Cell moments
-// summed their bound in float, where such values are 0: a scale of 1, and zeros.
+// (node errors near 1e-7 and 1e-5 relative, by a count of the roundings), not zeros, as
+// an unbounded scale would give. From ~1e-280 up, the usual precision. Cell moments run
+// the same cases: a bound of theirs summed in float would be 0 there (a scale of 1, and
+// zeros).
 TEST(Cuda, DoublePropertiesNearTheBottomOfTheRange) {
   PMKIT_REQUIRE_GPU();
   for (double scale : {1e-300, 1e-302}) check_double_properties(scale, Distribution::Uniform, 1e-4);
 }
 
 // Double properties near the top of double's range, clustered so that blocks hold a
-// full chunk of 1024 particles: the fast mode's block sum of |q| (~1024 x 2e305) passed
-// DBL_MAX, and the block spread NaN over its window (cell moments summed theirs in float:
-// NaN from 3.4e38). The sums are now taken in units of 2^11 or 2^13 (AbsSum). The node
+// full chunk of 1024 particles: the fast mode's block sum of |q| (~1024 x 2e305) would
+// pass DBL_MAX and spread NaN over the block's window (as would cell moments' sums in
+// float, from 3.4e38); the sums are taken in units of 2^11 or 2^13 (AbsSum). The node
 // sums themselves stay near 1e307 (random signs), so the float64 reference stays finite.
 TEST(Cuda, DoublePropertiesNearTheTopOfTheRange) {
   PMKIT_REQUIRE_GPU();
