@@ -1,7 +1,6 @@
 #pragma once
-// Helpers of the CUDA tests: whether a GPU is present, views of device buffers
-// (cuda::DeviceBuffer), and sizes that shrink under compute-sanitizer. Only for builds
-// with the CUDA backend.
+// Helpers of the CUDA tests: whether a GPU is present and views of device buffers
+// (cuda::DeviceBuffer). Only for builds with the CUDA backend.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -28,10 +27,6 @@ inline bool have_gpu() {
 
 #define PMKIT_REQUIRE_GPU() \
   if (!::pmkit::test::have_gpu()) GTEST_SKIP() << "no CUDA device"
-
-// Sizes shrink under compute-sanitizer (PMKIT_TEST_SMALL, test_support.hpp's sanitizing()),
-// which is ~100x slower.
-inline std::size_t scaled(std::size_t n) { return sanitizing() ? std::max<std::size_t>(n / 16, 1) : n; }
 
 // Views of a device buffer's whole length, for the plans' calls.
 template <class T>

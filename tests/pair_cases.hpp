@@ -205,6 +205,9 @@ void check_case(const Box<D>& box, double cutoff, const Kernel& kernel, std::siz
   expect_brute_force<T, D>(box, cutoff, kernel, xd, in, out, std::is_same<T, float>::value ? 1e-4 : 1e-12);
 }
 
+inline const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
+                                   PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
+                                   PairMethod::Auto};
 #if defined(PMKIT_WITH_CUDA)
 inline PairOptions cuda_options(PairMethod method) {
   PairOptions opt;
@@ -212,10 +215,26 @@ inline PairOptions cuda_options(PairMethod method) {
   opt.method = method;
   return opt;
 }
-inline const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
-                                   PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
-                                   PairMethod::Auto};
 #endif
+
+// The pair options a variant of the backend matrix runs with: on the CPU both shells,
+// on CUDA every method.
+inline std::vector<PairOptions> pair_settings(const Variant& v) {
+  std::vector<PairOptions> out;
+  PairOptions o = options_of<PairOptions>(v);
+  if (on_cuda(v)) {
+    for (PairMethod method : kCudaMethods) {
+      o.method = method;
+      out.push_back(o);
+    }
+  } else {
+    for (bool half : {true, false}) {
+      o.half_shell = half;
+      out.push_back(o);
+    }
+  }
+  return out;
+}
 
 inline PairOptions cpu_options(bool half_shell, int threads) {
   PairOptions opt;

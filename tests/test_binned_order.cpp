@@ -1,6 +1,7 @@
 // Plan::binned_order: a permutation of the particles, and reordering every particle
 // array by it changes nothing but the order of interp's results; Plan::permute_to_binned
 // does that reordering.
+#include "matrix_plan.hpp"
 #include "test_support.hpp"
 
 #include <algorithm>
@@ -8,23 +9,14 @@
 namespace pmkit::test {
 namespace {
 
-class BinnedOrderTest : public ::testing::TestWithParam<BackendCase> {
- protected:
-  void SetUp() override {
-    PMKIT_REQUIRE_BACKEND(GetParam());
-    seed_ = fresh_seed();
-    rng_.seed(seed_);
-  }
-  std::uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
+class BinnedOrderTest : public VariantTest {};
 
 template <class T, int D>
-void check_reordering(const BackendCase& bc, std::array<std::int64_t, D> cells, BoundaryKind boundary,
+void check_reordering(const Variant& bc, std::array<std::int64_t, D> cells, BoundaryKind boundary,
                       Distribution dist, std::size_t n, std::mt19937_64& rng) {
   const Grid<D> grid = make_grid<D>(cells, boundary);
-  const Options opt = options_for(bc);
-  Plan<T, D> plan(grid, Kernel::mp4(), opt);
+  const Options opt = options_of<Options>(bc);
+  MatrixPlan<T, D> plan(grid, Kernel::mp4(), opt);
   const Positions<T, D> pos = make_positions<T, D>(grid, dist, n, rng);
   const std::vector<T> q = random_values<T>(n, rng);
   plan.set_points(views_of<T, D>(pos));
@@ -43,7 +35,7 @@ void check_reordering(const BackendCase& bc, std::array<std::int64_t, D> cells, 
     for (int d = 0; d < D; ++d) pos2[d][k] = pos[d][order[k]];
     q2[k] = q[order[k]];
   }
-  Plan<T, D> plan2(grid, Kernel::mp4(), opt);
+  MatrixPlan<T, D> plan2(grid, Kernel::mp4(), opt);
   plan2.set_points(views_of<T, D>(pos2));
   const std::size_t size = static_cast<std::size_t>(plan.mesh_size());
   std::vector<T> mesh(size), mesh2(size);
@@ -67,7 +59,7 @@ TEST_P(BinnedOrderTest, IsAPermutationThatKeepsResults) {
 }
 
 TEST_P(BinnedOrderTest, Errors) {
-  Plan<float, 2> plan(Grid<2>::periodic({16, 16}), Kernel::linear(), options_for(GetParam()));
+  MatrixPlan<float, 2> plan(Grid<2>::periodic({16, 16}), Kernel::linear(), GetParam());
   std::vector<std::uint32_t> order(10);
   EXPECT_PMKIT_ERROR(plan.binned_order(View<std::uint32_t>(order)), ErrorCode::NotReady, "before set_points");
   const Positions<float, 2> pos = make_positions<float, 2>(plan.grid(), Distribution::Uniform, 12, rng_);
@@ -80,10 +72,10 @@ TEST_P(BinnedOrderTest, Errors) {
 // permuted positions gives the same spread. After update_points the permutation is that
 // of the last full binning.
 template <class T, int D>
-void check_permute(const BackendCase& bc, std::array<std::int64_t, D> cells, Distribution dist, std::size_t n,
+void check_permute(const Variant& bc, std::array<std::int64_t, D> cells, Distribution dist, std::size_t n,
                    std::mt19937_64& rng) {
   const Grid<D> grid = make_grid<D>(cells, BoundaryKind::Periodic);
-  Plan<T, D> plan(grid, Kernel::tsc(), options_for(bc));
+  MatrixPlan<T, D> plan(grid, Kernel::tsc(), bc);
   Positions<T, D> pos = make_positions<T, D>(grid, dist, n, rng);
   plan.set_points(views_of<T, D>(pos));
   for (int d = 0; d < D; ++d)
@@ -128,7 +120,7 @@ void check_permute(const BackendCase& bc, std::array<std::int64_t, D> cells, Dis
   plan.set_points(views_of<T, D>(pos2));
   plan.spread({View<const T>(q2)}, {View<T>(mesh2)});
   EXPECT_LE(rel_l2<T>(View<const T>(mesh2), to_double<T>(View<const T>(mesh))), tolerance<T>());
-  if (bc.backend == Backend::Cpu) {
+  if (bc.exec.backend == Backend::Cpu) {
     // Stable: the counting sort keeps the permuted (binned) order.
     plan.binned_order(View<std::uint32_t>(order));
     for (std::size_t k = 0; k < n; ++k) ASSERT_EQ(order[k], k);
@@ -144,7 +136,7 @@ TEST_P(BinnedOrderTest, PermuteToBinnedMovesEveryArrayByTheBinnedOrder) {
 // Rejected calls write nothing: not one of the arrays, the valid ones before a bad one
 // included.
 TEST_P(BinnedOrderTest, PermuteToBinnedErrors) {
-  Plan<float, 2> plan(Grid<2>::periodic({16, 16}), Kernel::linear(), options_for(GetParam()));
+  MatrixPlan<float, 2> plan(Grid<2>::periodic({16, 16}), Kernel::linear(), GetParam());
   std::vector<float> a(12), b(12), shorter(11);
   for (std::size_t p = 0; p < 12; ++p) a[p] = b[p] = float(p);
   EXPECT_PMKIT_ERROR(plan.permute_to_binned({View<float>(a)}), ErrorCode::NotReady, "before set_points");
@@ -169,8 +161,8 @@ TEST_P(BinnedOrderTest, PermuteToBinnedErrors) {
   EXPECT_PMKIT_ERROR(plan.binned_order(View<std::uint32_t>(nullptr, 12)), ErrorCode::NotReady, "before set_points");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BinnedOrderTest, ::testing::ValuesIn(backends()),
-                         [](const ::testing::TestParamInfo<BackendCase>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Backends, BinnedOrderTest, variant_values<Options>(),
+                         variant_name);
 
 }  // namespace
 }  // namespace pmkit::test

@@ -3,27 +3,23 @@
 // 2D and 3D), the error against the float64 reference at 2^12, 2^16 and 2^20 per cell,
 // and clustered particles at high density on bounded and mixed grids. Each test body
 // runs on the CPU methods at one and several threads and on CUDA (skipped without a GPU).
+#include "matrix_plan.hpp"
 #include "test_support.hpp"
 
 namespace pmkit::test {
 namespace {
 
-// CpuSlabs at one and two threads, CpuPrivateMeshes at three, CUDA's deterministic mode
-// with host arrays (its integer sums span the whole call).
-std::vector<BackendCase> dense_backends() {
-  return {
-      {Backend::Cpu, 1, "Cpu1Slabs", SpreadMethod::CpuSlabs},
-      {Backend::Cpu, 2, "Cpu2Slabs", SpreadMethod::CpuSlabs},
-      {Backend::Cpu, 3, "Cpu3PrivateMeshes", SpreadMethod::CpuPrivateMeshes},
-      {Backend::Cuda, 0, "CudaDeterministic", SpreadMethod::Auto, true},
-  };
+// The CPU methods at one and several threads; CUDA's deterministic mode (its integer
+// sums span the whole call) and its fast mode: a tile of many blocks (2^20 particles in
+// one cell: 1024) sums them in a double window and rounds each node into the float mesh
+// once (flush_heavy), so its error does not grow with the particles per node. A block
+// rounds each contribution to 31 bits of its own sum of |q| (one 32-bit word a node): for
+// charges of either sign, whose sums cancel, check_clustered holds its error relative to
+// the spread of |q|. Not the global atomics, which round every contribution into the mesh.
+std::vector<Variant> dense_variants() {
+  return variants_named<Options>({"Cpu1", "Cpu2", "Cpu3Slabs", "Cpu3PrivateMeshes", "CudaHostArrays", "CudaDevice",
+                                  "CudaDeterministic", "CudaSharedTiles"});
 }
-// CUDA's fast mode: a tile of many blocks (2^20 particles in one cell: 1024) sums them in
-// a double window and rounds each node into the float mesh once (flush_heavy), so its
-// error does not grow with the particles per node. A block rounds each contribution to
-// 31 bits of its own sum of |q| (one 32-bit word a node): for charges of either sign,
-// whose sums cancel, check_clustered holds its error relative to the spread of |q|.
-std::vector<BackendCase> cuda_fast_mode() { return {{Backend::Cuda, 0, "Cuda"}}; }
 
 // A float mesh against the float64 reference: relative L2 error of a few roundings per
 // node, and the mass error of the whole mesh, at any number of particles per node.
@@ -43,9 +39,9 @@ struct SpreadError {
 
 // Spreads unit charges at `pos` in float; its error against the float64 mesh `want`.
 template <int D>
-SpreadError unit_spread_error(const BackendCase& bc, const Grid<D>& grid, const Kernel& kernel,
+SpreadError unit_spread_error(const Variant& bc, const Grid<D>& grid, const Kernel& kernel,
                               const Positions<float, D>& pos, const std::vector<double>& want) {
-  Plan<float, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<float, D> plan(grid, kernel, bc);
   plan.set_points(views_of<float, D>(pos));
   const std::size_t n = pos[0].size();
   const std::vector<float> q(n, 1.0f);
@@ -128,7 +124,7 @@ std::array<std::array<std::size_t, D>, 3> tensor_sizes() {
 
 // 2^12, 2^16 and 2^20 unit charges in one cell of a periodic unit box of 16^D cells.
 template <int D>
-void check_density_growth(const BackendCase& bc, const Kernel& kernel, std::mt19937_64& rng) {
+void check_density_growth(const Variant& bc, const Kernel& kernel, std::mt19937_64& rng) {
   std::array<std::int64_t, D> cells;
   cells.fill(16);
   const Grid<D> grid = Grid<D>::periodic(cells, 1.0 / 16);
@@ -175,7 +171,7 @@ TEST_P(DenseTest, RepeatedSpreadsAddOnce) {
   SCOPED_TRACE(seed_note(seed_));
   const Grid<3> grid = Grid<3>::periodic({16, 16, 16}, 1.0 / 16);
   const TensorCell<3> cell = tensor_cell<3>(grid, kernel_, {128, 64, 64}, rng_);
-  Plan<float, 3> plan(grid, kernel_, options_for(bc_));
+  MatrixPlan<float, 3> plan(grid, kernel_, bc_);
   plan.set_points(views_of<float, 3>(cell.pos));
   const std::size_t n = cell.pos[0].size();
   const std::vector<float> ones(n, 1.0f), three_quarters(n, 0.75f);
@@ -196,13 +192,13 @@ TEST_P(DenseTest, RepeatedSpreadsAddOnce) {
 // Clustered particles (90% in three cells) at tens of thousands per cell, two
 // properties (positive, and of either sign) at once, against the float64 reference.
 template <int D>
-void check_clustered(const BackendCase& bc, const Kernel& kernel, const std::array<std::int64_t, D>& cells,
+void check_clustered(const Variant& bc, const Kernel& kernel, const std::array<std::int64_t, D>& cells,
                      BoundaryKind boundary, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D " + name(boundary));
   const Grid<D> grid = make_grid<D>(cells, boundary);
   const std::size_t n = std::size_t(1) << 16;
   const Positions<float, D> pos = make_positions<float, D>(grid, Distribution::Clustered, n, rng);
-  Plan<float, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<float, D> plan(grid, kernel, bc);
   plan.set_points(views_of<float, D>(pos));
   const std::array<std::vector<float>, 2> q = {random_values<float>(n, rng, 0.5, 1.5), random_values<float>(n, rng)};
   std::array<std::vector<float>, 2> mesh;
@@ -221,7 +217,7 @@ void check_clustered(const BackendCase& bc, const Kernel& kernel, const std::arr
   }
   reference::spread<D>(grid, kernel, n, pointers<D>(xd), 2, qp, wp);
   EXPECT_LE(rel_l2<float>(View<const float>(mesh[0]), want[0]), kDenseL2) << "positive charges";
-  if (bc.backend == Backend::Cuda && !bc.deterministic) {
+  if (bc.exec.backend == Backend::Cuda && !bc.deterministic) {
     // The fast mode rounds each contribution relative to its block's sum of |q|: for
     // charges of either sign its error is bounded relative to the spread of |q| (whose
     // sums do not cancel), not to the spread of q.
@@ -251,15 +247,12 @@ TEST_P(DenseClusteredTest, ClusteredAtHighDensity) {
   check_clustered<3>(bc_, kernel_, {11, 9, 13}, BoundaryKind::MixedFold, rng_);
 }
 
-auto every_kernel_in_float(const std::vector<BackendCase>& backends) {
-  return ::testing::Combine(::testing::ValuesIn(backends), ::testing::ValuesIn(all_kernels()),
+auto every_kernel_in_float() {
+  return ::testing::Combine(::testing::ValuesIn(dense_variants()), ::testing::ValuesIn(all_kernels()),
                             ::testing::Values(Precision::Float));
 }
-INSTANTIATE_TEST_SUITE_P(AllKernels, DenseTest, every_kernel_in_float(dense_backends()), kernel_case_name);
-INSTANTIATE_TEST_SUITE_P(AllKernels, DenseClusteredTest, every_kernel_in_float(dense_backends()), kernel_case_name);
-INSTANTIATE_TEST_SUITE_P(CudaFastMode, DenseTest, every_kernel_in_float(cuda_fast_mode()), kernel_case_name);
-INSTANTIATE_TEST_SUITE_P(CudaFastMode, DenseClusteredTest, every_kernel_in_float(cuda_fast_mode()),
-                         kernel_case_name);
+INSTANTIATE_TEST_SUITE_P(AllKernels, DenseTest, every_kernel_in_float(), kernel_case_name);
+INSTANTIATE_TEST_SUITE_P(AllKernels, DenseClusteredTest, every_kernel_in_float(), kernel_case_name);
 
 }  // namespace
 }  // namespace pmkit::test

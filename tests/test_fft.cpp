@@ -1,6 +1,7 @@
 // RealFft against a direct DFT in double: forward and inverse, 2D and 3D, odd and even
 // axes, float and double, on the CPU (FFTW) and on a GPU (cuFFT); and its errors.
 #include <complex>
+#include <sstream>
 #include <random>
 #include <vector>
 
@@ -89,32 +90,64 @@ struct HostRun {
   }
 };
 
-template <class T>
-class FftCpu : public ::testing::Test {};
-using Precisions = ::testing::Types<float, double>;
-TYPED_TEST_SUITE(FftCpu, Precisions);
+#if defined(PMKIT_WITH_CUDA)
+// Copies to the device, transforms there, copies back.
+struct DeviceRun {
+  template <class T, int D>
+  void operator()(RealFft<T, D>& fft, std::vector<T>& real, std::vector<std::complex<T>>& spectrum) {
+    DeviceBuffer<T> r(real);
+    DeviceBuffer<std::complex<T>> s(spectrum.size());
+    fft.forward(r.get(), s.get());
+    cuda::check(cudaDeviceSynchronize(), "forward");
+    spectrum = s.download();
+    real = r.download();
+  }
+  template <class T, int D>
+  void inverse(RealFft<T, D>& fft, std::vector<std::complex<T>>& spectrum, std::vector<T>& real) {
+    DeviceBuffer<std::complex<T>> s(spectrum);
+    DeviceBuffer<T> r(real.size());
+    fft.inverse(s.get(), r.get());
+    cuda::check(cudaDeviceSynchronize(), "inverse");
+    real = r.download();
+  }
+};
+#endif
 
-TYPED_TEST(FftCpu, MatchesDirectDft2D) {
-  PMKIT_REQUIRE_FFTW();
-  for (auto shape : {std::array<std::int64_t, 2>{8, 6}, {7, 5}, {1, 9}, {12, 1}, {16, 15}})
-    for (int threads : {1, 3}) {
-      SCOPED_TRACE(testing::Message() << shape[0] << "x" << shape[1] << ", threads " << threads);
-      FftOptions o;
-      o.num_threads = threads;
-      check_against_direct<TypeParam, 2>(shape, o, HostRun{});
+// The transforms on every variant of FftOptions (CPU threads, CUDA device pointers),
+// both precisions, odd and even axes, axes of one.
+class FftTest : public VariantTest {
+ protected:
+  void SetUp() override {
+    VariantTest::SetUp();
+    if (!IsSkipped() && !on_cuda(bc_)) PMKIT_REQUIRE_FFTW();
+  }
+  template <int D>
+  void check(const std::array<std::int64_t, D>& shape) {
+    std::ostringstream what;
+    for (auto n : shape) what << n << " ";
+    SCOPED_TRACE(what.str());
+    const FftOptions o = options_of<FftOptions>(bc_);
+    if (!on_cuda(bc_)) {
+      check_against_direct<float, D>(shape, o, HostRun{});
+      check_against_direct<double, D>(shape, o, HostRun{});
+      return;
     }
+#if defined(PMKIT_WITH_CUDA)
+    check_against_direct<float, D>(shape, o, DeviceRun{});
+    check_against_direct<double, D>(shape, o, DeviceRun{});
+#endif
+  }
+};
+
+TEST_P(FftTest, MatchesDirectDft2D) {
+  for (auto shape : {std::array<std::int64_t, 2>{8, 6}, {7, 5}, {1, 9}, {12, 1}, {16, 15}}) check<2>(shape);
 }
 
-TYPED_TEST(FftCpu, MatchesDirectDft3D) {
-  PMKIT_REQUIRE_FFTW();
-  for (auto shape : {std::array<std::int64_t, 3>{4, 6, 8}, {5, 3, 7}, {9, 4, 1}, {2, 2, 2}, {8, 8, 9}})
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(testing::Message() << shape[0] << "x" << shape[1] << "x" << shape[2] << ", threads " << threads);
-      FftOptions o;
-      o.num_threads = threads;
-      check_against_direct<TypeParam, 3>(shape, o, HostRun{});
-    }
+TEST_P(FftTest, MatchesDirectDft3D) {
+  for (auto shape : {std::array<std::int64_t, 3>{4, 6, 8}, {5, 3, 7}, {9, 4, 1}, {2, 2, 2}, {8, 8, 9}}) check<3>(shape);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, FftTest, variant_values<FftOptions>(), variant_name);
 
 // Arrays off FFTW's SIMD alignment (here by one float) take the unaligned plans.
 TEST(FftCpu, UnalignedArrays) {
@@ -160,39 +193,6 @@ TEST(FftErrors, BadShapesAndArrays) {
 }
 
 #if defined(PMKIT_WITH_CUDA)
-// Copies to the device, transforms there, copies back.
-struct DeviceRun {
-  template <class T, int D>
-  void operator()(RealFft<T, D>& fft, std::vector<T>& real, std::vector<std::complex<T>>& spectrum) {
-    DeviceBuffer<T> r(real);
-    DeviceBuffer<std::complex<T>> s(spectrum.size());
-    fft.forward(r.get(), s.get());
-    cuda::check(cudaDeviceSynchronize(), "forward");
-    spectrum = s.download();
-    real = r.download();
-  }
-  template <class T, int D>
-  void inverse(RealFft<T, D>& fft, std::vector<std::complex<T>>& spectrum, std::vector<T>& real) {
-    DeviceBuffer<std::complex<T>> s(spectrum);
-    DeviceBuffer<T> r(real.size());
-    fft.inverse(s.get(), r.get());
-    cuda::check(cudaDeviceSynchronize(), "inverse");
-    real = r.download();
-  }
-};
-
-template <class T>
-class FftCuda : public ::testing::Test {};
-TYPED_TEST_SUITE(FftCuda, Precisions);
-
-TYPED_TEST(FftCuda, MatchesDirectDft) {
-  PMKIT_REQUIRE_GPU();
-  FftOptions o;
-  o.backend = Backend::Cuda;
-  for (auto shape : {std::array<std::int64_t, 2>{8, 6}, {7, 5}, {16, 15}}) check_against_direct<TypeParam, 2>(shape, o, DeviceRun{});
-  for (auto shape : {std::array<std::int64_t, 3>{4, 6, 8}, {5, 3, 7}, {8, 8, 9}}) check_against_direct<TypeParam, 3>(shape, o, DeviceRun{});
-}
-
 // After set_stream the transforms run on the new stream, after the old one's work.
 TEST(FftCuda, SetStreamOrdersTheStreams) {
   PMKIT_REQUIRE_GPU();

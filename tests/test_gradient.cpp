@@ -6,6 +6,7 @@
 // interp in the particle position; the convergence order on a smooth periodic field;
 // adjointness; exactness on linear fields; the zero normal gradient on a folding face;
 // and spread_gradient's reproducibility, CUDA's deterministic mode included.
+#include "matrix_plan.hpp"
 #include "test_support.hpp"
 
 namespace pmkit::test {
@@ -86,13 +87,13 @@ std::vector<std::vector<double>> to_double_all(const std::vector<View<T>>& views
 template <class T, int D>
 struct PlanAndField {
   Grid<D> grid;
-  Plan<T, D> plan;
+  MatrixPlan<T, D> plan;
   std::vector<T> field;
 
-  PlanAndField(const BackendCase& bc, const Kernel& kernel, BoundaryKind boundary,
+  PlanAndField(const Variant& bc, const Kernel& kernel, BoundaryKind boundary,
                const std::array<std::int64_t, D>& cells, std::mt19937_64& rng)
       : grid(make_grid<D>(cells, boundary)),
-        plan(grid, kernel, options_for(bc)),
+        plan(grid, kernel, bc),
         field(random_values<T>(static_cast<std::size_t>(plan.mesh_size()), rng)) {}
 };
 
@@ -128,13 +129,13 @@ std::vector<Scenario<D>> gradient_scenarios(const std::array<std::int64_t, D>& o
 constexpr int kMeshes = 5;
 
 template <class T, int D>
-void check_scenario(const BackendCase& bc, const Kernel& kernel, const Scenario<D>& sc, std::mt19937_64& rng) {
+void check_scenario(const Variant& bc, const Kernel& kernel, const Scenario<D>& sc, std::mt19937_64& rng) {
   const Grid<D> grid = make_grid<D>(sc.cells, sc.boundary);
   const std::size_t n = particle_count(sc);
   SCOPED_TRACE(describe(sc, n));
   const T nan = std::numeric_limits<T>::quiet_NaN();
 
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const auto size = static_cast<std::size_t>(plan.mesh_size());
   const Positions<T, D> pos = make_positions<T, D>(grid, sc.distribution, n, rng);
   plan.set_points(views_of<T, D>(pos));
@@ -168,10 +169,18 @@ void check_scenario(const BackendCase& bc, const Kernel& kernel, const Scenario<
     for (int d = 0; d < D; ++d) {
       std::vector<T> component(n);
       for (std::size_t i = 0; i < n; ++i) component[i] = interleaved[D * i + d];
-      if (bc.backend == Backend::Cpu)
+      if (bc.exec.backend == Backend::Cpu)
         EXPECT_TRUE(same_bytes(alone[d], component)) << "interleaved and separate outputs differ, component " << d;
       else
         EXPECT_LE(rel_l2<T>(View<const T>(alone[d]), want[d]), gradient_tolerance<T>()) << "component " << d;
+    }
+    // The same call into one interleaved array: the same bits on every backend.
+    std::vector<T> packed(D * n, nan);
+    plan.interp_gradient({fv[0]}, interleaved_views<T, D>(packed));
+    for (int d = 0; d < D; ++d) {
+      std::vector<T> component(n);
+      for (std::size_t i = 0; i < n; ++i) component[i] = packed[D * i + d];
+      EXPECT_TRUE(same_bytes(alone[d], component)) << "one mesh, interleaved and separate outputs differ, component " << d;
     }
   }
 
@@ -218,7 +227,7 @@ TEST_P(GradientTest, InterpAndSpreadGradientMatchReference) {
 // their mirrors in spread_gradient exactly as interp_gradient reads them.
 
 template <class T, int D>
-void check_adjoint(const BackendCase& bc, const Kernel& kernel, BoundaryKind boundary,
+void check_adjoint(const Variant& bc, const Kernel& kernel, BoundaryKind boundary,
                    const std::array<std::int64_t, D>& cells, Distribution dist, std::size_t n, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D, " + name(boundary) + ", " + name(dist) + ", " + std::to_string(n) +
                " particles");
@@ -269,11 +278,11 @@ TEST_P(GradientTest, SpreadGradientIsTheAdjointOfInterpGradient) {
 // stencil of |dW/dx_d| |f|, at most 2 S^D max|f| / h_d.
 
 template <class T, int D>
-void check_linear_field(const BackendCase& bc, const Kernel& kernel, BoundaryKind boundary,
+void check_linear_field(const Variant& bc, const Kernel& kernel, BoundaryKind boundary,
                         const std::array<std::int64_t, D>& cells, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D, " + name(boundary));
   const Grid<D> grid = make_grid<D>(cells, boundary);
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const auto shape = plan.mesh_shape();
   const auto size = static_cast<std::size_t>(plan.mesh_size());
   const int ghost = kernel.ghost_width();
@@ -337,7 +346,7 @@ TEST_P(GradientTest, GradientOfALinearFieldIsExact) {
 // reference in InterpAndSpreadGradientMatchReference.
 
 template <class T, int D>
-void check_fold_face(const BackendCase& bc, const Kernel& kernel, BoundaryKind boundary,
+void check_fold_face(const Variant& bc, const Kernel& kernel, BoundaryKind boundary,
                      const std::array<std::int64_t, D>& cells, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D, " + name(boundary));
   PlanAndField<T, D> setup(bc, kernel, boundary, cells, rng);
@@ -389,12 +398,12 @@ class GradientDoubleTest : public KernelCaseTest {};
 // nodes, where the linear kernel's derivative jumps, and off the faces, so that x +- delta
 // is a valid position; delta = 1e-6 cells leaves a difference error near 1e-9 relative.
 template <int D>
-void check_finite_differences(const BackendCase& bc, const Kernel& kernel, BoundaryKind boundary,
+void check_finite_differences(const Variant& bc, const Kernel& kernel, BoundaryKind boundary,
                               const std::array<std::int64_t, D>& cells, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D, " + name(boundary));
   PlanAndField<double, D> setup(bc, kernel, boundary, cells, rng);
   const Grid<D>& grid = setup.grid;
-  Plan<double, D>& plan = setup.plan;
+  MatrixPlan<double, D>& plan = setup.plan;
   const std::vector<double>& f = setup.field;
   const std::size_t n = 500;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -464,7 +473,7 @@ TEST_P(GradientDoubleTest, GradientConvergesAtTheOrderTheoryGives) {
   std::vector<double> log_h, log_error;
   for (std::int64_t cells : {32, 64, 128, 256}) {
     const double h = 1.0 / static_cast<double>(cells);
-    Plan<double, 2> plan(Grid<2>::periodic({cells, cells}, h), kernel_, options_for(bc_));
+    MatrixPlan<double, 2> plan(Grid<2>::periodic({cells, cells}, h), kernel_, bc_);
     std::vector<double> f(static_cast<std::size_t>(plan.mesh_size()));
     for (std::int64_t j = 0; j < cells; ++j)
       for (std::int64_t i = 0; i < cells; ++i)
@@ -502,13 +511,13 @@ TEST_P(GradientDoubleTest, GradientConvergesAtTheOrderTheoryGives) {
 // deterministic mode), on dense clustered particles where many reach each node.
 TEST_P(GradientDoubleTest, SpreadGradientIsReproducible) {
   SCOPED_TRACE(seed_note(seed_));
-  if (bc_.backend == Backend::Cuda && !bc_.deterministic) GTEST_SKIP() << "CUDA's fast mode sums in any order";
+  if (bc_.exec.backend == Backend::Cuda && !bc_.deterministic) GTEST_SKIP() << "CUDA's fast mode sums in any order";
   const Grid<3> grid = make_grid<3>({12, 10, 9}, BoundaryKind::MixedFold);
   for (Precision p : {Precision::Float, Precision::Double})
     with_precision(p, [&](auto tag) {
       using T = decltype(tag);
       SCOPED_TRACE(name(p));
-      Plan<T, 3> plan(grid, kernel_, options_for(bc_));
+      MatrixPlan<T, 3> plan(grid, kernel_, bc_);
       const std::size_t n = 20000;
       const Positions<T, 3> pos = make_positions<T, 3>(grid, Distribution::Clustered, n, rng_);
       plan.set_points(views_of<T, 3>(pos));
@@ -519,6 +528,10 @@ TEST_P(GradientDoubleTest, SpreadGradientIsReproducible) {
       plan.spread_gradient(vectors, {View<T>(first)});
       plan.spread_gradient(vectors, {View<T>(second)});
       EXPECT_TRUE(same_bytes(first, second)) << "two spread_gradient calls differ";
+      MatrixPlan<T, 3> other(grid, kernel_, bc_);
+      other.set_points(views_of<T, 3>(pos));
+      other.spread_gradient(vectors, {View<T>(second)});
+      EXPECT_TRUE(same_bytes(first, second)) << "a second plan's spread_gradient differs";
       const auto xd = positions_as_double<T, 3>(views_of<T, 3>(pos));
       std::vector<View<T>> views = interleaved_views<T, 3>(v);
       const auto want = reference_gradient_spread<3>(grid, kernel_, pointers<3>(xd), n, to_double_all(views));
@@ -526,14 +539,8 @@ TEST_P(GradientDoubleTest, SpreadGradientIsReproducible) {
     });
 }
 
-std::vector<BackendCase> backends_and_deterministic() {
-  std::vector<BackendCase> b = backends();
-  b.push_back({Backend::Cuda, 0, "CudaDeterministic", SpreadMethod::Auto, true});
-  return b;
-}
-
 INSTANTIATE_TEST_SUITE_P(AllKernels, GradientDoubleTest,
-                         ::testing::Combine(::testing::ValuesIn(backends_and_deterministic()),
+                         ::testing::Combine(variant_values<Options>(),
                                             ::testing::ValuesIn(all_kernels()), ::testing::Values(Precision::Double)),
                          kernel_case_name);
 

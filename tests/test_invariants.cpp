@@ -3,6 +3,10 @@
 // constant density spread, and bitwise determinism on the CPU.
 #include <sstream>
 
+#include <cstring>
+#include <numeric>
+
+#include "matrix_plan.hpp"
 #include "test_support.hpp"
 
 namespace pmkit::test {
@@ -50,11 +54,11 @@ void for_each_stored_node(const Grid<D>& g, int ghost, F&& f) {
 // ---------------------------------------------------------------------------------
 // <spread(q), f> == <q, interp(f)>, for every boundary kind.
 template <class T, int D>
-void check_adjoint(const BackendCase& bc, const Kernel& kernel, BoundaryKind kind, std::array<std::int64_t, D> cells,
+void check_adjoint(const Variant& bc, const Kernel& kernel, BoundaryKind kind, std::array<std::int64_t, D> cells,
                    double tol, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D " + name(kind));
   const Grid<D> grid = make_grid<D>(cells, kind);
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const std::size_t n = 2500;
   Positions<T, D> pos = make_positions<T, D>(grid, Distribution::Uniform, n, rng);
   const Positions<T, D> edge = make_positions<T, D>(grid, Distribution::Seam, n / 5, rng);
@@ -90,12 +94,12 @@ TEST_P(InvariantTest, SpreadIsTheAdjointOfInterp) {
 // Moments of the spread mesh against those of the particles, on a bounded Keep grid
 // with every particle well inside (nothing wraps or folds).
 template <class T, int D>
-void check_moments(const BackendCase& bc, const Kernel& kernel, std::array<std::int64_t, D> cells, double tol,
+void check_moments(const Variant& bc, const Kernel& kernel, std::array<std::int64_t, D> cells, double tol,
                    std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D");
   const Grid<D> grid = make_grid<D>(cells, BoundaryKind::Keep);
   const int g = kernel.ghost_width();
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const std::size_t n = 4000;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   Positions<T, D> pos;
@@ -163,13 +167,13 @@ TEST_P(InvariantTest, MomentsAreConserved) {
 // M2P reproduces constant fields (every boundary kind, particles anywhere), linear
 // fields (every kernel) and quadratic ones (M'4 only) on a Keep grid.
 template <class T, int D>
-void check_fields(const BackendCase& bc, const Kernel& kernel, double tol, std::mt19937_64& rng) {
+void check_fields(const Variant& bc, const Kernel& kernel, double tol, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D");
   const std::array<std::int64_t, D> cells = pick<D>({19, 14}, {9, 8, 11});
   const double c = 1.75;
   for (BoundaryKind kind : all_boundaries()) {
     const Grid<D> grid = make_grid<D>(cells, kind);
-    Plan<T, D> plan(grid, kernel, options_for(bc));
+    MatrixPlan<T, D> plan(grid, kernel, bc);
     const std::size_t n = 1500;
     const Positions<T, D> pos = make_positions<T, D>(grid, Distribution::Seam, n, rng);
     plan.set_points(views_of<T, D>(pos));
@@ -183,7 +187,7 @@ void check_fields(const BackendCase& bc, const Kernel& kernel, double tol, std::
 
   const Grid<D> grid = make_grid<D>(cells, BoundaryKind::Keep);
   const int g = kernel.ghost_width();
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const std::size_t n = 1500;
   const Positions<T, D> pos = make_positions<T, D>(grid, Distribution::Uniform, n, rng);
   plan.set_points(views_of<T, D>(pos));
@@ -241,11 +245,11 @@ TEST_P(InvariantTest, InterpReproducesPolynomials) {
 // One unit particle per cell, all at the same sub-cell offset, on a periodic grid:
 // every node receives each 1D weight once per dimension, so the mesh is 1 everywhere.
 template <class T, int D>
-void check_constant_density(const BackendCase& bc, const Kernel& kernel, double tol, std::mt19937_64& rng) {
+void check_constant_density(const Variant& bc, const Kernel& kernel, double tol, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D");
   const std::array<std::int64_t, D> cells = pick<D>({21, 10}, {7, 12, 9});
   const Grid<D> grid = make_grid<D>(cells, BoundaryKind::Periodic);
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const std::size_t n = static_cast<std::size_t>(plan.mesh_size());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::array<double, D> offset{};
@@ -282,7 +286,7 @@ TEST_P(InvariantTest, UniformParticlesSpreadToAConstant) {
 // Two spreads with the same thread count give the same bits: the same plan twice, and
 // a second plan on the same points.
 template <class T, int D>
-void check_deterministic(const BackendCase& bc, const Kernel& kernel, std::mt19937_64& rng) {
+void check_deterministic(const Variant& bc, const Kernel& kernel, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D");
   const std::array<std::int64_t, D> cells = pick<D>({40, 36}, {18, 16, 20});
   const Grid<D> grid = make_grid<D>(cells, BoundaryKind::Periodic);
@@ -291,14 +295,14 @@ void check_deterministic(const BackendCase& bc, const Kernel& kernel, std::mt199
   const std::vector<T> q0 = random_values<T>(n, rng), q1 = random_values<T>(n, rng);
   const std::vector<T> f = random_values<T>(static_cast<std::size_t>(mesh_size(grid, kernel.ghost_width())), rng);
 
-  auto run = [&](Plan<T, D>& plan, std::vector<T>& m0, std::vector<T>& m1, std::vector<T>& v) {
+  auto run = [&](MatrixPlan<T, D>& plan, std::vector<T>& m0, std::vector<T>& m1, std::vector<T>& v) {
     m0.assign(f.size(), T(0));
     m1.assign(f.size(), T(0));
     v.assign(n, T(0));
     plan.spread({View<const T>(q0), View<const T>(q1)}, {View<T>(m0), View<T>(m1)});
     plan.interp({View<const T>(f)}, {View<T>(v)});
   };
-  Plan<T, D> a(grid, kernel, options_for(bc)), b(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> a(grid, kernel, bc), b(grid, kernel, bc);
   a.set_points(views_of<T, D>(pos));
   b.set_points(views_of<T, D>(pos));
   std::vector<T> a0, a1, av, r0, r1, rv, b0, b1, bv;
@@ -312,7 +316,7 @@ void check_deterministic(const BackendCase& bc, const Kernel& kernel, std::mt199
 }
 
 TEST_P(InvariantTest, CpuSpreadIsBitwiseDeterministic) {
-  if (bc_.backend != Backend::Cpu) GTEST_SKIP() << "determinism is promised by the CPU backend only";
+  if (bc_.exec.backend != Backend::Cpu) GTEST_SKIP() << "determinism is promised by the CPU backend only";
   SCOPED_TRACE(seed_note(seed_));
   with_precision(precision_, [&](auto tag) {
     using T = decltype(tag);
@@ -321,18 +325,84 @@ TEST_P(InvariantTest, CpuSpreadIsBitwiseDeterministic) {
   });
 }
 
+// Deterministic spread: identical bits across repeated runs, a permuted particle order
+// (a different binning order and chunking) and one pass of 3 properties against three
+// single-property calls (a different launch: other shared memory, other pass widths).
+template <class T, int D>
+void check_bitwise(const Variant& variant, std::array<std::int64_t, D> cells, double per_cell, Distribution dist) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<D> grid = make_grid<D>(cells, BoundaryKind::Periodic);
+  double volume = 1;
+  for (auto c : cells) volume *= static_cast<double>(c);
+  const std::size_t n = scaled(static_cast<std::size_t>(per_cell * volume));
+  const auto pos = make_positions<T, D>(grid, dist, n, rng);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::array<std::vector<T>, 3> q;
+  for (auto& v : q) {
+    v.resize(n);
+    for (auto& x : v) x = static_cast<T>(unit(rng));
+  }
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+
+  auto run = [&](bool permuted, bool one_pass) {
+    MatrixPlan<T, D> plan(grid, Kernel::mp4(), variant);
+    std::array<std::vector<T>, D> p = pos;
+    std::array<std::vector<T>, 3> qq = q;
+    if (permuted) {
+      for (int d = 0; d < D; ++d)
+        for (std::size_t i = 0; i < n; ++i) p[d][i] = pos[d][order[i]];
+      for (int j = 0; j < 3; ++j)
+        for (std::size_t i = 0; i < n; ++i) qq[j][i] = q[j][order[i]];
+    }
+    typename Plan<T, D>::Positions views;
+    for (int d = 0; d < D; ++d) views[d] = p[d];
+    plan.set_points(views);
+    std::array<std::vector<T>, 3> meshes;
+    for (auto& m : meshes) m.assign(static_cast<std::size_t>(plan.mesh_size()), T(7));
+    if (one_pass) {
+      plan.spread({qq[0], qq[1], qq[2]}, {meshes[0], meshes[1], meshes[2]});
+    } else {
+      for (int j = 0; j < 3; ++j) plan.spread({qq[j]}, {meshes[j]});
+    }
+    return meshes;
+  };
+  const auto first = run(false, true);
+  for (const auto& variant : {run(false, true), run(true, true), run(false, false), run(true, false)})
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(0, std::memcmp(first[j].data(), variant[j].data(), first[j].size() * sizeof(T)))
+          << "property " << j << ": deterministic spread differs between runs";
+}
+
+// The deterministic mode's promise: the same bits for any particle order and however the
+// properties are split over calls. The variants that have the mode take it.
+class DeterministicSpreadTest : public VariantTest {};
+
+TEST_P(DeterministicSpreadTest, SameBitsForAnyOrderAndAnyCalls) {
+  check_bitwise<float, 3>(bc_, {32, 32, 32}, 8.0, Distribution::Uniform);
+  check_bitwise<float, 3>(bc_, {16, 16, 16}, 100.0, Distribution::Clustered);
+  check_bitwise<double, 3>(bc_, {20, 20, 20}, 4.0, Distribution::Uniform);
+  check_bitwise<float, 2>(bc_, {128, 96}, 16.0, Distribution::Clustered);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DeterministicSpreadTest, ::testing::ValuesIn(variants_named<Options>({"CudaDeterministic"})),
+                         variant_name);
+
 // ---------------------------------------------------------------------------------
 // Regression: half of the particles on the top plane of a folding bounded axis, half
 // two planes below, two threads. Slabs one plane wide (the linear kernel) let the fold
 // of node cells+1 onto cells-1 race with the same-colour slab below: nearly every
 // spread lost updates before the CPU backend made slabs at least two planes wide.
 template <int D>
-void check_folded_top_plane(const BackendCase& bc, const Kernel& kernel, std::mt19937_64& rng) {
+void check_folded_top_plane(const Variant& bc, const Kernel& kernel, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D " + kernel.name());
   const Grid<D> grid = make_grid<D>(pick<D>({16, 16}, {6, 5, 16}), BoundaryKind::Fold);
-  Options options = options_for(bc);
-  if (bc.backend == Backend::Cpu) options.num_threads = 2;  // 8 slabs: the two heavy ones share a colour
-  Plan<double, D> plan(grid, kernel, options);
+  Options options = options_of<Options>(bc);
+  if (bc.exec.backend == Backend::Cpu) options.num_threads = 2;  // 8 slabs: the two heavy ones share a colour
+  MatrixPlan<double, D> plan(grid, kernel, options);
   const std::size_t n = 30000;
   Positions<double, D> pos = make_positions<double, D>(grid, Distribution::Uniform, n, rng);
   const double h = grid.spacing[D - 1], top = grid.origin[D - 1] + box_length(grid, D - 1);
@@ -350,11 +420,11 @@ void check_folded_top_plane(const BackendCase& bc, const Kernel& kernel, std::mt
   EXPECT_EQ(wrong, 0) << "spreads of 50 that differ from the reference";
 }
 
-class ThreadedSpreadTest : public ::testing::TestWithParam<BackendCase> {};
+class ThreadedSpreadTest : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ThreadedSpreadTest, FoldedTopPlaneHasNoRace) {
-  const BackendCase bc = GetParam();
-  PMKIT_REQUIRE_BACKEND(bc);
+  const Variant bc = GetParam();
+  PMKIT_REQUIRE_VARIANT(bc);
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -362,8 +432,8 @@ TEST_P(ThreadedSpreadTest, FoldedTopPlaneHasNoRace) {
   check_folded_top_plane<3>(bc, Kernel::linear(), rng);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ThreadedSpreadTest, ::testing::ValuesIn(backends()),
-                         [](const ::testing::TestParamInfo<BackendCase>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Backends, ThreadedSpreadTest, variant_values<Options>(),
+                         variant_name);
 
 INSTANTIATE_TEST_SUITE_P(AllKernels, InvariantTest, all_kernel_cases(), kernel_case_name);
 

@@ -14,20 +14,49 @@
 namespace pmkit::test {
 namespace {
 
-TEST(Pairs, LennardJonesAgainstBruteForce) {
+// The pair bodies on every variant of PairOptions, each in every setting it has
+// (pair_settings: the CPU's two shells, CUDA's methods).
+class PairTest : public VariantTest {};
+
+TEST_P(PairTest, LennardJonesAgainstBruteForce) {
   pair_kernels::LennardJones<3> lj3{1.0, 0.3, 0.8, 0.05};
   pair_kernels::LennardJones<2> lj2{1.0, 0.3, 0.8, 0.05};
-  for (bool half : {true, false})
-    for (int threads : {1, 3}) {
-      for (double ppc : {0.5, 10.0, 60.0}) {
-        const std::size_t n3 = static_cast<std::size_t>(ppc * 5 * 4 * 6);
-        check_case<double, 3>(Box<3>::periodic({4.0, 3.2, 4.8}), 0.8, lj3, n3, Layout::Uniform, cpu_options(half, threads));
-        check_case<double, 2>(Box<2>::bounded({4.0, 2.4}), 0.8, lj2, static_cast<std::size_t>(ppc * 15),
-                              Layout::Uniform, cpu_options(half, threads));
-      }
-      check_case<double, 3>(Box<3>::periodic({4.0, 4.0, 4.0}), 0.8, lj3, 400, Layout::Clustered, cpu_options(half, threads));
-      check_case<float, 3>(Box<3>::bounded({3.2, 3.2, 3.2}), 0.8, lj3, 300, Layout::Uniform, cpu_options(half, threads));
+  for (const PairOptions& opt : pair_settings(bc_)) {
+    for (double ppc : {0.5, 10.0, 60.0}) {
+      // 5 x 4 x 6 cells, periodic; 5 x 3 cells, bounded.
+      check_case<double, 3>(Box<3>::periodic({4.0, 3.2, 4.8}), 0.8, lj3, scaled(std::size_t(ppc * 120)),
+                            Layout::Uniform, opt);
+      check_case<double, 2>(Box<2>::bounded({4.0, 2.4}), 0.8, lj2, scaled(std::size_t(ppc * 15)), Layout::Uniform,
+                            opt);
+      check_case<float, 2>(Box<2>::bounded({4.0, 2.4}), 0.8, lj2, scaled(std::size_t(ppc * 15)), Layout::Uniform,
+                           opt);
     }
+    // 200 per cell on 3^3 cells (every cell is a neighbour of every other).
+    check_case<double, 3>(Box<3>::periodic({2.4, 2.4, 2.4}), 0.8, lj3, scaled(5400), Layout::Uniform, opt);
+    // Most particles in a few cells: more sources than one shared-memory stage holds.
+    check_case<double, 3>(Box<3>::periodic({4.0, 4.0, 4.0}), 0.8, lj3, scaled(400), Layout::Clustered, opt);
+    check_case<double, 3>(Box<3>::periodic({4.0, 4.0, 4.0}), 0.8, lj3, scaled(3000), Layout::Clustered, opt);
+    check_case<float, 3>(Box<3>::bounded({3.2, 3.2, 3.2}), 0.8, lj3, scaled(300), Layout::Uniform, opt);
+    // 10 a cell, where a warp's targets span several cells and each lane searches its
+    // own x-window: cells wider than the cutoff (0.84 x 1.0 x 0.92), and a lattice of the
+    // cutoff's spacing (particles on cell faces, pairs exactly at it).
+    check_case<float, 3>(Box<3>::periodic({4.2, 3.0, 4.6}), 0.8, lj3, scaled(750), Layout::Uniform, opt);
+    check_case<float, 3>(Box<3>::periodic({4.4, 4.4, 4.4}), 0.55, lj3, scaled(5120), Layout::Lattice, opt);
+    // Rows longer than a pencil (where the half shell's blocks take whole warps, the last
+    // running on into the next pencil's first cell): 10 a cell on 40 x 3 x 3 cells, 40 a
+    // cell on a row bounded in x (the last pencil ends at the face), and clustered cells,
+    // where the next pencil's first cell may hold fewer than a warp.
+    check_case<float, 3>(Box<3>::periodic({32.0, 2.4, 2.4}), 0.8, lj3, scaled(3600), Layout::Uniform, opt);
+    check_case<float, 3>(Box<3>::bounded({16.0, 2.4, 2.4}), 0.8, lj3, scaled(7200), Layout::Uniform, opt);
+    // 50 a cell in float, periodic in x and z only: rows missing past the bounded y faces
+    // and shifted across the periodic z faces.
+    {
+      Box<3> mixed = Box<3>::periodic({8.0, 3.2, 2.4});
+      mixed.boundary[1] = Boundary::Bounded;
+      check_case<float, 3>(mixed, 0.8, lj3, scaled(6000), Layout::Uniform, opt);
+    }
+    check_case<double, 3>(Box<3>::periodic({8.0, 2.4, 2.4}), 0.8, lj3, scaled(4000), Layout::Clustered, opt);
+  }
 }
 
 TEST(Pairs, SyntheticKernelsMixedBoundariesAndSmallBoxes) {
@@ -111,7 +140,11 @@ TEST(Pairs, CellOrderIndependentOfThreads) {
   for (int k = 0; k < 4; ++k) EXPECT_EQ(a[k], b[k]) << "output " << k;
 }
 
-TEST(Pairs, LennardJonesVerletConservesEnergy) { verlet_energy_drift(PairOptions{}); }
+TEST_P(PairTest, LennardJonesVerletConservesEnergy) {
+  for (const PairOptions& opt : pair_settings(bc_)) verlet_energy_drift(opt);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PairTest, variant_values<PairOptions>(), variant_name);
 
 TEST(Pairs, BadInput) {
   const Box<3> box = Box<3>::periodic({2.0, 2.0, 2.0});
@@ -191,46 +224,6 @@ TEST(CudaPairs, CornerListsKeepEverySourceInRange) {
   check_corner_test<double>(1e-3, 1.2e-3, rng);
 }
 
-TEST(CudaPairs, EveryMethodAgainstBruteForce) {
-  PMKIT_REQUIRE_GPU();
-  pair_kernels::LennardJones<3> lj3{1.0, 0.3, 0.8, 0.05};
-  pair_kernels::LennardJones<2> lj2{1.0, 0.3, 0.8, 0.05};
-  for (PairMethod method : kCudaMethods) {
-    const PairOptions opt = cuda_options(method);
-    for (double ppc : {0.5, 10.0, 60.0}) {
-      // 5 x 4 x 6 cells, periodic; 5 x 3 cells, bounded.
-      check_case<double, 3>(Box<3>::periodic({4.0, 3.2, 4.8}), 0.8, lj3, scaled(std::size_t(ppc * 120)),
-                            Layout::Uniform, opt);
-      check_case<float, 2>(Box<2>::bounded({4.0, 2.4}), 0.8, lj2, scaled(std::size_t(ppc * 15)), Layout::Uniform,
-                           opt);
-    }
-    // 200 per cell on 3^3 cells (every cell is a neighbour of every other).
-    check_case<double, 3>(Box<3>::periodic({2.4, 2.4, 2.4}), 0.8, lj3, scaled(5400), Layout::Uniform, opt);
-    // Most particles in a few cells: more sources than one shared-memory stage holds.
-    check_case<double, 3>(Box<3>::periodic({4.0, 4.0, 4.0}), 0.8, lj3, scaled(3000), Layout::Clustered, opt);
-    check_case<float, 3>(Box<3>::bounded({3.2, 3.2, 3.2}), 0.8, lj3, scaled(300), Layout::Uniform, opt);
-    // 10 a cell, where a warp's targets span several cells and each lane searches its
-    // own x-window: cells wider than the cutoff (0.84 x 1.0 x 0.92), and a lattice of the
-    // cutoff's spacing (particles on cell faces, pairs exactly at it).
-    check_case<float, 3>(Box<3>::periodic({4.2, 3.0, 4.6}), 0.8, lj3, scaled(750), Layout::Uniform, opt);
-    check_case<float, 3>(Box<3>::periodic({4.4, 4.4, 4.4}), 0.55, lj3, scaled(5120), Layout::Lattice, opt);
-    // Rows longer than a pencil (where the half shell's blocks take whole warps, the last
-    // running on into the next pencil's first cell): 10 a cell on 40 x 3 x 3 cells, 40 a
-    // cell on a row bounded in x (the last pencil ends at the face), and clustered cells,
-    // where the next pencil's first cell may hold fewer than a warp.
-    check_case<float, 3>(Box<3>::periodic({32.0, 2.4, 2.4}), 0.8, lj3, scaled(3600), Layout::Uniform, opt);
-    check_case<float, 3>(Box<3>::bounded({16.0, 2.4, 2.4}), 0.8, lj3, scaled(7200), Layout::Uniform, opt);
-    // 50 a cell in float, periodic in x and z only: rows missing past the bounded y faces
-    // and shifted across the periodic z faces.
-    {
-      Box<3> mixed = Box<3>::periodic({8.0, 3.2, 2.4});
-      mixed.boundary[1] = Boundary::Bounded;
-      check_case<float, 3>(mixed, 0.8, lj3, scaled(6000), Layout::Uniform, opt);
-    }
-    check_case<double, 3>(Box<3>::periodic({8.0, 2.4, 2.4}), 0.8, lj3, scaled(4000), Layout::Clustered, opt);
-  }
-}
-
 // A kernel of the caller's on a CUDA plan through PairPlan::compute, without
 // pmkit/cuda/pairs.cuh (this file is plain C++): a clear error, nothing written.
 TEST(CudaPairs, CallersKernelWithoutTheCudaHeaderIsAnError) {
@@ -306,12 +299,6 @@ TEST(CudaPairs, TwoPlansOnTwoStreamsAtOnce) {
     run.plan.reset();
     cuda::check(cudaStreamDestroy(run.stream), "cudaStreamDestroy");
   }
-}
-
-TEST(CudaPairs, LennardJonesVerletConservesEnergy) {
-  PMKIT_REQUIRE_GPU();
-  verlet_energy_drift(cuda_options(PairMethod::Auto));
-  verlet_energy_drift(cuda_options(PairMethod::CudaHalfShell));  // forces summed by atomics
 }
 
 // The half shell's atomics change only the last bits from run to run: two runs on the

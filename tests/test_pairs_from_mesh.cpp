@@ -5,6 +5,7 @@
 // after update_points moved particles out of their tiles; bad combinations fail cleanly
 // and leave the pair plan as it was.
 #include "../bench/pair_synthetic.hpp"
+#include "matrix_plan.hpp"
 #include "pair_mesh_cases.hpp"
 
 namespace pmkit::test {
@@ -15,15 +16,16 @@ const Kernel kSupports[] = {Kernel::linear(), Kernel::tsc(), Kernel::mp4(), Kern
 // Offsets from the origin within a few roundings of T of the caller's, modulo the box
 // length on periodic axes; binned_order a permutation.
 template <class T, int D>
-void check_binned_positions(const BackendCase& bc, const Kernel& kernel, BoundaryKind boundary, Distribution dist,
+void check_binned_positions(const Variant& bc, const Kernel& kernel, BoundaryKind boundary, Distribution dist,
                             std::size_t n, std::mt19937_64& rng) {
   SCOPED_TRACE(std::string(bc.label) + " " + kernel.name() + " " + name(boundary) + " " + name(dist) +
                " n = " + std::to_string(n) + " D = " + std::to_string(D) + (sizeof(T) == 4 ? " float" : " double"));
+  if (!method_refuses(bc, kernel, D).empty()) return;  // the variant's other kernels run
   std::array<std::int64_t, D> cells;
   if constexpr (D == 3) cells = {11, 20, 8};  // odd and even sizes
   else cells = {23, 9};
   const Grid<D> grid = make_grid<D>(cells, boundary);
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const Positions<T, D> pos = make_positions<T, D>(grid, dist, n, rng);
   plan.set_points(views_of<T, D>(pos));
   Positions<T, D> offsets;
@@ -56,49 +58,65 @@ void check_binned_positions(const BackendCase& bc, const Kernel& kernel, Boundar
   }
 }
 
-TEST(PairsFromMesh, BinnedPositionsAreTheCallersWithinRounding) {
-  std::mt19937_64 rng(fresh_seed());
-  for (const BackendCase& bc : backends()) {
-    if (!unavailable_reason(bc).empty()) continue;
-    for (const Kernel& kernel : kSupports)
-      for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::Fold, BoundaryKind::MixedKeep})
-        for (Distribution dist : {Distribution::Uniform, Distribution::Seam, Distribution::Faces}) {
-          check_binned_positions<float, 3>(bc, kernel, boundary, dist, 3000, rng);
-          check_binned_positions<double, 2>(bc, kernel, boundary, dist, 2000, rng);
-        }
-  }
-}
+class BinnedPositionsTest : public ::testing::TestWithParam<Variant> {};
 
-TEST(PairsFromMesh, AgreesWithBruteForce) {
+TEST_P(BinnedPositionsTest, AreTheCallersWithinRounding) {
+  PMKIT_REQUIRE_VARIANT(GetParam());
+  std::mt19937_64 rng(fresh_seed());
+  for (const Kernel& kernel : kSupports)
+    for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::Fold, BoundaryKind::MixedKeep})
+      for (Distribution dist : {Distribution::Uniform, Distribution::Seam, Distribution::Faces}) {
+        check_binned_positions<float, 3>(GetParam(), kernel, boundary, dist, 3000, rng);
+        check_binned_positions<double, 2>(GetParam(), kernel, boundary, dist, 2000, rng);
+      }
+}
+INSTANTIATE_TEST_SUITE_P(Backends, BinnedPositionsTest, variant_values<Options>(), variant_name);
+
+// A pair plan fed from a mesh plan, both on the variant, in every pair setting it has
+// (pair_settings: the CPU's two shells, CUDA's methods), against the brute force: small
+// grids at a few particles a pair cell, and larger ones after update_points moved the
+// particles up to 3 cells (CUDA: many leave their 8^3 tile, the away list).
+class PairsFromMeshTest : public VariantTest {};
+
+TEST_P(PairsFromMeshTest, AgreesWithBruteForce) {
   pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
   pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
   bench::ExpensiveSynthetic expensive{kCutoff};
-  Options mesh_options;
-  mesh_options.num_threads = 2;
-  for (bool half : {true, false})
+  const Options mesh_options = options_of<Options>(bc_);
+  for (const PairOptions& pair_options : pair_settings(bc_))
     for (const Kernel& kernel : {Kernel::tsc(), Kernel::mp4()})
       for (BoundaryKind boundary : {BoundaryKind::Periodic, BoundaryKind::MixedFold, BoundaryKind::Fold}) {
         const Grid<3> grid3 = make_grid<3>({12, 20, 8}, boundary);  // 6 x 5 x 6
         const Grid<2> grid2 = make_grid<2>({12, 40}, boundary);     // 6 x 10
         for (Distribution dist : {Distribution::Uniform, Distribution::Clustered, Distribution::Faces}) {
-          check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, dist, 1500, mesh_options, cpu_options(half, 2));
-          check_from_mesh<float, 2>(grid2, kernel, lj2, kCutoff, dist, 800, mesh_options, cpu_options(half, 2));
+          check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, dist, 1500, mesh_options, pair_options);
+          check_from_mesh<float, 2>(grid2, kernel, lj2, kCutoff, dist, 800, mesh_options, pair_options);
         }
+        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 1, mesh_options, pair_options);
+        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 0, mesh_options, pair_options);
+        // 12 x 10 x 12 pair cells, tiles of 8^3 mesh cells; ~5 particles a pair cell in 3D.
+        const Grid<3> large3 = make_grid<3>({24, 40, 16}, boundary);
+        const Grid<2> large2 = make_grid<2>({40, 80}, boundary);
+        check_from_mesh<float, 3>(large3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
+                                  pair_options, 3.0);
+        check_from_mesh<double, 2>(large2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
+                                   pair_options, 3.0);
         // The seam puts particles a few roundings of T apart (lo and just below it, wrapped):
         // a softened LJ force there is its huge core slope times rounding noise, in the
-        // brute force as much as here, so the seam runs the smooth synthetic kernel.
+        // brute force as much as here, so the seam runs the smooth synthetic kernel; a
+        // kernel of the caller's runs on CUDA from a file nvcc compiles
+        // (test_pairs_user_kernel.cu), so these run on the CPU here.
+        if (on_cuda(bc_)) continue;
         check_from_mesh<double, 3>(grid3, kernel, expensive, kCutoff, Distribution::Seam, 1500, mesh_options,
-                                   cpu_options(half, 2));
+                                   pair_options);
         check_from_mesh<float, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, 800, mesh_options,
-                                  cpu_options(half, 2));
+                                  pair_options);
         check_from_mesh<double, 3>(grid3, kernel, expensive, kCutoff, Distribution::Uniform, 6000, mesh_options,
-                                   cpu_options(half, 3));  // ~30 a cell
-        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 1, mesh_options,
-                                   cpu_options(half, 1));
-        check_from_mesh<double, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, 0, mesh_options,
-                                   cpu_options(half, 1));
+                                   pair_options);  // ~30 a cell
       }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, PairsFromMeshTest, variant_values<PairOptions>(), variant_name);
 
 // Pair plans used alone still validate what the caller passes; from a mesh plan they
 // refuse what cannot be the same particles and box, and keep their previous points.
@@ -155,31 +173,6 @@ TEST(PairsFromMesh, BadInput) {
 }
 
 #if defined(PMKIT_WITH_CUDA)
-TEST(CudaPairsFromMesh, AgreesWithBruteForceAlsoAfterUpdatePoints) {
-  PMKIT_REQUIRE_GPU();
-  pair_kernels::LennardJones<3> lj3{1.0, 0.4, kCutoff, 0.05};
-  pair_kernels::LennardJones<2> lj2{1.0, 0.4, kCutoff, 0.05};
-  // Sizes keep the O(N^2) brute force to a fraction of a second a case: ~5 particles a
-  // pair cell in 3D. Auto on every distribution; two explicit methods on the others.
-  for_each_cuda_mesh_case([&](const Kernel& kernel, const Grid<3>& grid3, const Grid<2>& grid2,
-                              const Options& mesh_options, PairOptions pair_options) {
-    for (PairMethod method : {PairMethod::Auto, PairMethod::CudaThreadPerParticle, PairMethod::CudaXPencil}) {
-      pair_options.method = method;
-      // Moves of up to 3 cells: many particles leave their 8^3 tile (the away list).
-      check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, Distribution::Uniform, scaled(6000), mesh_options,
-                                pair_options, 3.0);
-      check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, Distribution::Uniform, scaled(3000), mesh_options,
-                                 pair_options, 3.0);
-      if (method != PairMethod::Auto) continue;
-      for (Distribution dist : {Distribution::Uniform, Distribution::Clustered}) {
-        check_from_mesh<float, 3>(grid3, kernel, lj3, kCutoff, dist, scaled(6000), mesh_options, pair_options);
-        check_from_mesh<double, 2>(grid2, kernel, lj2, kCutoff, dist, scaled(3000), mesh_options, pair_options);
-      }
-      // The seam's smooth synthetic kernel runs in test_pairs_user_kernel.cu (nvcc).
-    }
-  });
-}
-
 TEST(CudaPairsFromMesh, BadInput) {
   PMKIT_REQUIRE_GPU();
   const Grid<3> grid = make_grid<3>({12, 20, 8}, BoundaryKind::Periodic);

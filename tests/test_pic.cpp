@@ -1,15 +1,12 @@
 // The PIC example's physics (apps/pic): linear Landau damping, the two-stream
 // instability's growth, energy and momentum conservation of a thermal plasma, and the
-// same field-energy history on the CPU and a GPU. Rates are fitted from the simulated
+// same field-energy history on every backend variant. Rates are fitted from the simulated
 // field energy and compared with theory; nothing here is tuned to the answer.
 #include <cmath>
 
 #include "loading.hpp"
 #include "pic.hpp"
 #include "test_support.hpp"
-#if defined(PMKIT_WITH_CUDA)
-#include "cuda_support.hpp"
-#endif
 
 namespace pmkit::test {
 namespace {
@@ -18,16 +15,26 @@ namespace {
 // relation, omega = 1.4156 - 0.1533 i (in plasma frequencies).
 constexpr double kLandauGamma = -0.1533, kLandauOmega = 1.4156;
 
-// One thread: these runs take a few thousand small steps, where a shared machine's
-// descheduled OpenMP thread costs more than the second thread gains.
-pic::Config one_thread(pic::Config c) {
-  c.num_threads = 1;
+// A variant's backend and threads on a configuration. The runs take a few thousand
+// small steps, where a shared machine's descheduled OpenMP thread costs more than a
+// second thread gains: the matrix's one-thread variant is the quick one.
+pic::Config on(const Variant& v, pic::Config c = {}) {
+  static_cast<ExecutionOptions&>(c) = v.exec;
   return c;
 }
-pic::Config landau() { return one_thread(pic::Config{}); }  // the defaults: k = 0.5, 1%, TSC, 2D
 
-TEST(Pic, LandauDampingRateAndFrequency) {
-  PMKIT_REQUIRE_FFTW();
+// The physics on every variant that applies to the application (CPU threads, CUDA).
+class PicTest : public VariantTest {
+ protected:
+  void SetUp() override {
+    VariantTest::SetUp();
+    if (!IsSkipped()) PMKIT_REQUIRE_FFTW();
+  }
+  pic::Config landau() const { return on(bc_); }  // the defaults: k = 0.5, 1%, TSC, 2D
+  pic::Config thermal(Kernel kernel) const;
+};
+
+TEST_P(PicTest, LandauDampingRateAndFrequency) {
   const pic::Config c = landau();
   const pic::Result r = pic::simulate(c);
   ASSERT_EQ(r.history.size(), std::size_t(c.steps));
@@ -51,9 +58,8 @@ TEST(Pic, TwoBeamTheory) {
   EXPECT_NEAR(pic::two_stream_growth_rate(0.5), 0.340625, 1e-6);
 }
 
-TEST(Pic, TwoStreamGrowthRate) {
-  PMKIT_REQUIRE_FFTW();
-  pic::Config c = one_thread({});
+TEST_P(PicTest, TwoStreamGrowthRate) {
+  pic::Config c = on(bc_);
   c.problem = pic::Problem::TwoStream;
   c.cells = {32, 2, 2};
   c.particles = 32 * 2 * 256;
@@ -69,8 +75,8 @@ TEST(Pic, TwoStreamGrowthRate) {
 // A thermal plasma (random loading, h = lambda_D) keeps its total energy with TSC and
 // M'4; with E on the mesh and interp by the deposit's kernel the total force on the
 // particles vanishes, so the momentum holds to rounding.
-pic::Config thermal(Kernel kernel) {
-  pic::Config c = one_thread({});
+pic::Config PicTest::thermal(Kernel kernel) const {
+  pic::Config c = on(bc_);
   c.problem = pic::Problem::Thermal;
   c.dim = 3;
   c.cells = {12, 12, 12};
@@ -81,8 +87,7 @@ pic::Config thermal(Kernel kernel) {
   return c;
 }
 
-TEST(Pic, ThermalPlasmaConservesEnergy) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PicTest, ThermalPlasmaConservesEnergy) {
   for (Kernel k : {Kernel::tsc(), Kernel::mp4()}) {
     pic::Config c = thermal(k);
     SCOPED_TRACE(k.name() + ", " + seed_note(c.seed));
@@ -95,8 +100,7 @@ TEST(Pic, ThermalPlasmaConservesEnergy) {
   }
 }
 
-TEST(Pic, MomentumToRoundingWithTheMeshField) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PicTest, MomentumToRoundingWithTheMeshField) {
   pic::Config c = thermal(Kernel::tsc());
   SCOPED_TRACE(seed_note(c.seed));
   c.double_precision = true;
@@ -111,8 +115,7 @@ TEST(Pic, MomentumToRoundingWithTheMeshField) {
 
 // The gradient of phi at the particles does not cancel the self-force exactly: the same
 // check fails there, so the one above is not vacuous.
-TEST(Pic, MomentumDriftsWithTheGradientField) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PicTest, MomentumDriftsWithTheGradientField) {
   pic::Config c = thermal(Kernel::tsc());
   SCOPED_TRACE(seed_note(c.seed));
   c.double_precision = true;
@@ -141,9 +144,8 @@ TEST(Pic, BadConfigurations) {
 }
 
 // Sorting the arrays every few steps changes the order of the sums only.
-TEST(Pic, SortEveryKeepsTheHistory) {
-  PMKIT_REQUIRE_FFTW();
-  pic::Config c = one_thread({});
+TEST_P(PicTest, SortEveryKeepsTheHistory) {
+  pic::Config c = on(bc_);
   c.particles = 16384;
   c.steps = 40;
   c.sort_every = 0;
@@ -154,24 +156,24 @@ TEST(Pic, SortEveryKeepsTheHistory) {
     ASSERT_NEAR(sorted.history[i].field, plain.history[i].field, 1e-3 * plain.history[0].field) << i;
 }
 
-#if defined(PMKIT_WITH_CUDA)
-// The same initial particles on the CPU and a GPU: the same field-energy history within
-// float rounding's growth, and the same fitted damping.
-TEST(PicCuda, SameFieldEnergyHistoryAsTheCpu) {
-  PMKIT_REQUIRE_GPU();
-  PMKIT_REQUIRE_FFTW();
+// The same initial particles on one CPU thread and on the variant: the same field-energy
+// history within float rounding's growth, and the same fitted damping.
+TEST_P(PicTest, SameFieldEnergyHistoryAsOneCpuThread) {
   pic::Config c = landau();
+  c.backend = Backend::Cpu;
+  c.num_threads = 1;
   const pic::Result cpu = pic::simulate(c);
-  c.backend = Backend::Cuda;
-  const pic::Result gpu = pic::simulate(c);
-  ASSERT_EQ(cpu.history.size(), gpu.history.size());
+  const pic::Result other = pic::simulate(landau());
+  ASSERT_EQ(cpu.history.size(), other.history.size());
   for (std::size_t i = 0; i < cpu.history.size() && cpu.history[i].t <= 12; ++i)
-    EXPECT_NEAR(gpu.history[i].field, cpu.history[i].field, 0.02 * cpu.history[i].field + 1e-3 * cpu.history[0].field) << i;
-  const pic::PeakFit a = pic::fit_peaks(cpu.history, 2.0, 16.0, 1.0), b = pic::fit_peaks(gpu.history, 2.0, 16.0, 1.0);
+    EXPECT_NEAR(other.history[i].field, cpu.history[i].field, 0.02 * cpu.history[i].field + 1e-3 * cpu.history[0].field)
+        << i;
+  const pic::PeakFit a = pic::fit_peaks(cpu.history, 2.0, 16.0, 1.0), b = pic::fit_peaks(other.history, 2.0, 16.0, 1.0);
   EXPECT_NEAR(b.gamma, a.gamma, 0.01 * std::abs(a.gamma));
   EXPECT_NEAR(b.omega, a.omega, 0.002 * a.omega);
 }
-#endif
+
+INSTANTIATE_TEST_SUITE_P(Backends, PicTest, ::testing::ValuesIn(variants_for<pic::Config>()), variant_name);
 
 }  // namespace
 }  // namespace pmkit::test

@@ -172,25 +172,33 @@ const Case& thousand_charges() {
   return c;
 }
 
+// The PME bodies run on every variant of PmeOptions; a CPU variant needs FFTW.
+class PmeTest : public VariantTest {
+ protected:
+  void SetUp() override {
+    VariantTest::SetUp();
+    if (!IsSkipped() && !on_cuda(bc_)) PMKIT_REQUIRE_FFTW();
+  }
+  PmeOptions options() const { return options_of<PmeOptions>(bc_); }
+};
+
 // Real space: cutoff 0.95 (half the shortest box length), erfc(alpha r_c) = erfc(4.2) =
 // 3e-9, far below the tolerances; the mesh error then dominates.
 constexpr double kCutoff = 0.95, kAlpha = 4.2 / kCutoff;
 
-TEST(Pme, MatchesEwaldSumAtOrderSix) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, MatchesEwaldSumAtOrderSix) {
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
-  const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
+  const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), options());
   EXPECT_LE(ewald_energy_error(got, c.reference, c.system), 1e-5) << "energy " << got.energy << " vs " << c.reference.energy;
   EXPECT_LE(force_error(got, c.reference), 1e-4);
   EXPECT_LE(potential_error(got, c.reference), 1e-4);
 }
 
-TEST(Pme, FloatMatchesEwaldSum) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, FloatMatchesEwaldSum) {
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
-  const CoulombResult got = run_pme<float>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
+  const CoulombResult got = run_pme<float>(c.system, parameters(kAlpha, 48, 6, kCutoff), options());
   EXPECT_LE(ewald_energy_error(got, c.reference, c.system), 1e-5);
   EXPECT_LE(force_error(got, c.reference), 2e-4);
 }
@@ -200,30 +208,28 @@ TEST(Pme, FloatMatchesEwaldSum) {
 // enough that the mesh error is far above the real-space truncation; 16^3 is not yet the
 // asymptotic regime, so the rate is asserted to within 1.5 of p (the rates seen over
 // random systems are in docs/pme.md). At a fixed mesh a higher order is more accurate.
-TEST(Pme, ErrorFallsWithOrderAndMesh) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, ErrorFallsWithOrderAndMesh) {
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
   std::map<int, double> at_16;
   for (int order : {4, 6}) {
-    const double coarse = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, order, kCutoff), cpu()), c.reference);
-    const double fine = force_error(run_pme<double>(c.system, parameters(kAlpha, 32, order, kCutoff), cpu()), c.reference);
+    const double coarse = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, order, kCutoff), options()), c.reference);
+    const double fine = force_error(run_pme<double>(c.system, parameters(kAlpha, 32, order, kCutoff), options()), c.reference);
     const double rate = std::log2(coarse / fine);
     EXPECT_GE(rate, order - 1.5) << "order " << order << ": errors " << coarse << " at 16^3, " << fine << " at 32^3";
     at_16[order] = coarse;
   }
-  const double order8 = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, 8, kCutoff), cpu()), c.reference);
+  const double order8 = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, 8, kCutoff), options()), c.reference);
   EXPECT_LT(at_16[6], 0.5 * at_16[4]);
   EXPECT_LT(order8, 0.7 * at_16[6]);
 }
 
 // Rock salt, 4^3 ions per box (nearest neighbours at 1): -2 E / N is the Madelung
 // constant 1.747565 to 1e-6, and every force vanishes.
-TEST(Pme, RockSaltMadelungConstant) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, RockSaltMadelungConstant) {
   const ChargeSystem s = rock_salt(2);
   for (int order : {6, 8}) {
-    const CoulombResult got = run_pme<double>(s, parameters(2.0, 32, order, 2.0), cpu());
+    const CoulombResult got = run_pme<double>(s, parameters(2.0, 32, order, 2.0), options());
     EXPECT_NEAR(-2 * got.energy / double(s.size()), verify::kRockSaltMadelung, 1e-6) << "order " << order;
     for (int d = 0; d < 3; ++d)
       for (double f : got.force[d]) EXPECT_NEAR(f, 0.0, 1e-6);
@@ -235,11 +241,10 @@ TEST(Pme, RockSaltMadelungConstant) {
 // force errors. On each axis it stays within four standard deviations of a sum of N
 // independent errors of their measured spread: sqrt(N) times their rms about the Ewald
 // forces. A systematic error (every force shifted alike) sums to N times its rms and fails.
-TEST(Pme, NetForceNearZero) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, NetForceNearZero) {
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
-  const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), cpu());
+  const CoulombResult got = run_pme<double>(c.system, parameters(kAlpha, 48, 6, kCutoff), options());
   const double n = double(c.system.size());
   for (int d = 0; d < 3; ++d) {
     double net = 0, squared_error = 0;
@@ -254,12 +259,11 @@ TEST(Pme, NetForceNearZero) {
 
 // A shift of every charge by whole mesh cells leaves the result unchanged to rounding; any
 // other shift (here across the periodic seam) changes it only within the method's error.
-TEST(Pme, TranslationInvariance) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, TranslationInvariance) {
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
   const PmeParameters p = parameters(kAlpha, 48, 6, kCutoff);
-  const CoulombResult base = run_pme<double>(c.system, p, cpu());
+  const CoulombResult base = run_pme<double>(c.system, p, options());
   ChargeSystem whole = c.system, any = c.system;
   const double cells[3] = {5, 47, 13}, offset[3] = {0.3141, 1.7, 1.0001};
   for (int d = 0; d < 3; ++d)
@@ -267,32 +271,42 @@ TEST(Pme, TranslationInvariance) {
       whole.x[d][i] += cells[d] * c.system.box[d] / 48;
       any.x[d][i] += offset[d];
     }
-  const CoulombResult shifted = run_pme<double>(whole, p, cpu());
+  const CoulombResult shifted = run_pme<double>(whole, p, options());
   // Rounding, relative to the size of the terms it rounds.
   EXPECT_LE(std::abs(shifted.energy - base.energy) / energy_terms(c.reference, c.system), 1e-12);
   EXPECT_LE(force_error(shifted, base), 1e-10);
-  const CoulombResult moved = run_pme<double>(any, p, cpu());
+  const CoulombResult moved = run_pme<double>(any, p, options());
   EXPECT_LE(ewald_energy_error(moved, c.reference, c.system), 1e-5);
   EXPECT_LE(force_error(moved, c.reference), 1e-4);
 }
 
 // A net charge gets the neutralising background (and its potential): the reference has
-// it too. One thread against two gives the same result to rounding.
-TEST(Pme, NetChargeAndThreads) {
-  PMKIT_REQUIRE_FFTW();
+// it too.
+TEST_P(PmeTest, NetCharge) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   const ChargeSystem s = random_system(rng, {1.6, 1.6, 1.7}, 300, 5.0);
   const CoulombResult want = ewald_sum(s);
-  const PmeParameters p = parameters(4.2 / 0.8, 48, 6, 0.8);
-  const CoulombResult got = run_pme<double>(s, p, cpu(2));
+  const CoulombResult got = run_pme<double>(s, parameters(4.2 / 0.8, 48, 6, 0.8), options());
   EXPECT_LE(ewald_energy_error(got, want, s), 1e-5);
   EXPECT_LE(force_error(got, want), 1e-4);
   EXPECT_LE(potential_error(got, want), 1e-4);
-  const CoulombResult one = run_pme<double>(s, p, cpu(1));
-  EXPECT_LE(energy_error(one, got), 1e-12);
-  EXPECT_LE(force_error(one, got), 1e-12);
+}
+
+// Every variant against the CPU backend on two threads: in double to rounding (one CPU
+// thread against two to 1e-12; CUDA to 1e-10 in the energy, 1e-9 in the forces), in
+// float within float's error of the method.
+TEST_P(PmeTest, AgreesWithTwoCpuThreads) {
+  if (!built_with_fftw()) GTEST_SKIP() << "this build has no FFTW (the CPU backend's PME)";
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  const PmeParameters p = parameters(kAlpha, 48, 6, kCutoff);
+  const CoulombResult host = run_pme<double>(c.system, p, cpu(2));
+  const CoulombResult got = run_pme<double>(c.system, p, options());
+  EXPECT_LE(energy_error(got, host), on_cuda(bc_) ? 1e-10 : 1e-12);
+  EXPECT_LE(force_error(got, host), on_cuda(bc_) ? 1e-9 : 1e-12);
+  EXPECT_LE(force_error(run_pme<float>(c.system, p, options()), host), 2e-4) << "float";
 }
 
 // update_points after a small move gives what set_points at the new positions gives, both
@@ -318,10 +332,10 @@ void check_update_points(PmeOptions o) {
   }
 }
 
-TEST(Pme, UpdatePointsIsSetPoints) {
-  PMKIT_REQUIRE_FFTW();
-  check_update_points(cpu());
-  PmePlan<double> plan({2.0, 2.0, 2.0}, parameters(3.0, 16, 5, 0.9), cpu());
+TEST_P(PmeTest, UpdatePointsIsSetPoints) {
+  check_update_points(options());
+  if (on_cuda(bc_)) return;  // the errors below take host arrays
+  PmePlan<double> plan({2.0, 2.0, 2.0}, parameters(3.0, 16, 5, 0.9), options());
   std::vector<double> x = {0.1, 0.5, 1.9}, shorter = {0.1, 0.5};
   EXPECT_PMKIT_ERROR(plan.update_points({x, x, x}), ErrorCode::NotReady, "set_points");
   plan.set_points({x, x, x});
@@ -344,14 +358,13 @@ SmallCase small_case(std::size_t n, double net) {
 
 // The reciprocal part alone plus the real-space pairs, the self term and the background
 // is the full result.
-TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, ReciprocalPartPlusTheRestIsTheWhole) {
   const SmallCase c = small_case(200, 1.0);
   SCOPED_TRACE(seed_note(c.seed));
   const ChargeSystem& s = c.system;
   const PmeParameters& p = c.params;
-  const CoulombResult whole = run_pme<double>(s, p, cpu());
-  const CoulombResult rec = run_pme<double>(s, p, cpu(), true);
+  const CoulombResult whole = run_pme<double>(s, p, options());
+  const CoulombResult rec = run_pme<double>(s, p, options(), true);
   CoulombResult rest = zero_result(s.size());
   double energy = rec.energy + real_space_sum(s, p.alpha, p.cutoff, 0, rest);
   double total = 0, squares = 0;
@@ -372,8 +385,7 @@ TEST(Pme, ReciprocalPartPlusTheRestIsTheWhole) {
 // on the test system the relative RMS force error at order 5 stays below the tolerance
 // (OpenMM's estimate is conservative for random charges: their close pairs' large
 // real-space forces dominate the norm) and falls with it.
-TEST(Pme, ParametersFromTolerance) {
-  PMKIT_REQUIRE_FFTW();
+TEST_P(PmeTest, ParametersFromTolerance) {
   const PmeParameters small = PmeParameters::choose({10.0, 10.0, 10.0}, 1.0, 5e-4);
   EXPECT_EQ(small.mesh[0], 81);
   EXPECT_NEAR(small.alpha, std::sqrt(-std::log(1e-3)), 1e-12);
@@ -385,7 +397,7 @@ TEST(Pme, ParametersFromTolerance) {
   double previous = 1;
   for (double tolerance : {1e-3, 1e-4}) {
     const PmeParameters p = PmeParameters::choose(c.system.box, kCutoff, tolerance);
-    const double error = force_error(run_pme<double>(c.system, p, cpu()), c.reference);
+    const double error = force_error(run_pme<double>(c.system, p, options()), c.reference);
     EXPECT_LE(error, tolerance) << "mesh " << p.mesh[0];
     EXPECT_LT(error, 0.3 * previous) << "tolerance " << tolerance << ": the error does not fall with it";
     previous = error;
@@ -442,53 +454,10 @@ TEST(Pme, BadInput) {
 }
 
 #if defined(PMKIT_WITH_CUDA)
-PmeOptions cuda_pme(bool deterministic = false) {
+PmeOptions cuda_pme() {
   PmeOptions o;
   o.backend = Backend::Cuda;
-  o.deterministic = deterministic;
   return o;
-}
-
-// The CUDA backend against the Ewald sum and against the CPU backend, both precisions.
-TEST(CudaPme, MatchesEwaldSumAndTheCpu) {
-  PMKIT_REQUIRE_FFTW();
-  PMKIT_REQUIRE_GPU();
-  const Case& c = thousand_charges();
-  SCOPED_TRACE(seed_note(c.seed));
-  const PmeParameters p = parameters(kAlpha, 48, 6, kCutoff);
-  const CoulombResult gpu = run_pme<double>(c.system, p, cuda_pme());
-  EXPECT_LE(ewald_energy_error(gpu, c.reference, c.system), 1e-5);
-  EXPECT_LE(force_error(gpu, c.reference), 1e-4);
-  EXPECT_LE(potential_error(gpu, c.reference), 1e-4);
-  const CoulombResult host = run_pme<double>(c.system, p, cpu());
-  EXPECT_LE(energy_error(gpu, host), 1e-10);
-  EXPECT_LE(force_error(gpu, host), 1e-9);
-  for (bool deterministic : {false, true}) {
-    const CoulombResult single = run_pme<float>(c.system, p, cuda_pme(deterministic));
-    EXPECT_LE(ewald_energy_error(single, c.reference, c.system), 1e-5) << "deterministic " << deterministic;
-    EXPECT_LE(force_error(single, c.reference), 2e-4) << "deterministic " << deterministic;
-    EXPECT_LE(force_error(single, host), 2e-4);
-  }
-}
-
-TEST(CudaPme, RockSaltAndNetCharge) {
-  PMKIT_REQUIRE_GPU();
-  const ChargeSystem s = rock_salt(2);
-  const CoulombResult got = run_pme<double>(s, parameters(2.0, 32, 8, 2.0), cuda_pme());
-  EXPECT_NEAR(-2 * got.energy / double(s.size()), verify::kRockSaltMadelung, 1e-6);
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  const ChargeSystem charged = random_system(rng, {1.6, 1.6, 1.7}, 300, 5.0);
-  const CoulombResult want = ewald_sum(charged);
-  const CoulombResult gpu = run_pme<double>(charged, parameters(4.2 / 0.8, 48, 6, 0.8), cuda_pme());
-  EXPECT_LE(ewald_energy_error(gpu, want, charged), 1e-5);
-  EXPECT_LE(potential_error(gpu, want), 1e-4);
-}
-
-TEST(CudaPme, UpdatePointsIsSetPoints) {
-  PMKIT_REQUIRE_GPU();
-  check_update_points(cuda_pme());
 }
 
 // Computes in a row on one plan (with and without the potential, the reciprocal part
@@ -537,6 +506,8 @@ TEST(CudaPme, HostArraysAreRefused) {
                      ErrorCode::InvalidArgument, "device memory");
 }
 #endif
+
+INSTANTIATE_TEST_SUITE_P(Backends, PmeTest, variant_values<PmeOptions>(), variant_name);
 
 }  // namespace
 }  // namespace pmkit::test

@@ -7,6 +7,7 @@
 #include <omp.h>
 #endif
 
+#include "reference_cases.hpp"
 #include "test_support.hpp"
 
 namespace pmkit::test {
@@ -54,13 +55,13 @@ std::vector<Scenario<3>> scenarios<3>() {
 constexpr int kProps = 5;  // three AoS components (stride 3) and two contiguous scalars
 
 template <class T, int D>
-void check_scenario(const BackendCase& bc, const Kernel& kernel, const Scenario<D>& sc, bool aos_positions,
+void check_scenario(const Variant& bc, const Kernel& kernel, const Scenario<D>& sc, bool aos_positions,
                     std::mt19937_64& rng) {
   const Grid<D> grid = make_grid<D>(sc.cells, sc.boundary);
   const std::size_t n = particle_count(sc);
   SCOPED_TRACE(describe(sc, n) + ", positions " + (aos_positions ? "AoS" : "SoA"));
 
-  Plan<T, D> plan(grid, kernel, options_for(bc));
+  MatrixPlan<T, D> plan(grid, kernel, bc);
   const std::size_t size = static_cast<std::size_t>(plan.mesh_size());
 
   // Positions, SoA or interleaved (x0 y0 [z0] x1 ...).
@@ -161,7 +162,7 @@ TEST_P(ReferenceTest, SecondSetPointsReplacesTheFirst) {
   with_precision(precision_, [&](auto tag) {
     using T = decltype(tag);
     const Grid<3> grid = make_grid<3>({11, 8, 9}, BoundaryKind::Periodic);
-    Plan<T, 3> plan(grid, kernel_, options_for(bc_));
+    MatrixPlan<T, 3> plan(grid, kernel_, bc_);
     const auto first = make_positions<T, 3>(grid, Distribution::Clustered, 3000, rng_);
     const auto second = make_positions<T, 3>(grid, Distribution::Uniform, 1700, rng_);
     plan.set_points(views_of<T, 3>(first));
@@ -178,6 +179,17 @@ TEST_P(ReferenceTest, SecondSetPointsReplacesTheFirst) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKernels, ReferenceTest, all_kernel_cases(), kernel_case_name);
+
+class ReferenceCasesTest : public VariantTest {};
+
+// Densities up to 150 a cell on meshes of several CUDA tiles.
+TEST_P(ReferenceCasesTest, DensitiesDistributionsAndBoundaries) {
+  check_densities(options_of<Options>(bc_), 150.0);
+}
+
+TEST_P(ReferenceCasesTest, SeveralPropertiesInOneCall) { check_several_properties(options_of<Options>(bc_)); }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ReferenceCasesTest, variant_values<Options>(), variant_name);
 
 // The reference itself runs on OpenMP threads (each owns a band of the last axis's rows
 // and takes every particle in order; interp by particle): its meshes and values must be

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <exception>
+#include <initializer_list>
 #include <tuple>
 #include <vector>
 
@@ -33,6 +34,8 @@ namespace pmkit::test {
 // Whether the tests run under compute-sanitizer (bench/device.sh sets PMKIT_TEST_SMALL):
 // ~100x slower there, so the CUDA tests shrink their sizes and step counts.
 inline bool sanitizing() { return std::getenv("PMKIT_TEST_SMALL") != nullptr; }
+// A particle count, shrunk under compute-sanitizer.
+inline std::size_t scaled(std::size_t n) { return sanitizing() ? std::max<std::size_t>(n / 16, 1) : n; }
 
 // Whether this build has RealFft on the CPU (FFTW found at configure time).
 inline bool built_with_fftw() {
@@ -48,63 +51,151 @@ inline bool built_with_fftw() {
   if (!::pmkit::test::built_with_fftw()) GTEST_SKIP() << "this build has no FFTW (RealFft on the CPU)"
 
 // ---------------------------------------------------------------------------------
-// Backends. Every backend-dependent test is instantiated once per entry of
-// backends(); a backend that cannot run here makes its tests skip with the reason.
-struct BackendCase {
-  Backend backend;
-  int threads;  // CPU: OpenMP threads
+// The backend matrix. One list of variants for the whole suite: where a plan runs
+// (ExecutionOptions) and what else a variant fixes (its arrays' memory, the spread
+// method, the deterministic mode). A test suite of a plan instantiates its body for
+// variants_for<ThatPlansOptions>(): the variants that apply to that plan. A variant that
+// cannot run here (no GPU) makes its tests skip with the reason (PMKIT_REQUIRE_VARIANT).
+
+// Where a variant's arrays live: the host (CPU; CUDA with Options::host_arrays), or the
+// device (CUDA: the tests copy their arrays to device memory and back, matrix_plan.hpp).
+enum class Memory { Host, Device };
+
+struct Variant {
   const char* label;
+  ExecutionOptions exec;
+  Memory memory = Memory::Host;
   SpreadMethod method = SpreadMethod::Auto;
   bool deterministic = false;
 };
 
-inline void PrintTo(const BackendCase& b, std::ostream* os) { *os << b.label; }
+inline void PrintTo(const Variant& v, std::ostream* os) { *os << v.label; }
+inline bool on_cuda(const Variant& v) { return v.exec.backend == Backend::Cuda; }
 
-inline std::vector<BackendCase> backends() {
+inline ExecutionOptions execution(Backend backend, int threads = 0) {
+  ExecutionOptions e;
+  e.backend = backend;
+  e.num_threads = threads;
+  return e;
+}
+
+inline std::vector<Variant> all_variants() {
+  const ExecutionOptions cuda = execution(Backend::Cuda);
   return {
-      {Backend::Cpu, 1, "Cpu1"},
-      {Backend::Cpu, 2, "Cpu2"},
-      {Backend::Cpu, 3, "Cpu3PrivateMeshes", SpreadMethod::CpuPrivateMeshes},
-      {Backend::Cuda, 0, "Cuda"},  // host arrays; skips without a GPU (test_cuda.cpp: device pointers)
+      {"Cpu1", execution(Backend::Cpu, 1)},
+      {"Cpu2", execution(Backend::Cpu, 2)},
+      {"Cpu3", execution(Backend::Cpu, 3)},
+      {"Cpu3Slabs", execution(Backend::Cpu, 3), Memory::Host, SpreadMethod::CpuSlabs},
+      {"Cpu3PrivateMeshes", execution(Backend::Cpu, 3), Memory::Host, SpreadMethod::CpuPrivateMeshes},
+      {"CudaHostArrays", cuda, Memory::Host},
+      {"CudaDevice", cuda, Memory::Device},
+      {"CudaDeterministic", cuda, Memory::Device, SpreadMethod::Auto, true},
+      {"CudaGlobalAtomics", cuda, Memory::Device, SpreadMethod::CudaGlobalAtomics},
+      {"CudaSharedTiles", cuda, Memory::Device, SpreadMethod::CudaSharedTiles},
+      {"CudaCellMoments", cuda, Memory::Device, SpreadMethod::CudaCellMoments},
   };
 }
 
-// The tests keep their arrays on the host; the CUDA backend then copies them.
-inline Options options_for(const BackendCase& b) {
-  Options o;
-  o.backend = b.backend;
-  o.num_threads = b.threads;
-  o.spread_method = b.method;
-  o.deterministic = b.deterministic;
-  o.host_arrays = b.backend == Backend::Cuda;
+// A variant's options for each plan: the execution part, then the extras that plan's
+// options have. Overloads pick the extras: the mesh plan's (Options), PME's, and none
+// (FftOptions, PairOptions: their defaults).
+inline void set_extras(ExecutionOptions&, const Variant&) {}
+inline void set_extras(Options& o, const Variant& v) {
+  o.spread_method = v.method;
+  o.deterministic = v.deterministic;
+  o.host_arrays = on_cuda(v) && v.memory == Memory::Host;
+}
+inline void set_extras(PmeOptions& o, const Variant& v) { o.deterministic = v.deterministic; }
+
+template <class Opt>
+Opt options_of(const Variant& v) {
+  Opt o;
+  static_cast<ExecutionOptions&>(o) = v.exec;
+  set_extras(o, v);
   return o;
 }
 
-// Why the backend cannot run here, or "" when it can. Probed once per backend.
-inline std::string unavailable_reason(const BackendCase& b) {
-  if (b.backend == Backend::Cpu) return "";
-  static std::map<int, std::string> cache;
-  const int key = static_cast<int>(b.backend);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  std::string why;
-  if (!built_with_cuda()) {
-    why = "this build of pmkit has no CUDA backend";
-  } else {
-    try {
-      Plan<float, 2> probe(Grid<2>::periodic({8, 8}), Kernel::linear(), options_for(b));
-    } catch (const Error& e) {
-      why = std::string("no usable GPU: ") + e.what();
-    }
+// Whether a variant applies to the plan of these options: the mesh plan (and the
+// distributed one, which takes the same Options) takes every variant; the others no
+// explicit spread method, and on CUDA only device memory; PME also the deterministic mode.
+template <class Opt>
+bool applies(const Variant& v) {
+  if (std::is_same<Opt, Options>::value) return true;
+  if (v.method != SpreadMethod::Auto) return false;
+  if (on_cuda(v) && v.memory != Memory::Device) return false;
+  return !v.deterministic || std::is_same<Opt, PmeOptions>::value;
+}
+
+template <class Opt>
+std::vector<Variant> variants_for() {
+  std::vector<Variant> out;
+  for (const Variant& v : all_variants())
+    if (applies<Opt>(v)) out.push_back(v);
+  return out;
+}
+
+// A suite that runs on part of a plan's variants names them (a label not in the matrix
+// fails the suite's first test).
+template <class Opt>
+std::vector<Variant> variants_named(std::initializer_list<const char*> labels) {
+  std::vector<Variant> out;
+  for (const char* label : labels) {
+    bool found = false;
+    for (const Variant& v : variants_for<Opt>())
+      if (std::string(v.label) == label) {
+        out.push_back(v);
+        found = true;
+      }
+    if (!found) ADD_FAILURE() << "no variant " << label << " in the matrix";
   }
-  cache[key] = why;
+  return out;
+}
+
+// The variants as a gtest parameter list, named by their labels.
+template <class Opt>
+auto variant_values() {
+  return ::testing::ValuesIn(variants_for<Opt>());
+}
+inline std::string variant_name(const ::testing::TestParamInfo<Variant>& info) { return info.param.label; }
+
+// Why the variant cannot run here, or "" when it can. Probed once per backend.
+inline std::string unavailable_reason(const Variant& v) {
+  if (!on_cuda(v)) return "";
+  static const std::string why = [] {
+    if (!built_with_cuda()) return std::string("this build of pmkit has no CUDA backend");
+    try {
+      Options probe;
+      probe.backend = Backend::Cuda;
+      probe.host_arrays = true;
+      Plan<float, 2> plan(Grid<2>::periodic({8, 8}), Kernel::linear(), probe);
+    } catch (const Error& e) {
+      return std::string("no usable GPU: ") + e.what();
+    }
+    return std::string();
+  }();
   return why;
 }
 
-#define PMKIT_REQUIRE_BACKEND(bc)                                               \
-  do {                                                                          \
-    const std::string pmkit_why_ = ::pmkit::test::unavailable_reason(bc);       \
-    if (!pmkit_why_.empty()) GTEST_SKIP() << (bc).label << ": " << pmkit_why_; \
+// Why the variant's spread method cannot take this kernel in D dimensions, or "".
+inline std::string method_refuses(const Variant& v, const Kernel& kernel, int dims) {
+  if (v.method != SpreadMethod::CudaCellMoments) return "";
+  if (std::pow(double(kernel.support()), dims) > 64)
+    return "cell moments take kernels of at most 64 nodes a particle, " + kernel.name() + " has more in " +
+           std::to_string(dims) + "D";
+  return "";
+}
+
+// Why the variant's spread method refuses the deterministic mode (CUDA: only Auto and
+// the shared tiles take it), or "".
+inline std::string refuses_deterministic(const Variant& v) {
+  if (!on_cuda(v) || v.method == SpreadMethod::Auto || v.method == SpreadMethod::CudaSharedTiles) return "";
+  return std::string(v.label) + " has no deterministic mode";
+}
+
+#define PMKIT_REQUIRE_VARIANT(variant)                                             \
+  do {                                                                             \
+    const std::string pmkit_why_ = ::pmkit::test::unavailable_reason(variant);     \
+    if (!pmkit_why_.empty()) GTEST_SKIP() << (variant).label << ": " << pmkit_why_; \
   } while (0)
 
 // ---------------------------------------------------------------------------------
@@ -168,9 +259,24 @@ void expect_pmkit_error(ErrorCode code, const std::string& needle, F&& f, const 
   } while (0)
 
 // ---------------------------------------------------------------------------------
+// Tests over the variants alone: the variant skipped where it cannot run, a fresh seed.
+class VariantTest : public ::testing::TestWithParam<Variant> {
+ protected:
+  void SetUp() override {
+    bc_ = GetParam();
+    PMKIT_REQUIRE_VARIANT(bc_);
+    seed_ = fresh_seed();
+    rng_.seed(seed_);
+  }
+  Variant bc_{};
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+// ---------------------------------------------------------------------------------
 // Tests over every (backend, kernel, precision): the parameters unpacked, the backend
 // skipped where it cannot run, and a fresh seed (the body adds SCOPED_TRACE(seed_note(seed_))).
-using KernelCase = std::tuple<BackendCase, Kernel, Precision>;
+using KernelCase = std::tuple<Variant, Kernel, Precision>;
 
 class KernelCaseTest : public ::testing::TestWithParam<KernelCase> {
  protected:
@@ -178,12 +284,15 @@ class KernelCaseTest : public ::testing::TestWithParam<KernelCase> {
     bc_ = std::get<0>(GetParam());
     kernel_ = std::get<1>(GetParam());
     precision_ = std::get<2>(GetParam());
-    PMKIT_REQUIRE_BACKEND(bc_);
+    PMKIT_REQUIRE_VARIANT(bc_);
+    // The bodies run in 2D and 3D: a method that refuses the kernel in 3D skips.
+    const std::string refused = method_refuses(bc_, kernel_, 3);
+    if (!refused.empty()) GTEST_SKIP() << bc_.label << ": " << refused;
     seed_ = fresh_seed();
     rng_.seed(seed_);
   }
 
-  BackendCase bc_{};
+  Variant bc_{};
   Kernel kernel_ = Kernel::linear();
   Precision precision_{};
   std::uint64_t seed_ = 0;
@@ -191,7 +300,7 @@ class KernelCaseTest : public ::testing::TestWithParam<KernelCase> {
 };
 
 inline auto all_kernel_cases() {
-  return ::testing::Combine(::testing::ValuesIn(backends()), ::testing::ValuesIn(all_kernels()),
+  return ::testing::Combine(variant_values<Options>(), ::testing::ValuesIn(all_kernels()),
                             ::testing::Values(Precision::Float, Precision::Double));
 }
 inline std::string kernel_case_name(const ::testing::TestParamInfo<KernelCase>& info) {

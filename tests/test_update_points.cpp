@@ -2,6 +2,7 @@
 // CUDA backend keeps its binning and handles the particles that left their tile apart;
 // the CPU backend re-bins), every spread and interp afterwards must be that of the new
 // positions, against the float64 reference; bad input leaves the previous points.
+#include "matrix_plan.hpp"
 #include "test_support.hpp"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ Positions<T, D> moved(const Grid<D>& g, const Positions<T, D>& pos, double step,
 
 // spread and interp of the plan's current points against the reference at `pos`.
 template <class T, int D>
-void expect_matches_reference(Plan<T, D>& plan, const Positions<T, D>& pos, const std::vector<T>& q,
+void expect_matches_reference(MatrixPlan<T, D>& plan, const Positions<T, D>& pos, const std::vector<T>& q,
                               const std::string& what) {
   const Grid<D>& grid = plan.grid();
   const std::size_t n = q.size(), size = static_cast<std::size_t>(plan.mesh_size());
@@ -55,11 +56,11 @@ void expect_matches_reference(Plan<T, D>& plan, const Positions<T, D>& pos, cons
   EXPECT_LE(rel_l2<T>(View<const T>(values), want), tolerance<T>()) << "interp, " << what;
 }
 
-class UpdatePointsTest : public ::testing::TestWithParam<std::tuple<BackendCase, Precision>> {
+class UpdatePointsTest : public ::testing::TestWithParam<std::tuple<Variant, Precision>> {
  protected:
   void SetUp() override {
     bc_ = std::get<0>(GetParam());
-    PMKIT_REQUIRE_BACKEND(bc_);
+    PMKIT_REQUIRE_VARIANT(bc_);
     seed_ = fresh_seed();
     rng_.seed(seed_);
   }
@@ -69,13 +70,14 @@ class UpdatePointsTest : public ::testing::TestWithParam<std::tuple<BackendCase,
   void run(std::array<std::int64_t, D> cells, BoundaryKind boundary, Distribution dist, double per_cell, double step,
            double max_away, const Kernel& kernel) {
     SCOPED_TRACE(seed_note(seed_));
+    if (!method_refuses(bc_, kernel, D).empty()) return;  // the variant's other cases run
     const Grid<D> grid = make_grid<D>(cells, boundary);
     double volume = 1;
     for (auto c : cells) volume *= static_cast<double>(c);
     const auto n = static_cast<std::size_t>(per_cell * volume) + 1;
-    Options opt = options_for(bc_);
+    Options opt = options_of<Options>(bc_);
     opt.max_away_fraction = max_away;
-    Plan<T, D> plan(grid, kernel, opt);
+    MatrixPlan<T, D> plan(grid, kernel, opt);
     Positions<T, D> pos = make_positions<T, D>(grid, dist, n, rng_);
     const std::vector<T> q = random_values<T>(n, rng_);
     plan.set_points(views_of<T, D>(pos));
@@ -91,13 +93,16 @@ class UpdatePointsTest : public ::testing::TestWithParam<std::tuple<BackendCase,
                                          name(boundary) + ", " + name(dist) + ", " + kernel.name() + ", away " +
                                          std::to_string(plan.num_away()) + " of " + std::to_string(n));
     }
-    if (bc_.backend == Backend::Cpu) {
-      EXPECT_EQ(most_away, 0u) << "the CPU backend re-bins in full";
+    if (!keeps_binning()) {
+      EXPECT_EQ(most_away, 0u) << "the CPU backend and the deterministic mode re-bin in full";
     }
     last_most_away_ = most_away;
   }
 
-  BackendCase bc_{};
+  // Whether update_points keeps the binning and takes the away path (CUDA's fast mode).
+  bool keeps_binning() const { return on_cuda(bc_) && !bc_.deterministic; }
+
+  Variant bc_{};
   std::uint64_t seed_ = 0;
   std::mt19937_64 rng_;
   std::size_t last_most_away_ = 0;
@@ -108,7 +113,7 @@ TEST_P(UpdatePointsTest, SmallMovesKeepTheBinning) {
     using T = decltype(t);
     // ~0.4% of the particles leave their 8^3 tile per update: the away path on CUDA.
     run<T, 3>({24, 17, 31}, BoundaryKind::Periodic, Distribution::Uniform, 8.0, 0.02, 0.05, Kernel::mp4());
-    if (bc_.backend == Backend::Cuda) {
+    if (keeps_binning()) {
       EXPECT_GT(last_most_away_, 0u) << "the away path was not exercised";
     }
     run<T, 3>({16, 16, 16}, BoundaryKind::MixedKeep, Distribution::Clustered, 20.0, 0.05, 0.05, Kernel::tsc());
@@ -116,7 +121,7 @@ TEST_P(UpdatePointsTest, SmallMovesKeepTheBinning) {
     // 216 stencil nodes (at least tuning::kAwayWarpMinNodes): CUDA takes the away
     // particles one warp each, here with folds and the periodic seam.
     run<T, 3>({14, 12, 16}, BoundaryKind::MixedFold, Distribution::Seam, 3.0, 0.05, 0.2, Kernel::bspline(6));
-    if (bc_.backend == Backend::Cuda) {
+    if (keeps_binning()) {
       EXPECT_GT(last_most_away_, 0u) << "the warps' away path was not exercised";
     }
     // 1080 tiles and 552961 particles (at least tuning::kPartitionMinParticles = 2^19):
@@ -147,10 +152,12 @@ TEST_P(UpdatePointsTest, SmallMovesAfterAFullBinning) {
   with_precision(std::get<1>(GetParam()), [&](auto t) {
     using T = decltype(t);
     SCOPED_TRACE(seed_note(seed_));
+    const std::string refused = method_refuses(bc_, Kernel::bspline(5), 3);
+    if (!refused.empty()) GTEST_SKIP() << refused;
     const Grid<3> grid = make_grid<3>({24, 17, 31}, BoundaryKind::Periodic);
-    Options opt = options_for(bc_);
+    Options opt = options_of<Options>(bc_);
     opt.max_away_fraction = 0.05;
-    Plan<T, 3> plan(grid, Kernel::bspline(5), opt);
+    MatrixPlan<T, 3> plan(grid, Kernel::bspline(5), opt);
     Positions<T, 3> pos = make_positions<T, 3>(grid, Distribution::Uniform, 20000, rng_);
     const std::vector<T> q = random_values<T>(pos[0].size(), rng_);
     plan.set_points(views_of<T, 3>(pos));
@@ -161,7 +168,7 @@ TEST_P(UpdatePointsTest, SmallMovesAfterAFullBinning) {
     for (int step_no = 1; step_no <= 2; ++step_no) {
       pos = moved<T, 3>(grid, pos, 0.05, rng_);
       plan.update_points(views_of<T, 3>(pos));
-      if (bc_.backend == Backend::Cuda) {
+      if (keeps_binning()) {
         EXPECT_GT(plan.num_away(), 0u) << "the binning was not kept";
       }
       expect_matches_reference<T, 3>(plan, pos, q, "small move " + std::to_string(step_no) + " after a full binning");
@@ -172,7 +179,7 @@ TEST_P(UpdatePointsTest, SmallMovesAfterAFullBinning) {
 TEST_P(UpdatePointsTest, BadInputKeepsThePreviousPoints) {
   using T = float;
   const Grid<3> grid = Grid<3>::bounded({8, 8, 8});
-  Plan<T, 3> plan(grid, Kernel::mp4(), options_for(bc_));
+  MatrixPlan<T, 3> plan(grid, Kernel::mp4(), bc_);
   Positions<T, 3> pos = make_positions<T, 3>(grid, Distribution::Uniform, 500, rng_);
   const std::vector<T> q = random_values<T>(500, rng_);
   EXPECT_PMKIT_ERROR(plan.update_points(views_of<T, 3>(pos)), ErrorCode::NotReady, "before set_points");
@@ -195,12 +202,13 @@ TEST_P(UpdatePointsTest, BadInputKeepsThePreviousPoints) {
 // Deterministic mode re-bins in full (an away particle would need a float atomic), so an
 // updated plan spreads bit for bit what a fresh plan at the new positions spreads.
 TEST_P(UpdatePointsTest, DeterministicModeStaysBitwiseReproducible) {
-  if (bc_.backend != Backend::Cuda) GTEST_SKIP() << "deterministic mode is a CUDA option";
+  if (bc_.exec.backend != Backend::Cuda) GTEST_SKIP() << "deterministic mode is a CUDA option";
+  if (!refuses_deterministic(bc_).empty()) GTEST_SKIP() << refuses_deterministic(bc_);
   using T = float;
   const Grid<3> grid = Grid<3>::periodic({16, 24, 16});
-  Options opt = options_for(bc_);
+  Options opt = options_of<Options>(bc_);
   opt.deterministic = true;
-  Plan<T, 3> updated(grid, Kernel::mp4(), opt), fresh(grid, Kernel::mp4(), opt);
+  MatrixPlan<T, 3> updated(grid, Kernel::mp4(), opt), fresh(grid, Kernel::mp4(), opt);
   Positions<T, 3> pos = make_positions<T, 3>(grid, Distribution::Clustered, 40000, rng_);
   const std::vector<T> q = random_values<T>(pos[0].size(), rng_);
   updated.set_points(views_of<T, 3>(pos));
@@ -216,9 +224,9 @@ TEST_P(UpdatePointsTest, DeterministicModeStaysBitwiseReproducible) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, UpdatePointsTest,
-                         ::testing::Combine(::testing::ValuesIn(backends()),
+                         ::testing::Combine(variant_values<Options>(),
                                             ::testing::Values(Precision::Float, Precision::Double)),
-                         [](const ::testing::TestParamInfo<std::tuple<BackendCase, Precision>>& info) {
+                         [](const ::testing::TestParamInfo<std::tuple<Variant, Precision>>& info) {
                            return std::string(std::get<0>(info.param).label) + "_" +
                                   name(std::get<1>(info.param));
                          });

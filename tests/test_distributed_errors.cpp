@@ -1,0 +1,88 @@
+// The distributed plan's errors under mpirun: every rank throws, and nothing the caller
+// owns changes.
+#include "distributed_support.hpp"
+
+namespace pmkit::test {
+namespace {
+
+TEST(DistributedErrors, MeshTooSmallForTheRanks) {
+  EXPECT_EQ(error_code_of([] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({1, 1}), Kernel::linear()); }),
+            ErrorCode::InvalidArgument);
+  RankGrid<2> wrong;
+  wrong.ranks = {world_size() + 1, 1};
+  EXPECT_EQ(error_code_of([&] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({16, 16}), Kernel::linear(), {}, wrong); }),
+            ErrorCode::InvalidArgument);
+  RankGrid<2> bad_cuts;
+  bad_cuts.ranks = {world_size(), 1};
+  bad_cuts.cuts[0].assign(world_size() + 1, 0);
+  bad_cuts.cuts[0].back() = 16;
+  EXPECT_EQ(error_code_of([&] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({16, 16}), Kernel::linear(), {}, bad_cuts); }),
+            ErrorCode::InvalidArgument);
+}
+
+TEST(DistributedErrors, CapacityOverflowMovesNothing) {
+  const Grid<2> grid = Grid<2>::bounded({16, 16}, 1.0);
+  RankGrid<2> along_x;
+  along_x.ranks = {world_size(), 1};
+  DistributedPlan<double, 2> plan(MPI_COMM_WORLD, grid, Kernel::linear(), {}, along_x);
+  // Every rank holds 10 particles in the first block, in arrays of 12 slots.
+  Share<double, 2> share(12);
+  for (int i = 0; i < 10; ++i) {
+    share.x[0][i] = 0.5 + 0.01 * i;
+    share.x[1][i] = 3.0 + i;
+    share.q[i] = i;
+  }
+  share.count = 10;
+  const Share<double, 2> before = share;
+  EXPECT_EQ(error_code_of([&] { share.migrate(plan); }), ErrorCode::OutOfMemory);
+  EXPECT_EQ(share.count, 10u);
+  EXPECT_EQ(share.x, before.x);
+  EXPECT_EQ(share.q, before.q);
+  // With room for all of them they arrive.
+  Share<double, 2> roomy(10 * world_size());
+  for (int d = 0; d < 2; ++d) std::copy(before.x[d].begin(), before.x[d].begin() + 10, roomy.x[d].begin());
+  roomy.count = 10;
+  roomy.migrate(plan);
+  EXPECT_EQ(roomy.count, plan.rank() == 0 ? static_cast<std::size_t>(10 * world_size()) : 0u);
+}
+
+TEST(DistributedErrors, BadPositionsOnOneRankFailEverywhere) {
+  const Grid<2> grid = Grid<2>::bounded({16, 16}, 1.0);
+  DistributedPlan<double, 2> plan(MPI_COMM_WORLD, grid, Kernel::tsc());
+  Share<double, 2> share(4);
+  share.x[0] = {1, 2, 3, 4};
+  share.x[1] = {1, 2, 3, 4};
+  share.count = 4;
+  if (plan.rank() == world_size() - 1) share.x[1][2] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(error_code_of([&] { share.migrate(plan); }), ErrorCode::NonFinitePosition);
+  share.x[1][2] = 3;
+  if (plan.rank() == 0) share.x[0][1] = 17;  // outside the bounded grid
+  EXPECT_EQ(error_code_of([&] { share.migrate(plan); }), ErrorCode::OutOfBounds);
+  share.x[0][1] = 2;
+  // Not migrated: some particles lie in other ranks' blocks.
+  Share<double, 2> strangers(1);
+  strangers.x[0][0] = plan.rank() == 0 ? 15.5 : 0.5;
+  strangers.x[1][0] = plan.rank() == 0 ? 15.5 : 0.5;
+  strangers.count = 1;
+  EXPECT_EQ(error_code_of([&] { plan.set_points(strangers.positions()); }), ErrorCode::InvalidArgument);
+}
+
+TEST(DistributedErrors, MismatchedArrays) {
+  const Grid<3> grid = Grid<3>::periodic({8, 8, 8}, 0.125);
+  DistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4());
+  Share<double, 3> share(0);
+  plan.set_points(share.positions());
+  std::vector<double> q, wrong(plan.block_size() + (plan.rank() == 0 ? 1 : 0)), right(plan.block_size());
+  EXPECT_EQ(error_code_of([&] { plan.spread({View<const double>(q)}, {View<double>(wrong)}); }), ErrorCode::SizeMismatch);
+  // A different number of properties on one rank.
+  std::vector<View<const double>> props(plan.rank() == 0 ? 2 : 1, View<const double>(q));
+  std::vector<View<double>> meshes(props.size(), View<double>(right));
+  EXPECT_EQ(error_code_of([&] { plan.spread(props, meshes); }), ErrorCode::SizeMismatch);
+  // Positions of different lengths in migrate.
+  Share<double, 3> ragged(3);
+  ragged.x[2].resize(plan.rank() == 0 ? 2 : 3);
+  EXPECT_EQ(error_code_of([&] { ragged.migrate(plan); }), ErrorCode::SizeMismatch);
+}
+
+}  // namespace
+}  // namespace pmkit::test
