@@ -13,6 +13,11 @@ import sys
 from collections import defaultdict
 
 
+# The first line of each table that is read, and the table's name.
+TABLES = [("P2M (spread)", "spread"), ("set_points (binning", "set_points"), ("PIC step", "pic"),
+          ("MD steps:", "md"), ("weak scaling:", "weak")]
+
+
 def parse(path):
     # times[(case, metric)][side] = [one value a round]
     times = defaultdict(lambda: defaultdict(list))
@@ -22,20 +27,9 @@ def parse(path):
         if m:
             side, table = m.group(2), None
             continue
-        if line.startswith("P2M (spread)"):
-            table = "spread"
-            continue
-        if line.startswith("set_points (binning"):
-            table = "set_points"
-            continue
-        if line.startswith("PIC step"):
-            table = "pic"
-            continue
-        if line.startswith("MD steps:"):
-            table = "md"
-            continue
-        if line.startswith("weak scaling:"):
-            table = "weak"
+        started = next((name for prefix, name in TABLES if line.startswith(prefix)), None)
+        if started:
+            table = started
             continue
         if side is not None and table in ("pic", "md", "weak"):
             parse_step_line(table, line, times, side)
