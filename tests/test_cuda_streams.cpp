@@ -136,6 +136,11 @@ TEST(Cuda, PlansOnTwoDevicesLeaveTheCurrentOneAlone) {
     cudaGetDevice(&d);
     return d;
   };
+  // The test moves the current device; the tests after it find it as it was.
+  struct RestoreDevice {
+    int device;
+    ~RestoreDevice() { cudaSetDevice(device); }
+  } const restore{current()};
   std::vector<float> meshes[2];
   for (int device : {0, 1}) {
     const int other = 1 - device;

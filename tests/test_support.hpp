@@ -219,6 +219,36 @@ constexpr double tolerance() {
   return std::is_same<T, float>::value ? 1e-5 : 1e-12;
 }
 
+// The bound a spread is held to against the float64 reference (relative L2): tolerance<T>(),
+// or more where the plan's rounding grows with its sums, as docs/api.md states of the CUDA
+// backend. Float global atomics round each of a node's k contributions (k: the n
+// particles' stencil nodes over the mesh's nodes) in arrival order, an rms error that
+// grows as sqrt(k) machine epsilons (up to about one sqrt(k) seen; held to four). The
+// deterministic mode rounds each contribution to a quantum of n x max|q| x 2^-62, so its
+// rms error is within sqrt(k) quanta against the mesh's rms.
+template <class T, int D>
+double spread_tolerance(const Options& o, const Kernel& kernel, std::size_t n, double max_abs_q,
+                        const std::vector<double>& ref) {
+  double tol = tolerance<T>();
+  if (o.backend != Backend::Cuda || ref.empty()) return tol;
+  const double k = double(n) * std::pow(double(kernel.support()), D) / double(ref.size());
+  if (std::is_same<T, float>::value && o.spread_method == SpreadMethod::CudaGlobalAtomics)
+    tol = std::max(tol, 4 * std::numeric_limits<float>::epsilon() * std::sqrt(k));
+  if (o.deterministic) {
+    double squares = 0;
+    for (double v : ref) squares += v * v;
+    const double rms = std::sqrt(squares / double(ref.size()));
+    if (rms > 0) tol = std::max(tol, double(n) * max_abs_q * std::ldexp(1.0, -62) * std::sqrt(k) / rms);
+  }
+  return tol;
+}
+template <class T>
+double max_abs(const std::vector<T>& values) {
+  double m = 0;
+  for (T v : values) m = std::max(m, std::abs(static_cast<double>(v)));
+  return m;
+}
+
 inline std::vector<Kernel> all_kernels() {
   std::vector<Kernel> k = {Kernel::linear(), Kernel::tsc(), Kernel::mp4()};
   for (int order = 4; order <= 8; ++order) k.push_back(Kernel::bspline(order));

@@ -8,30 +8,18 @@
 
 namespace pmkit::detail {
 
-// Threads to use: `asked` if positive, else OpenMP's default (1 without OpenMP).
-inline int openmp_threads(int asked = 0) {
+// Threads to use: `asked` if positive, else OpenMP's default; the threads of the current
+// team (1 outside a parallel region); this thread's number in it. Without OpenMP: one
+// thread, number 0.
 #if defined(_OPENMP)
-  return asked > 0 ? asked : omp_get_max_threads();
+inline int openmp_threads(int asked = 0) { return asked > 0 ? asked : omp_get_max_threads(); }
+inline int openmp_team_size() { return omp_get_num_threads(); }
+inline int openmp_thread_id() { return omp_get_thread_num(); }
 #else
-  (void)asked;
-  return 1;
+inline int openmp_threads(int = 0) { return 1; }
+inline int openmp_team_size() { return 1; }
+inline int openmp_thread_id() { return 0; }
 #endif
-}
-// Threads in the current team (1 outside a parallel region or without OpenMP).
-inline int openmp_team_size() {
-#if defined(_OPENMP)
-  return omp_get_num_threads();
-#else
-  return 1;
-#endif
-}
-inline int openmp_thread_id() {
-#if defined(_OPENMP)
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
 
 }  // namespace pmkit::detail
 
