@@ -392,10 +392,10 @@ INSTANTIATE_TEST_SUITE_P(Backends, DeterministicSpreadTest, ::testing::ValuesIn(
                          variant_name);
 
 // ---------------------------------------------------------------------------------
-// Regression: half of the particles on the top plane of a folding bounded axis, half
-// two planes below, two threads. Slabs one plane wide (the linear kernel) let the fold
-// of node cells+1 onto cells-1 race with the same-colour slab below: nearly every
-// spread lost updates before the CPU backend made slabs at least two planes wide.
+// Half of the particles on the top plane of a folding bounded axis, half two planes
+// below, two threads. Slabs one plane wide (the linear kernel) would let the fold of node
+// cells+1 onto cells-1 race with the same-colour slab below and lose updates in nearly
+// every spread; the CPU backend's slabs are at least two planes wide.
 template <int D>
 void check_folded_top_plane(const Variant& bc, const Kernel& kernel, std::mt19937_64& rng) {
   SCOPED_TRACE(std::to_string(D) + "D " + kernel.name());
