@@ -38,6 +38,20 @@ TEST_P(ErrorTest, NonFinitePositionsAreRejected) {
                      ErrorCode::NonFinitePosition, "positions[1][9]");
 }
 
+// A finite coordinate on a periodic axis so far from the origin that its distance in
+// cells overflows: an error that says so, not one about a bounded grid.
+TEST_P(ErrorTest, CoordinatesTooFarToWrapAreNamed) {
+  const Grid<3> grid = make_grid<3>({8, 6, 7}, BoundaryKind::Periodic);
+  MatrixPlan<double, 3> plan(grid, Kernel::tsc(), bc_);
+  for (double x : {1e308, -std::numeric_limits<double>::max()}) {
+    auto pos = make_positions<double, 3>(grid, Distribution::Uniform, 50, rng_);
+    pos[1][23] = x;
+    EXPECT_PMKIT_ERROR(plan.set_points(views_of<double, 3>(pos)), ErrorCode::OutOfBounds, "positions[1][23]");
+    EXPECT_PMKIT_ERROR(plan.set_points(views_of<double, 3>(pos)), ErrorCode::OutOfBounds, "periodic grid");
+    EXPECT_FALSE(plan.has_points());
+  }
+}
+
 TEST_P(ErrorTest, ParticlesOutsideABoundedGridAreRejected) {
   for (BoundaryKind kind : {BoundaryKind::Fold, BoundaryKind::Keep, BoundaryKind::MixedFold}) {
     SCOPED_TRACE(name(kind));

@@ -29,6 +29,15 @@ template <int D, class Inside>
 // The mesh plan's: positions on the grid of `layout`.
 template <int D>
 [[noreturn]] void reject_particle(const Layout<D>& layout, const double (&x)[D], std::size_t i) {
+  // A finite coordinate on a periodic axis wraps, unless its distance from the origin in
+  // cells overflows a double.
+  for (int d = 0; d < D; ++d) {
+    const Axis& a = layout.axis[d];
+    double u;
+    if (a.kind == AxisKind::Periodic && std::isfinite(x[d]) && !a.coordinate(x[d], u))
+      fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x[d], " is too far from the periodic grid's origin ",
+           a.origin, " to wrap on dimension ", d, ": its distance in cells is not a finite double");
+  }
   double lo[D], hi[D];
   for (int d = 0; d < D; ++d) {
     const Axis& a = layout.axis[d];
