@@ -164,5 +164,35 @@ TEST_P(BinnedOrderTest, PermuteToBinnedErrors) {
 INSTANTIATE_TEST_SUITE_P(Backends, BinnedOrderTest, variant_values<Options>(),
                          variant_name);
 
+// last_timings() reports the last call's computation on the CPU backend: each call's own
+// time, so a spread of 64 properties takes longer than the interp of one that follows it.
+class TimingsTest : public VariantTest {};
+
+TEST_P(TimingsTest, LastCallsComputationOnTheCpu) {
+  if (on_cuda(bc_)) GTEST_SKIP() << "a CPU backend's report (CUDA: the copies and the computation of host_arrays)";
+  const Grid<3> grid = make_grid<3>({32, 32, 32}, BoundaryKind::Periodic);
+  Plan<double, 3> plan(grid, Kernel::mp4(), options_of<Options>(bc_));
+  const std::size_t n = 100000;
+  const Positions<double, 3> pos = make_positions<double, 3>(grid, Distribution::Uniform, n, rng_);
+  plan.set_points(views_of<double, 3>(pos));
+  EXPECT_GT(plan.last_timings().compute_s, 0.0) << "set_points";
+  const std::vector<double> q = random_values<double>(n, rng_);
+  std::vector<std::vector<double>> meshes(64, std::vector<double>(static_cast<std::size_t>(plan.mesh_size())));
+  std::vector<View<const double>> props(64, View<const double>(q));
+  std::vector<View<double>> out;
+  for (auto& m : meshes) out.emplace_back(m);
+  plan.spread(props, out);
+  const double spread_s = plan.last_timings().compute_s;
+  EXPECT_GT(spread_s, 0.0) << "spread";
+  std::vector<double> values(n);
+  plan.interp({View<const double>(meshes[0])}, {View<double>(values)});
+  const double interp_s = plan.last_timings().compute_s;
+  EXPECT_GT(interp_s, 0.0) << "interp";
+  EXPECT_LT(interp_s, spread_s) << "interp of one mesh against the spread of 64 properties";
+  EXPECT_EQ(plan.last_timings().transfer_s, 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TimingsTest, variant_values<Options>(), variant_name);
+
 }  // namespace
 }  // namespace pmkit::test

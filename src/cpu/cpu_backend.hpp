@@ -21,11 +21,13 @@
 #include "cpu/binning.hpp"
 #include "cpu/counting_sort.hpp"
 #include "cpu/openmp.hpp"
+#include "cpu/stopwatch.hpp"
 #include "pmkit/error.hpp"
 
 namespace pmkit::cpu {
 
 using detail::fail;
+using detail::Stopwatch;
 
 // Properties per pass over the stencil: weights computed once per group, against the
 // registers and CpuSlabs windows a group holds (docs/tuning.md#mesh-plan-cpu).
@@ -47,6 +49,7 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override {
+    const Stopwatch stopwatch{compute_s_};
     // The spread method for these points, with its memory, is decided first and
     // committed only with the binning, so a failed call changes nothing.
     std::vector<A> private_meshes;
@@ -65,21 +68,26 @@ class CpuBackend final : public detail::Backend<T, D> {
   }
 
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override {
+    const Stopwatch stopwatch{compute_s_};
     spread_with(ValueDeposit{}, props, meshes, mode);
   }
 
   void interp(Span<View<const T>> meshes, Span<View<T>> values) override {
+    const Stopwatch stopwatch{compute_s_};
     gather_with(ValueGather{}, meshes, values);
   }
 
   void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) override {
+    const Stopwatch stopwatch{compute_s_};
     gather_with(GradientGather(layout_), meshes, gradients);
   }
 
   void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) override {
+    const Stopwatch stopwatch{compute_s_};
     spread_with(GradientDeposit(layout_), vectors, meshes, mode);
   }
 
+  Timings last_timings() const override { return {0.0, compute_s_}; }
   std::string spread_method_name() const override { return private_meshes_ ? "cpu-private-meshes" : "cpu-slabs"; }
 
   void binned_order(View<std::uint32_t> order) const override {
@@ -532,6 +540,7 @@ class CpuBackend final : public detail::Backend<T, D> {
   detail::Layout<D> layout_;
   Kernel kernel_;
   int threads_;
+  double compute_s_ = 0;  // wall time of the last call (last_timings)
   Binning<T, D> current_, spare_;
   std::vector<std::uint32_t> keys_;    // scratch of set_points
   std::vector<std::uint32_t> counts_;  // per-thread key histograms

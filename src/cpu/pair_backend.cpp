@@ -2,7 +2,6 @@
 // neighbour cells of every cell) and the traversal's threads, for the built-in kernels
 // and the caller's (the work of a cell: pmkit/detail/pair_traversal.hpp).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <new>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "core/wrap.hpp"
 #include "cpu/counting_sort.hpp"
 #include "cpu/openmp.hpp"
+#include "cpu/stopwatch.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -73,11 +73,7 @@ class CpuPairBackend final : public PairBackend<T, D>, public HostPairs<T, D> {
   // (reproducible for a thread count), kFinishSlots particles a share. compute_s_ gets the
   // wall time on every way out.
   void traverse(const HostPairWork<T, D>& work) override {
-    struct Stopwatch {
-      double& seconds;
-      std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-      ~Stopwatch() { seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-    } stopwatch{compute_s_};
+    const Stopwatch stopwatch{compute_s_};
     const int ncells = cl_.cells();
     const int threads = openmp_threads(num_threads_);
     if (!half_shell_) {
