@@ -115,8 +115,8 @@ Opt options_of(const Variant& v) {
   return o;
 }
 
-// Whether a variant applies to the plan of these options: the mesh plan (and the
-// distributed one, which takes the same Options) takes every variant; the others no
+// Whether a variant applies to the plan of these options: the mesh plan takes every
+// variant (the distributed plan, of the same Options, fewer: rank_variants); the others no
 // explicit spread method, and on CUDA only device memory; PME also the deterministic mode.
 template <class Opt>
 bool applies(const Variant& v) {

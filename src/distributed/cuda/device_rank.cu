@@ -37,10 +37,9 @@ DeviceRank<T, D>::DeviceRank(const RankSetup<D>& setup)
   region_ = device_region(setup.region);
   FirstCell<D> first_cell{};
   const Decomposition<D>& decomposition = setup.decomposition;
+  owners_ = host_owners(decomposition, setup.global);  // its tables then copied to the device
   for (int d = 0; d < D; ++d) {
-    owners_.axis[d] = setup.global.axis[d];
     first_cell.cell[d] = decomposition.block(context_.rank).first_cell[d];
-    owners_.ranks[d] = decomposition.ranks()[d];
     owner_tables_[d] = DeviceBuffer<int>(decomposition.axis(d).owner_of_cell, "owner table");
     owners_.owner_of_cell[d] = owner_tables_[d].get();
   }

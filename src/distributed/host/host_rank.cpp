@@ -158,7 +158,7 @@ void HostRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t, const 
   const int S = kernel_.support();
   const int planes = static_cast<int>(region_.local[D - 1]);
   const int slabs = (planes + S - 1) / S;
-  const int threads = num_threads_ > 0 ? num_threads_ : cpu::default_threads();
+  const int threads = detail::openmp_threads(num_threads_);
   kernels::dispatch(kernel_, [&](auto k) {
     for (int colour = 0; colour < 2; ++colour) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
