@@ -56,6 +56,8 @@ class DeviceStage {
       r.device = std::make_shared<DeviceBuffer<unsigned char>>(bytes, "DeviceStage");
       cuda::check(cudaMemcpy(r.device->get(), r.lo, bytes, cudaMemcpyHostToDevice), "DeviceStage upload");
     }
+    // Landed before any plan's stream reads it (see DeviceBuffer::upload).
+    cuda::check(cudaStreamSynchronize(nullptr), "DeviceStage upload");
   }
 
   template <class T>

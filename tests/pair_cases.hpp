@@ -170,8 +170,47 @@ std::vector<std::vector<T>> run_pairs(PairPlan<T, D>& plan, const Kernel& kernel
   return compute_pairs(plan, kernel, in);
 }
 
-// One case: fresh random particles (uniform, clustered or on a lattice whose spacing is
-// the cutoff) against the brute force.
+// Fresh random particles (uniform, clustered or on a lattice whose spacing is the
+// cutoff) in T, their float64 copies, and `inputs` values in [0, 1) a particle.
+template <class T, int D>
+struct RandomPairCase {
+  std::array<std::vector<T>, D> x;
+  std::array<std::vector<double>, D> xd;
+  std::vector<std::vector<T>> in_t;
+  std::vector<std::vector<double>> in;
+};
+
+template <class T, int D>
+RandomPairCase<T, D> random_pair_case(const Box<D>& box, std::size_t n, Layout layout, int inputs,
+                                      std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  RandomPairCase<T, D> c;
+  for (int d = 0; d < D; ++d) {
+    c.x[d].resize(n);
+    c.xd[d].resize(n);
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (int d = 0; d < D; ++d) {
+      double u = unit(rng);
+      if (layout == Layout::Clustered && i % 10 != 0) u = 0.3 + 0.05 * u;  // 90% in a small region
+      if (layout == Layout::Lattice) u = std::floor(u * 8) / 8;            // pairs exactly at the cutoff
+      c.x[d][i] = static_cast<T>(box.origin[d] + u * box.length[d]);
+      c.xd[d][i] = c.x[d][i];
+    }
+  c.in.assign(inputs, std::vector<double>(n));
+  c.in_t.assign(inputs, std::vector<T>(n));
+  for (int k = 0; k < inputs; ++k)
+    for (std::size_t i = 0; i < n; ++i) c.in[k][i] = c.in_t[k][i] = static_cast<T>(unit(rng));
+  return c;
+}
+
+// The tolerance of a pair computation in T against the float64 brute force (relative L2).
+template <class T>
+constexpr double pair_tolerance() {
+  return std::is_same<T, float>::value ? 1e-4 : 1e-12;
+}
+
+// One case: fresh random particles against the brute force.
 template <class T, int D, class Kernel>
 void check_case(const Box<D>& box, double cutoff, const Kernel& kernel, std::size_t n, Layout layout,
                 const PairOptions& opt) {
@@ -180,29 +219,10 @@ void check_case(const Box<D>& box, double cutoff, const Kernel& kernel, std::siz
                (opt.backend == Backend::Cuda ? std::string("CUDA ") + to_string(opt.method)
                                              : opt.half_shell ? std::string("half shell") : std::string("full shell")));
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  std::array<std::vector<T>, D> x;
-  std::array<std::vector<double>, D> xd;
-  for (int d = 0; d < D; ++d) {
-    x[d].resize(n);
-    xd[d].resize(n);
-  }
-  for (std::size_t i = 0; i < n; ++i)
-    for (int d = 0; d < D; ++d) {
-      double u = unit(rng);
-      if (layout == Layout::Clustered && i % 10 != 0) u = 0.3 + 0.05 * u;  // 90% in a small region
-      if (layout == Layout::Lattice) u = std::floor(u * 8) / 8;            // pairs exactly at the cutoff
-      x[d][i] = static_cast<T>(box.origin[d] + u * box.length[d]);
-      xd[d][i] = x[d][i];
-    }
-  std::vector<std::vector<double>> in(Kernel::inputs, std::vector<double>(n));
-  std::vector<std::vector<T>> in_t(Kernel::inputs, std::vector<T>(n));
-  for (int k = 0; k < Kernel::inputs; ++k)
-    for (std::size_t i = 0; i < n; ++i) in[k][i] = in_t[k][i] = static_cast<T>(unit(rng));
-
+  const RandomPairCase<T, D> c = random_pair_case<T, D>(box, n, layout, Kernel::inputs, rng);
   PairPlan<T, D> plan(box, cutoff, opt);
-  const auto out = run_pairs(plan, kernel, x, in_t);
-  expect_brute_force<T, D>(box, cutoff, kernel, xd, in, out, std::is_same<T, float>::value ? 1e-4 : 1e-12);
+  const auto out = run_pairs(plan, kernel, c.x, c.in_t);
+  expect_brute_force<T, D>(box, cutoff, kernel, c.xd, c.in, out, pair_tolerance<T>());
 }
 
 inline const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,

@@ -66,6 +66,68 @@ TEST(CudaPairs, SyntheticKernelsMixedBoundariesAndSmallBoxes) {
   }
 }
 
+// Every method and launch variant that Auto times, launched alone on the plan's cells,
+// against the float64 brute force: Auto runs whichever was fastest, and under another
+// process's load that can be any of them.
+template <class T, int D, class Kernel>
+void check_every_auto_candidate(const Box<D>& box, double cutoff, const Kernel& kernel, std::size_t n,
+                                Layout layout) {
+  namespace pt = detail::pair_traversal;
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed) + ", n = " + std::to_string(n));
+  std::mt19937_64 rng(seed);
+  const RandomPairCase<T, D> c = random_pair_case<T, D>(box, n, layout, Kernel::inputs, rng);
+  PairPlan<T, D> plan(box, cutoff, cuda_options(PairMethod::CudaXPencil));
+  const PositionsOn<T, D> on(c.x, true);
+  plan.set_points(on.views);
+  std::vector<std::unique_ptr<cuda::DeviceBuffer<T>>> din, dout;
+  std::vector<View<const T>> in_views;
+  std::vector<View<T>> out_views;
+  for (const auto& v : c.in_t) {
+    din.push_back(std::make_unique<cuda::DeviceBuffer<T>>(v));
+    in_views.push_back(device_cview(*din.back()));
+  }
+  for (int k = 0; k < Kernel::outputs; ++k) {
+    dout.push_back(std::make_unique<cuda::DeviceBuffer<T>>(n, "outputs"));
+    out_views.push_back(device_view(*dout.back()));
+  }
+  // The brute force once (in float, without the particles that have a pair within
+  // rounding of the cutoff), every candidate against it.
+  const bool single = std::is_same<T, float>::value;
+  std::vector<char> near_cutoff;
+  const auto want = brute_force<D>(box, cutoff, kernel, c.xd, c.in, single ? &near_cutoff : nullptr, 1e-5);
+  detail::DevicePairs<T, D>& dev = *detail::PairPlanAccess::device_pairs(plan);
+  const detail::DevicePairView<T, D> cells = dev.view();
+  const auto args = pt::make_args<Kernel>(dev, cells, Span<View<const T>>(in_views), Span<View<T>>(out_views));
+  for (const pt::Candidate& candidate : pt::kAutoCandidates) {
+    if (candidate.variant.few_registers && !pt::kHasFewRegisters<T>) continue;
+    SCOPED_TRACE(std::string(to_string(candidate.method)) + ", " + std::to_string(candidate.variant.pencil_targets) +
+                 " targets a block" + (candidate.variant.few_registers ? ", fewer registers" : ""));
+    for (auto& o : dout) cuda::check(cudaMemset(o->get(), 0xff, n * sizeof(T)), "cudaMemset");  // NaN
+    pt::launch(dev, cells, kernel, candidate.method, candidate.variant, args);
+    cuda::check(cudaDeviceSynchronize(), "every Auto candidate");
+    std::vector<std::vector<T>> out;
+    for (auto& o : dout) out.push_back(o->download());
+    for (int k = 0; k < Kernel::outputs; ++k)
+      EXPECT_LE(rel_err(out[k], want[k], single ? &near_cutoff : nullptr), pair_tolerance<T>()) << "output " << k;
+  }
+}
+
+TEST(CudaPairs, EveryAutoCandidateMatchesTheBruteForce) {
+  PMKIT_REQUIRE_GPU();
+  const Box<3> box = Box<3>::periodic({4.0, 4.0, 4.0});  // 5 cells an axis at cutoff 0.8
+  const pair_kernels::LennardJones<3> lj{1.0, 0.3, 0.8, 0.05};
+  for (std::size_t n : {scaled(300), scaled(4000), scaled(12000)}) {  // 2 to 100 a cell
+    check_every_auto_candidate<double, 3>(box, 0.8, lj, n, Layout::Uniform);
+    check_every_auto_candidate<float, 3>(box, 0.8, lj, n, Layout::Uniform);
+  }
+  check_every_auto_candidate<double, 3>(box, 0.8, lj, scaled(4000), Layout::Clustered);
+  check_every_auto_candidate<float, 3>(Box<3>::periodic({9.6, 4.0, 4.0}), 0.8, Yukawa<3>{}, scaled(9000),
+                                       Layout::Uniform);  // 12 cells in x: several pencils a row
+  check_every_auto_candidate<double, 2>(Box<2>::bounded({3.0, 2.0}), 0.5, Yukawa<2>{}, scaled(2000),
+                                        Layout::Clustered);
+}
+
 TEST(CudaPairs, BadInput) {
   PMKIT_REQUIRE_GPU();
   const PairOptions opt = cuda_options(PairMethod::Auto);

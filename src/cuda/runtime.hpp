@@ -102,10 +102,14 @@ class DeviceBuffer {
   std::size_t size() const { return size_; }
 
   // Synchronous copies between the host and the first size() elements (or host.size()).
+  // An upload has landed on return: cudaMemcpy from pageable memory may return while its
+  // copy to the device is still under way on the default stream, which work on a
+  // non-blocking stream does not wait for; the stream's synchronisation closes that gap.
   void upload(const std::vector<T>& host) {
     if (host.size() > size_) detail::fail(ErrorCode::SizeMismatch, "DeviceBuffer::upload of ", host.size(),
                                           " values into ", size_);
     check(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "DeviceBuffer::upload");
+    check(cudaStreamSynchronize(nullptr), "DeviceBuffer::upload");
   }
   std::vector<T> download() const {
     std::vector<T> host(size_);

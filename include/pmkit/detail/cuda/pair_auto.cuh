@@ -7,19 +7,34 @@
 #include "pmkit/detail/cuda/pair_launch.cuh"
 
 namespace pmkit::detail {
+namespace pair_traversal {
 
-template <class T, int D, class Kernel>
-void device_pair_compute(DevicePairs<T, D>& dev, const Kernel& kernel, PairMethod method, Span<View<const T>> inputs,
-                         Span<View<T>> outputs) {
-  namespace pt = pair_traversal;
-  constexpr int kIn = pt::inputs_of<Kernel>(), kOut = Kernel::outputs;
-  static_assert(Kernel::inputs <= 4, "the CUDA pair traversal takes at most 4 inputs per particle");
-  const DevicePairView<T, D> cells = dev.view();
-  const cuda::DeviceScope on_device(cells.device);
-  for (std::size_t k = 0; k < inputs.size(); ++k) dev.require_device(inputs[k].data, "inputs", k);
-  for (std::size_t k = 0; k < outputs.size(); ++k) dev.require_device(outputs[k].data, "outputs", k);
+// A method and launch variant of the traversal.
+struct Candidate {
+  PairMethod method;
+  Variant variant;
+};
 
-  pt::Args<T, D, kIn, kOut> args;
+// What Auto times, once each (the x-pencil with three block sizes, the half shell with
+// two, each of the first sizes also with fewer registers in float): any of them may be
+// the method a plan then runs, so each must give the same sums.
+constexpr Candidate kAutoCandidates[] = {{PairMethod::CudaThreadPerParticle, {kPencilTargets[0], false}},
+                                         {PairMethod::CudaThreeThreadsPerParticle, {kPencilTargets[0], false}},
+                                         {PairMethod::CudaBlockPerCell, {kPencilTargets[0], false}},
+                                         {PairMethod::CudaXPencil, {kPencilTargets[0], false}},
+                                         {PairMethod::CudaXPencil, {kPencilTargets[1], false}},
+                                         {PairMethod::CudaXPencil, {kPencilTargets[2], false}},
+                                         {PairMethod::CudaXPencil, {kPencilTargets[0], true}},
+                                         {PairMethod::CudaHalfShell, {kPencilTargets[0], false}},
+                                         {PairMethod::CudaHalfShell, {kPencilTargets[1], false}},
+                                         {PairMethod::CudaHalfShell, {kPencilTargets[0], true}}};
+
+// The traversal's arguments for one compute: the plan's cells, the outputs, and the
+// kernel's inputs gathered into sorted order (on the plan's stream).
+template <class Kernel, class T, int D>
+Args<T, D, inputs_of<Kernel>(), Kernel::outputs> make_args(DevicePairs<T, D>& dev, const DevicePairView<T, D>& cells,
+                                                           Span<View<const T>> inputs, Span<View<T>> outputs) {
+  Args<T, D, inputs_of<Kernel>(), Kernel::outputs> args;
   args.g = cells.geometry;
   args.pos = cells.pos;
   args.start = cells.start;
@@ -27,8 +42,25 @@ void device_pair_compute(DevicePairs<T, D>& dev, const Kernel& kernel, PairMetho
   args.corner_index = cells.corner_index;
   args.corner_start = cells.corner_start;
   args.n = static_cast<std::uint32_t>(cells.n);
-  for (int k = 0; k < kOut; ++k) args.out[k] = outputs[k];
+  for (int k = 0; k < Kernel::outputs; ++k) args.out[k] = outputs[k];
   args.inputs = dev.gather_inputs(inputs, Kernel::inputs);
+  return args;
+}
+
+}  // namespace pair_traversal
+
+template <class T, int D, class Kernel>
+void device_pair_compute(DevicePairs<T, D>& dev, const Kernel& kernel, PairMethod method, Span<View<const T>> inputs,
+                         Span<View<T>> outputs) {
+  namespace pt = pair_traversal;
+  constexpr int kOut = Kernel::outputs;
+  static_assert(Kernel::inputs <= 4, "the CUDA pair traversal takes at most 4 inputs per particle");
+  const DevicePairView<T, D> cells = dev.view();
+  const cuda::DeviceScope on_device(cells.device);
+  for (std::size_t k = 0; k < inputs.size(); ++k) dev.require_device(inputs[k].data, "inputs", k);
+  for (std::size_t k = 0; k < outputs.size(); ++k) dev.require_device(outputs[k].data, "outputs", k);
+
+  const auto args = pt::make_args<Kernel>(dev, cells, inputs, outputs);
 
   // One launch between the plan's two events, not waited for; dev.traversal_seconds()
   // reads its device time (waiting then).
@@ -52,27 +84,11 @@ void device_pair_compute(DevicePairs<T, D>& dev, const Kernel& kernel, PairMetho
       method = found->method;
       variant.few_registers = found->few_registers;
     } else {
-      // One-time timing of each candidate (the x-pencil with three block sizes, the half
-      // shell with two, each of the first sizes also with fewer registers in float): once
-      // untimed (it loads the kernel and allocates scratch), then the best of three timed
-      // runs. The half shell is timed with its zeroing and scatter.
-      struct Candidate {
-        PairMethod method;
-        pt::Variant variant;
-      };
-      const int* targets = pt::kPencilTargets;
-      const Candidate candidates[] = {{PairMethod::CudaThreadPerParticle, {targets[0], false}},
-                                      {PairMethod::CudaThreeThreadsPerParticle, {targets[0], false}},
-                                      {PairMethod::CudaBlockPerCell, {targets[0], false}},
-                                      {PairMethod::CudaXPencil, {targets[0], false}},
-                                      {PairMethod::CudaXPencil, {targets[1], false}},
-                                      {PairMethod::CudaXPencil, {targets[2], false}},
-                                      {PairMethod::CudaXPencil, {targets[0], true}},
-                                      {PairMethod::CudaHalfShell, {targets[0], false}},
-                                      {PairMethod::CudaHalfShell, {targets[1], false}},
-                                      {PairMethod::CudaHalfShell, {targets[0], true}}};
+      // One-time timing of each candidate: once untimed (it loads the kernel and
+      // allocates scratch), then the best of three timed runs. The half shell is timed
+      // with its zeroing and scatter.
       double best = 0;
-      for (const Candidate& c : candidates) {
+      for (const pt::Candidate& c : pt::kAutoCandidates) {
         if (c.variant.few_registers && !pt::kHasFewRegisters<T>) continue;  // not compiled: the default's twin
         pt::launch(dev, cells, kernel, c.method, c.variant, args);
         const double seconds = std::min(
