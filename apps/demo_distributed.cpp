@@ -20,8 +20,8 @@
 namespace pmkit::cli {
 namespace {
 
-const char* const kDistributedUsage =
-    "usage: mpirun -np P pmkit demo --distributed [options]\n"
+std::string distributed_usage() {
+  return "usage: mpirun -np P pmkit demo --distributed [options]\n"
     "\n"
     "The demo over P MPI ranks: every rank starts with every P-th particle, migrate moves\n"
     "them to the ranks that own their blocks, then spread and interp run on the blocks.\n"
@@ -30,13 +30,15 @@ const char* const kDistributedUsage =
     "  --particles N        particles in all (default 1000000)\n"
     "  --cells N            cells per dimension (default 100)\n"
     "  --dim 2|3            dimension (default 3)\n"
-    "  --kernel NAME        linear|cic|tsc|mp4|bspline2..bspline8 (default mp4)\n"
+    "  --kernel NAME        " + joined(all_kernel_names()) + "\n"
+    "                       (default mp4)\n"
     "  --precision P        float|double (default float)\n"
     "  --boundary B         periodic|fold|keep (default periodic)\n"
     "  --deterministic      the fixed-point spread: the same bits at any rank count\n"
     "  --threads T          OpenMP threads per rank (default: OpenMP's default)\n"
     "  --seed S             random seed (default 1)\n"
     "  -h, --help           this text\n";
+}
 
 struct Settings : DemoSettings {
   bool deterministic = false;
@@ -133,14 +135,17 @@ int run_distributed_demo(int argc, char** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) MPI_Init(nullptr, nullptr);
-  const int status = guarded("demo", kDistributedUsage, [&]() -> int {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string usage = distributed_usage();
+  const int status = guarded("demo", usage, [&]() -> int {
     Settings s;
     ArgReader args(argc, argv);
     while (args.next()) {
       if (read_demo_setting(args, s)) continue;
       if (args.is("--help")) {
         args.flag();
-        std::fputs(kDistributedUsage, stdout);
+        std::fputs(usage.c_str(), stdout);
         return 0;
       } else if (args.is("--distributed")) {
         args.flag();
@@ -155,7 +160,7 @@ int run_distributed_demo(int argc, char** argv) {
                                        : (s.dim == 2 ? demo<double, 2>(s) : demo<double, 3>(s));
     MPI_Allreduce(MPI_IN_PLACE, &local, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     return local;
-  });
+  }, rank == 0);
   MPI_Finalize();
   return status;
 }
