@@ -53,6 +53,34 @@ double max_over_ranks(double v) {
   return v;
 }
 
+// The ranks that share this rank's host, and so its memory.
+int ranks_on_host() {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int ranks = 1;
+  MPI_Comm_size(local, &ranks);
+  MPI_Comm_free(&local);
+  return ranks;
+}
+
+// check_memory of every rank's arrays (room for all the particles, since any rank may
+// own any number, the interpolated values and the block, with about 16 bytes a particle
+// of binning) times the ranks of its host, agreed over all ranks: where any rank lacks
+// the memory, every rank throws before any work.
+template <class T, int D>
+void check_rank_memory(std::size_t n, std::size_t block) {
+  const double bytes = double(sizeof(T)) * ((D + 2.0) * double(n) + double(block)) + 16.0 * double(n);
+  std::string why;
+  try {
+    check_memory(bytes * ranks_on_host(), Backend::Cpu);
+  } catch (const UsageError& e) {
+    why = e.what();
+  }
+  int short_of_memory = why.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &short_of_memory, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (short_of_memory) throw UsageError(why.empty() ? "these options cannot run: another rank lacks the memory for its arrays" : why);
+}
+
 template <class T, int D>
 int demo(const Settings& s) {
   int rank, size;
@@ -73,6 +101,7 @@ int demo(const Settings& s) {
   // This rank's share of the particles (uniform in the unit box, charges in [0.5, 1.5)),
   // in arrays with room for all of them, since any rank may own any number.
   const std::size_t n = static_cast<std::size_t>(s.particles);
+  check_rank_memory<T, D>(n, static_cast<std::size_t>(plan.block_size()));
   std::array<std::vector<T>, D> x;
   for (auto& c : x) c.resize(n);
   std::vector<T> q(n);
