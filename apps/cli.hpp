@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -21,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "pmkit/error.hpp"
 #include "pmkit/backend.hpp"
+#include "pmkit/error.hpp"
 #include "pmkit/kernels.hpp"
 
 namespace pmkit::cli {
@@ -131,7 +130,7 @@ class ArgReader {
     throw UsageError(name_ + " = " + v + ": expected " + joined(words));
   }
   // A kernel by one of `names` (Kernel::from_name reads it), the list that the
-  // command's --help prints (kernel_choices).
+  // command's --help prints (joined(names)).
   Kernel kernel(const std::vector<std::string>& names) { return Kernel::from_name(choice(names)); }
   // Rejects an option this subcommand does not know; also checks that a flag got no
   // "=value".
@@ -232,8 +231,6 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   ~OutputFile();
-  const std::string& path() const { return path_; }
-  const std::string& temporary_path() const { return temporary_; }
   std::ostream& stream() { return out_; }
   // Closes the temporary file and renames it onto the destination.
   void commit();

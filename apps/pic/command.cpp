@@ -128,9 +128,9 @@ void report_landau(const pic::Config& c, const pic::Result& r) {
   if (std::abs(root->imag()) < 0.5 * bounce)
     std::fprintf(stderr,
                  "pmkit pic: warning: the trapped electrons' bounce rate sqrt(amplitude) = %.3g is more than twice "
-                 "the damping %.4f: the decay is nonlinear (a smaller --amplitude and more --particles and --steps "
+                 "the damping rate %.4f: the decay is nonlinear (a smaller --amplitude and more --particles and --steps "
                  "approach linear theory)\n",
-                 bounce, root->imag());
+                 bounce, -root->imag());
 }
 
 void report_two_stream(const pic::Config& c, const pic::Result& r) {

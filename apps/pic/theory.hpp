@@ -21,8 +21,8 @@ std::complex<double> plasma_dispersion(std::complex<double> zeta);
 // the Vlasov-Poisson dispersion relation of a Maxwellian of thermal speed 1 at
 // wavenumber k: 1 + (1 + zeta Z(zeta)) / k^2 = 0 with zeta = omega / (sqrt(2) k). Newton
 // from the weak-damping estimate (Bohm-Gross frequency, damping
-// -sqrt(pi / 8) exp(-1 / (2 k^2) - 3 / 2) / k^3) at min(k, 0.3), continued in steps of k
-// up to k. Nothing where Newton does not converge.
+// -sqrt(pi / 8) exp(-1 / (2 k^2) - 3 / 2) / k^3) at min(k, 0.3), then along k in steps of
+// at most 0.05, each root the next start. Nothing where Newton does not converge.
 std::optional<std::complex<double>> landau_root(double k);
 
 // Growth rate of the cold symmetric two-beam instability, beams of density 1/2 each at
