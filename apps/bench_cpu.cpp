@@ -440,6 +440,11 @@ int run_bench(int argc, char** argv) {
         args.unknown();
       }
     }
+    // Checked before any work: the largest case's arrays (positions, charges, the
+    // interpolated values of both sides, three meshes at one particle a cell, and the
+    // plan's binning, about 16 bytes a particle).
+    const double real = o.precision == "float" ? 4.0 : 8.0;
+    check_memory(double(o.particles) * (9 * real + 16), Backend::Cpu);
     const int status = o.precision == "float" ? bench<float>(o) : bench<double>(o);
     if (o.pair_cells > 0) pair_bench(o);
     return status;

@@ -10,14 +10,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <functional>
-#include <iostream>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "pmkit/backend.hpp"
 #include "pmkit/error.hpp"
 #include "pmkit/kernels.hpp"
 
@@ -36,6 +39,25 @@ constexpr std::int64_t kMaxParticles = (std::int64_t(1) << 32) - 2;
 inline std::string message_of(const std::exception& e) {
   const std::string m = e.what();
   return m.rfind("pmkit: ", 0) == 0 ? m.substr(7) : m;
+}
+
+// The words separated by '|', as a usage line and a usage error list them.
+inline std::string joined(const std::vector<std::string>& words) {
+  std::string all;
+  for (const auto& w : words) all += (all.empty() ? "" : "|") + w;
+  return all;
+}
+
+// The kernels' names that a command accepts (ArgReader::kernel) and its --help lists:
+// every kernel of the library, or the PIC shapes (cloud-in-cell, TSC, M'4).
+inline const std::vector<std::string>& all_kernel_names() {
+  static const std::vector<std::string> names = {"linear",   "cic",      "tsc",      "mp4",      "bspline2", "bspline3",
+                                                 "bspline4", "bspline5", "bspline6", "bspline7", "bspline8"};
+  return names;
+}
+inline const std::vector<std::string>& pic_kernel_names() {
+  static const std::vector<std::string> names = {"cic", "tsc", "mp4"};
+  return names;
 }
 
 // Walks argv[1..argc) option by option: `--name value` or `--name=value`. A usage
@@ -83,8 +105,9 @@ class ArgReader {
     if (*n > max) fail(v, "must be at most " + std::to_string(max), example);
     return *n;
   }
-  // A positive finite real number; `example` as for count().
-  double positive(const char* example) {
+  // A finite real number in (0, max], or in (0, max) where `max_allowed` is false, and
+  // at least `min`; `example` as for count().
+  double positive(const char* example, double max = HUGE_VAL, bool max_allowed = true, double min = 0) {
     const std::string v = value();
     std::size_t used = 0;
     double x = 0;
@@ -95,25 +118,20 @@ class ArgReader {
     }
     if (used == 0 || used != v.size() || !std::isfinite(x)) fail(v, "expected a number", example);
     if (!(x > 0)) fail(v, "must be positive", example);
+    if (x < min) fail(v, "must be at least " + number(min), example);
+    if (x > max || (!max_allowed && x == max))
+      fail(v, std::string(max_allowed ? "must be at most " : "must be below ") + number(max), example);
     return x;
   }
   // One of the given words.
   std::string choice(const std::vector<std::string>& words) {
     const std::string v = value();
     if (std::find(words.begin(), words.end(), v) != words.end()) return v;
-    std::string all;
-    for (const auto& w : words) all += (all.empty() ? "" : "|") + w;
-    throw UsageError(name_ + " = " + v + ": expected " + all);
+    throw UsageError(name_ + " = " + v + ": expected " + joined(words));
   }
-  // A kernel by name (Kernel::from_name).
-  Kernel kernel() {
-    const std::string v = value();
-    try {
-      return Kernel::from_name(v);
-    } catch (const Error& e) {
-      throw UsageError(name_ + ": " + message_of(e));
-    }
-  }
+  // A kernel by one of `names` (Kernel::from_name reads it), the list that the
+  // command's --help prints (joined(names)).
+  Kernel kernel(const std::vector<std::string>& names) { return Kernel::from_name(choice(names)); }
   // Rejects an option this subcommand does not know; also checks that a flag got no
   // "=value".
   [[noreturn]] void unknown() const { throw UsageError("unknown option " + name_); }
@@ -150,6 +168,11 @@ class ArgReader {
   }
 
  private:
+  static std::string number(double x) {
+    std::ostringstream s;
+    s << x;
+    return s.str();
+  }
   [[noreturn]] void fail(const std::string& v, const std::string& why, const char* example) const {
     throw UsageError(name_ + " = " + v + ": " + why + " (example: " + name_ + " " + example + ")");
   }
@@ -161,25 +184,62 @@ class ArgReader {
 };
 
 // Runs a subcommand body with the exit-code policy of the command line. The body
-// returns 0 or 1; --help is handled by the body (usage on stdout, return 0).
-inline int guarded(const char* command, const char* usage, const std::function<int()>& body) {
+// returns 0 or 1; --help is handled by the body (usage on stdout, return 0). Each error
+// goes to stderr in one write, prefixed "pmkit <command>: ", and only where `report` is
+// true (a distributed run reports on its first rank: every rank fails alike).
+inline int guarded(const char* command, const std::string& usage, const std::function<int()>& body,
+                   bool report = true) {
+  std::string message;
+  int status = 1;
   try {
     return body();
   } catch (const UsageError& e) {
-    std::cerr << "pmkit " << command << ": " << e.what() << "\n\n" << usage;
-    return 2;
+    message = std::string(e.what()) + "\n\n" + usage;
+    status = 2;
   } catch (const pmkit::Error& e) {
-    std::cerr << "pmkit " << command << ": " << message_of(e) << " [" << pmkit::to_string(e.code())
-              << "]\n";
-    return 1;
+    message = message_of(e) + " [" + pmkit::to_string(e.code()) + "]\n";
   } catch (const std::bad_alloc&) {
-    std::cerr << "pmkit " << command << ": not enough memory for these sizes\n";
-    return 1;
+    message = "not enough memory for these sizes\n";
   } catch (const std::exception& e) {
-    std::cerr << "pmkit " << command << ": " << message_of(e) << "\n";
-    return 1;
+    message = message_of(e) + "\n";
   }
+  if (report) {
+    const std::string line = "pmkit " + std::string(command) + ": " + message;
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
+  return status;
 }
+
+// The checks of a run's set-up that every command shares (cli.cpp), each a UsageError
+// naming the option: arguments that cannot run here exit 2 before any work.
+// `backend` is built and has a device: "--backend cuda: this build of pmkit has no CUDA
+// backend ..." or "--backend cuda: no CUDA device is available".
+void check_backend(Backend backend);
+// `bytes` (the arrays a run allocates, estimated) fit in the memory available to
+// `backend`: the host's available memory, or the CUDA device's free memory.
+void check_memory(double bytes, Backend backend);
+
+// An output file written beside its destination (`path` with a suffix) and renamed onto
+// it by commit(): an existing file stays as it is until the output is complete, and is
+// never touched when the run fails. The constructor opens the temporary file, so that an
+// unwritable destination fails before any work (std::runtime_error); the destructor
+// removes it unless committed.
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path);
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  std::ostream& stream() { return out_; }
+  // Closes the temporary file and renames it onto the destination.
+  void commit();
+
+ private:
+  std::string path_, temporary_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
 
 // Seconds taken by f(), on the steady clock.
 template <class F>

@@ -1,8 +1,10 @@
 # One test of the `pmkit` command line, run by CTest through `cmake -P`: runs the
 # command given after `--` and checks its exit status and its output.
 #   cmake -DEXIT=<status> [-DSTDOUT=<regex>] [-DSTDERR=<regex>] [-DNOT_STDOUT=<regex>]
-#         [-DNOT_STDERR=<regex>] -P cli_test.cmake -- <program> <arguments>...
-# STDOUT and STDERR must match; NOT_STDOUT and NOT_STDERR must not.
+#         [-DNOT_STDERR=<regex>] [-DFILE=<path> -DFILE_BEFORE=<text> -DFILE_AFTER=<regex>]
+#         -P cli_test.cmake -- <program> <arguments>...
+# STDOUT and STDERR must match; NOT_STDOUT and NOT_STDERR must not. FILE is written with
+# FILE_BEFORE before the command runs, and its contents must match FILE_AFTER after.
 set(command)
 set(after_separator FALSE)
 math(EXPR last "${CMAKE_ARGC} - 1")
@@ -17,8 +19,21 @@ if(NOT command OR NOT DEFINED EXIT)
   message(FATAL_ERROR "usage: cmake -DEXIT=<status> ... -P cli_test.cmake -- <program> <arguments>...")
 endif()
 
+if(DEFINED FILE)
+  file(WRITE "${FILE}" "${FILE_BEFORE}")
+endif()
 execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(failures)
+if(DEFINED FILE)
+  if(EXISTS "${FILE}")
+    file(READ "${FILE}" contents)
+  else()
+    set(contents "(no file)")
+  endif()
+  if(NOT contents MATCHES "${FILE_AFTER}")
+    list(APPEND failures "${FILE} holds '${contents}', which does not match '${FILE_AFTER}'")
+  endif()
+endif()
 if(NOT status STREQUAL EXIT)
   list(APPEND failures "exit status ${status}, expected ${EXIT}")
 endif()

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -29,8 +30,8 @@
 namespace pmkit::cli {
 namespace {
 
-const char* const kDemoUsage =
-    "usage: pmkit demo [options]\n"
+std::string demo_usage() {
+  return "usage: pmkit demo [options]\n"
     "\n"
     "Spreads one random charge per particle (uniform positions in the unit box) onto the\n"
     "mesh, interpolates the result back, and prints the timings, the conservation error\n"
@@ -40,7 +41,8 @@ const char* const kDemoUsage =
     "  --particles N        number of particles (default 1000000; 1e6 and 2^20 work too)\n"
     "  --cells N            cells per dimension (default 100)\n"
     "  --dim 2|3            dimension (default 3)\n"
-    "  --kernel NAME        linear|cic|tsc|mp4|bspline2..bspline8 (default mp4)\n"
+    "  --kernel NAME        " + joined(all_kernel_names()) + "\n"
+    "                       (default mp4)\n"
     "  --precision P        float|double (default float)\n"
     "  --boundary B         periodic|fold|keep (default periodic); fold and keep are\n"
     "                       bounded grids whose ghost layers are folded back or kept\n"
@@ -55,6 +57,7 @@ const char* const kDemoUsage =
     "  --vtk FILE           write the spread mesh as a legacy VTK file (ParaView);\n"
     "                       checked for writing before the run\n"
     "  -h, --help           this text\n";
+}
 
 struct DemoOptions : DemoSettings {
   std::string backend = "cpu";
@@ -87,23 +90,34 @@ Plan<T, D> make_plan(const DemoOptions& o, const Grid<D>& grid) {
 
 // Writes the spread mesh to --vtk, if given.
 template <class T, int D>
-void write_mesh(const DemoOptions& o, const Grid<D>& grid, const std::vector<T>& rho) {
-  if (o.vtk.empty()) return;
-  write_vtk(o.vtk, vtk_image(grid, o.kernel.ghost_width()), "charge", rho.data());
+void write_mesh(const DemoOptions& o, OutputFile* vtk, const Grid<D>& grid, const std::vector<T>& rho) {
+  if (!vtk) return;
+  write_vtk(vtk->stream(), vtk_image(grid, o.kernel.ghost_width()), "charge", rho.data());
+  vtk->commit();
   std::printf("wrote %s: legacy VTK, %s values of the spread charge\n", o.vtk.c_str(), o.precision.c_str());
 }
 
+// The bytes of the run's arrays (positions, charges, the interpolated values and two
+// meshes) and an allowance for the plan's binning: about 16 bytes a particle.
 template <class T, int D>
-int demo(const DemoOptions& o) {
+double demo_bytes(std::size_t n, std::int64_t mesh) {
+  return double(sizeof(T)) * ((D + 2.0) * double(n) + 2.0 * double(mesh)) + 16.0 * double(n);
+}
+
+template <class T, int D>
+int demo(const DemoOptions& o, OutputFile* vtk) {
   const Grid<D> grid = demo_grid<D>(o);
   Plan<T, D> plan = make_plan<T, D>(o, grid);
 
   // Every array before the particles, so that sizes beyond memory fail before any work.
   const std::size_t n = static_cast<std::size_t>(o.particles);
+  check_memory(demo_bytes<T, D>(n, plan.mesh_size()), Backend::Cpu);
+  if (o.backend == "cuda") check_memory(demo_bytes<T, D>(n, plan.mesh_size()), Backend::Cuda);
   std::array<std::vector<T>, D> x;
   std::vector<T> q(n);
   for (auto& xd : x) xd.resize(n);
   std::vector<T> rho(static_cast<std::size_t>(plan.mesh_size()));
+  std::vector<T> field(rho.size());
   std::vector<T> back(n);
 
   // Particles: uniform in [0, 1)^D, charges uniform in [0.5, 1.5).
@@ -165,7 +179,7 @@ int demo(const DemoOptions& o) {
     std::printf("  conservation  no particles: nothing to measure\n");
     std::printf("  round trip    no particles: nothing to measure\n");
     std::printf("  accuracy      no particles: nothing to measure\n");
-    write_mesh(o, grid, rho);
+    write_mesh(o, vtk, grid, rho);
     return 0;
   }
   sums.print(sums.conservation(), sums.round_trip());
@@ -175,7 +189,6 @@ int demo(const DemoOptions& o) {
   const double two_pi = 8.0 * std::atan(1.0);
   const int g = o.kernel.ghost_width();
   const bool keep = o.boundary == "keep";
-  std::vector<T> field(rho.size());
   for (std::size_t j = 0; j < field.size(); ++j) {
     std::size_t rest = j;
     double f = 1.0;
@@ -197,7 +210,7 @@ int demo(const DemoOptions& o) {
               " (h = %g, order %d)\n",
               max_err, grid.spacing[0], o.kernel.accuracy_order());
 
-  write_mesh(o, grid, rho);
+  write_mesh(o, vtk, grid, rho);
   const double tolerance = o.tolerance > 0 ? o.tolerance : std::is_same<T, float>::value ? 1e-4 : 1e-10;
   return report_checks({{"conservation", sums.conservation()}, {"round trip", sums.round_trip()}}, tolerance) ? 0 : 1;
 }
@@ -210,19 +223,20 @@ int run_demo(int argc, char** argv) {
 #if defined(PMKIT_WITH_MPI)
       return run_distributed_demo(argc, argv);
 #else
-      return guarded("demo", kDemoUsage, []() -> int {
+      return guarded("demo", demo_usage(), []() -> int {
         throw UsageError("--distributed: this build of pmkit has no MPI (configure with PMKIT_MPI=ON)");
       });
 #endif
     }
-  return guarded("demo", kDemoUsage, [&]() -> int {
+  const std::string usage = demo_usage();
+  return guarded("demo", usage, [&]() -> int {
     DemoOptions o;
     ArgReader args(argc, argv);
     while (args.next()) {
       if (read_demo_setting(args, o)) continue;
       if (args.is("--help")) {
         args.flag();
-        std::fputs(kDemoUsage, stdout);
+        std::fputs(usage.c_str(), stdout);
         return 0;
       } else if (args.is("--backend")) {
         o.backend = args.choice({"cpu", "cuda"});
@@ -234,16 +248,18 @@ int run_demo(int argc, char** argv) {
         args.unknown();
       }
     }
+    check_backend(o.backend == "cuda" ? Backend::Cuda : Backend::Cpu);
+    std::optional<OutputFile> vtk;
     if (!o.vtk.empty()) {
       try {
-        check_writable(o.vtk);
-      } catch (const std::exception& e) {
+        vtk.emplace(o.vtk);
+      } catch (const std::runtime_error& e) {
         throw UsageError("--vtk: " + message_of(e));
       }
     }
-    if (o.precision == "float")
-      return o.dim == 2 ? demo<float, 2>(o) : demo<float, 3>(o);
-    return o.dim == 2 ? demo<double, 2>(o) : demo<double, 3>(o);
+    OutputFile* out = vtk ? &*vtk : nullptr;
+    if (o.precision == "float") return o.dim == 2 ? demo<float, 2>(o, out) : demo<float, 3>(o, out);
+    return o.dim == 2 ? demo<double, 2>(o, out) : demo<double, 3>(o, out);
   });
 }
 

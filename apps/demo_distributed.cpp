@@ -20,8 +20,8 @@
 namespace pmkit::cli {
 namespace {
 
-const char* const kDistributedUsage =
-    "usage: mpirun -np P pmkit demo --distributed [options]\n"
+std::string distributed_usage() {
+  return "usage: mpirun -np P pmkit demo --distributed [options]\n"
     "\n"
     "The demo over P MPI ranks: every rank starts with every P-th particle, migrate moves\n"
     "them to the ranks that own their blocks, then spread and interp run on the blocks.\n"
@@ -30,13 +30,15 @@ const char* const kDistributedUsage =
     "  --particles N        particles in all (default 1000000)\n"
     "  --cells N            cells per dimension (default 100)\n"
     "  --dim 2|3            dimension (default 3)\n"
-    "  --kernel NAME        linear|cic|tsc|mp4|bspline2..bspline8 (default mp4)\n"
+    "  --kernel NAME        " + joined(all_kernel_names()) + "\n"
+    "                       (default mp4)\n"
     "  --precision P        float|double (default float)\n"
     "  --boundary B         periodic|fold|keep (default periodic)\n"
     "  --deterministic      the fixed-point spread: the same bits at any rank count\n"
     "  --threads T          OpenMP threads per rank (default: OpenMP's default)\n"
     "  --seed S             random seed (default 1)\n"
     "  -h, --help           this text\n";
+}
 
 struct Settings : DemoSettings {
   bool deterministic = false;
@@ -49,6 +51,34 @@ double sum_over_ranks(double v) {
 double max_over_ranks(double v) {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return v;
+}
+
+// The ranks that share this rank's host, and so its memory.
+int ranks_on_host() {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int ranks = 1;
+  MPI_Comm_size(local, &ranks);
+  MPI_Comm_free(&local);
+  return ranks;
+}
+
+// check_memory of every rank's arrays (room for all the particles, since any rank may
+// own any number, the interpolated values and the block, with about 16 bytes a particle
+// of binning) times the ranks of its host, agreed over all ranks: where any rank lacks
+// the memory, every rank throws before any work.
+template <class T, int D>
+void check_rank_memory(std::size_t n, std::size_t block) {
+  const double bytes = double(sizeof(T)) * ((D + 2.0) * double(n) + double(block)) + 16.0 * double(n);
+  std::string why;
+  try {
+    check_memory(bytes * ranks_on_host(), Backend::Cpu);
+  } catch (const UsageError& e) {
+    why = e.what();
+  }
+  int short_of_memory = why.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &short_of_memory, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (short_of_memory) throw UsageError(why.empty() ? "these options cannot run: another rank lacks the memory for its arrays" : why);
 }
 
 template <class T, int D>
@@ -71,6 +101,7 @@ int demo(const Settings& s) {
   // This rank's share of the particles (uniform in the unit box, charges in [0.5, 1.5)),
   // in arrays with room for all of them, since any rank may own any number.
   const std::size_t n = static_cast<std::size_t>(s.particles);
+  check_rank_memory<T, D>(n, static_cast<std::size_t>(plan.block_size()));
   std::array<std::vector<T>, D> x;
   for (auto& c : x) c.resize(n);
   std::vector<T> q(n);
@@ -133,14 +164,17 @@ int run_distributed_demo(int argc, char** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) MPI_Init(nullptr, nullptr);
-  const int status = guarded("demo", kDistributedUsage, [&]() -> int {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string usage = distributed_usage();
+  const int status = guarded("demo", usage, [&]() -> int {
     Settings s;
     ArgReader args(argc, argv);
     while (args.next()) {
       if (read_demo_setting(args, s)) continue;
       if (args.is("--help")) {
         args.flag();
-        std::fputs(kDistributedUsage, stdout);
+        std::fputs(usage.c_str(), stdout);
         return 0;
       } else if (args.is("--distributed")) {
         args.flag();
@@ -155,7 +189,7 @@ int run_distributed_demo(int argc, char** argv) {
                                        : (s.dim == 2 ? demo<double, 2>(s) : demo<double, 3>(s));
     MPI_Allreduce(MPI_IN_PLACE, &local, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     return local;
-  });
+  }, rank == 0);
   MPI_Finalize();
   return status;
 }

@@ -37,7 +37,7 @@ inline bool read_demo_setting(ArgReader& args, DemoSettings& s) {
   } else if (args.is("--dim")) {
     s.dim = args.choice({"2", "3"}) == "2" ? 2 : 3;
   } else if (args.is("--kernel")) {
-    s.kernel = args.kernel();
+    s.kernel = args.kernel(all_kernel_names());
   } else if (args.is("--precision")) {
     s.precision = args.choice({"float", "double"});
   } else if (args.is("--boundary")) {

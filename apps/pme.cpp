@@ -33,7 +33,7 @@ const char* const kPmeUsage =
     "options:\n"
     "  --particles N        number of charges (default 1000; the box is (N / 100)^(1/3) nm)\n"
     "  --cutoff R           real-space cutoff in nm (default 1; at most half the box)\n"
-    "  --tolerance E        error tolerance (default 5e-4)\n"
+    "  --tolerance E        error tolerance, 1e-10 to 0.5 (default 5e-4)\n"
     "  --order P            B-spline order 4..8 (default 5)\n"
     "  --precision P        float|double (default float)\n"
     "  --backend B          cpu|cuda (default cpu)\n"
@@ -42,6 +42,10 @@ const char* const kPmeUsage =
     "  --check N            compare with the Ewald sum up to N charges (default 2000)\n"
     "  --seed S             random seed (default 1)\n"
     "  -h, --help           this text\n";
+
+// The smallest --tolerance: below it the mesh outgrows any memory long before the
+// float64 Ewald sum could tell the difference.
+constexpr double kMinTolerance = 1e-10;
 
 // kJ mol^-1 nm e^-2: the Coulomb constant in the units of OpenMM and GROMACS.
 constexpr double kCoulombKJ = 138.935458;
@@ -106,6 +110,15 @@ verify::CoulombResult run(const verify::ChargeSystem& s, const PmeParameters& pa
   return r;
 }
 
+// The bytes of a run's arrays: the charges in double and in the plan's precision, the
+// forces, the mesh and its spectrum (one real and one complex mesh of the chosen size),
+// and about 16 bytes a particle of binning.
+double pme_bytes(const PmeCommand& o, const PmeParameters& params) {
+  const double real = o.precision == "float" ? 4.0 : 8.0;
+  const double nodes = double(params.mesh[0]) * double(params.mesh[1]) * double(params.mesh[2]);
+  return double(o.particles) * (4 * 8.0 + 7 * real + 16.0) + 3 * real * nodes;
+}
+
 int pme_body(const PmeCommand& o) {
   const double length = std::cbrt(double(o.particles) / 100.0);
   verify::ChargeSystem s;
@@ -168,7 +181,7 @@ int run_pme(int argc, char** argv) {
       } else if (args.is("--cutoff")) {
         o.cutoff = args.positive("1.0");
       } else if (args.is("--tolerance")) {
-        o.tolerance = args.positive("5e-4");
+        o.tolerance = args.positive("5e-4", 0.5, false, kMinTolerance);
       } else if (args.is("--order")) {
         o.order = static_cast<int>(args.count(4, 8, "5"));
       } else if (args.is("--precision")) {
@@ -187,13 +200,19 @@ int run_pme(int argc, char** argv) {
         args.unknown();
       }
     }
-    // Checked before any work: the parameters the box and the options give.
+    // Checked before any work: the backend, the parameters the box and the options give,
+    // and the memory of their mesh.
+    const Backend backend = o.backend == "cuda" ? Backend::Cuda : Backend::Cpu;
+    check_backend(backend);
     const double length = std::cbrt(double(o.particles) / 100.0);
+    PmeParameters params;
     try {
-      PmeParameters::choose({length, length, length}, o.cutoff, o.tolerance, o.order);
+      params = PmeParameters::choose({length, length, length}, o.cutoff, o.tolerance, o.order);
     } catch (const Error& e) {
       throw UsageError("these options cannot run: " + message_of(e));
     }
+    check_memory(pme_bytes(o, params), Backend::Cpu);
+    if (backend == Backend::Cuda) check_memory(pme_bytes(o, params), Backend::Cuda);
     return pme_body(o);
   });
 }

@@ -13,8 +13,8 @@ namespace pmkit::cli {
 
 namespace {
 
-const char* const kVerifyUsage =
-    "usage: pmkit verify [--dim 2|3] [--kernel NAME] [--threads N]\n"
+std::string verify_usage() {
+  return "usage: pmkit verify [--dim 2|3] [--kernel NAME] [--threads N]\n"
     "\n"
     "Interpolates (M2P), remeshes (P2M) and interpolates the gradient of (GRAD) a Gaussian\n"
     "on a periodic unit box at several resolutions and fits the order of convergence of\n"
@@ -26,15 +26,17 @@ const char* const kVerifyUsage =
     "\n"
     "options:\n"
     "  --dim 2|3      only this dimension (default: both)\n"
-    "  --kernel NAME  only this kernel: linear, tsc, mp4, bspline2 .. bspline8\n"
+    "  --kernel NAME  only this kernel: " + joined(all_kernel_names()) + "\n"
     "                 (default: all)\n"
     "  --threads N    OpenMP threads of the plans (default: OpenMP's default)\n"
-    "  --help         this message\n";
+    "  -h, --help     this text\n";
+}
 
 }  // namespace
 
 int run_verify(int argc, char** argv) {
-  return guarded("verify", kVerifyUsage, [&]() -> int {
+  const std::string usage = verify_usage();
+  return guarded("verify", usage, [&]() -> int {
     std::vector<int> dims = {2, 3};
     std::vector<Kernel> kernels = verify::all_kernels();
     int threads = 0;
@@ -42,12 +44,12 @@ int run_verify(int argc, char** argv) {
     while (args.next()) {
       if (args.is("--help")) {
         args.flag();
-        std::cout << kVerifyUsage;
+        std::cout << usage;
         return 0;
       } else if (args.is("--dim")) {
         dims = {static_cast<int>(args.count(2, 3, "3"))};
       } else if (args.is("--kernel")) {
-        kernels = {args.kernel()};
+        kernels = {args.kernel(all_kernel_names())};
       } else if (args.is("--threads")) {
         threads = static_cast<int>(args.count(1, 4096, "4"));
       } else {

@@ -1,11 +1,7 @@
 #include "vtk.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -26,26 +22,10 @@ VtkImage vtk_image(const Grid<D>& grid, int ghost_width) {
 template VtkImage vtk_image(const Grid<2>&, int);
 template VtkImage vtk_image(const Grid<3>&, int);
 
-void check_writable(const std::string& path) {
-  std::error_code ec;
-  const bool existed = std::filesystem::exists(path, ec);
-  errno = 0;
-  std::ofstream probe(path, std::ios::app);  // appends nothing: the contents stay
-  if (!probe) {
-    const std::string why = errno != 0 ? std::strerror(errno) : "unknown reason";
-    throw std::runtime_error("cannot open '" + path + "' for writing: " + why);
-  }
-  probe.close();
-  if (!existed) std::filesystem::remove(path, ec);
-}
-
 template <class T>
-void write_vtk(const std::string& path, const VtkImage& image, const std::string& field,
-               const T* values) {
+void write_vtk(std::ostream& out, const VtkImage& image, const std::string& field, const T* values) {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value);
   using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot open '" + path + "' for writing");
   const std::int64_t n = image.dims[0] * image.dims[1] * image.dims[2];
   out.precision(17);
   out << "# vtk DataFile Version 3.0\n"
@@ -74,9 +54,8 @@ void write_vtk(const std::string& path, const VtkImage& image, const std::string
     out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
   }
   out << '\n';
-  if (!out) throw std::runtime_error("error while writing '" + path + "'");
 }
-template void write_vtk(const std::string&, const VtkImage&, const std::string&, const float*);
-template void write_vtk(const std::string&, const VtkImage&, const std::string&, const double*);
+template void write_vtk(std::ostream&, const VtkImage&, const std::string&, const float*);
+template void write_vtk(std::ostream&, const VtkImage&, const std::string&, const double*);
 
 }  // namespace pmkit::cli

@@ -4,6 +4,7 @@
 // origin + (i, j, k) * spacing, x fastest: the storage order of pmkit meshes.
 #include <array>
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 #include "pmkit/grid.hpp"
@@ -22,13 +23,8 @@ struct VtkImage {
 template <int D>
 VtkImage vtk_image(const Grid<D>& grid, int ghost_width);
 
-// Throws std::runtime_error if `path` cannot be opened for writing. An existing file
-// keeps its contents; a file that the check creates is removed again.
-void check_writable(const std::string& path);
-
-// Throws std::runtime_error if the file cannot be written.
+// Writes the file's contents to `out` (an OutputFile's stream, opened in binary).
 template <class T>
-void write_vtk(const std::string& path, const VtkImage& image, const std::string& field,
-               const T* values);
+void write_vtk(std::ostream& out, const VtkImage& image, const std::string& field, const T* values);
 
 }  // namespace pmkit::cli

@@ -1,7 +1,10 @@
 // `pmkit pic`: runs one of the PIC problems and writes its diagnostics (pic.hpp).
+#include <cmath>
+#include <complex>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "commands.hpp"
@@ -10,33 +13,49 @@
 namespace pmkit::cli {
 namespace {
 
-const char* const kPicUsage =
-    "usage: pmkit pic [options]\n"
-    "\n"
-    "Electrostatic, periodic particle-in-cell on pmkit's plans (docs/pic.md): electrons on a\n"
-    "neutralising background, normalised units (plasma frequency 1, Debye length 1 at v_th 1).\n"
-    "\n"
-    "  --case landau|two-stream|thermal  the problem (default landau: k = 0.5, 1% density)\n"
-    "  --dim 2|3               dimensions (default 2)\n"
-    "  --cells N[,N[,N]]       cells per axis; one value for every axis (default 64,2,2)\n"
-    "  --particles N           electrons (default 1024 per cell)\n"
-    "  --kernel cic|tsc|mp4    the deposit and gather kernel (default tsc)\n"
-    "  --steps N               time steps (default 180)\n"
-    "  --dt X                  time step in 1/plasma frequency (default 0.1)\n"
-    "  --backend cpu|cuda      (default cpu)\n"
-    "  --precision float|double  (default float)\n"
-    "  --seed N                random loading's seed (thermal, or --noisy)\n"
-    "  --sort-every K          every K steps put the particle arrays in binned order\n"
-    "                          (Plan::permute_to_binned; default 1, the fastest; 0: never)\n"
-    "  --field gradient|mesh   field at the particles: interp_gradient of phi (default), or\n"
-    "                          E on the mesh and interp (conserves momentum to rounding)\n"
-    "  --amplitude X           density perturbation (default 0.01)\n"
-    "  --k X                   wavenumber along x (landau, two-stream; default 0.5)\n"
-    "  --beam-speed X          two-stream beams at +-X (default 1)\n"
-    "  --noisy                 random loading instead of the quiet start\n"
-    "  --threads N             CPU threads (default: OpenMP's)\n"
-    "  --csv FILE              diagnostics every step (t,field,kinetic,total,px,py,pz)\n";
+// The defaults that differ by case: the two-stream seed is small enough for a linear
+// phase of several e-foldings before saturation, and its run lasts past saturation.
+constexpr double kLandauAmplitude = 0.01, kTwoStreamAmplitude = 1e-4;
+constexpr int kSteps = 180, kTwoStreamSteps = 400;
+// A fit this far from theory, or over fewer points or less change of the field energy
+// than these, gets a warning.
+constexpr double kTheoryGap = 0.1, kShortWindowDecades = 0.5;
+constexpr int kShortWindowPoints = 4;
 
+std::string pic_usage() {
+  return "usage: pmkit pic [options]\n"
+         "\n"
+         "Electrostatic, periodic particle-in-cell on pmkit's plans (docs/pic.md): electrons on a\n"
+         "neutralising background, normalised units (plasma frequency 1, Debye length 1 at v_th 1).\n"
+         "Landau and two-stream fit the damping or growth of the field energy over a window\n"
+         "chosen from the run, print it, and compare with the linear theory at --k.\n"
+         "\n"
+         "  --case landau|two-stream|thermal  the problem (default landau: k = 0.5, 1% density)\n"
+         "  --dim 2|3               dimensions (default 2)\n"
+         "  --cells N[,N[,N]]       cells per axis: one value for every axis, or --dim values\n"
+         "                          (default 64,2,2)\n"
+         "  --particles N           electrons (default 1024 per cell)\n"
+         "  --kernel " + joined(pic_kernel_names()) + "    the deposit and gather kernel (default tsc)\n"
+         "  --steps N               time steps (default 180; two-stream 400)\n"
+         "  --dt X                  time step in 1/plasma frequency, at most 1 (default 0.1)\n"
+         "  --backend cpu|cuda      (default cpu)\n"
+         "  --precision float|double  (default float)\n"
+         "  --seed N                random loading's seed (thermal, or --noisy)\n"
+         "  --sort-every K          every K steps put the particle arrays in binned order\n"
+         "                          (Plan::permute_to_binned; default 1, the fastest; 0: never)\n"
+         "  --field gradient|mesh   field at the particles: interp_gradient of phi (default), or\n"
+         "                          E on the mesh and interp (conserves momentum to rounding)\n"
+         "  --amplitude X           density perturbation, below 1 (default 0.01; two-stream 1e-4)\n"
+         "  --k X                   wavenumber along x (landau, two-stream; default 0.5)\n"
+         "  --beam-speed X          two-stream beams at +-X (default 1)\n"
+         "  --noisy                 random loading instead of the quiet start\n"
+         "  --threads N             CPU threads (default: OpenMP's)\n"
+         "  --csv FILE              diagnostics every step (t,field,kinetic,total,px,py,pz); an\n"
+         "                          existing FILE is replaced only when the run succeeds\n"
+         "  -h, --help              this text\n";
+}
+
+// The cells of --cells: one value for every axis, or one value per dimension.
 void parse_cells(const std::string& text, pic::Config& c) {
   std::vector<std::int64_t> cells;
   std::size_t start = 0;
@@ -47,22 +66,92 @@ void parse_cells(const std::string& text, pic::Config& c) {
     cells.push_back(*n);
     start = comma + 1;
   }
-  if (cells.size() > 3) throw UsageError("--cells = " + text + ": at most three values");
+  if (cells.size() != 1 && cells.size() != static_cast<std::size_t>(c.dim))
+    throw UsageError("--cells = " + text + ": one value for every axis or " + std::to_string(c.dim) +
+                     " values (--dim " + std::to_string(c.dim) + ")");
   for (int d = 0; d < 3; ++d) c.cells[d] = cells[std::min<std::size_t>(d, cells.size() - 1)];
+}
+
+// The bytes that a run's arrays take on its device and, for the loading, on the host:
+// per electron x, v, a, w and the sort's spare x and v, with the plan's binning (about 16
+// bytes); per mesh node rho, phi, the spectrum, the Green's function, and for the mesh
+// field E, its spectrum and the derivatives.
+struct PicBytes {
+  double device = 0, host = 0;
+};
+PicBytes pic_bytes(const pic::Config& c) {
+  const double real = c.double_precision ? 8.0 : 4.0, n = double(c.particles);
+  double nodes = 1;
+  for (int d = 0; d < c.dim; ++d) nodes *= double(c.cells[d]);
+  const double per_particle = (3.0 * c.dim + 1 + (c.sort_every > 0 ? 2.0 * c.dim : 0.0)) * real + 16.0;
+  const double per_node = (4.0 + (c.field == pic::FieldMethod::Mesh ? 3.0 * c.dim + 2 : 0.0)) * real;
+  PicBytes b;
+  b.device = n * per_particle + nodes * per_node;
+  b.host = n * (2.0 * c.dim + 1) * real + (c.backend == Backend::Cpu ? b.device : 0.0);
+  return b;
+}
+
+// Prints the fit of a rate against theory ("damping" or "growth"), or why there is none,
+// with a warning on stderr where the fit cannot be trusted.
+void report_fit(const char* what, const pic::RateFit& f, double theory, const char* unit_name) {
+  if (!f.fitted()) {
+    std::printf("  %s: not enough %s to fit (%d in the window; theory %.4f)\n", what, unit_name, f.points, theory);
+    return;
+  }
+  std::printf("  %s %.4f (theory %.4f) from %d %s in t = %.2f .. %.2f; the window ends at %s\n", what, f.gamma,
+              theory, f.points, unit_name, f.t_first, f.t_last, f.end.c_str());
+  const double decades = 2 * std::abs(f.gamma) * (f.t_last - f.t_first) / std::log(10.0);
+  if (decades < kShortWindowDecades || f.points < kShortWindowPoints)
+    std::fprintf(stderr,
+                 "pmkit pic: warning: the fit's window holds %d %s over %.2f decades of the field energy: too short "
+                 "to trust\n",
+                 f.points, unit_name, decades);
+  if (theory != 0 && std::abs(f.gamma - theory) > kTheoryGap * std::abs(theory))
+    std::fprintf(stderr, "pmkit pic: warning: the fitted %s %.4f is %.0f%% from theory %.4f\n", what, f.gamma,
+                 100 * std::abs(f.gamma - theory) / std::abs(theory), theory);
+}
+
+void report_landau(const pic::Config& c, const pic::Result& r) {
+  const std::optional<std::complex<double>> root = pic::landau_root(c.k);
+  if (!root) {
+    std::printf("  Landau: no root of the dispersion relation found at k = %g\n", c.k);
+    return;
+  }
+  const pic::RateFit f = pic::fit_damping(r.history, c.k, root->real());
+  std::printf("  Landau at k = %g: theory omega = %.4f %+.4fi (Maxwellian dispersion relation)\n", c.k, root->real(),
+              root->imag());
+  report_fit("damping", f, root->imag(), "peaks");
+  if (f.fitted()) std::printf("  frequency %.4f (theory %.4f)\n", f.omega, root->real());
+  // Trapped electrons bounce at sqrt(k E) = sqrt(amplitude) in these units; where that is
+  // not well below the damping, the field stops decaying before linear theory says.
+  const double bounce = std::sqrt(c.amplitude);
+  if (std::abs(root->imag()) < 0.5 * bounce)
+    std::fprintf(stderr,
+                 "pmkit pic: warning: the trapped electrons' bounce rate sqrt(amplitude) = %.3g is more than twice "
+                 "the damping rate %.4f: the decay is nonlinear (a smaller --amplitude and more --particles and --steps "
+                 "approach linear theory)\n",
+                 bounce, -root->imag());
+}
+
+void report_two_stream(const pic::Config& c, const pic::Result& r) {
+  const double k_v0 = c.k * c.beam_speed, theory = pic::two_stream_growth_rate(k_v0);
+  std::printf("  two-stream at k v0 = %.3f: cold two-beam theory growth %.4f\n", k_v0, theory);
+  report_fit("growth", pic::fit_growth(r.history), theory, "samples");
 }
 
 }  // namespace
 
 int run_pic(int argc, char** argv) {
-  return guarded("pic", kPicUsage, [&]() -> int {
+  const std::string usage = pic_usage();
+  return guarded("pic", usage, [&]() -> int {
     pic::Config c;
-    bool particles_given = false;
-    std::string csv;
+    bool particles_given = false, steps_given = false, amplitude_given = false;
+    std::string csv, cells;
     ArgReader args(argc, argv);
     while (args.next()) {
       if (args.is("--help")) {
         args.flag();
-        std::fputs(kPicUsage, stdout);
+        std::fputs(usage.c_str(), stdout);
         return 0;
       } else if (args.is("--case")) {
         const std::string p = args.choice({"landau", "two-stream", "thermal"});
@@ -70,16 +159,17 @@ int run_pic(int argc, char** argv) {
       } else if (args.is("--dim")) {
         c.dim = args.choice({"2", "3"}) == "2" ? 2 : 3;
       } else if (args.is("--cells")) {
-        parse_cells(args.value(), c);
+        cells = args.value();
       } else if (args.is("--particles")) {
         c.particles = args.count(1, kMaxParticles, "1e6");
         particles_given = true;
       } else if (args.is("--kernel")) {
-        c.kernel = args.kernel();
+        c.kernel = args.kernel(pic_kernel_names());
       } else if (args.is("--steps")) {
         c.steps = static_cast<int>(args.count(0, 1 << 30, "200"));
+        steps_given = true;
       } else if (args.is("--dt")) {
-        c.dt = args.positive("0.1");
+        c.dt = args.positive("0.1", pic::kMaxDt);
       } else if (args.is("--backend")) {
         c.backend = args.choice({"cpu", "cuda"}) == "cpu" ? Backend::Cpu : Backend::Cuda;
       } else if (args.is("--precision")) {
@@ -91,7 +181,8 @@ int run_pic(int argc, char** argv) {
       } else if (args.is("--field")) {
         c.field = args.choice({"gradient", "mesh"}) == "mesh" ? pic::FieldMethod::Mesh : pic::FieldMethod::Gradient;
       } else if (args.is("--amplitude")) {
-        c.amplitude = args.positive("0.01");
+        c.amplitude = args.positive("0.01", 1.0, false);
+        amplitude_given = true;
       } else if (args.is("--k")) {
         c.k = args.positive("0.5");
       } else if (args.is("--beam-speed")) {
@@ -107,15 +198,34 @@ int run_pic(int argc, char** argv) {
         args.unknown();
       }
     }
+    // Checked before any work: the cells against --dim, the case's defaults, the whole
+    // configuration, the backend, the memory, the output file.
+    if (!cells.empty()) parse_cells(cells, c);
+    const bool two_stream = c.problem == pic::Problem::TwoStream;
+    if (!amplitude_given) c.amplitude = two_stream ? kTwoStreamAmplitude : kLandauAmplitude;
+    if (!steps_given) c.steps = two_stream ? kTwoStreamSteps : kSteps;
     if (!particles_given) {
       c.particles = 1024;
       for (int d = 0; d < c.dim; ++d) c.particles *= c.cells[d];
     }
-    std::ofstream csv_file;
-    if (!csv.empty()) {
-      csv_file.open(csv);
-      if (!csv_file) throw UsageError("--csv: cannot open '" + csv + "'");
+    try {
+      pic::validate(c);
+    } catch (const Error& e) {
+      throw UsageError("these options cannot run: " + message_of(e));
     }
+    check_backend(c.backend);
+    const PicBytes bytes = pic_bytes(c);
+    check_memory(bytes.host, Backend::Cpu);
+    if (c.backend == Backend::Cuda) check_memory(bytes.device, Backend::Cuda);
+    std::optional<OutputFile> csv_file;
+    if (!csv.empty()) {
+      try {
+        csv_file.emplace(csv);
+      } catch (const std::runtime_error& e) {
+        throw UsageError("--csv: " + message_of(e));
+      }
+    }
+
     const pic::Result r = pic::simulate(c, true);
     // Each phase waits for the device here, so that the breakdown is the phases' own.
     const double step_s = c.steps > 0 ? r.phases.sum() / c.steps : 0.0;
@@ -132,18 +242,12 @@ int run_pic(int argc, char** argv) {
       std::printf("  total energy %.6g -> %.6g (relative change %.3g); momentum x %.3g -> %.3g\n", a.total, b.total,
                   (b.total - a.total) / a.total, a.momentum[0], b.momentum[0]);
     }
-    if (c.problem == pic::Problem::Landau) {
-      // Peaks half a period apart (W ~ cos^2); the window ends before the noise floor of
-      // the default size.
-      const pic::PeakFit f = pic::fit_peaks(r.history, 2.0, 16.0, 1.0);
-      std::printf("  Landau: damping %.4f (theory -0.1533 at k = 0.5), frequency %.4f (theory 1.4156), %d peaks\n",
-                  f.gamma, f.omega, f.peaks);
-    } else if (c.problem == pic::Problem::TwoStream) {
-      std::printf("  two-stream: growth %.4f (cold two-beam theory %.4f at k v0 = %.3f)\n",
-                  pic::fit_growth(r.history, 1e-5, 1e-2), pic::two_stream_growth_rate(c.k * c.beam_speed),
-                  c.k * c.beam_speed);
+    if (c.problem == pic::Problem::Landau) report_landau(c, r);
+    if (two_stream) report_two_stream(c, r);
+    if (csv_file) {
+      pic::write_csv(r.history, csv_file->stream());
+      csv_file->commit();
     }
-    if (!csv.empty()) pic::write_csv(r.history, csv_file);
     return 0;
   });
 }

@@ -116,6 +116,12 @@ class CudaDevice final : public Device<T, D> {
 
 template <class T, int D>
 std::unique_ptr<Device<T, D>> make_cuda_device() {
+  // The plans' own check, before the first allocation fails with the driver's message.
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    detail::fail(ErrorCode::Unsupported, "options.backend = Cuda: no CUDA device is available");
+  }
   return std::make_unique<CudaDevice<T, D>>();
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pmkit/pmkit.hpp"
+#include "theory.hpp"
 
 namespace pmkit::pic {
 
@@ -77,6 +78,14 @@ struct Result {
   std::string spread_method;
 };
 
+// The largest time step: leapfrog is unstable from dt = 2 (in 1 / plasma frequency) and
+// inaccurate well before.
+constexpr double kMaxDt = 1.0;
+
+// Throws pmkit::Error (InvalidArgument, naming the field and what is accepted) for a
+// configuration that cannot run.
+void validate(const Config& config);
+
 // Runs the configured simulation. `timed`: each phase waits for the device so that its
 // time is its own (the whole-step time is then a little longer than untimed).
 // Throws pmkit::Error for a configuration that cannot run.
@@ -92,23 +101,31 @@ std::array<double, 3> box_of(const Config& config);
 // Rows as CSV: t,field,kinetic,total,px,py,pz.
 void write_csv(const std::vector<Diagnostics>& history, std::ostream& out);
 
-// Theory and fits (analysis.cpp).
-// Growth rate of the cold symmetric two-beam instability, beams of density 1/2 each at
-// +-v0, wavenumber k: 1 = (1/2) [1/(w - k v0)^2 + 1/(w + k v0)^2] gives
-// w^2 = k^2 v0^2 + 1/2 - sqrt(2 k^2 v0^2 + 1/4), unstable (gamma = sqrt(-w^2)) for k v0 < 1.
-double two_stream_growth_rate(double k_v0);
-// Damping of the field energy's peaks: peaks of W(t) (the largest sample within
-// `separation` on either side, refined by a parabola through it and its neighbours) in
-// [t_min, t_max]; the rate gamma is half the
-// slope of the least-squares line through log W at the peaks, the frequency pi over the
-// mean spacing of the peaks (W ~ cos^2 peaks twice a period).
-struct PeakFit {
-  double gamma = 0, omega = 0;
-  int peaks = 0;
+// Fits of rates to the field energy W(t) (analysis.cpp), each over a window of the run
+// that it chooses from the run itself and reports. The theory they compare with is in
+// theory.hpp.
+struct RateFit {
+  int points = 0;       // peaks (damping) or samples (growth) in the window
+  double gamma = 0;     // the field amplitude's rate: half the slope of log W
+  double omega = 0;     // damping: the frequency, pi over the mean spacing of the peaks
+  double t_first = 0, t_last = 0;  // the window
+  std::string end;      // what ends the window
+  // Too few points for a line through them: no rate.
+  bool fitted() const { return points >= 3; }
 };
-PeakFit fit_peaks(const std::vector<Diagnostics>& history, double t_min, double t_max, double separation);
-// Exponential growth of W(t): half the slope of the least-squares line through log W on
-// the samples with W between lo and hi times the run's largest W (the linear phase).
-double fit_growth(const std::vector<Diagnostics>& history, double lo, double hi);
+// Damping of a mode of wavenumber k and frequency near omega_guess: the least-squares
+// line through log W at its peaks (W ~ cos^2 peaks twice a period; each peak the
+// largest sample within 0.45 pi / omega_guess, refined by a parabola through it and its
+// neighbours). The window starts after the free streaming of the initial perturbation
+// (t >= 1 / k, where its density has decayed as exp(-(k t)^2 / 2) by exp(-1/2)) and ends
+// before the first peak that is not lower than the one before it (the noise floor or
+// trapping; then the peaks within 3 times the lowest peak after it go too), or that is
+// less than 20 times the trough after it (the noise floor between the peaks).
+RateFit fit_damping(const std::vector<Diagnostics>& history, double k, double omega_guess);
+// Exponential growth: the least-squares line through log W over the linear phase, the
+// last stretch of samples before the largest W with W from 100 times the initial W
+// (after the seed's other modes have decayed) up to a hundredth of the largest
+// (before saturation).
+RateFit fit_growth(const std::vector<Diagnostics>& history);
 
 }  // namespace pmkit::pic

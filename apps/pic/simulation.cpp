@@ -214,6 +214,9 @@ class Simulation {
       row.kinetic = 0.5 * (before_.kinetic + after.kinetic);
       for (int d = 0; d < D; ++d) row.momentum[d] = 0.5 * (before_.momentum[d] + after.momentum[d]);
       row.total = row.field + row.kinetic;
+      if (!std::isfinite(row.total))
+        fail(ErrorCode::InvalidArgument, "the energies are not finite at step ", steps_done_, " (t = ", row.t,
+             "): the run is unstable; a smaller dt");
       r.history.push_back(row);
       before_ = after;
     }
@@ -284,6 +287,8 @@ class Simulation {
   double field_energy_ = 0;
 };
 
+}  // namespace
+
 void validate(const Config& c) {
   auto bad = [](auto... parts) { fail(ErrorCode::InvalidArgument, parts...); };
   if (c.dim != 2 && c.dim != 3) bad("dim = ", c.dim, ": 2 or 3");
@@ -291,14 +296,13 @@ void validate(const Config& c) {
     if (c.cells[d] < 1) bad("cells[", d, "] = ", c.cells[d], ": at least 1");
   if (c.particles < 1) bad("particles = ", c.particles, ": at least 1");
   if (c.steps < 0) bad("steps = ", c.steps, ": at least 0");
-  if (!(c.dt > 0) || !std::isfinite(c.dt)) bad("dt = ", c.dt, ": positive");
+  if (!(c.dt > 0) || !(c.dt <= kMaxDt))
+    bad("dt = ", c.dt, ": in (0, ", kMaxDt, "] (leapfrog needs dt well below 2 over the plasma frequency)");
   if (c.sort_every < 0) bad("sort_every = ", c.sort_every, ": 0 (never) or a positive step count");
   if (!(c.k > 0) || !std::isfinite(c.k)) bad("k = ", c.k, ": positive");
   if (!(c.amplitude >= 0 && c.amplitude < 1)) bad("amplitude = ", c.amplitude, ": in [0, 1)");
   if (!(c.spacing > 0) || !std::isfinite(c.spacing)) bad("spacing = ", c.spacing, ": positive");
 }
-
-}  // namespace
 
 namespace {
 template <class T, int D>
