@@ -53,7 +53,8 @@ class Grid:
 
     Mesh values live on the nodes ``origin + i * spacing``, per axis. ``cells``,
     ``spacing``, ``origin`` and ``boundary`` are given x first (as the columns of the
-    positions). A periodic axis has ``cells`` nodes and wraps positions into
+    positions); ``cells`` are ints or NumPy integers (a float, 16.0 too, is a TypeError,
+    as in NumPy's shapes). A periodic axis has ``cells`` nodes and wraps positions into
     ``[origin, origin + cells * h)``; a bounded axis has ``cells + 1`` nodes on the closed
     ``[origin, origin + cells * h]`` and takes particles inside it only. ``ghosts`` says what
     happens to a kernel's reach past a bounded axis's ends: ``"fold"`` mirrors it back onto

@@ -202,7 +202,11 @@ class Plan(_PlanBase):
     - gradients and vectors (``interp_gradient``'s result, ``spread_gradient``'s input):
       (N, D), or (F, N, D): one particle's D components side by side, as positions.
 
-    Each argument may also be a list of such arrays; the result is then a list too.
+    Each argument may also be a list of such arrays; the result is then a list too. An
+    input's shape is checked before a result is made.
+
+    ``dtype`` is read as ``numpy.dtype`` reads it (``float`` and ``"f8"`` are float64,
+    ``"f4"`` float32), or is a torch dtype; float32 and float64 are taken.
 
     On the CUDA backend a call runs on the caller library's current stream (torch's or
     CuPy's), in order with the work queued there before and after it, and returns
