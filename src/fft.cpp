@@ -1,6 +1,7 @@
 // The RealFft front end: shape and argument checks common to both backends.
 #include <climits>
 
+#include "core/arguments.hpp"
 #include "core/fft_backend.hpp"
 #include "core/make_backend.hpp"
 #include "pmkit/fft.hpp"
@@ -66,9 +67,8 @@ void require_arrays(const char* call, const void* real, std::int64_t real_bytes,
                     std::int64_t spectrum_bytes) {
   if (real == nullptr) fail(ErrorCode::InvalidArgument, "RealFft::", call, ": the real array is null");
   if (spectrum == nullptr) fail(ErrorCode::InvalidArgument, "RealFft::", call, ": the spectrum is null");
-  const auto* r = static_cast<const char*>(real);
-  const auto* s = static_cast<const char*>(spectrum);
-  if (r < s + spectrum_bytes && s < r + real_bytes)
+  if (detail::bytes_overlap(real, static_cast<std::size_t>(real_bytes), spectrum,
+                            static_cast<std::size_t>(spectrum_bytes)))
     fail(ErrorCode::InvalidArgument, "RealFft::", call,
          ": the real array and the spectrum overlap; the transforms are out of place");
 }

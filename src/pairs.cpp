@@ -167,6 +167,21 @@ void PairPlan<T, D>::run_builtin(const Kernel& kernel, Span<View<const T>> in, S
 template <class T, int D>
 void PairPlan<T, D>::compute_builtin(const pair_kernels::LennardJones<D>& kernel, Span<View<const T>> in,
                                      Span<View<T>> out) {
+  if (!std::isfinite(kernel.epsilon))
+    fail(ErrorCode::InvalidArgument, "LennardJones epsilon = ", kernel.epsilon, ": the well depth must be finite");
+  if (!(kernel.sigma > 0) || !std::isfinite(kernel.sigma))
+    fail(ErrorCode::InvalidArgument, "LennardJones sigma = ", kernel.sigma,
+         ": the length scale must be positive and finite");
+  if (!(kernel.softening >= 0) || !std::isfinite(kernel.softening))
+    fail(ErrorCode::InvalidArgument, "LennardJones softening = ", kernel.softening,
+         ": the softening length must be zero or positive, and finite");
+  // The plan visits the pairs closer than its own cutoff; the kernel shifts the energy to
+  // zero at its cutoff. Any other value than the plan's truncates at one and shifts at
+  // the other (a larger one drops the pairs beyond the plan's cutoff).
+  if (!(std::abs(kernel.cutoff - cutoff_) <= 1e-12 * cutoff_))
+    fail(ErrorCode::InvalidArgument, "LennardJones cutoff = ", kernel.cutoff, ": the kernel's cutoff must be the "
+         "plan's cutoff ", cutoff_, " (the plan visits the pairs closer than it; the kernel shifts the energy to zero "
+         "there)");
   run_builtin(kernel, in, out);
 }
 

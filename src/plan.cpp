@@ -11,6 +11,7 @@ namespace pmkit {
 using detail::check_particle_arrays;
 using detail::check_positions;
 using detail::fail;
+using detail::require_apart;
 
 template <class T, int D>
 Plan<T, D>::Plan(const Grid<D>& grid, Kernel kernel, Options options)
@@ -124,6 +125,7 @@ void Plan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumul
          " meshes: one mesh per property");
   check_particle_arrays("props", props, num_points_);
   check_mesh_arrays("meshes", meshes, mesh_size());
+  require_apart("spread", "props", props, "meshes", meshes, static_cast<std::size_t>(mesh_size()));
   if (props.empty()) return;
   backend_->spread(props, meshes, mode);
 }
@@ -136,6 +138,7 @@ void Plan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
          " output arrays: one output per mesh");
   check_mesh_arrays("meshes", meshes, mesh_size());
   check_particle_arrays("values", values, num_points_);
+  require_apart("interp", "values", values, "meshes", meshes, static_cast<std::size_t>(mesh_size()));
   if (meshes.empty() || num_points_ == 0) return;
   backend_->interp(meshes, values);
 }
@@ -148,6 +151,7 @@ void Plan<T, D>::interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradi
          " output arrays: ", D, " per mesh (gradients[", D, "*i + d] is component d for meshes[i])");
   check_mesh_arrays("meshes", meshes, mesh_size());
   check_particle_arrays("gradients", gradients, num_points_);
+  require_apart("interp_gradient", "gradients", gradients, "meshes", meshes, static_cast<std::size_t>(mesh_size()));
   if (meshes.empty() || num_points_ == 0) return;
   backend_->interp_gradient(meshes, gradients);
 }
@@ -160,6 +164,7 @@ void Plan<T, D>::spread_gradient(Span<View<const T>> vectors, Span<View<T>> mesh
          " meshes: ", D, " per mesh (vectors[", D, "*i + d] is component d for meshes[i])");
   check_particle_arrays("vectors", vectors, num_points_);
   check_mesh_arrays("meshes", meshes, mesh_size());
+  require_apart("spread_gradient", "vectors", vectors, "meshes", meshes, static_cast<std::size_t>(mesh_size()));
   if (meshes.empty()) return;
   backend_->spread_gradient(vectors, meshes, mode);
 }

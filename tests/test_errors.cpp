@@ -242,6 +242,55 @@ TEST_P(ErrorTest, GradientArgumentsAreCheckedAndOutputsUntouched) {
   EXPECT_FALSE(same_bytes(m0, sentinel_mesh));
 }
 
+// A call's outputs share no element with its inputs: spread, interp and both gradients
+// refuse a particle array inside a mesh (either way round), naming both, and write
+// nothing. Arrays side by side in one buffer, and a strided view whose elements straddle
+// a mesh without touching it, are apart.
+TEST_P(ErrorTest, OverlappingInputsAndOutputsAreRejected) {
+  const Grid<3> grid = make_grid<3>({7, 9, 8}, BoundaryKind::Periodic);
+  MatrixPlan<double, 3> plan(grid, Kernel::mp4(), bc_);
+  const std::size_t n = 100, size = static_cast<std::size_t>(plan.mesh_size());
+  auto pos = make_positions<double, 3>(grid, Distribution::Uniform, n, rng_);
+  plan.set_points(views_of<double, 3>(pos));
+  const std::vector<double> f = random_values<double>(size, rng_);
+  // One buffer: the mesh at [0, size), particle arrays from `size` on.
+  std::vector<double> buffer = random_values<double>(size + 3 * n, rng_);
+  const std::vector<double> before = buffer;
+  double* mesh = buffer.data();
+  auto inside = [&](std::size_t offset) { return View<double>(mesh + offset, n); };
+
+  EXPECT_PMKIT_ERROR(plan.spread({View<const double>(mesh, n)}, {View<double>(mesh, size)}), ErrorCode::InvalidArgument,
+                     "props[0] and meshes[0] overlap");
+  std::vector<double> other(size, kSentinel);
+  EXPECT_PMKIT_ERROR(plan.spread({View<const double>(f.data(), n), View<const double>(mesh + size - 1, n)},
+                                 {View<double>(other), View<double>(mesh, size)}),
+                     ErrorCode::InvalidArgument, "props[1] and meshes[1] overlap");
+  EXPECT_PMKIT_ERROR(plan.interp({View<const double>(mesh, size)}, {inside(size - n / 2)}), ErrorCode::InvalidArgument,
+                     "values[0] and meshes[0] overlap");
+  EXPECT_PMKIT_ERROR(plan.interp({View<const double>(f), View<const double>(mesh, size)}, {inside(size), inside(7)}),
+                     ErrorCode::InvalidArgument, "values[1] and meshes[1] overlap");
+  EXPECT_PMKIT_ERROR(plan.interp_gradient({View<const double>(mesh, size)},
+                                          {inside(size), inside(size + n), View<double>(mesh + size - 2, n, 3)}),
+                     ErrorCode::InvalidArgument, "gradients[2] and meshes[0] overlap");
+  EXPECT_PMKIT_ERROR(plan.spread_gradient({View<const double>(f.data(), n), View<const double>(mesh + 1, n, 2),
+                                           View<const double>(f.data(), n)},
+                                          {View<double>(mesh, size)}),
+                     ErrorCode::InvalidArgument, "vectors[1] and meshes[0] overlap");
+  EXPECT_TRUE(same_bytes(buffer, before)) << "a rejected call wrote into the buffer";
+  EXPECT_TRUE(std::all_of(other.begin(), other.end(), [](double x) { return x == kSentinel; }));
+
+  // Apart: side by side, and stepping over the mesh (elements 0, size + 1, 2 (size + 1), ...).
+  std::vector<double> values(n), again(n);
+  plan.interp({View<const double>(mesh, size)}, {inside(size)});
+  plan.interp({View<const double>(mesh, size)}, {View<double>(values)});
+  for (std::size_t p = 0; p < n; ++p) EXPECT_EQ(buffer[size + p], values[p]) << "particle " << p;
+  std::vector<double> straddled((n - 1) * (size + 1) + 1, 0.0);
+  std::copy(f.begin(), f.end(), straddled.begin() + 1);
+  plan.interp({View<const double>(straddled.data() + 1, size)}, {View<double>(straddled.data(), n, size + 1)});
+  plan.interp({View<const double>(f)}, {View<double>(again)});
+  for (std::size_t p = 0; p < n; ++p) EXPECT_EQ(straddled[p * (size + 1)], again[p]) << "particle " << p;
+}
+
 // With no particles, spread_gradient's Overwrite zeroes the meshes and Add leaves them;
 // interp_gradient has nothing to write.
 TEST_P(ErrorTest, GradientsOfZeroParticlesAreValid) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "../bench/pair_synthetic.hpp"
@@ -41,7 +42,8 @@ TEST_P(PairTest, LennardJonesAgainstBruteForce) {
     // own x-window: cells wider than the cutoff (0.84 x 1.0 x 0.92), and a lattice of the
     // cutoff's spacing (particles on cell faces, pairs exactly at it).
     check_case<float, 3>(Box<3>::periodic({4.2, 3.0, 4.6}), 0.8, lj3, scaled(750), Layout::Uniform, opt);
-    check_case<float, 3>(Box<3>::periodic({4.4, 4.4, 4.4}), 0.55, lj3, scaled(5120), Layout::Lattice, opt);
+    check_case<float, 3>(Box<3>::periodic({4.4, 4.4, 4.4}), 0.55, pair_kernels::LennardJones<3>{1.0, 0.3, 0.55, 0.05},
+                         scaled(5120), Layout::Lattice, opt);
     // Rows longer than a pencil (where the half shell's blocks take whole warps, the last
     // running on into the next pencil's first cell): 10 a cell on 40 x 3 x 3 cells, 40 a
     // cell on a row bounded in x (the last pencil ends at the face), and clustered cells,
@@ -167,6 +169,39 @@ TEST(Pairs, BadInput) {
     std::vector<double> far = {0.1, 2.5};
     bounded.set_points({x, y, far});
   });
+}
+
+// Lennard-Jones' parameters: a finite epsilon, a positive finite sigma, a finite softening
+// of zero or more, and the plan's cutoff (a larger one would drop the pairs beyond the
+// plan's, a smaller one shift the energy at one cutoff and truncate at the other), each
+// named. On every variant, so through the CUDA plan's compute too.
+TEST_P(PairTest, LennardJonesParametersAreChecked) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (const PairOptions& opt : pair_settings(bc_)) {
+    PairPlan<double, 3> plan(Box<3>::periodic({2.0, 2.0, 2.0}), 0.5, opt);
+    const std::array<std::vector<double>, 3> x = {std::vector<double>{0.1, 0.3}, std::vector<double>{0.2, 0.2},
+                                                  std::vector<double>{0.5, 0.5}};
+    const auto good = run_pairs(plan, pair_kernels::LennardJones<3>{1.0, 0.3, 0.5, 0.0}, x);
+    EXPECT_NE(good[0][0], 0.0);
+    struct Bad {
+      pair_kernels::LennardJones<3> lj;
+      const char* needle;
+    };
+    const Bad bad[] = {
+        {{1.0, 0.3, 0.75, 0.0}, "cutoff = 0.75"},
+        {{1.0, 0.3, 0.375, 0.0}, "cutoff = 0.375"},
+        {{1.0, 0.3, -1.0, 0.0}, "cutoff = -1"},
+        {{1.0, 0.3, nan, 0.0}, "cutoff = nan"},
+        {{1.0, 0.0, 0.5, 0.0}, "sigma = 0"},
+        {{1.0, -0.25, 0.5, 0.0}, "sigma = -0.25"},
+        {{1.0, inf, 0.5, 0.0}, "sigma = inf"},
+        {{nan, 0.3, 0.5, 0.0}, "epsilon = nan"},
+        {{-inf, 0.3, 0.5, 0.0}, "epsilon = -inf"},
+        {{1.0, 0.3, 0.5, -0.125}, "softening = -0.125"},
+        {{1.0, 0.3, 0.5, inf}, "softening = inf"},
+    };
+    for (const Bad& b : bad) EXPECT_PMKIT_ERROR(compute_pairs(plan, b.lj), ErrorCode::InvalidArgument, b.needle);
+  }
 }
 
 #if defined(PMKIT_WITH_CUDA)

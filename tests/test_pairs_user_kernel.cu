@@ -142,6 +142,11 @@ TEST(CudaPairs, BadInput) {
   plan.set_points({device_cview(x), device_cview(x), device_cview(x)});
   expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(x), device_cview(nan_x)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { cuda::compute(plan, cheap, {}, {View<double>(good.data(), 3)}); });
+  // A built-in kernel through cuda::compute: the plan checks its parameters.
+  expect_pmkit_error(ErrorCode::InvalidArgument, "sigma = 0", [&] {
+    cuda::compute(plan, pair_kernels::LennardJones<3>{1.0, 0.0, 0.5, 0.0}, {},
+                  {device_view(out), device_view(out), device_view(out), device_view(out)});
+  });
   EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
   cuda::compute(plan, cheap, {}, {device_view(out)});  // the points of before the failed call
   // x = y = z = (0.1, 0.2, 1.9): r^2 = 0.03 for 0-1, 0.12 for 0-2 across the seam, 0.27

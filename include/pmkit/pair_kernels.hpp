@@ -62,7 +62,8 @@ PMKIT_HD inline T rsqrt(T x) {
 // `softening` is added to r^2 so that overlapping particles give finite values.
 // Outputs: the force on the particle (D components), then its potential energy (half
 // of each pair's energy goes to each particle, so the outputs sum to the total).
-// sigma must be positive (the body divides by it once, into constants).
+// sigma must be positive (the body divides by it once, into constants) and cutoff the
+// pair plan's: the plan visits the pairs closer than its own cutoff and checks both.
 template <int D>
 struct LennardJones {
   static constexpr int inputs = 0;

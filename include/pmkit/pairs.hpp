@@ -179,6 +179,8 @@ class PairPlan {
 
   // Overwrites outputs[k][p] with particle p's accumulated output k of the kernel;
   // inputs[k][p] is its input k. Nothing the caller owns is written if a check fails.
+  // A built-in kernel's parameters are checked (LennardJones: epsilon finite, sigma
+  // positive and finite, softening zero or positive and finite, cutoff the plan's).
   // Built-in kernels on either backend, the caller's own kernels on the CPU backend (see
   // the top of this file for the CUDA backend). CUDA: asynchronous on options.stream, like
   // a kernel launch: use the outputs in stream order or after synchronising the stream.

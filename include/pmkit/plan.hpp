@@ -10,6 +10,8 @@
 // set_points validates and bins the positions (a counting sort kept in the plan);
 // every later spread/interp reuses that binning and allocates nothing. A failed call
 // throws pmkit::Error and leaves both the plan and the caller's arrays as they were.
+// The outputs of spread, interp and the gradients share no element with their inputs
+// (InvalidArgument naming both; device pointers are compared as addresses).
 //
 // On the CUDA backend every kernel, copy and event of a plan runs on Options::stream, in
 // the order of the calls, after the work already queued there. set_points and

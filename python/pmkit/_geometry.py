@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Sequence, Tuple, Union
 
 from . import _pmkit
@@ -22,6 +23,24 @@ def _per_axis(value: PerAxis, dims: int, name: str, kind: type) -> Tuple:
     return tuple(kind(v) for v in value)
 
 
+def _counts(values: Sequence[int], name: str) -> Tuple[int, ...]:
+    """Integers as NumPy takes a shape's: ints and NumPy integers; floats (16.7, and 16.0
+    too), bools and strings are a TypeError naming the argument. Their range is the C++
+    grid's to check (pmkit.Error at plan creation)."""
+    counts = []
+    for d, value in enumerate(values):
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            counts.append(operator.index(value))
+        except TypeError:
+            raise TypeError(
+                f"{name}[{d}] = {value!r}: {name} are positive integers, one per axis (ints or NumPy integers; "
+                "floats are refused, 16.0 too, as in NumPy's shapes)"
+            ) from None
+    return tuple(counts)
+
+
 def _choice(value: str, choices: dict, name: str):
     try:
         return choices[value]
@@ -34,7 +53,8 @@ class Grid:
 
     Mesh values live on the nodes ``origin + i * spacing``, per axis. ``cells``,
     ``spacing``, ``origin`` and ``boundary`` are given x first (as the columns of the
-    positions). A periodic axis has ``cells`` nodes and wraps positions into
+    positions); ``cells`` are ints or NumPy integers (a float, 16.0 too, is a TypeError,
+    as in NumPy's shapes). A periodic axis has ``cells`` nodes and wraps positions into
     ``[origin, origin + cells * h)``; a bounded axis has ``cells + 1`` nodes on the closed
     ``[origin, origin + cells * h]`` and takes particles inside it only. ``ghosts`` says what
     happens to a kernel's reach past a bounded axis's ends: ``"fold"`` mirrors it back onto
@@ -57,7 +77,7 @@ class Grid:
         dims = len(cells)
         if dims not in (2, 3):
             raise ValueError(f"cells has {dims} values; pmkit grids are 2D or 3D")
-        self.cells: Tuple[int, ...] = tuple(int(c) for c in cells)
+        self.cells: Tuple[int, ...] = _counts(cells, "cells")
         self.spacing: Tuple[float, ...] = _per_axis(spacing, dims, "spacing", float)
         self.origin: Tuple[float, ...] = _per_axis(origin, dims, "origin", float)
         self.boundary: Tuple[str, ...] = _per_axis(boundary, dims, "boundary", str)

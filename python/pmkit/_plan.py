@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import numbers
 import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
 
 from . import _pmkit
 from ._arrays import NUMPY, ArrayLibrary, library_of, shape_of
@@ -45,22 +48,50 @@ def plan_of_key(key: str) -> "Plan":
 
 
 def _dtype_name(dtype: Any) -> str:
-    """'float32' or 'float64' from a name, a NumPy or a torch dtype."""
-    name = str(getattr(dtype, "__name__", dtype)).replace("torch.", "")
-    if name in ("float", "double"):
-        name = {"float": "float32", "double": "float64"}[name]
+    """'float32' or 'float64': the dtype as numpy.dtype reads it (so float, 'float', 'f8',
+    'double' and np.float64 are float64; 'f4' and np.float32 float32), or a torch dtype."""
+    name = None
+    if type(dtype).__module__ == "torch":  # torch.float32, torch.float64: numpy.dtype reads no torch dtype
+        name = str(dtype).replace("torch.", "")
+    else:
+        try:
+            resolved = np.dtype(dtype)
+            name = resolved.name if resolved.isnative else None
+        except (TypeError, ValueError):
+            pass
     if name not in ("float32", "float64"):
-        raise TypeError(f"dtype = {dtype!r}: pmkit plans are float32 or float64")
+        raise TypeError(
+            f"dtype = {dtype!r}: pmkit plans are float32 or float64, given as numpy.dtype reads them "
+            "('float32', 'f4', np.float32; 'float64', 'f8', float, np.float64) or as torch.float32, torch.float64"
+        )
     return name
 
 
-def _as_list(arrays: Arrays) -> Tuple[List[Array], bool]:
+def _require_arrays(items: List[Any], name: str) -> None:
+    """A TypeError naming the argument where an item of its list is a number: a list is
+    one array per item, so a list of numbers is most likely meant as one array."""
+    for i, item in enumerate(items):
+        if isinstance(item, numbers.Number) or getattr(item, "shape", None) == ():
+            raise TypeError(
+                f"{name}[{i}] is a number, not an array: {name} is an array, or a list of arrays; convert a list "
+                f"of numbers first (numpy.asarray({name}, dtype=...))"
+            )
+
+
+def _as_list(arrays: Arrays, name: str) -> Tuple[List[Array], bool]:
     """The arrays of an argument as a list, and whether it was one array."""
-    if isinstance(arrays, list):
-        return arrays, False
-    if isinstance(arrays, tuple):
+    if isinstance(arrays, (list, tuple)):
+        _require_arrays(list(arrays), name)
         return list(arrays), False
     return [arrays], True
+
+
+def _size_mismatch(message: str) -> Exception:
+    """pmkit.Error with code SizeMismatch, as the compiled plan raises for a particle count
+    that is not the plan's."""
+    error = _pmkit.Error(message)
+    error.code = _pmkit.ErrorCode.SizeMismatch
+    return error
 
 
 def _kernel(kernel: KernelLike) -> _pmkit.Kernel:
@@ -102,6 +133,7 @@ class _PlanBase:
             positions = tuple(positions[0])
         if not positions:
             raise TypeError("positions: give an (N, D) array or D arrays of N")
+        _require_arrays(list(positions), "positions")
         return list(positions)
 
     @property
@@ -170,7 +202,11 @@ class Plan(_PlanBase):
     - gradients and vectors (``interp_gradient``'s result, ``spread_gradient``'s input):
       (N, D), or (F, N, D): one particle's D components side by side, as positions.
 
-    Each argument may also be a list of such arrays; the result is then a list too.
+    Each argument may also be a list of such arrays; the result is then a list too. An
+    input's shape is checked before a result is made.
+
+    ``dtype`` is read as ``numpy.dtype`` reads it (``float`` and ``"f8"`` are float64,
+    ``"f4"`` float32), or is a torch dtype; float32 and float64 are taken.
 
     On the CUDA backend a call runs on the caller library's current stream (torch's or
     CuPy's), in order with the work queued there before and after it, and returns
@@ -264,18 +300,25 @@ class Plan(_PlanBase):
         self._impl.update_points(library.exported(arrays), self._call_stream(library, arrays[0]))
         self._points_token = None
 
-    def _run(self, method: str, inputs: Arrays, name: str, out: Optional[Arrays], shape_of, *flags: bool) -> Any:
-        """Runs one compiled call: inputs and outputs as lists, outputs made where not given."""
-        items, single = _as_list(inputs)
+    def _run(self, method: str, inputs: Arrays, name: str, out: Optional[Arrays], fields, tail: Tuple[int, ...],
+             *flags: bool) -> Any:
+        """Runs one compiled call: inputs and outputs as lists, outputs made where not given.
+        ``fields(shape, name)`` checks an input's shape and gives its leading field axes; a
+        result is those followed by ``tail``."""
+        items, single = _as_list(inputs, name)
         if not items:
             raise ValueError(f"{name} is empty")
+        if not self._impl.has_points:
+            # The compiled call raises NotReady before it reads an array: no result is made.
+            getattr(self._impl, method)([], [], *flags, None)
+        names = [name if single else f"{name}[{i}]" for i in range(len(items))]
+        leading = [fields(shape_of(item, n), n) for item, n in zip(items, names)]
         library = library_of(items[0])
         library.before(items, name)
         if out is None:
-            outputs = [library.empty(items[0], shape_of(item, f"{name}[{i}]" if not single else name), self._dtype)
-                       for i, item in enumerate(items)]
+            outputs = [library.empty(items[0], f + tail, self._dtype) for f in leading]
         else:
-            outputs, _ = _as_list(out)
+            outputs, _ = _as_list(out, "out")
         stream = self._call_stream(library, items[0])
         getattr(self._impl, method)(library.exported(items), library.exported(outputs), *flags, stream)
         if out is not None:
@@ -283,10 +326,36 @@ class Plan(_PlanBase):
         results = [library.result(o, self._impl) for o in outputs]
         return results[0] if single else results
 
-    def _mesh_fields(self, mesh: Array, name: str) -> Tuple[int, ...]:
-        """(F,) for a stack of F meshes, () for one."""
-        shape = shape_of(mesh, name)
-        return shape[:1] if len(shape) == self._dim + 1 else ()
+    def _particle_fields(self, components: Tuple[int, ...]):
+        """The shape check of particle values, (N,) or (F, N) (``components`` ()), or of
+        vectors, (N, D) or (F, N, D) (``components`` (D,)): the leading (F,) or (). A shape
+        of other dimensions is a ValueError, other extents pmkit.Error SizeMismatch, as the
+        compiled plan's for a particle count; both name the forms, before a result is made."""
+        symbols = ("N",) + ("D",) * len(components)
+        forms = f"({', '.join(symbols)}{',' if not components else ''}) or (F, {', '.join(symbols)})"
+
+        def fields(shape: Tuple[int, ...], name: str) -> Tuple[int, ...]:
+            want = (self.num_points,) + components
+            k = len(want)
+            if len(shape) not in (k, k + 1):
+                raise ValueError(f"{name} has shape {shape}; it must be {forms}")
+            if shape[-k:] != want:
+                sizes = f"N = {want[0]}, the plan's particles" + (f", D = {self._dim}" if components else "")
+                raise _size_mismatch(f"{name} has shape {shape}; it must be {forms} with {sizes} (F fields)")
+            return shape[:-k]
+
+        return fields
+
+    def _mesh_fields(self, shape: Tuple[int, ...], name: str) -> Tuple[int, ...]:
+        """The shape check of meshes, ``mesh_shape`` or (F, *mesh_shape): the leading (F,) or ()."""
+        dims = len(self._mesh_shape)
+        if len(shape) not in (dims, dims + 1) or shape[-dims:] != self._mesh_shape:
+            stacked = ", ".join(map(str, ("F",) + self._mesh_shape))
+            raise ValueError(
+                f"{name} has shape {shape}; the plan's meshes are {self._mesh_shape} (C order, x last), "
+                f"or ({stacked}) for F fields"
+            )
+        return shape[:-dims]
 
     def spread(self, props: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
         """P2M: each particle's value spread onto the mesh, sum over particles of
@@ -295,25 +364,18 @@ class Plan(_PlanBase):
         overwriting it."""
         if add and out is None:
             raise ValueError("add=True adds to out: give out=")
-
-        def shape(p: Array, name: str) -> Tuple[int, ...]:
-            fields = shape_of(p, name)[:-1]
-            return fields + self._mesh_shape
-
-        return self._run("spread", props, "props", out, shape, bool(add))
+        return self._run("spread", props, "props", out, self._particle_fields(()), self._mesh_shape, bool(add))
 
     def interp(self, meshes: Arrays, out: Optional[Arrays] = None) -> Arrays:
         """M2P: the mesh at each particle, sum over nodes of ``W(x_p - x_node) * mesh``, in
         the caller's order of the particles. ``meshes`` is ``mesh_shape`` or
         (F, *mesh_shape); the result (N,) or (F, N)."""
-        return self._run("interp", meshes, "meshes", out,
-                         lambda m, name: self._mesh_fields(m, name) + (self.num_points,))
+        return self._run("interp", meshes, "meshes", out, self._mesh_fields, (self.num_points,))
 
     def interp_gradient(self, meshes: Arrays, out: Optional[Arrays] = None) -> Arrays:
         """The gradient of ``interp`` with respect to each particle's position: (N, D) for
         one mesh, (F, N, D) for F (one particle's components side by side)."""
-        return self._run("interp_gradient", meshes, "meshes", out,
-                         lambda m, name: self._mesh_fields(m, name) + (self.num_points, self._dim))
+        return self._run("interp_gradient", meshes, "meshes", out, self._mesh_fields, (self.num_points, self._dim))
 
     def spread_gradient(self, vectors: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
         """The adjoint of ``interp_gradient`` (a dipole spread): sum over particles and axes
@@ -321,14 +383,8 @@ class Plan(_PlanBase):
         the result ``mesh_shape`` or (F, *mesh_shape)."""
         if add and out is None:
             raise ValueError("add=True adds to out: give out=")
-
-        def shape(v: Array, name: str) -> Tuple[int, ...]:
-            ndim = len(shape_of(v, name))
-            if ndim not in (2, 3):
-                raise ValueError(f"{name} has {ndim} dimensions; vectors are (N, D) or (F, N, D) (or give out=)")
-            return shape_of(v, name)[:-2] + self._mesh_shape
-
-        return self._run("spread_gradient", vectors, "vectors", out, shape, bool(add))
+        return self._run("spread_gradient", vectors, "vectors", out, self._particle_fields((self._dim,)),
+                         self._mesh_shape, bool(add))
 
     def _points_output(self, out: Optional[Array], shape: Tuple[int, ...], dtype: str) -> Array:
         # Before set_points: an empty array, which the compiled plan refuses (NotReady).
@@ -439,7 +495,9 @@ class PairPlan(_PlanBase):
     ) -> Tuple[Array, Array]:
         """The truncated and shifted Lennard-Jones force on each particle and its potential
         energy (half of each pair's): ``(forces (N, D), energy (N,))``, two views of one
-        (N, D + 1) array (``out=``, if given). ``cutoff`` defaults to the plan's."""
+        (N, D + 1) array (``out=``, if given). ``cutoff`` is the plan's (the default), where
+        the plan's pairs end; ``epsilon`` finite, ``sigma`` positive, ``softening`` zero or
+        positive: another value is pmkit.Error naming it."""
         cutoff = self.cutoff if cutoff is None else float(cutoff)
         result = self._compute("lennard_jones", self._dim + 1, out, float(epsilon), float(sigma), cutoff,
                                float(softening))

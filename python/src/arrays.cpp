@@ -88,6 +88,12 @@ Array from_cuda_array_interface(nb::handle object, const std::string& name, bool
                nb::device::cuda::value, where.device_id);
 }
 
+// The TypeError of an array of another dtype than the plan's.
+nb::builtin_exception wrong_dtype(const std::string& name, const std::string& dtype, const char* dtype_name) {
+  return nb::type_error((name + " has dtype " + dtype + "; the plan takes " + dtype_name +
+                         " (convert it first: pmkit copies nothing)").c_str());
+}
+
 }  // namespace
 
 std::string element_name(const char* what, std::size_t i, std::size_t count) {
@@ -113,14 +119,16 @@ Array import_array(nb::handle object, const std::string& name, nb::dlpack::dtype
     array = from_cuda_array_interface(object, name, writable, where);
     imported = array.is_valid();
   }
+  // An array whose dtype neither DLPack nor the buffer protocol carries (NumPy's object
+  // and string arrays): its dtype is what is wrong.
+  if (!imported && nb::hasattr(object, "dtype") && nb::hasattr(object, "shape"))
+    throw wrong_dtype(name, nb::cast<std::string>(object.attr("dtype").attr("__str__")()), dtype_name);
   if (!imported) {
     const std::string type = nb::cast<std::string>(nb::type_name(object.type()));
     throw nb::type_error((name + " must be an array (DLPack, the buffer protocol or __cuda_array_interface__), not " +
                           type).c_str());
   }
-  if (array.dtype() != dtype)
-    throw nb::type_error((name + " has dtype " + dtype_string(array.dtype()) + "; the plan takes " + dtype_name +
-                          " (convert it first: pmkit copies nothing)").c_str());
+  if (array.dtype() != dtype) throw wrong_dtype(name, dtype_string(array.dtype()), dtype_name);
   const int type = array.device_type();
   const bool on_host = type == nb::device::cpu::value || type == nb::device::cuda_host::value;
   const bool on_device = type == nb::device::cuda::value || type == nb::device::cuda_managed::value;
@@ -139,8 +147,11 @@ Array import_array(nb::handle object, const std::string& name, nb::dlpack::dtype
 Cut cut_array(const Array& a, const std::string& name, Layout layout, const std::vector<std::int64_t>& mesh_shape) {
   Cut cut;
   const std::size_t ndim = a.ndim();
+  // An array of no elements (no fields, or no particles) makes views of no elements or
+  // none at all: its strides, which exporters set freely (0, say), are not read.
+  const bool empty = a.size() == 0;
   auto require_positive = [&](std::size_t axis) {
-    if (a.shape(axis) > 1 && a.stride(axis) <= 0)
+    if (!empty && a.shape(axis) > 1 && a.stride(axis) <= 0)
       throw nb::value_error((name + " has stride " + std::to_string(a.stride(axis)) + " along its particle axis (" +
                              std::to_string(axis) + "); pmkit takes positive strides")
                                 .c_str());
@@ -152,7 +163,7 @@ Cut cut_array(const Array& a, const std::string& name, Layout layout, const std:
       const std::size_t axis = ndim - 1;
       require_positive(axis);
       cut.size = a.shape(axis);
-      cut.stride = a.stride(axis);
+      cut.stride = empty ? 1 : a.stride(axis);
       const std::size_t fields = ndim == 2 ? a.shape(0) : 1;
       for (std::size_t f = 0; f < fields; ++f) cut.offsets.push_back(ndim == 2 ? std::int64_t(f) * a.stride(0) : 0);
       break;
@@ -164,7 +175,7 @@ Cut cut_array(const Array& a, const std::string& name, Layout layout, const std:
       const std::size_t axis = ndim == 3 ? 1 : 0;
       require_positive(axis);
       cut.size = a.shape(axis);
-      cut.stride = a.stride(axis);
+      cut.stride = empty ? 1 : a.stride(axis);
       const std::size_t groups = ndim == 3 ? a.shape(0) : 1;
       const std::size_t components = ndim >= 2 ? a.shape(ndim - 1) : 1;
       for (std::size_t g = 0; g < groups; ++g)
@@ -189,7 +200,7 @@ Cut cut_array(const Array& a, const std::string& name, Layout layout, const std:
       std::int64_t packed = 1;
       for (std::size_t d = dims; d-- > 0;) {
         const std::size_t axis = ndim - dims + d;
-        if (a.shape(axis) > 1 && a.stride(axis) != packed)
+        if (!empty && a.shape(axis) > 1 && a.stride(axis) != packed)
           throw nb::value_error((name + " is not contiguous over its mesh axes; pmkit reads and writes each mesh "
                                         "as one contiguous array (pass a contiguous copy)")
                                     .c_str());

@@ -89,3 +89,27 @@ def test_pair_plan_errors(rng):
         mesh = pmkit.Plan(pmkit.Grid.periodic((3, 3)), "linear", dtype="float32")
         mesh.set_points(np.zeros((1, 2), np.float32))
         pairs.set_points(mesh)
+
+
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        (dict(cutoff=1.5), "cutoff = 1.5"),  # beyond the plan's: its pairs would be dropped
+        (dict(cutoff=0.5), "cutoff = 0.5"),
+        (dict(cutoff=-1), "cutoff = -1"),
+        (dict(sigma=0), "sigma = 0"),
+        (dict(sigma=float("inf")), "sigma = inf"),
+        (dict(epsilon=float("nan")), "epsilon = nan"),
+        (dict(softening=-0.125), "softening = -0.125"),
+    ],
+)
+def test_lennard_jones_parameters_are_checked(params, needle, rng):
+    pairs = pmkit.PairPlan(pmkit.Box.periodic([3.0, 3.0]), 1.0)
+    pairs.set_points(rng.random((30, 2)) * 3)
+    out = np.full((30, 3), 7.0)
+    with pytest.raises(pmkit.Error, match=needle) as info:
+        pairs.lennard_jones(**params, out=out)
+    assert info.value.code == pmkit.ErrorCode.InvalidArgument
+    assert (out == 7.0).all()
+    pairs.lennard_jones(cutoff=1.0, out=out)  # the plan's cutoff, as the default
+    assert not (out == 7.0).all()

@@ -205,3 +205,11 @@ def test_the_plan_follows_the_current_stream_from_call_to_call():
     assert plan.stream == torch.cuda.current_stream().cuda_stream
     assert total.item() == pytest.approx(expected.item(), rel=1e-12)
     assert total.item() > 0
+
+def test_torch_dtypes_make_plans_of_their_precision():
+    assert pmkit.Plan(GRID, dtype=torch.float32).dtype == "float32"
+    assert pmkit.Plan(GRID, dtype=torch.float).dtype == "float32"
+    assert pmkit.Plan(GRID, dtype=torch.float64).dtype == "float64"
+    assert pmkit.Plan(GRID, dtype=torch.double).dtype == "float64"
+    with pytest.raises(TypeError, match=r"dtype = torch.float16: pmkit plans are float32 or float64"):
+        pmkit.Plan(GRID, dtype=torch.float16)

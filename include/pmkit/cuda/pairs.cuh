@@ -67,14 +67,19 @@ struct PairPlanAccess {
 namespace cuda {
 
 // PairPlan::compute for any pair kernel on either backend: on a CUDA plan, the traversal
-// compiled here for the kernel; on a CPU plan, PairPlan::compute.
+// compiled here for the kernel; on a CPU plan, and for a built-in kernel (whose
+// parameters the plan checks), PairPlan::compute.
 template <class T, int D, class Kernel>
 void compute(PairPlan<T, D>& plan, const Kernel& kernel, typename detail::NonDeduced<Span<View<const T>>>::type inputs,
              typename detail::NonDeduced<Span<View<T>>>::type outputs) {
-  detail::DevicePairs<T, D>* dev = detail::PairPlanAccess::device_pairs(plan);
-  if (!dev) return plan.compute(kernel, inputs, outputs);
-  detail::PairPlanAccess::check_compute(plan, Kernel::inputs, Kernel::outputs, inputs, outputs);
-  detail::device_pair_compute<T, D>(*dev, kernel, plan.options().method, inputs, outputs);
+  if constexpr (detail::kBuiltinPairKernel<Kernel, D>) {
+    plan.compute(kernel, inputs, outputs);
+  } else {
+    detail::DevicePairs<T, D>* dev = detail::PairPlanAccess::device_pairs(plan);
+    if (!dev) return plan.compute(kernel, inputs, outputs);
+    detail::PairPlanAccess::check_compute(plan, Kernel::inputs, Kernel::outputs, inputs, outputs);
+    detail::device_pair_compute<T, D>(*dev, kernel, plan.options().method, inputs, outputs);
+  }
 }
 
 }  // namespace cuda
