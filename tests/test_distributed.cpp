@@ -345,8 +345,9 @@ TEST_P(DistributedTest, FarPeriodicCoordinatesWrapAsThePlanWraps) {
 TEST_P(DistributedTest, CoordinatesTooFarToWrapAreNamed) {
   const Grid<3> grid = Grid<3>::periodic({37, 8, 8}, 0.1, -0.5);
   MatrixDistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, Kernel::tsc(), options());
-  Share<double, 3> share(3);
-  for (int d = 0; d < 3; ++d) share.x[d] = {0.1, 0.2, 0.3};
+  Share<double, 3> share(3 * world_size());  // room for every rank's particles
+  for (int d = 0; d < 3; ++d)
+    for (int i = 0; i < 3; ++i) share.x[d][i] = 0.1 * (i + 1);
   share.count = 3;
   if (world_rank() == 0) share.x[1][2] = 1e308;
   const Share<double, 3> before = share;

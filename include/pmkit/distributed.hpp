@@ -112,17 +112,16 @@ class DistributedPlan {
   // Moves every particle to the rank that owns its position, with its properties. Each
   // array holds `capacity` slots (its size, the same for all of a rank's arrays), the
   // first `count` in use; props[j] may be of any number, the same on every rank.
-  // Periodic coordinates are wrapped into the grid's domain [origin, origin + L), as the
-  // mesh Plan wraps them (a coordinate on the seam origin + L to origin; one too far from
-  // the origin to wrap, its distance in cells not a finite double, fails with
-  // ErrorCode::OutOfBounds as in Plan::set_points). Returns this rank's new
-  // count: its staying particles first, then the arrivals by source rank (each source's
-  // in its order). A staying particle keeps its slot, except that those past the new
-  // kept count fill, in their order, the slots that leaving particles left below it: the
-  // work beyond one pass over the positions is in the number that move. A particle may
-  // cross any number of blocks. If a rank's arrivals would exceed its
-  // capacity, or a position is not finite or lies outside a bounded dimension, every
-  // rank throws and no array is changed.
+  // Periodic coordinates are wrapped into the grid's domain [origin, origin + L) as the
+  // mesh Plan wraps them (origin + L itself onto the origin); one too far from the origin
+  // to wrap (its distance in cells not a finite double) fails with ErrorCode::OutOfBounds,
+  // as in Plan::set_points. Returns this rank's new count: its staying particles first,
+  // then the arrivals by source rank (each source's in its order). A staying particle
+  // keeps its slot, except that those past the new kept count fill, in their order, the
+  // slots that leaving particles left below it: the work beyond one pass over the
+  // positions is in the number that move. A particle may cross any number of blocks. If a
+  // rank's arrivals would exceed its capacity, or a position is not finite, lies outside a
+  // bounded dimension or is too far to wrap, every rank throws and no array is changed.
   std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count);
 
   // This rank's particles (any count, 0 included); each must lie in this rank's block,
