@@ -183,11 +183,16 @@ inline Options rank_options(const Variant& v) {
   return o;
 }
 
+// Whether CUDA ranks share GPUs: more ranks than GPUs (rank_options deals them
+// round-robin), where NCCL refuses them and Transport::Auto takes host-staged MPI.
+inline bool ranks_share_gpus() { return world_size() > visible_gpus(); }
+
 // The transports a variant's ranks take in turn (case by case): the CPU's one, CUDA's
-// NCCL and host MPI.
+// NCCL (Auto where ranks share a GPU: host-staged MPI) and host MPI.
 inline Transport transport_for(const Variant& v, int case_number) {
   if (!on_cuda(v)) return Transport::Auto;
-  return case_number % 2 == 0 ? Transport::Nccl : Transport::HostMpi;
+  if (case_number % 2 == 1) return Transport::HostMpi;
+  return ranks_share_gpus() ? Transport::Auto : Transport::Nccl;
 }
 
 // The distributed plan on host arrays for every variant: CUDA ranks' calls take device

@@ -46,6 +46,8 @@ std::size_t check_against_single_rank(const Options& options, const Grid<D>& gri
   MatrixDistributedPlan<T, D> plan(MPI_COMM_WORLD, grid, kernel, options, split, transport);
   if (transport != Transport::Auto) {
     EXPECT_EQ(plan.transport(), transport);
+  } else if (options.backend == Backend::Cuda && ranks_share_gpus()) {
+    EXPECT_EQ(plan.transport(), Transport::HostMpi) << "ranks that share a GPU";
   }
   Share<T, D> share = deal<T, D>(x, q, n);
   Share<T, D> host_share = share;
@@ -238,6 +240,150 @@ TEST_P(DistributedTest, MovesAcrossSeveralBlocks) {
   MPI_Allreduce(MPI_IN_PLACE, moved_y.data(), 600, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, moved_z.data(), 600, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   check_against_single_rank<double, 3>(options(), grid, Kernel::tsc(), {moved_x, moved_y, moved_z}, rng, along_x);
+}
+
+// Where each of `n` global particles (ids 0 .. n-1) lies now: the rank that holds it, or -1.
+template <class T, int D>
+std::vector<int> holders(const Share<T, D>& share, std::size_t n, int rank) {
+  std::vector<int> where(n, -1);
+  for (std::size_t i = 0; i < share.count; ++i) where[static_cast<std::size_t>(share.id[i])] = rank;
+  MPI_Allreduce(MPI_IN_PLACE, where.data(), static_cast<int>(n), MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return where;
+}
+
+// One rule for owner, migrate and set_points at the periodic seam, the ranks split along
+// x: every rank holds particles at origin + L, origin, a step below origin and above
+// origin + L, a step below origin + L, a billionth of L below origin (whose wrap rounds
+// onto origin + L in float) and three lengths on, and one on y's seam. Each goes to the
+// rank that owner() names, strictly inside [origin, origin + L) (the seam's at origin),
+// where set_points takes it; set_points refuses origin + L, which migrate has not wrapped.
+template <class T>
+void check_seam(const Options& options, const Grid<3>& grid) {
+  RankGrid<3> along_x;
+  along_x.ranks = {world_size(), 1, 1};
+  MatrixDistributedPlan<T, 3> plan(MPI_COMM_WORLD, grid, Kernel::tsc(), options, along_x);
+  std::array<double, 3> length;
+  for (int d = 0; d < 3; ++d) length[d] = grid.cells[d] * grid.spacing[d];
+  const double origin = grid.origin[0];
+  const T lo = static_cast<T>(origin), hi = static_cast<T>(origin + length[0]);
+  const std::vector<T> seam = {hi,
+                               lo,
+                               std::nextafter(lo, T(-INFINITY)),
+                               std::nextafter(hi, T(INFINITY)),
+                               std::nextafter(hi, lo),
+                               static_cast<T>(origin - 1e-9 * length[0]),
+                               static_cast<T>(origin + 3 * length[0])};
+  const std::size_t per_rank = seam.size() + 1, n = per_rank * world_size();
+  Share<T, 3> share(n);
+  std::vector<int> expected(n, -1);
+  for (std::size_t k = 0; k < per_rank; ++k) {
+    const std::size_t id = world_rank() * per_rank + k;
+    share.x[0][k] = k < seam.size() ? seam[k] : static_cast<T>(origin + 0.5 * length[0]);
+    share.x[1][k] = static_cast<T>(grid.origin[1] + (k < seam.size() ? 0.5 : 1.0) * length[1]);
+    share.x[2][k] = static_cast<T>(grid.origin[2] + 0.25 * length[2]);
+    share.id[k] = static_cast<T>(id);
+    expected[id] = plan.owner({static_cast<double>(share.x[0][k]), static_cast<double>(share.x[1][k]),
+                               static_cast<double>(share.x[2][k])});
+  }
+  share.count = per_rank;
+  MPI_Allreduce(MPI_IN_PLACE, expected.data(), static_cast<int>(n), MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(expected[0], 0) << "owner(origin + L)";
+  Share<T, 3> unwrapped = share;
+  share.migrate(plan);
+  EXPECT_EQ(holders(share, n, plan.rank()), expected) << "the ranks migrate sent the particles to, by owner()";
+  for (std::size_t i = 0; i < share.count; ++i) {
+    const std::array<double, 3> x = {share.x[0][i], share.x[1][i], share.x[2][i]};
+    EXPECT_EQ(plan.owner(x), plan.rank()) << "particle " << share.id[i] << " at x = " << x[0];
+    for (int d = 0; d < 3; ++d) {
+      const double u = (x[d] - grid.origin[d]) / grid.spacing[d];
+      EXPECT_TRUE(u >= 0 && u < grid.cells[d]) << "particle " << share.id[i] << ": positions[" << d << "] = " << x[d];
+    }
+    if (share.id[i] == 0) {  // origin + L (rounded to T) wraps onto the origin
+      EXPECT_NEAR(x[0], origin, 1e-6 * length[0]);
+    }
+  }
+  EXPECT_EQ(error_code_of([&] { plan.set_points(share.positions()); }), ErrorCode::Ok);
+  unwrapped.count = 1;  // origin + L, on every rank
+  EXPECT_PMKIT_ERROR(plan.set_points(unwrapped.positions()), ErrorCode::OutOfBounds, "call migrate");
+}
+
+TEST_P(DistributedTest, OwnerMigrateAndSetPointsAgreeAtTheSeam) {
+  for (const Grid<3>& grid : {Grid<3>::periodic({8, 8, 8}, 1.0), Grid<3>::periodic({37, 8, 8}, 0.1, -0.5)}) {
+    SCOPED_TRACE("origin " + std::to_string(grid.origin[0]));
+    check_seam<double>(options(), grid);
+    check_seam<float>(options(), grid);
+  }
+}
+
+// Periodic coordinates so far from the domain that subtracting whole periods in T would
+// lose them: migrate wraps them as the mesh plan does, so that the ranks' results are
+// the single-rank plan's on the same positions, each coordinate on the axes x (split)
+// and y.
+template <class T>
+void check_far_coordinates(const Options& options, const std::vector<T>& far, std::mt19937_64& rng) {
+  const Grid<3> grid = Grid<3>::periodic({37, 8, 8}, 0.1, -0.5);
+  RankGrid<3> along_x;
+  along_x.ranks = {world_size(), 1, 1};
+  Positions<T, 3> x = make_positions<T, 3>(grid, Distribution::Uniform, 300, rng);
+  for (std::size_t k = 0; k < far.size(); ++k) {
+    x[0][5 * k] = far[k];
+    x[1][5 * k + 2] = far[k];
+  }
+  check_against_single_rank<T, 3>(options, grid, Kernel::tsc(), x, rng, along_x);
+}
+
+TEST_P(DistributedTest, FarPeriodicCoordinatesWrapAsThePlanWraps) {
+  const std::uint64_t seed = shared_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  check_far_coordinates<double>(options(), {1e17, -1e17, 3e16, -3.1e16, 1e15 + 0.3, 7.3e15, 1e20, -1e300}, rng);
+  check_far_coordinates<float>(options(), {1e20f, -1e20f, 1e13f, -1.3e13f, 3e15f, 3e38f}, rng);
+}
+
+// A coordinate whose distance from the origin in cells overflows a double: the mesh
+// plan's error, on every rank, and no array changed.
+TEST_P(DistributedTest, CoordinatesTooFarToWrapAreNamed) {
+  const Grid<3> grid = Grid<3>::periodic({37, 8, 8}, 0.1, -0.5);
+  MatrixDistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, Kernel::tsc(), options());
+  Share<double, 3> share(3 * world_size());  // room for every rank's particles
+  for (int d = 0; d < 3; ++d)
+    for (int i = 0; i < 3; ++i) share.x[d][i] = 0.1 * (i + 1);
+  share.count = 3;
+  if (world_rank() == 0) share.x[1][2] = 1e308;
+  const Share<double, 3> before = share;
+  EXPECT_PMKIT_ERROR(plan.migrate({View<double>(share.x[0]), View<double>(share.x[1]), View<double>(share.x[2])},
+                                  {View<double>(share.q)}, share.count),
+                     ErrorCode::OutOfBounds, "too far from the periodic grid's origin");
+  EXPECT_EQ(share.x, before.x);
+  EXPECT_EQ(plan.owner({0.1, 1e308, 0.3}), -1);
+}
+
+// Ranks that share a GPU (more ranks than GPUs) take the host-staged transport by
+// themselves, and an explicit NCCL request fails naming the option, not NCCL's message.
+TEST_P(DistributedTest, RanksSharingAGpuTakeTheHostStagedTransport) {
+  const Grid<3> grid = Grid<3>::periodic({8, 8, 8}, 1.0);
+  MatrixDistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, Kernel::tsc(), options());
+  if (!on_cuda(bc_)) {
+    EXPECT_EQ(plan.transport(), Transport::HostMpi);
+    return;
+  }
+  if (!ranks_share_gpus()) GTEST_SKIP() << "every rank has a GPU of its own";
+  EXPECT_EQ(plan.transport(), Transport::HostMpi);
+  using Plan3 = MatrixDistributedPlan<double, 3>;
+  EXPECT_PMKIT_ERROR(Plan3(MPI_COMM_WORLD, grid, Kernel::tsc(), options(), {}, Transport::Nccl), ErrorCode::Unsupported,
+                     "Transport::Nccl");
+  // The plan still works: a spread over the host-staged transport.
+  Share<double, 3> share(1);
+  share.count = world_rank() == 0 ? 1 : 0;
+  for (int d = 0; d < 3; ++d) share.x[d][0] = 0.5;
+  share.q[0] = 2.0;
+  plan.set_points(share.positions());
+  std::vector<double> block(plan.block_size());
+  plan.spread({View<const double>(share.q.data(), share.count)}, {View<double>(block)});
+  double total = 0;
+  for (double v : block) total += v;
+  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_NEAR(total, 2.0, 1e-12);
 }
 
 // The deterministic spread of two properties (q, and `other` by particle id, of another

@@ -1,5 +1,6 @@
 // The distributed plan's errors under mpirun: every rank throws, and nothing the caller
 // owns changes.
+#include "distributed/transport_choice.hpp"
 #include "distributed_support.hpp"
 
 namespace pmkit::test {
@@ -82,6 +83,52 @@ TEST(DistributedErrors, MismatchedArrays) {
   Share<double, 3> ragged(3);
   ragged.x[2].resize(plan.rank() == 0 ? 2 : 3);
   EXPECT_EQ(error_code_of([&] { ragged.migrate(plan); }), ErrorCode::SizeMismatch);
+}
+
+// The CUDA ranks' transport from every rank's GPU (the rule, no GPU needed): NCCL where
+// the build has it and no two ranks share a GPU; host-staged MPI for ranks that share
+// one; an explicit NCCL request there fails naming the option and the ranks.
+TEST(DistributedTransport, RanksSharingAGpuTakeHostStagedMpi) {
+  using distributed::choose_transport;
+  const std::vector<std::string> own = {"GPU 0000:01:00.0 of host a", "GPU 0000:02:00.0 of host a",
+                                        "GPU 0000:01:00.0 of host b"};
+  const std::vector<std::string> shared = {"GPU 0000:01:00.0 of host a", "GPU 0000:02:00.0 of host a",
+                                           "GPU 0000:03:00.0 of host a", "GPU 0000:02:00.0 of host a"};
+  EXPECT_EQ(choose_transport(Transport::Auto, true, own), Transport::Nccl);
+  EXPECT_EQ(choose_transport(Transport::Auto, false, own), Transport::HostMpi);
+  EXPECT_EQ(choose_transport(Transport::Auto, true, shared), Transport::HostMpi);
+  EXPECT_EQ(choose_transport(Transport::Auto, true, {"GPU 0 of host a"}), Transport::Nccl);
+  EXPECT_EQ(choose_transport(Transport::Nccl, true, own), Transport::Nccl);
+  for (bool nccl : {true, false}) {
+    EXPECT_EQ(choose_transport(Transport::HostMpi, nccl, own), Transport::HostMpi);
+    EXPECT_EQ(choose_transport(Transport::HostMpi, nccl, shared), Transport::HostMpi);
+  }
+  EXPECT_PMKIT_ERROR(choose_transport(Transport::Nccl, true, shared), ErrorCode::Unsupported,
+                     "transport = Transport::Nccl: ranks 1 and 3 share one GPU (GPU 0000:02:00.0 of host a)");
+  EXPECT_PMKIT_ERROR(choose_transport(Transport::Nccl, true, shared), ErrorCode::Unsupported, "Transport::Auto");
+  EXPECT_PMKIT_ERROR(choose_transport(Transport::Nccl, false, own), ErrorCode::Unsupported, "found no NCCL");
+  EXPECT_PMKIT_ERROR(choose_transport(static_cast<Transport>(7), true, own), ErrorCode::InvalidArgument,
+                     "transport = 7");
+}
+
+// Every rank reaches the same choice from the gathered GPUs, and a rank that could not
+// read its GPU fails on every rank.
+TEST(DistributedTransport, RanksAgreeOnTheChoice) {
+  using distributed::agree_on_transport;
+  using distributed::gpu_name;
+  const std::string mine = gpu_name("0000:0" + std::to_string(world_rank() % 8) + ":00.0");
+  const std::vector<std::string> all = distributed::gather_strings(MPI_COMM_WORLD, mine);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(world_size()));
+  EXPECT_EQ(all[world_rank()], mine);
+  EXPECT_EQ(agree_on_transport(MPI_COMM_WORLD, Transport::Auto, true, mine),
+            world_size() <= 8 ? Transport::Nccl : Transport::HostMpi);
+  const std::string one = gpu_name("0000:01:00.0");
+  EXPECT_EQ(agree_on_transport(MPI_COMM_WORLD, Transport::Auto, true, one),
+            world_size() > 1 ? Transport::HostMpi : Transport::Nccl);
+  EXPECT_EQ(error_code_of([&] { agree_on_transport(MPI_COMM_WORLD, Transport::Nccl, true, one); }),
+            world_size() > 1 ? ErrorCode::Unsupported : ErrorCode::Ok);
+  EXPECT_EQ(error_code_of([&] { agree_on_transport(MPI_COMM_WORLD, Transport::Auto, true, world_rank() == 0 ? "" : one); }),
+            ErrorCode::Device);
 }
 
 }  // namespace

@@ -76,7 +76,10 @@ struct Block {
 
 // How a CUDA rank's messages travel: NCCL between device buffers, or through host memory
 // and MPI (for an MPI that does not take device pointers). Auto: NCCL where this build
-// has it. CPU ranks use MPI.
+// has it and every rank has a GPU of its own, else HostMpi (NCCL refuses two ranks on one
+// GPU; the ranks compare their GPUs, by host name and PCI bus id, before any NCCL
+// set-up). Nccl where two ranks share a GPU, or in a build without NCCL, fails with
+// ErrorCode::Unsupported on every rank. CPU ranks use MPI.
 enum class Transport { Auto, Nccl, HostMpi };
 
 // Seconds of the last collective call, by phase.
@@ -109,18 +112,21 @@ class DistributedPlan {
   // Moves every particle to the rank that owns its position, with its properties. Each
   // array holds `capacity` slots (its size, the same for all of a rank's arrays), the
   // first `count` in use; props[j] may be of any number, the same on every rank.
-  // Periodic coordinates are wrapped into the grid's domain. Returns this rank's new
-  // count: its staying particles first, then the arrivals by source rank (each source's
-  // in its order). A staying particle keeps its slot, except that those past the new
-  // kept count fill, in their order, the slots that leaving particles left below it: the
-  // work beyond one pass over the positions is in the number that move. A particle may
-  // cross any number of blocks. If a rank's arrivals would exceed its
-  // capacity, or a position is not finite or lies outside a bounded dimension, every
-  // rank throws and no array is changed.
+  // Periodic coordinates are wrapped into the grid's domain [origin, origin + L) as the
+  // mesh Plan wraps them (origin + L itself onto the origin); one too far from the origin
+  // to wrap (its distance in cells not a finite double) fails with ErrorCode::OutOfBounds,
+  // as in Plan::set_points. Returns this rank's new count: its staying particles first,
+  // then the arrivals by source rank (each source's in its order). A staying particle
+  // keeps its slot, except that those past the new kept count fill, in their order, the
+  // slots that leaving particles left below it: the work beyond one pass over the
+  // positions is in the number that move. A particle may cross any number of blocks. If a
+  // rank's arrivals would exceed its capacity, or a position is not finite, lies outside a
+  // bounded dimension or is too far to wrap, every rank throws and no array is changed.
   std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count);
 
-  // This rank's particles (any count, 0 included); each must lie in this rank's block
-  // (migrate puts it there), or the call fails naming the particle and its owner.
+  // This rank's particles (any count, 0 included); each must lie in this rank's block,
+  // on a periodic dimension inside [origin, origin + L) (migrate puts it there), or the
+  // call fails naming the particle and its owner.
   void set_points(const Positions& positions);
   // P2M: meshes[i] is this rank's block (block_size() values) of property i's spread.
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
@@ -141,11 +147,13 @@ class DistributedPlan {
   std::size_t num_points() const;
   int rank() const;
   int size() const;
-  // The owner of a position (the rank migrate sends it to), or -1 for one that lies
-  // outside a bounded dimension or is not finite.
+  // The owner of a position rounded to T: the rank migrate sends a particle there to
+  // (wrapped as migrate wraps it) and whose block set_points takes it in once wrapped;
+  // -1 for one that is not finite, lies outside a bounded dimension or is too far to wrap.
   int owner(const std::array<double, D>& position) const;
   DistributedTimings last_timings() const;
-  // The transport a CUDA rank's messages take (Auto resolved); HostMpi on CPU ranks.
+  // The transport a CUDA rank's messages take (Auto resolved: HostMpi where ranks share a
+  // GPU); HostMpi on CPU ranks.
   Transport transport() const;
 
  private:

@@ -14,7 +14,10 @@ PMKIT_HD inline bool wrap_coordinate(double& u, double extent, bool periodic) {
   if (!(u - u == 0.0)) return false;  // NaN or inf (also catches inf - inf)
   if (periodic) {
     if (u >= 0.0 && u < extent) return true;  // inside already: no division to wrap
-    u -= extent * floor(u / extent);
+    // fmod is exact, on the host and the device alike, however far u lies (u - extent *
+    // floor(u / extent) rounds its product: far out it leaves u outside, even infinite).
+    u = fmod(u, extent);
+    if (u < 0.0) u += extent;
     if (u >= extent) u = 0.0;  // -tiny wrapped and rounded up onto the seam
     return true;
   }

@@ -85,25 +85,30 @@ struct DistributedPlan<T, D>::Impl {
     return s;
   }
 
-  // Particle i's raw coordinates from its position x, checked: finite and in [0, cells]
-  // on every axis (a periodic one too: migrate wraps positions there), and in this rank's
-  // block.
-  void owned_coordinates(const double (&x)[D], std::size_t i, double (&u)[D]) const {
-    for (int d = 0; d < D; ++d) {
-      const detail::Axis& a = global_layout.axis[d];
-      u[d] = distributed::raw_coordinate(a, x[d]);
-      if (!std::isfinite(x[d]))
-        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x[d], ": particle positions must be finite");
-      if (!(u[d] >= 0 && u[d] <= a.cells))
-        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x[d], " lies outside the grid [", a.origin, ", ",
-             a.origin + a.cells * a.spacing, "] of dimension ", d,
-             a.kind == detail::AxisKind::Periodic ? " (migrate wraps periodic positions into it)" : "");
-    }
-    const int owner = owners.rank_of(u);
-    if (owner != rank)
+  // Particle i at x, which set_points refuses (owners.hpp's is_stranger): the error that
+  // says why. A coordinate that is not finite or lies outside its axis' domain (a
+  // periodic one's is [origin, origin + L): migrate wraps positions into it), else the
+  // rank whose block holds it.
+  [[noreturn]] void reject_stranger(const double (&x)[D], std::size_t i) const {
+    double u[D];
+    T placed[D];
+    if (distributed::locate<T, D>(owners, x, false, u, placed)) {
+      const int owner = owners.rank_of(u);
       fail(ErrorCode::InvalidArgument, "particle ", i, " at (", x[0], ", ", x[1], D == 3 ? ", " : "",
            D == 3 ? std::to_string(x[D - 1]) : "", ") lies in the block of rank ", owner, ", not of rank ", rank,
            ": call migrate first");
+    }
+    for (int d = 0; d < D; ++d) {
+      const detail::Axis& a = global_layout.axis[d];
+      if (!std::isfinite(x[d]))
+        fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x[d], ": particle positions must be finite");
+      const bool periodic = a.kind == detail::AxisKind::Periodic;
+      if (!distributed::in_domain(a, distributed::raw_coordinate(a, x[d])))
+        fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x[d], " lies outside the ",
+             periodic ? "periodic" : "bounded", " grid [", a.origin, ", ", a.origin + a.cells * a.spacing,
+             periodic ? ")" : "]", " of dimension ", d, periodic ? ": call migrate, which wraps positions into it" : "");
+    }
+    fail(ErrorCode::InvalidArgument, "particle ", i, " was refused but its position looks valid");
   }
 
   // The first particle outside the block, if any, fails with its position named; then the
@@ -112,9 +117,9 @@ struct DistributedPlan<T, D>::Impl {
     std::array<double, D> position{};
     const std::size_t first = backend->first_stranger(positions, count, position);
     if (first < count) {
-      double x[D], u[D];
+      double x[D];
       for (int d = 0; d < D; ++d) x[d] = position[d];
-      owned_coordinates(x, first, u);
+      reject_stranger(x, first);
     }
     local->set_points(positions);
     if (options.deterministic) backend->locate_exact(positions, count);
@@ -371,11 +376,10 @@ Transport DistributedPlan<T, D>::transport() const { return impl_->backend->tran
 template <class T, int D>
 int DistributedPlan<T, D>::owner(const std::array<double, D>& position) const {
   const Impl& s = *impl_;
-  double u[D];
-  for (int d = 0; d < D; ++d) {
-    if (!distributed::wrapped_coordinate(s.global_layout.axis[d], position[d], u[d])) return -1;
-  }
-  return s.owners.rank_of(u);
+  double x[D], u[D];
+  T placed[D];
+  for (int d = 0; d < D; ++d) x[d] = static_cast<double>(static_cast<T>(position[d]));
+  return distributed::locate<T, D>(s.owners, x, true, u, placed) ? s.owners.rank_of(u) : -1;
 }
 
 template class DistributedPlan<float, 2>;

@@ -12,42 +12,22 @@
 #include <mpi.h>
 
 #include "core/arguments.hpp"
+#include "core/checks.hpp"
 #include "core/layout.hpp"
-#include "core/wrap.hpp"
 #include "distributed/collective.hpp"
 #include "distributed/owners.hpp"
 #include "pmkit/view.hpp"
 
 namespace pmkit::distributed {
 
-// The grid coordinate of x on axis a, wrapped into [0, cells) on a periodic axis; false
-// for a non-finite x or one outside a bounded axis.
-inline bool wrapped_coordinate(const detail::Axis& a, double x, double& u) {
-  u = raw_coordinate(a, x);
-  return detail::wrap_coordinate(u, a.cells, a.kind == detail::AxisKind::Periodic);
-}
-
-// Particle i at x, checked for migrate: its grid coordinates u, and its position wrapped
-// into the domain on periodic axes (x itself on bounded ones). Throws for a coordinate
-// that is not finite or lies outside a bounded axis.
+// Particle i at x, checked for migrate by owners.hpp's rule (locate): its grid coordinates
+// u and its position as migrate places it. A particle that is not finite, too far from a
+// periodic axis' origin to wrap or outside a bounded axis fails with the mesh plan's
+// error for it.
 template <class T, int D>
-void migration_coordinates(const detail::Layout<D>& layout, const double (&x)[D], std::size_t i, double (&u)[D],
-                           T (&wrapped)[D]) {
-  using detail::fail;
-  for (int d = 0; d < D; ++d) {
-    const detail::Axis& a = layout.axis[d];
-    if (!std::isfinite(x[d]))
-      fail(ErrorCode::NonFinitePosition, "migrate: positions[", d, "][", i, "] = ", x[d],
-           ": particle positions must be finite");
-    if (a.kind == detail::AxisKind::Periodic) {
-      wrapped[d] = wrap_position<T>(a, x[d], u[d]);
-    } else if (wrapped_coordinate(a, x[d], u[d])) {
-      wrapped[d] = static_cast<T>(x[d]);
-    } else {
-      fail(ErrorCode::OutOfBounds, "migrate: positions[", d, "][", i, "] = ", x[d], " lies outside the bounded grid [",
-           a.origin, ", ", a.origin + a.cells * a.spacing, "] of dimension ", d);
-    }
-  }
+void migration_coordinates(const Owners<D>& owners, const detail::Layout<D>& layout, const double (&x)[D],
+                           std::size_t i, double (&u)[D], T (&placed)[D]) {
+  if (!locate<T, D>(owners, x, true, u, placed)) detail::reject_particle<D>(layout, x, i);
 }
 
 // The arrays of a migrate call: D positions and any number of properties of one capacity
@@ -118,9 +98,9 @@ inline Moves agree_on_moves(MPI_Comm comm, const std::vector<long long>& send_co
 // migrate on host arrays: destinations, agreement, then wrap, pack the leavers by
 // destination, fill their slots below the kept count with the staying particles past it
 // (in order), and exchange.
-template <class T, int D, class Owner>
+template <class T, int D>
 std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
-                    Owner&& owner_of, const detail::Layout<D>& layout) {
+                    const Owners<D>& owners, const detail::Layout<D>& layout) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -138,10 +118,10 @@ std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span
       double x[D], u[D];
       T wrapped[D];
       for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
-      migration_coordinates<T, D>(layout, x, i, u, wrapped);
+      migration_coordinates<T, D>(owners, layout, x, i, u, wrapped);
       for (int d = 0; d < D; ++d)
         if (!moved[d].empty()) moved[d][i] = wrapped[d];
-      destination[i] = owner_of(u);
+      destination[i] = owners.rank_of(u);
       if (destination[i] != rank) ++send_counts[destination[i]];
     }
   });

@@ -38,31 +38,44 @@ PMKIT_HD PMKIT_FORCEINLINE T step_towards(T x, T to) {
 #endif
 }
 
-// x - periods * length, a product and a difference each rounded, never fused: the host's
-// and the device's wrap round alike.
-PMKIT_HD PMKIT_FORCEINLINE double minus_periods(double x, double periods, double length) {
+// origin + u * spacing, a product and a sum each rounded, never fused: the host's and the
+// device's positions round alike.
+PMKIT_HD PMKIT_FORCEINLINE double plus_product(double origin, double u, double spacing) {
 #if defined(__CUDA_ARCH__)
-  return __dsub_rn(x, __dmul_rn(periods, length));
+  return __dadd_rn(origin, __dmul_rn(u, spacing));
 #else
-  return x - periods * length;
+  return origin + u * spacing;
 #endif
 }
 
-// x moved by whole periods into the periodic axis' domain: a value of T whose grid
-// coordinate lies in [0, cells]. Returns it and sets u to its coordinate.
+// Whether grid coordinate u lies in the axis' domain: [0, cells) on a periodic axis (the
+// seam's coordinate `cells` is 0's, where migrate puts it), [0, cells] on a bounded one.
+PMKIT_HD PMKIT_FORCEINLINE bool in_domain(const detail::Axis& a, double u) {
+  return u >= 0 && (a.kind == detail::AxisKind::Periodic ? u < a.cells : u <= a.cells);
+}
+
+// A particle's coordinate x (a value of T) on axis a as migrate places it, and its grid
+// coordinate u: x itself where it lies in the domain already. Otherwise, on a periodic
+// axis, x moved by whole periods into [origin, origin + cells h): its grid coordinate
+// wrapped into [0, cells) as the mesh plan wraps it (Axis::coordinate, so that both
+// plans put a particle in the same cell), back to a position of T, and stepped in where
+// that rounding left it outside (onto origin + cells h, say). False for an x that is not
+// finite, is too far from the origin to wrap (its distance in cells overflows), or lies
+// outside a bounded axis.
 template <class T>
-PMKIT_HD T wrap_position(const detail::Axis& a, double x, double& u) {
+PMKIT_HD bool place(const detail::Axis& a, double x, T& placed, double& u) {
+  placed = static_cast<T>(x);
   u = raw_coordinate(a, x);
-  if (u >= 0 && u <= a.cells) return static_cast<T>(x);
-  T wrapped = static_cast<T>(minus_periods(x, floor(u / a.cells), a.cells * a.spacing));
-  // The subtraction's rounding may leave it a step outside: step back in.
+  if (in_domain(a, u)) return true;
+  if (a.kind != detail::AxisKind::Periodic || !a.coordinate(x, u)) return false;
+  placed = static_cast<T>(plus_product(a.origin, u, a.spacing));
   for (int step = 0; step < 64; ++step) {
-    u = raw_coordinate(a, static_cast<double>(wrapped));
-    if (u < 0) wrapped = step_towards(wrapped, T(INFINITY));
-    else if (u > a.cells) wrapped = step_towards(wrapped, T(-INFINITY));
-    else break;
+    u = raw_coordinate(a, static_cast<double>(placed));
+    if (u < 0) placed = step_towards(placed, T(INFINITY));
+    else if (u >= a.cells) placed = step_towards(placed, T(-INFINITY));
+    else return true;
   }
-  return wrapped;
+  return false;
 }
 
 // The owners of grid coordinates: per axis the rank coordinate of each cell (a table in
@@ -73,8 +86,8 @@ struct Owners {
   const int* owner_of_cell[D];
   int ranks[D];
 
-  // The rank owning grid coordinates u (each in [0, cells]: a periodic one wrapped
-  // already): per axis the rank of cell floor(u), the last one at u = cells; row-major
+  // The rank owning grid coordinates u (each in its axis' domain: in_domain): per axis
+  // the rank of cell floor(u), the last one at a bounded axis' u = cells; row-major
   // over the rank grid, the last axis fastest (Decomposition::rank_of).
   PMKIT_HD int rank_of(const double (&u)[D]) const {
     int r = 0;
@@ -114,30 +127,38 @@ Columns<T, D> columns_of(const std::array<View<const T>, D>& positions) {
   return columns;
 }
 
-// Particle i's grid coordinates u, checked: finite, and in [0, cells] on every axis. With
-// `wrap` (migrate), periodic coordinates are first wrapped into the domain, and `wrapped`
-// receives the position on every axis (the input on bounded ones); without, they must
-// lie inside already (set_points).
+// A particle at x (values of T) by the one rule of owner, migrate and set_points: its grid
+// coordinates u, each in its axis' domain (in_domain). With `wrap` (migrate, owner) x is
+// placed as migrate places it (place), and `placed` receives the position; without
+// (set_points), x must lie in the domain already. False for a particle that is not
+// finite, lies outside a bounded axis, is too far to wrap or (without `wrap`) lies
+// outside a periodic axis' domain; its owner is owners.rank_of(u).
+template <class T, int D>
+PMKIT_HD bool locate(const Owners<D>& owners, const double (&x)[D], bool wrap, double (&u)[D], T (&placed)[D]) {
+  for (int d = 0; d < D; ++d) {
+    if (!is_finite(x[d])) return false;
+    if (wrap) {
+      if (!place<T>(owners.axis[d], x[d], placed[d], u[d])) return false;
+    } else {
+      u[d] = owners.raw(d, x[d]);
+      placed[d] = static_cast<T>(x[d]);
+      if (!in_domain(owners.axis[d], u[d])) return false;
+    }
+  }
+  return true;
+}
+
+// locate for particle i of position columns.
 template <class T, int D>
 PMKIT_HD bool grid_coordinates(const Columns<T, D>& positions, std::int64_t i, const Owners<D>& owners, bool wrap,
-                               double (&u)[D], T (&wrapped)[D]) {
-  bool ok = true;
-  for (int d = 0; d < D; ++d) {
-    const double x = static_cast<double>(positions.c[d][i]);
-    if (!is_finite(x)) return false;
-    if (wrap && owners.axis[d].kind == detail::AxisKind::Periodic) {
-      wrapped[d] = wrap_position<T>(owners.axis[d], x, u[d]);
-      continue;
-    }
-    u[d] = owners.raw(d, x);
-    ok = ok && u[d] >= 0 && u[d] <= owners.axis[d].cells;
-    wrapped[d] = static_cast<T>(x);
-  }
-  return ok;
+                               double (&u)[D], T (&placed)[D]) {
+  double x[D];
+  for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions.c[d][i]);
+  return locate<T, D>(owners, x, wrap, u, placed);
 }
 
 // Whether particle i lies outside the block of rank `rank`, is not finite, or lies
-// outside [0, cells] on an axis: the particles set_points refuses.
+// outside an axis' domain: the particles set_points refuses.
 template <class T, int D>
 PMKIT_HD bool is_stranger(const Columns<T, D>& positions, std::int64_t i, const Owners<D>& owners, int rank) {
   double u[D];

@@ -58,8 +58,8 @@ class RankBackend {
   virtual void halo_fill(int count) = 0;
 
   // The index of the first of n particles that lies outside this rank's block (or is not
-  // finite, or lies outside [0, cells] on an axis: owners.hpp's is_stranger), n if none;
-  // its position in `position`.
+  // finite, or lies outside an axis' domain: owners.hpp's is_stranger), n if none; its
+  // position in `position`.
   virtual std::size_t first_stranger(const Positions& positions, std::size_t n, std::array<double, D>& position) = 0;
   // migrate (migration.hpp): every particle to its owner, the same checks, messages and
   // result on every backend. The front end has agreed on the number of property arrays.

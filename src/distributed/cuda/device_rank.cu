@@ -27,11 +27,12 @@ DeviceContext context_of(const RankSetup<D>& setup) {
 
 }  // namespace
 
-// The ghost lists first, a collective call that no rank may leave before the others
-// entered it; then the device's buffers, in the device's scope; the NCCL communicator last.
+// The transport's choice first (every rank's GPU gathered) and the ghost lists, collective
+// calls that no rank may leave before the others entered them; then the device's buffers,
+// in the device's scope; the NCCL communicator last.
 template <class T, int D>
 DeviceRank<T, D>::DeviceRank(const RankSetup<D>& setup)
-    : context_(context_of(setup)), local_size_(setup.local.size), transport_(setup.transport) {
+    : context_(context_of(setup)), local_size_(setup.local.size), transport_(setup.transport, context_) {
   const Halo halo(setup.decomposition, context_.rank, context_.comm);
   cuda::DeviceScope scope(context_.device);
   region_ = device_region(setup.region);
@@ -48,7 +49,7 @@ DeviceRank<T, D>::DeviceRank(const RankSetup<D>& setup)
   recv_.reserve(std::max<std::size_t>(1, halo_.entries()), "ghost receive buffer");
   exact_ = DeviceExactSpread<T, D>(context_, setup.kernel, owners_, first_cell, setup.local, region_, halo_.entries());
   migration_ = DeviceMigration<T, D>(context_, owners_, setup.global);
-  transport_.connect(context_);
+  transport_.connect();
 }
 
 // A new buffer starts at zero, so that the first and last stored plane of each axis,

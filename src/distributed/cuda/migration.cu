@@ -225,7 +225,7 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
               "migrate");
         x[d] = static_cast<double>(v);
       }
-      migration_coordinates<T, D>(global_, x, bad, u, wrapped);
+      migration_coordinates<T, D>(owners_, global_, x, bad, u, wrapped);
       fail(ErrorCode::InvalidArgument, "migrate: positions of particle ", bad, " rejected on the device");
     }
     for (int p = 0; p < context_.size; ++p) {

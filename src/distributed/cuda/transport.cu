@@ -3,8 +3,10 @@
 #include "distributed/cuda/transport.cuh"
 
 #include <algorithm>
+#include <string>
 
 #include "distributed/collective.hpp"
+#include "distributed/transport_choice.hpp"
 #include "cuda/runtime.hpp"
 
 namespace pmkit::distributed {
@@ -20,21 +22,26 @@ void check_nccl(ncclResult_t status, const char* what) {
 }
 #endif
 
-// Auto: NCCL where this build has it (the faster transport where both ran:
-// docs/distributed.md#transport), host-staged MPI otherwise.
-Transport resolve(Transport requested) {
-#if defined(PMKIT_WITH_NCCL)
-  return requested == Transport::Auto ? Transport::Nccl : requested;
-#else
-  if (requested == Transport::Nccl)
-    fail(ErrorCode::Unsupported, "transport = Nccl: this build of pmkit found no NCCL (host-staged MPI only)");
-  return Transport::HostMpi;
-#endif
+// This rank's GPU as the transport's choice names it (empty if the runtime cannot say).
+std::string this_gpu(int device) {
+  char bus_id[64] = {};
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return gpu_name(bus_id);
 }
+
+#if defined(PMKIT_WITH_NCCL)
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
 
 }  // namespace
 
-DeviceTransport::DeviceTransport(Transport requested) : kind_(resolve(requested)) {}
+DeviceTransport::DeviceTransport(Transport requested, const DeviceContext& context)
+    : kind_(agree_on_transport(context.comm, requested, kHaveNccl, this_gpu(context.device))), context_(context) {}
 
 DeviceTransport::~DeviceTransport() {
 #if defined(PMKIT_WITH_NCCL)
@@ -44,14 +51,13 @@ DeviceTransport::~DeviceTransport() {
   if (host_recv_) cudaFreeHost(host_recv_);
 }
 
-void DeviceTransport::connect(const DeviceContext& context) {
-  context_ = context;
+void DeviceTransport::connect() {
 #if defined(PMKIT_WITH_NCCL)
-  if (kind_ == Transport::Nccl && context.size > 1) {
+  if (kind_ == Transport::Nccl && context_.size > 1) {
     ncclUniqueId id;
-    if (context.rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, context.comm);
-    check_nccl(ncclCommInitRank(&nccl_, context.size, id, context.rank), "ncclCommInitRank");
+    if (context_.rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, context_.comm);
+    check_nccl(ncclCommInitRank(&nccl_, context_.size, id, context_.rank), "ncclCommInitRank");
   }
 #endif
 }

@@ -17,17 +17,18 @@ namespace pmkit::distributed {
 
 class DeviceTransport {
  public:
-  // The transport `requested` resolves to: Auto is NCCL where this build has it (the
-  // faster transport where both ran: docs/distributed.md#transport), host-staged MPI
-  // otherwise; Nccl fails in a build without NCCL.
-  explicit DeviceTransport(Transport requested);
+  // The transport `requested` resolves to on the ranks of context.comm (collective, before
+  // any NCCL set-up: transport_choice.hpp): Auto is NCCL where this build has it (the
+  // faster transport where both ran: docs/distributed.md#transport) and no two ranks
+  // share a GPU, host-staged MPI otherwise; Nccl fails without NCCL or on a shared GPU.
+  DeviceTransport(Transport requested, const DeviceContext& context);
   ~DeviceTransport();
   DeviceTransport(const DeviceTransport&) = delete;
   DeviceTransport& operator=(const DeviceTransport&) = delete;
 
-  // The rank it serves; with NCCL over several ranks, the NCCL communicator of
-  // context.comm's ranks (collective).
-  void connect(const DeviceContext& context);
+  // With NCCL over several ranks, the NCCL communicator of the context's ranks
+  // (collective).
+  void connect();
   Transport kind() const { return kind_; }
 
   // Sends bytes [send_offsets[p], send_offsets[p+1]) of `out` to each peer p and receives

@@ -90,8 +90,7 @@ std::size_t HostRank<T, D>::first_stranger(const std::array<View<const T>, D>& p
 
 template <class T, int D>
 std::size_t HostRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) {
-  return distributed::migrate<T, D>(
-      comm_, positions, props, count, [&](const double (&u)[D]) { return owners_.rank_of(u); }, global_);
+  return distributed::migrate<T, D>(comm_, positions, props, count, owners_, global_);
 }
 
 // The stencils, then the particles by the first plane their stencils reach along the
