@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
       [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
       [&](std::uint32_t dst, std::uint32_t j, std::uint32_t sorted_place) {
         store_record(particles + dst, sh.records[j]);
-        if (banks.out) banks.out[dst] = banks.of(sh.records[j].cell);
+        if (banks.out) banks.out[dst] = banks.of(sh.records[j]);
         perm[dst] = caller[j];
         sorted[piece.begin + sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;
