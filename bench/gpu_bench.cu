@@ -317,8 +317,7 @@ constexpr std::size_t kLargeMeshBytes = std::size_t(120) << 30;
 const char* const kLargeMeshCase = "p2m-linear-3d-f-2^30-2048";
 
 void run_large_mesh_row(SpreadMethod method, pmkit::cuda::EventTimer& timer) {
-  std::printf("
-A mesh past 2^32 nodes: CIC, 2^30 uniform particles, periodic 2048^3 float, ms; set_points: one\n"
+  std::printf("\nA mesh past 2^32 nodes: CIC, 2^30 uniform particles, periodic 2048^3 float, ms; set_points: one\n"
               "call (allocations included); ratio = naive / pmkit; naive-s n/a: its 32-bit cell keys do not hold\n"
               "2^33 cells\n");
   std::size_t free_bytes = 0, total_bytes = 0;
