@@ -115,31 +115,39 @@ struct CellCode {
     return q;
   }
 
-  // The home node of cell word `cell`; `high`: the record's high bits (0 unless wide).
-  PMKIT_HD void decode(std::uint32_t cell, std::uint32_t high, int (&home)[D]) const {
+  // The home node of cell word `cell` on a grid that is not wide.
+  PMKIT_HD void decode(std::uint32_t cell, int (&home)[D]) const {
     if (bit_fields()) {
       PMKIT_UNROLL
       for (int d = 0; d < D - 1; ++d)
         home[d] = static_cast<int>((cell >> shift[d]) & ((1u << (shift[d + 1] - shift[d])) - 1u));
       home[D - 1] = static_cast<int>(cell >> shift[D - 1]);
-    } else if (!wide) {
-      PMKIT_UNROLL
-      for (int d = 0; d < D; ++d) {
-        home[d] = static_cast<int>(cell % keys[d]);
-        cell /= keys[d];
-      }
-    } else {
-      std::uint64_t number = join(cell, high);
-      PMKIT_UNROLL
-      for (int d = 0; d < D - 1; ++d) {
-        const std::uint64_t q = divide(number, d);
-        home[d] = static_cast<int>(number - q * static_cast<std::uint64_t>(keys[d]));
-        number = q;
-      }
-      home[D - 1] = static_cast<int>(number);
+      return;
+    }
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      home[d] = static_cast<int>(cell % keys[d]);
+      cell /= keys[d];
     }
   }
-  PMKIT_HD void decode(std::uint32_t cell, int (&home)[D]) const { decode(cell, 0u, home); }
+  // The home node of number high * kLowRange + cell on a wide grid.
+  PMKIT_HD void decode_wide(std::uint32_t cell, std::uint32_t high, int (&home)[D]) const {
+    std::uint64_t number = join(cell, high);
+    PMKIT_UNROLL
+    for (int d = 0; d < D - 1; ++d) {
+      const std::uint64_t q = divide(number, d);
+      home[d] = static_cast<int>(number - q * static_cast<std::uint64_t>(keys[d]));
+      number = q;
+    }
+    home[D - 1] = static_cast<int>(number);
+  }
+  // Either, as the grid asks (`high`: 0 unless wide).
+  PMKIT_HD void decode(std::uint32_t cell, std::uint32_t high, int (&home)[D]) const {
+    if (wide)
+      decode_wide(cell, high, home);
+    else
+      decode(cell, home);
+  }
 };
 
 }  // namespace pmkit::detail

@@ -82,7 +82,10 @@ struct BinGeometry : detail::CellCode<D> {
   // sign bits of its local coordinates.
   template <class T>
   __host__ __device__ void decode(const Packed<T>& p, int (&home)[D]) const {
-    decode(p.cell, this->wide ? high_bits(p) : 0u, home);
+    if (this->wide)
+      this->decode_wide(p.cell, high_bits(p), home);
+    else
+      decode(p.cell, home);
   }
   template <class T>
   __host__ __device__ static std::uint32_t high_bits(const Packed<T>& p) {
@@ -190,7 +193,10 @@ constexpr std::uint32_t kAwayCell = 0xffffffffu;
 
 // A particle's packed record (local coordinates, home node) and tile, from its position
 // x; false where the position is not valid (non-finite, or outside a bounded axis).
-template <class T, int D>
+// kMayBeWide false: a caller that never runs on a wide grid (the partition, which
+// set_points takes only on grids far below 2^32 cells), spared the 64-bit number's
+// registers.
+template <class T, int D, bool kMayBeWide = true>
 __device__ __forceinline__ bool bin_position(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                              const T (&x)[D], Packed<T>& p, std::uint32_t& tile) {
   std::uint32_t cell = 0;
@@ -205,34 +211,37 @@ __device__ __forceinline__ bool bin_position(const detail::Layout<D>& layout, co
     kernels::locate(geo.support, u, base, s);
     int home = base + (geo.support - 1) / 2;
     if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
-    if (geo.wide)
+    if (kMayBeWide && geo.wide)
       number = geo.encode_axis_wide(number, d, home);
     else
       cell = geo.encode_axis(cell, d, home);
     tile = tile * geo.tiles[d] + home / BinGeometry<D>::kEdge;  // a power of two: a shift
     p.s[d] = static_cast<T>(s);
   }
-  geo.set_cell(cell, number, p);
+  if constexpr (kMayBeWide)
+    geo.set_cell(cell, number, p);
+  else
+    p.cell = cell;
   return true;
 }
 
 // bin_position of particle i.
-template <class T, int D>
+template <class T, int D, bool kMayBeWide = true>
 __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
                                              std::uint32_t& tile) {
   T x[D];
   pos.load(i, x);
-  return bin_position(layout, geo, x, p, tile);
+  return bin_position<T, D, kMayBeWide>(layout, geo, x, p, tile);
 }
 
 // bin_particle, or, for an invalid position, the particle's index offered to first_bad
 // (the smallest wins, so the error names the first bad particle in the caller's order).
-template <class T, int D>
+template <class T, int D, bool kMayBeWide = true>
 __device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                               const T (&x)[D], std::size_t i, Packed<T>& p, std::uint32_t& tile,
                                               unsigned long long* first_bad) {
-  if (bin_position(layout, geo, x, p, tile)) return true;
+  if (bin_position<T, D, kMayBeWide>(layout, geo, x, p, tile)) return true;
   atomicMin(first_bad, static_cast<unsigned long long>(i));
   return false;
 }
