@@ -309,11 +309,11 @@ std::map<std::string, double> read_torch(const std::string& file) {
 // A mesh past 2^32 nodes: CIC, 2^30 particles on a periodic 2048^3 float mesh (2^33
 // nodes, 32 GiB), the cosmology particle-mesh size. Positions and charges (16 GiB), the
 // mesh, the binning of 2^30 unsorted particles (records, permutation, the run sort's
-// arrays and CUB's scratch: about 62 GiB) and interp's outputs (8 GiB) need
-// kLargeMeshBytes free, or the row is skipped. set_points is timed once: a second
+// arrays and CUB's scratch: about 63 GiB), spread's property move and interp's outputs
+// (12 GiB) need kLargeMeshBytes free, or the row is skipped. set_points is timed once: a second
 // binning beside the first would not fit (that first call includes its allocations).
 
-constexpr std::size_t kLargeMeshBytes = std::size_t(120) << 30;
+constexpr std::size_t kLargeMeshBytes = std::size_t(124) << 30;
 const char* const kLargeMeshCase = "p2m-linear-3d-f-2^30-2048";
 
 void run_large_mesh_row(SpreadMethod method, pmkit::cuda::EventTimer& timer) {
@@ -664,7 +664,12 @@ int main(int argc, char** argv) {
                 r.set_points / r.update, 100.0 * r.away_fraction, r.spread, r.spread_updated);
   // The large mesh after the table (its 2^30 particles take a minute to set up): in a full
   // run, or where --case names it.
-  if ((!quick && only.empty()) || std::find(only.begin(), only.end(), kLargeMeshCase) != only.end())
-    run_large_mesh_row(method, timer);
+  if ((!quick && only.empty()) || std::find(only.begin(), only.end(), kLargeMeshCase) != only.end()) {
+    try {
+      run_large_mesh_row(method, timer);
+    } catch (const pmkit::Error& e) {  // an allocation the estimate missed, or a forced --method
+      std::printf("%-30s skipped: %s\n", kLargeMeshCase, e.what());
+    }
+  }
   return 0;
 }
