@@ -1,3 +1,4 @@
+// Over 600 lines: the one GPU benchmark, whose tables (reference cases, gradient, large mesh) share its timing and device fills.
 // pmkit's CUDA backend next to the naive baselines, on the project's reference cases.
 // Every figure comes from this run on this device: medians of CUDA-event timings after
 // warm-up, the copy bandwidth measured here, and (with --torch FILE) the PyTorch
