@@ -1,3 +1,4 @@
+// Over 600 lines: the one GPU benchmark, whose tables (reference cases, gradient, large mesh) share its timing and device fills.
 // pmkit's CUDA backend next to the naive baselines, on the project's reference cases.
 // Every figure comes from this run on this device: medians of CUDA-event timings after
 // warm-up, the copy bandwidth measured here, and (with --torch FILE) the PyTorch
@@ -5,7 +6,8 @@
 //
 //   gpu_bench [--quick] [--torch torch.csv] [--case NAME]... [--method tiles|atomics|cells]
 //   gpu_bench --gradient [--quick]
-// (several --case: those cases; --method: spread by that method wherever it applies,
+// (several --case: those cases, p2m-linear-3d-f-2^30-2048 the mesh past 2^32 nodes, which
+// a full run ends with; --method: spread by that method wherever it applies,
 // the other cases are listed as skipped; --gradient: the gradient table alone,
 // interp_gradient and spread_gradient next to interp, spread and the finite-difference
 // route, with issue 33's targets)
@@ -305,6 +307,86 @@ std::map<std::string, double> read_torch(const std::string& file) {
 }
 
 // ---------------------------------------------------------------------------------
+// A mesh past 2^32 nodes: CIC, 2^30 particles on a periodic 2048^3 float mesh (2^33
+// nodes, 32 GiB), the cosmology particle-mesh size. Positions and charges (16 GiB), the
+// mesh, the binning of 2^30 unsorted particles (records, permutation, the run sort's
+// arrays and CUB's scratch: about 63 GiB), spread's property move and interp's outputs
+// (12 GiB) need kLargeMeshBytes free, or the row is skipped. set_points is timed once: a second
+// binning beside the first would not fit (that first call includes its allocations).
+
+constexpr std::size_t kLargeMeshBytes = std::size_t(124) << 30;
+const char* const kLargeMeshCase = "p2m-linear-3d-f-2^30-2048";
+
+void run_large_mesh_row(SpreadMethod method, pmkit::cuda::EventTimer& timer) {
+  std::printf("\nA mesh past 2^32 nodes: CIC, 2^30 uniform particles, periodic 2048^3 float, ms; set_points: one\n"
+              "call (allocations included); ratio = naive / pmkit; naive-s n/a: its 32-bit cell keys do not hold\n"
+              "2^33 cells\n");
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ck(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  if (free_bytes < kLargeMeshBytes) {
+    std::printf("%-30s skipped: needs %zu GiB of free device memory, the device has %zu GiB\n", kLargeMeshCase,
+                kLargeMeshBytes >> 30, free_bytes >> 30);
+    return;
+  }
+  using T = float;
+  constexpr int D = 3;
+  const std::size_t n = std::size_t(1) << 30;
+  const int cells = 2048;
+  const Grid<D> grid = Grid<D>::periodic({cells, cells, cells});
+  const Kernel kernel = Kernel::linear();
+  const auto layout = detail::make_layout(grid, kernel.ghost_width());
+  const auto mesh_nodes = static_cast<std::size_t>(layout.size);
+  const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
+  pmkit::cuda::DeviceBuffer<T> x[D] = {pmkit::cuda::DeviceBuffer<T>(n), pmkit::cuda::DeviceBuffer<T>(n),
+                                       pmkit::cuda::DeviceBuffer<T>(n)};
+  pmkit::cuda::DeviceBuffer<T> q(n), mesh(mesh_nodes);
+  for (int d = 0; d < D; ++d) fill_uniform<<<blocks, 256>>>(x[d].get(), n, double(cells), 1000 + d);
+  fill_uniform<<<blocks, 256>>>(q.get(), n, 1.0, 2000);
+  ck(cudaDeviceSynchronize(), "inputs");
+
+  Options opt;
+  opt.backend = Backend::Cuda;
+  opt.spread_method = method;
+  Plan<T, D> plan(grid, kernel, opt);
+  typename Plan<T, D>::Positions pos;
+  for (int d = 0; d < D; ++d) pos[d] = View<const T>(x[d].get(), n);
+  const std::vector<View<const T>> props{View<const T>(q.get(), n)};
+  const std::vector<View<T>> meshes{View<T>(mesh.get(), mesh_nodes)};
+  timer.start(nullptr);
+  plan.set_points(pos);
+  timer.stop(nullptr);
+  const double set_points = timer.seconds("set_points") * 1e3;
+  const double spread = median_ms(timer, [&] { plan.spread(props, meshes); }, 3, 1);
+  double interp = NAN;
+  {
+    pmkit::cuda::DeviceBuffer<T> values(n);
+    try {
+      interp = median_ms(timer, [&] { plan.interp({View<const T>(mesh.get(), mesh_nodes)}, {View<T>(values.get(), n)}); },
+                         3, 1);
+    } catch (const pmkit::Error& e) {
+      std::printf("%-30s interp skipped: %s\n", kLargeMeshCase, e.what());
+    }
+  }
+  bench::Particles<D, T> raw{};
+  for (int d = 0; d < D; ++d) raw.x[d] = x[d].get();
+  raw.q[0] = q.get();
+  raw.props = 1;
+  pmkit::cuda::DeviceBuffer<T*> mesh_ptr(1);
+  T* const hp = mesh.get();
+  ck(cudaMemcpy(mesh_ptr.get(), &hp, sizeof(T*), cudaMemcpyHostToDevice), "ptrs");
+  const double naive = median_ms(timer, [&] {
+    cudaMemsetAsync(mesh.get(), 0, mesh_nodes * sizeof(T));
+    bench::naive_p2m<kernels::Linear, D, T><<<blocks, 256>>>(layout, raw, n, mesh_ptr.get());
+  }, 3, 1);
+  ck(cudaGetLastError(), "baseline");
+  std::printf("%-30s %8s %8s %8s %8s %8s | %8s\n", "case", "set_pts", "pmkit", "naive-u", "x naive", "naive-s",
+              "interp");
+  std::printf("%-30s %8.1f %8.1f %8.1f %8.1f %8s | %8.1f\n", kLargeMeshCase, set_points, spread, naive,
+              naive / spread, "n/a", interp);
+  std::printf("%-30s method %s\n", kLargeMeshCase, plan.spread_method_name().c_str());
+}
+
+// ---------------------------------------------------------------------------------
 // --gradient: interp_gradient and spread_gradient (issue 33's benchmark)
 
 // The finite-difference route's first step: the D gradient meshes of a periodic mesh by
@@ -581,5 +663,14 @@ int main(int argc, char** argv) {
   for (const auto& r : rows)
     std::printf("%-30s %8.3f %8.3f %8.1f %8.2f | %8.3f %8.3f\n", r.name.c_str(), r.set_points, r.update,
                 r.set_points / r.update, 100.0 * r.away_fraction, r.spread, r.spread_updated);
+  // The large mesh after the table (its 2^30 particles take a minute to set up): in a full
+  // run, or where --case names it.
+  if ((!quick && only.empty()) || std::find(only.begin(), only.end(), kLargeMeshCase) != only.end()) {
+    try {
+      run_large_mesh_row(method, timer);
+    } catch (const pmkit::Error& e) {  // an allocation the estimate missed, or a forced --method
+      std::printf("%-30s skipped: %s\n", kLargeMeshCase, e.what());
+    }
+  }
   return 0;
 }

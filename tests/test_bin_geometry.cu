@@ -7,6 +7,7 @@
 // 1 / scale gives the bits of a division, at every magnitude a double holds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -96,6 +97,48 @@ TEST(BinGeometry, EveryHomeNodeComesBack) {
     SCOPED_TRACE(testing::Message() << keys[0] << " x " << keys[1]
                                     << (g.bit_fields() ? " (bit fields)" : " (mixed radix)"));
     expect_round_trips(g, rng);
+  }
+}
+
+// Wide grids (2^32 - 1 home nodes and more, periodic 2048^3 on): a record keeps its
+// number's high bits in the sign bits of its local coordinates, and gives back the home
+// node, the window offset and the coordinates (0 included) as they were.
+template <class T>
+void expect_wide_records(const pmkit::cuda::BinGeometry<3>& g, std::mt19937_64& rng) {
+  using pmkit::cuda::Packed;
+  constexpr int kEdge = pmkit::cuda::BinGeometry<3>::kEdge;
+  const int width = 11;
+  for (int trial = 0; trial < 20000; ++trial) {
+    int home[3], back[3];
+    Packed<T> p{};
+    for (int d = 0; d < 3; ++d) {
+      home[d] = trial % 3 == 0 ? std::max(0, g.keys[d] - 1 - static_cast<int>(rng() % 2))
+                               : static_cast<int>(rng() % g.keys[d]);
+      p.s[d] = trial % 5 == 0 ? T(0) : static_cast<T>(static_cast<double>(rng() >> 11) * 0x1p-53);
+    }
+    const Packed<T> before = p;
+    g.set_cell(0u, g.encode_wide(home), p);
+    ASSERT_NE(p.cell, pmkit::cuda::kAwayCell);
+    g.decode(p, back);
+    std::int64_t want = 0;
+    for (int d = 2; d >= 0; --d) want = want * width + home[d] % kEdge;
+    for (int d = 0; d < 3; ++d) {
+      ASSERT_EQ(back[d], home[d]) << "axis " << d;
+      ASSERT_EQ(pmkit::cuda::local_coordinate(p, d), before.s[d]) << "axis " << d;
+    }
+    ASSERT_EQ(g.window_offset(p, width), want);
+  }
+}
+
+TEST(BinGeometry, WideRecordsKeepTheirHomeNodeAndCoordinates) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (const auto& keys : {std::array<int, 3>{2048, 2048, 2048}, std::array<int, 3>{2049, 2049, 2049},
+                           std::array<int, 3>{1, 65536, 65536}, std::array<int, 3>{3250, 3250, 3250}}) {
+    const auto g = geometry<3>(keys);
+    SCOPED_TRACE(testing::Message() << keys[0] << " x " << keys[1] << " x " << keys[2]);
+    ASSERT_TRUE(g.wide);
+    expect_wide_records<float>(g, rng);
+    expect_wide_records<double>(g, rng);
   }
 }
 

@@ -276,10 +276,11 @@ __global__ void binned_offsets_kernel(detail::Layout<D> layout, BinGeometry<D> g
   if (p.cell == kAwayCell) return;
   const std::ptrdiff_t slot = slots ? slots[k] : static_cast<std::ptrdiff_t>(k);
   int home[D];
-  geo.decode(p.cell, home);
+  geo.decode(p, home);
   PMKIT_UNROLL
   for (int d = 0; d < D; ++d) {
-    const double u = kernels::unlocate(geo.support, home[d] - (geo.support - 1) / 2, static_cast<double>(p.s[d]));
+    const double u =
+        kernels::unlocate(geo.support, home[d] - (geo.support - 1) / 2, static_cast<double>(local_coordinate(p, d)));
     out.data[d][slot * out.stride[d]] = static_cast<T>(layout.axis[d].offset(u));
   }
 }

@@ -198,10 +198,10 @@ __device__ __forceinline__ void interp_tiles_block(const detail::Layout<D>& layo
     if (i >= chunk.count) break;
     const Packed<T> particle = pick(mine, r);
     if (particle.cell == kAwayCell) continue;
-    const int origin = Window::origin(geo, particle.cell, tile);
+    const int origin = Window::origin(geo, particle, tile);
     T s[D];
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    for (int d = 0; d < D; ++d) s[d] = local_coordinate(particle, d);
     T acc[Gather::kOutputs] = {};
     gather.template operator()<K, D>(window, origin, s, acc);
     out.template store_as<kDirect>(pass, Gather::kOutputs, chunk.begin + pick(local, r), acc);

@@ -131,7 +131,8 @@ __global__ void same_tile_pairs_kernel(detail::Layout<D> layout, BinGeometry<D> 
     const std::size_t i = (n - 1) * static_cast<std::size_t>(k) / pairs;
     Packed<T> p;
     std::uint32_t a, b;
-    equal = bin_particle(layout, geo, pos, i, p, a) && bin_particle(layout, geo, pos, i + 1, p, b) && a == b;
+    equal = bin_particle<T, D, false>(layout, geo, pos, i, p, a) && bin_particle<T, D, false>(layout, geo, pos, i + 1, p, b) &&
+            a == b;
   }
   const int block_same = __syncthreads_count(equal);
   if (threadIdx.x == 0 && block_same > 0) atomicAdd(same, static_cast<std::uint32_t>(block_same));
@@ -159,7 +160,8 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
     const std::size_t i = base + B::local(k);
     Packed<T> p;
     std::uint32_t tile;
-    if (i < n && bin_or_reject(layout, geo, x[k], i, p, tile, first_bad)) atomicAdd(&count[tile >> groups.bits], 1u);
+    if (i < n && bin_or_reject<T, D, false>(layout, geo, x[k], i, p, tile, first_bad))
+      atomicAdd(&count[tile >> groups.bits], 1u);
   }
   __syncthreads();
   for (std::uint32_t g = threadIdx.x; g < groups.count; g += blockDim.x)
@@ -241,7 +243,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads, 2)
       T x[D];
       PMKIT_UNROLL
       for (int d = 0; d < D; ++d) x[d] = sh.records[j].s[d];
-      valid = bin_position(layout, geo, x, record, tile);
+      valid = bin_position<T, D, false>(layout, geo, x, record, tile);
     }
     if (valid) {
       placed |= 1u << k;
@@ -355,7 +357,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
       [&](std::uint32_t t, std::uint32_t) { return tile_first[t] + tile_offset[t]; },
       [&](std::uint32_t dst, std::uint32_t j, std::uint32_t sorted_place) {
         store_record(particles + dst, sh.records[j]);
-        if (banks.out) banks.out[dst] = banks.of(sh.records[j].cell);
+        if (banks.out) banks.out[dst] = banks.of(sh.records[j]);
         perm[dst] = caller[j];
         sorted[piece.begin + sorted_place] = static_cast<std::uint16_t>(j);
         sh.u.dst[j] = dst;

@@ -1,9 +1,11 @@
 #pragma once
 // The binned particle as every kernel reads it: the packed record, the geometry of tiles
 // and cells, chunks, the caller's arrays of a launch, and the binning of one position.
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "core/cell_code.hpp"
 #include "core/layout.hpp"
 #include "core/stencil.hpp"
 #include "cuda/tuning/tuning.hpp"
@@ -17,6 +19,27 @@ struct alignas(4 * sizeof(T)) Packed {
   T s[3];
   std::uint32_t cell;
 };
+
+// A record's local coordinate s[d] lies in [0, 1); on wide grids its sign bit is one of
+// the home node's high bits (detail::CellCode), so kernels read |s|: an operand modifier
+// of the first floating-point instruction that takes it.
+template <class T>
+__host__ __device__ __forceinline__ T local_coordinate(const Packed<T>& p, int d) {
+#if defined(__CUDA_ARCH__)
+  return fabs(p.s[d]);
+#else
+  return std::fabs(p.s[d]);
+#endif
+}
+template <class T>
+__host__ __device__ __forceinline__ bool sign_bit(T v) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4) return (__float_as_uint(v) >> 31) != 0u;
+  else return __double2hiint(v) < 0;
+#else
+  return std::signbit(v);
+#endif
+}
 
 // Stores a record as whole 16-byte vectors: one in float, two in double, where a plain
 // struct copy of Packed<double> compiles to three stores (16 + 8 + 4 bytes). A scattered
@@ -35,67 +58,65 @@ __device__ __forceinline__ void store_record(Packed<T>* to, const Packed<T>& p) 
   }
 }
 
-// Geometry of binning: key extents per dimension (nodes a home node can be), tiles.
+// Geometry of binning: key extents per dimension (nodes a home node can be) and the
+// cell encoding (detail::CellCode), tiles.
 template <int D>
-struct BinGeometry {
+struct BinGeometry : detail::CellCode<D> {
+  using Code = detail::CellCode<D>;
+  using Code::decode;
   static constexpr int kEdge = tuning::tile_edge(D);  // cells per tile edge
   static_assert((kEdge & (kEdge - 1)) == 0, "tile edges are powers of two");
-  int keys[D];   // n (periodic) or n+1 (bounded)
   int tiles[D];  // ceil(keys / kEdge)
   int support;
   std::uint32_t num_tiles;
   double peak_weight;  // largest weight one node gets from one particle (kernel peak ^ D)
-  // A cell is its home node's coordinates as bit fields (x lowest; field d starts at
-  // bit shift[d]) where they fit in 31 bits, else as a mixed-radix number over keys
-  // (shift[0] < 0). Fields decode by shifts; the mixed radix by two run-time divisions,
-  // ~20 instructions each with an XU reciprocal, in every kernel that reads a record.
-  // 31 bits keep every cell below kAwayCell.
-  int shift[D];
+  // A record's cell is its home node's number (CellCode): bit fields decode by shifts,
+  // the mixed radix by two run-time divisions, ~20 instructions each with an XU
+  // reciprocal, in every kernel that reads a record; a wide grid's number by two
+  // 64-bit multiply-highs and their corrections.
 
-  // Sets shift from keys: fields where their widths add up to at most 31 bits, else the
-  // mixed radix (only the largest grids: a bounded 1024^3 takes 3 x 11 bits).
-  __host__ void choose_cell_encoding() {
-    int bits = 0;
-    for (int d = 0; d < D; ++d) {
-      shift[d] = bits;
-      int width = 0;
-      while ((std::int64_t(1) << width) < keys[d]) ++width;
-      bits += width;
-    }
-    if (bits > 31) shift[0] = -1;
-  }
-  __host__ __device__ bool bit_fields() const { return shift[0] >= 0; }
+  // Sets the encoding from keys; false where the grid has too many home nodes to number.
+  __host__ bool choose_cell_encoding() { return Code::choose(); }
 
-  // One axis of the encoding, from the last axis down to x (so that the binning loop
-  // keeps no array of coordinates, which would take partition_kernel past 64 registers,
-  // one block an SM instead of two).
-  __host__ __device__ std::uint32_t encode_axis(std::uint32_t cell, int d, int home) const {
-    return bit_fields() ? cell | (static_cast<std::uint32_t>(home) << shift[d])
-                        : cell * static_cast<std::uint32_t>(keys[d]) + static_cast<std::uint32_t>(home);
+  // The home node of a record: its cell word, and on wide grids the high bits in the
+  // sign bits of its local coordinates.
+  template <class T>
+  __host__ __device__ void decode(const Packed<T>& p, int (&home)[D]) const {
+    if (this->wide)
+      this->decode_wide(p.cell, high_bits(p), home);
+    else
+      decode(p.cell, home);
   }
-  __host__ __device__ std::uint32_t encode(const int (&home)[D]) const {
-    std::uint32_t cell = 0;
+  template <class T>
+  __host__ __device__ static std::uint32_t high_bits(const Packed<T>& p) {
+    std::uint32_t high = 0;
     PMKIT_UNROLL
-    for (int d = D - 1; d >= 0; --d) cell = encode_axis(cell, d, home[d]);
-    return cell;
+    for (int d = 0; d < D; ++d) high |= static_cast<std::uint32_t>(sign_bit(p.s[d])) << d;
+    return high;
   }
-  __host__ __device__ void decode(std::uint32_t cell, int (&home)[D]) const {
-    if (bit_fields()) {
-      PMKIT_UNROLL
-      for (int d = 0; d < D - 1; ++d)
-        home[d] = static_cast<int>((cell >> shift[d]) & ((1u << (shift[d + 1] - shift[d])) - 1u));
-      home[D - 1] = static_cast<int>(cell >> shift[D - 1]);
+  // Sets the record's cell word (and, on wide grids, the high bits) for the home node
+  // whose 32-bit number is `cell` (grids not wide) or whose 64-bit number is `number`
+  // (wide grids); the record's local coordinates are set before.
+  template <class T>
+  __host__ __device__ void set_cell(std::uint32_t cell, std::uint64_t number, Packed<T>& p) const {
+    if (!this->wide) {
+      p.cell = cell;
       return;
     }
+    std::uint32_t high;
+    Code::split(number, p.cell, high);
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) {
-      home[d] = static_cast<int>(cell % keys[d]);
-      cell /= keys[d];
+      const T s = local_coordinate(p, d);
+      p.s[d] = (high >> d) & 1u ? -s : s;
     }
   }
-  // The place of a cell's home node in its tile's window of `width` nodes an edge (x
-  // fastest), the tile's first node at 0: TileWindow::origin, and the interleave's bank.
-  __host__ __device__ int window_offset(std::uint32_t cell, int width) const {
+
+  // The place of the home node of a record (or of a cell word, on grids not wide) in its
+  // tile's window of `width` nodes an edge (x fastest), the tile's first node at 0:
+  // TileWindow::origin, and the interleave's bank.
+  template <class Record>
+  __host__ __device__ int window_offset(const Record& cell, int width) const {
     int home[D];
     decode(cell, home);
     int offset = 0;
@@ -167,15 +188,19 @@ constexpr std::uint32_t kLightTile = 0xffffffffu;
 
 // A binned slot whose particle has left its tile since the last full binning
 // (update_points): the binned kernels skip it, the away list holds its new record.
-// Cells are < 2^32 - 1 (the backend checks), so the value is free.
+// Cell words are < 2^32 - 1 on every grid (detail::CellCode), so the value is free.
 constexpr std::uint32_t kAwayCell = 0xffffffffu;
 
 // A particle's packed record (local coordinates, home node) and tile, from its position
 // x; false where the position is not valid (non-finite, or outside a bounded axis).
-template <class T, int D>
+// kMayBeWide false: a caller that never runs on a wide grid (the partition, which
+// set_points takes only on grids far below 2^32 cells), spared the 64-bit number's
+// registers.
+template <class T, int D, bool kMayBeWide = true>
 __device__ __forceinline__ bool bin_position(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                              const T (&x)[D], Packed<T>& p, std::uint32_t& tile) {
   std::uint32_t cell = 0;
+  std::uint64_t number = 0;  // wide grids only
   tile = 0;
   PMKIT_UNROLL
   for (int d = D - 1; d >= 0; --d) {
@@ -186,31 +211,37 @@ __device__ __forceinline__ bool bin_position(const detail::Layout<D>& layout, co
     kernels::locate(geo.support, u, base, s);
     int home = base + (geo.support - 1) / 2;
     if (home >= geo.keys[d]) home -= geo.keys[d];  // periodic: u + 1/2 rounded onto the seam
-    cell = geo.encode_axis(cell, d, home);
+    if (kMayBeWide && geo.wide)
+      number = geo.encode_axis_wide(number, d, home);
+    else
+      cell = geo.encode_axis(cell, d, home);
     tile = tile * geo.tiles[d] + home / BinGeometry<D>::kEdge;  // a power of two: a shift
     p.s[d] = static_cast<T>(s);
   }
-  p.cell = cell;
+  if constexpr (kMayBeWide)
+    geo.set_cell(cell, number, p);
+  else
+    p.cell = cell;
   return true;
 }
 
 // bin_position of particle i.
-template <class T, int D>
+template <class T, int D, bool kMayBeWide = true>
 __device__ __forceinline__ bool bin_particle(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                              const PositionArrays<T, D>& pos, std::size_t i, Packed<T>& p,
                                              std::uint32_t& tile) {
   T x[D];
   pos.load(i, x);
-  return bin_position(layout, geo, x, p, tile);
+  return bin_position<T, D, kMayBeWide>(layout, geo, x, p, tile);
 }
 
 // bin_particle, or, for an invalid position, the particle's index offered to first_bad
 // (the smallest wins, so the error names the first bad particle in the caller's order).
-template <class T, int D>
+template <class T, int D, bool kMayBeWide = true>
 __device__ __forceinline__ bool bin_or_reject(const detail::Layout<D>& layout, const BinGeometry<D>& geo,
                                               const T (&x)[D], std::size_t i, Packed<T>& p, std::uint32_t& tile,
                                               unsigned long long* first_bad) {
-  if (bin_position(layout, geo, x, p, tile)) return true;
+  if (bin_position<T, D, kMayBeWide>(layout, geo, x, p, tile)) return true;
   atomicMin(first_bad, static_cast<unsigned long long>(i));
   return false;
 }
@@ -232,8 +263,9 @@ struct WindowBanks {
   std::uint8_t* out;
   BinGeometry<D> geo;
   int width;  // the window's nodes an edge (TileWindow::kWidth)
-  __device__ __forceinline__ std::uint8_t of(std::uint32_t cell) const {
-    return static_cast<std::uint8_t>(geo.window_offset(cell, width) % 32);
+  template <class T>
+  __device__ __forceinline__ std::uint8_t of(const Packed<T>& record) const {
+    return static_cast<std::uint8_t>(geo.window_offset(record, width) % 32);
   }
 };
 

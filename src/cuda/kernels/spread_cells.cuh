@@ -176,11 +176,11 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
       const std::uint32_t i = base + r * tuning::kCellThreads;
       if (i >= span.count) break;
       PMKIT_UNROLL
-      for (int d = 0; d < D; ++d) coords[d * kSpan + i] = p[r].s[d];
+      for (int d = 0; d < D; ++d) coords[d * kSpan + i] = local_coordinate(p[r], d);
       std::uint32_t c = kNoCell;
       if (p[r].cell != kAwayCell) {
         int home[D];
-        geo.decode(p[r].cell, home);
+        geo.decode(p[r], home);
         int local = 0;
         PMKIT_UNROLL
         for (int d = D - 1; d >= 0; --d) local = local * kEdge + home[d] - tile[d] * kEdge;

@@ -273,10 +273,10 @@ __device__ __forceinline__ void accumulate_chunk(const detail::Layout<D>& layout
     const Packed<T> particle = particles[chunk.begin + taken(order, chunk, i)];
     if (particle.cell == kAwayCell) continue;
     const Values<T, NV> qr = pick(q, r);
-    const int origin = Window::origin(geo, particle.cell, tile);
+    const int origin = Window::origin(geo, particle, tile);
     T s[D];
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) s[d] = particle.s[d];
+    for (int d = 0; d < D; ++d) s[d] = local_coordinate(particle, d);
     deposit(accumulator, origin, s, qr, scale);
   }
 }

@@ -18,11 +18,11 @@ namespace pmkit::cuda {
 template <class K, int D, class T>
 __device__ __forceinline__ void record_stencil(const BinGeometry<D>& geo, const Packed<T>& p, int (&base)[D],
                                                T (&s)[D]) {
-  geo.decode(p.cell, base);
+  geo.decode(p, base);
   PMKIT_UNROLL
   for (int d = 0; d < D; ++d) {
     base[d] -= (K::support - 1) / 2;
-    s[d] = p.s[d];
+    s[d] = local_coordinate(p, d);
   }
 }
 
@@ -67,11 +67,13 @@ struct TileWindow {
   static constexpr int kNodes = D == 3 ? kWidth * kWidth * kWidth : kWidth * kWidth;
   static constexpr int kLead = (K::support - 1) / 2;  // nodes the stencil starts before home
 
-  // Window offset of a particle's first stencil node: its home node's place in the tile.
+  // Window offset of a particle's first stencil node: its home node's place in the tile
+  // (`cell`: the record, or its cell word on grids not wide).
   // (BinGeometry::window_offset gives the same place without the tile, for the banks that
   // place_kernel stores; this form, with the tile the kernels hold anyway, is the one
   // their register budgets are set for.)
-  __device__ __forceinline__ static int origin(const BinGeometry<D>& geo, std::uint32_t cell, const int (&tile)[D]) {
+  template <class Record>
+  __device__ __forceinline__ static int origin(const BinGeometry<D>& geo, const Record& cell, const int (&tile)[D]) {
     int home[D];
     geo.decode(cell, home);
     int offset = 0;
@@ -290,15 +292,20 @@ __global__ void __launch_bounds__(kThreads)
     const std::uint32_t i = threadIdx.x + r * kThreads;
     if constexpr (kFromBanks)
       bank_rank[r] = i < chunk.count ? banks[chunk.begin + i] : 0u;
-    else
+    else if (!geo.wide)
       bank_rank[r] = i < chunk.count ? particles[chunk.begin + i].cell : 0u;
+    else  // the cell word alone does not give the home node: the bank from the whole record
+      bank_rank[r] = i < chunk.count ? static_cast<std::uint32_t>(TileWindow<K, D>::origin(
+                                           geo, particles[chunk.begin + i], tile)) % kSharedBanks
+                                     : 0u;
   }
 #pragma unroll
   for (int r = 0; r < kSlotsHere; ++r) {
     const std::uint32_t i = threadIdx.x + r * kThreads;
     if (i >= chunk.count) break;
     std::uint32_t bank = bank_rank[r];
-    if constexpr (!kFromBanks) bank = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, bank, tile)) % kSharedBanks;
+    if constexpr (!kFromBanks)
+      if (!geo.wide) bank = static_cast<std::uint32_t>(TileWindow<K, D>::origin(geo, bank, tile)) % kSharedBanks;
     bank_rank[r] = atomicAdd(&bank_count[bank], 1u) << 5 | bank;
   }
   __syncthreads();

@@ -20,8 +20,9 @@ CudaBackend<T, D>::CudaBackend(const Grid<D>& grid, const Kernel& kernel, const 
       interleaved_(tuning::interleave_pays(kernel.support(), D)) {
   const DeviceScope on_device(options.device);  // its buffers and events live there
 
-  // Binning geometry.
-  std::uint64_t keys = 1, tiles = 1;
+  // Binning geometry (keys in double: a bounded grid of INT_MAX cells an axis has 2^93).
+  double keys = 1;
+  std::uint64_t tiles = 1;
   for (int d = 0; d < D; ++d) {
     const detail::Axis& a = layout_.axis[d];
     geo_.keys[d] = a.kind == detail::AxisKind::Periodic ? a.cells : a.cells + 1;
@@ -29,14 +30,14 @@ CudaBackend<T, D>::CudaBackend(const Grid<D>& grid, const Kernel& kernel, const 
     keys *= geo_.keys[d];
     tiles *= geo_.tiles[d];
   }
-  geo_.choose_cell_encoding();
+  if (!geo_.choose_cell_encoding())
+    fail(ErrorCode::Unsupported, "grid of ", keys, " cells (", D,
+         "D): the CUDA backend numbers a particle's home cell in 32 + ", D, " bits (at most ",
+         detail::CellCode<D>::kMaxNodes, " cells)");
   geo_.support = kernel.support();
   geo_.num_tiles = static_cast<std::uint32_t>(tiles);
   geo_.peak_weight = peak_weight(kernel, D);
   peak_gradient_ = peak_gradient(kernel, D);
-  if (keys >= (std::uint64_t(1) << 32))
-    fail(ErrorCode::Unsupported, "grid of ", keys,
-         " cells: the CUDA backend indexes cells with 32 bits (at most 2^32 - 1 cells)");
 
   const double mesh_bytes = static_cast<double>(layout_.size) * sizeof(T);
   if (mesh_bytes > static_cast<double>(limits_.total_bytes))

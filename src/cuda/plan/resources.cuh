@@ -41,9 +41,15 @@ inline DeviceLimits query_device(int device) {
   return limits;
 }
 
-// The number of device threads' blocks of `threads` that cover n items.
+// The number of device threads' blocks of `threads` that cover n items: at most CUDA's
+// 2^31 - 1 blocks a grid (every launch over particles, tiles or mesh nodes stays far
+// below: 2^35 nodes take 2^27 blocks of 256).
 inline unsigned blocks_for(std::size_t n, int threads) {
-  return static_cast<unsigned>((n + threads - 1) / threads);
+  const std::size_t blocks = (n + threads - 1) / threads;
+  if (blocks > 0x7fffffffu)
+    detail::fail(ErrorCode::Unsupported, n, " items in blocks of ", threads,
+                 " threads: more than the 2^31 - 1 blocks of a CUDA grid");
+  return static_cast<unsigned>(blocks);
 }
 // The blocks of `threads` that give each of n items a warp.
 inline unsigned warp_blocks_for(std::size_t n, int threads) { return blocks_for(32 * n, threads); }

@@ -41,8 +41,10 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
   timings_ = {};
   const std::size_t tiles = geo_.num_tiles;
   const Groups groups = groups_;
-  const bool may_partition = tuning::partition_fits(n, PartitionBlock<T>::kItems, groups, kPlaceShared,
-                                                    static_cast<std::size_t>(limits_.shared_optin));
+  // Never on a wide grid (the partition's kernels bin in 32 bits; partition_fits keeps
+  // it to far fewer tiles anyway).
+  const bool may_partition = !geo_.wide && tuning::partition_fits(n, PartitionBlock<T>::kItems, groups, kPlaceShared,
+                                                                  static_cast<std::size_t>(limits_.shared_optin));
   reserve_binning(n, may_partition);
   const PositionArrays<T, D> pos = device_positions(n, positions);
 
