@@ -9,6 +9,7 @@
 // spread's property move and interp's binned outputs (8 GiB): about 119 GiB in all.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -81,9 +82,16 @@ TEST(CudaLargeMesh, SpreadsTwoToTheThirtyParticlesOn2048Cubed) {
   // The sample nodes against float64.
   const auto nodes = large::sample_nodes(50, seed);
   const std::vector<large::NodeSum> want = large::spread_at(p, kernel, nodes);
+  // The fast float spread rounds each contribution to a fixed point of its block's sum of
+  // |q| (docs/api.md): a node far below the mesh's typical value errs relative to that
+  // scale, not to its own, so the bound is relative to the larger of the node's
+  // magnitude and the samples' rms magnitude.
+  double squares = 0;
+  for (const large::NodeSum& w : want) squares += w.magnitude * w.magnitude;
+  const double typical = std::sqrt(squares / double(want.size()));
   for (std::size_t k = 0; k < nodes.size(); ++k) {
     const std::int64_t offset = large::offset_of(nodes[k]);
-    EXPECT_NEAR(read_one(mesh.get(), offset), want[k].value, 1e-5 * want[k].magnitude + 1e-30)
+    EXPECT_NEAR(read_one(mesh.get(), offset), want[k].value, 1e-5 * std::max(want[k].magnitude, typical) + 1e-30)
         << "node " << nodes[k][0] << ", " << nodes[k][1] << ", " << nodes[k][2] << " at offset " << offset;
   }
 
