@@ -24,10 +24,15 @@ struct Axis {
   // instructions, and binning does one a coordinate: much of the GPU set_points' work.
   double exact_inverse = 0.0;
 
+  // Grid coordinate (x - origin) / h, not wrapped.
+  PMKIT_HD double unwrapped_coordinate(double x) const {
+    return exact_inverse != 0.0 ? (x - origin) * exact_inverse : (x - origin) / spacing;
+  }
+
   // Grid coordinate u = (x - origin) / h, wrapped into [0, n) on periodic axes.
   // False for a non-finite x, or an x outside [0, n] on a bounded axis.
   PMKIT_HD bool coordinate(double x, double& u) const {
-    u = exact_inverse != 0.0 ? (x - origin) * exact_inverse : (x - origin) / spacing;
+    u = unwrapped_coordinate(x);
     return wrap_coordinate(u, cells, kind == AxisKind::Periodic);
   }
 

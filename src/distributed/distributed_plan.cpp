@@ -103,7 +103,7 @@ struct DistributedPlan<T, D>::Impl {
       if (!std::isfinite(x[d]))
         fail(ErrorCode::NonFinitePosition, "positions[", d, "][", i, "] = ", x[d], ": particle positions must be finite");
       const bool periodic = a.kind == detail::AxisKind::Periodic;
-      if (!distributed::in_domain(a, distributed::raw_coordinate(a, x[d])))
+      if (!distributed::in_domain(a, a.unwrapped_coordinate(x[d])))
         fail(ErrorCode::OutOfBounds, "positions[", d, "][", i, "] = ", x[d], " lies outside the ",
              periodic ? "periodic" : "bounded", " grid [", a.origin, ", ", a.origin + a.cells * a.spacing,
              periodic ? ")" : "]", " of dimension ", d, periodic ? ": call migrate, which wraps positions into it" : "");

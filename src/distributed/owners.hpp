@@ -14,11 +14,6 @@
 
 namespace pmkit::distributed {
 
-// The grid coordinate (x - origin) / h, unwrapped (Axis::coordinate's arithmetic).
-PMKIT_HD PMKIT_FORCEINLINE double raw_coordinate(const detail::Axis& a, double x) {
-  return a.exact_inverse != 0.0 ? (x - a.origin) * a.exact_inverse : (x - a.origin) / a.spacing;
-}
-
 PMKIT_HD PMKIT_FORCEINLINE bool is_finite(double x) {
 #if defined(__CUDA_ARCH__)
   return isfinite(x);
@@ -65,12 +60,12 @@ PMKIT_HD PMKIT_FORCEINLINE bool in_domain(const detail::Axis& a, double u) {
 template <class T>
 PMKIT_HD bool place(const detail::Axis& a, double x, T& placed, double& u) {
   placed = static_cast<T>(x);
-  u = raw_coordinate(a, x);
+  u = a.unwrapped_coordinate(x);
   if (in_domain(a, u)) return true;
   if (a.kind != detail::AxisKind::Periodic || !a.coordinate(x, u)) return false;
   placed = static_cast<T>(plus_product(a.origin, u, a.spacing));
   for (int step = 0; step < 64; ++step) {
-    u = raw_coordinate(a, static_cast<double>(placed));
+    u = a.unwrapped_coordinate(static_cast<double>(placed));
     if (u < 0) placed = step_towards(placed, T(INFINITY));
     else if (u >= a.cells) placed = step_towards(placed, T(-INFINITY));
     else return true;
@@ -98,7 +93,7 @@ struct Owners {
     }
     return r;
   }
-  PMKIT_HD double raw(int d, double x) const { return raw_coordinate(axis[d], x); }
+  PMKIT_HD double raw(int d, double x) const { return axis[d].unwrapped_coordinate(x); }
 };
 
 // The owners of a decomposition over the global grid `global`, their tables the
