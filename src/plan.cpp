@@ -26,6 +26,27 @@ Plan<T, D>::Plan(const Grid<D>& grid, Kernel kernel, Options options)
 }
 
 template <class T, int D>
+template <class F>
+void Plan<T, D>::call_backend(F&& call) const {
+  try {
+    call();
+  } catch (...) {
+    if (!backend_->has_binning()) has_points_ = false;
+    throw;
+  }
+}
+
+template <class T, int D>
+void Plan<T, D>::raise_device_errors(bool wait) const {
+  call_backend([&] { backend_->raise_device_errors(wait); });
+}
+
+template <class T, int D>
+void Plan<T, D>::synchronize() const {
+  raise_device_errors(true);
+}
+
+template <class T, int D>
 Plan<T, D>::~Plan() = default;
 template <class T, int D>
 Plan<T, D>::Plan(Plan&&) noexcept = default;
@@ -35,20 +56,22 @@ Plan<T, D>& Plan<T, D>::operator=(Plan&&) noexcept = default;
 
 template <class T, int D>
 void Plan<T, D>::set_points(const Positions& positions) {
+  raise_device_errors(false);
   const std::size_t n = check_positions<T, D>(positions);
-  backend_->set_points(n, positions);
+  call_backend([&] { backend_->set_points(n, positions); });
   num_points_ = n;
   has_points_ = true;
 }
 
 template <class T, int D>
 void Plan<T, D>::update_points(const Positions& positions) {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "update_points called before set_points");
   const std::size_t n = check_positions<T, D>(positions);
   if (n != num_points_)
     fail(ErrorCode::SizeMismatch, "update_points got ", n, " particles but the plan has ", num_points_,
          ": update_points moves the same particles; use set_points for a new set");
-  backend_->update_points(n, positions);
+  call_backend([&] { backend_->update_points(n, positions); });
 }
 
 template <class T, int D>
@@ -74,6 +97,7 @@ void check_mesh_arrays(const char* what, const Span<M>& arrays, std::int64_t siz
 
 template <class T, int D>
 void Plan<T, D>::binned_order(View<std::uint32_t> order) const {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "binned_order called before set_points");
   check_particle_arrays("order", Span<View<std::uint32_t>>(&order, 1), num_points_);
   if (num_points_ == 0) return;
@@ -88,6 +112,7 @@ void Plan<T, D>::permute_to_binned(Span<View<T>> arrays) {
 
 template <class T, int D>
 void Plan<T, D>::permute_to_binned(Span<View<const T>> from, Span<View<T>> to) {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "permute_to_binned called before set_points");
   if (from.size() != to.size())
     fail(ErrorCode::SizeMismatch, "permute_to_binned got ", from.size(), " arrays to read and ", to.size(),
@@ -111,6 +136,7 @@ void Plan<T, D>::permute_to_binned(Span<View<const T>> from, Span<View<T>> to) {
 
 template <class T, int D>
 void Plan<T, D>::binned_positions(const std::array<View<T>, D>& offsets) const {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "binned_positions called before set_points");
   check_particle_arrays("positions", Span<View<T>>(offsets.data(), D), num_points_);
   if (num_points_ == 0) return;
@@ -119,6 +145,7 @@ void Plan<T, D>::binned_positions(const std::array<View<T>, D>& offsets) const {
 
 template <class T, int D>
 void Plan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "spread called before set_points");
   if (props.size() != meshes.size())
     fail(ErrorCode::SizeMismatch, "spread got ", props.size(), " properties but ", meshes.size(),
@@ -132,6 +159,7 @@ void Plan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumul
 
 template <class T, int D>
 void Plan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "interp called before set_points");
   if (meshes.size() != values.size())
     fail(ErrorCode::SizeMismatch, "interp got ", meshes.size(), " meshes but ", values.size(),
@@ -145,6 +173,7 @@ void Plan<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
 
 template <class T, int D>
 void Plan<T, D>::interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "interp_gradient called before set_points");
   if (gradients.size() != D * meshes.size())
     fail(ErrorCode::SizeMismatch, "interp_gradient got ", meshes.size(), " meshes but ", gradients.size(),
@@ -158,6 +187,7 @@ void Plan<T, D>::interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradi
 
 template <class T, int D>
 void Plan<T, D>::spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) {
+  raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "spread_gradient called before set_points");
   if (vectors.size() != D * meshes.size())
     fail(ErrorCode::SizeMismatch, "spread_gradient got ", vectors.size(), " vector components but ", meshes.size(),

@@ -138,11 +138,20 @@ class MatrixPlan {
   MatrixPlan(const Grid<D>& grid, const Kernel& kernel, const Variant& variant)
       : MatrixPlan(grid, kernel, options_of<Options>(variant)) {}
 
+  // On device memory the plan checks positions on the device and reports a rejection
+  // later; synchronize brings it to the call, as on the host, while the staged arrays
+  // it names still exist.
   void set_points(const Positions& p) {
-    with_memory(device_, [&](const Positions& x) { plan_.set_points(x); }, p);
+    with_memory(device_, [&](const Positions& x) {
+      plan_.set_points(x);
+      if (device_) plan_.synchronize();
+    }, p);
   }
   void update_points(const Positions& p) {
-    with_memory(device_, [&](const Positions& x) { plan_.update_points(x); }, p);
+    with_memory(device_, [&](const Positions& x) {
+      plan_.update_points(x);
+      if (device_) plan_.synchronize();
+    }, p);
   }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite) {
     with_memory(device_, [&](Span<View<const T>> q, Span<View<T>> m) { plan_.spread(q, m, mode); }, props, meshes);

@@ -9,19 +9,42 @@
 //
 // set_points validates and bins the positions (a counting sort kept in the plan);
 // every later spread/interp reuses that binning and allocates nothing. A failed call
-// throws pmkit::Error and leaves both the plan and the caller's arrays as they were.
+// throws pmkit::Error and leaves both the plan and the caller's arrays as they were
+// (on CUDA device arrays, a rejected position is reported later: see below).
 // The outputs of spread, interp and the gradients share no element with their inputs
 // (InvalidArgument naming both; device pointers are compared as addresses).
 //
 // On the CUDA backend every kernel, copy and event of a plan runs on Options::stream, in
-// the order of the calls, after the work already queued there. set_points and
-// update_points wait for the stream before they return (a bad position is an exception,
-// and the binning's size is read back); spread, interp and binned_positions on device
-// arrays, and binned_order into device memory, return as soon as their work is queued:
-// the caller synchronises the stream (or queues more work on it) before reading the
-// results. With host_arrays every call waits for its copies back. A call that grows the
-// plan's device buffers (the first set_points, a larger one) frees and allocates device
-// memory, which the CUDA runtime may synchronise device-wide.
+// the order of the calls, after the work already queued there. On device arrays no call
+// waits for the host: set_points, update_points, spread, interp, the gradients,
+// binned_positions and binned_order into device memory return as soon as their work is
+// queued (the caller synchronises the stream, or queues more work on it, before reading
+// results). The binning's sizes are decided on the device, in buffers sized by bounds
+// known from the particle count, so a steady loop allocates nothing and reads nothing
+// back. The exceptions: set_points of more than 16384 particles in binned order (as
+// permute_to_binned leaves them), and any set_points on a grid too large for the
+// partition sort (about 2^32 cells and up), wait once for a count (their scatter keeps
+// the stores consecutive; under stream capture binned input takes the partition
+// instead); num_away and last_timings wait for the value they return; with host_arrays
+// every call waits for its copies back.
+//
+// Positions are checked on the device. A rejected position (NaN, inf, outside a bounded
+// axis, too far to wrap) is reported by the next call into the plan whose check has come
+// back, or at the latest by synchronize(), which waits: the same pmkit::Error the CPU
+// backend throws at once, naming the particle. The outputs of calls queued after the
+// rejected one and before the report are unspecified, and the plan needs set_points
+// again (NotReady until then). With host_arrays, set_points and update_points report
+// it before they return.
+//
+// CUDA graphs: after one eager step of the same sizes (so that the buffers exist), the
+// calls above can be captured on the plan's stream (cudaStreamBeginCapture) and replayed.
+// A replay repeats the captured calls as they were decided at capture: update_points
+// keeps the binning and handles every particle that has left its tile apart, however
+// many (correct, but slower as they grow: an eager set_points or update_points between
+// replays re-bins, and a new capture takes the new binning). A rejected position in a
+// replay is reported by synchronize(). A call that grows the plan's device buffers (the
+// first set_points, a larger one) frees and allocates device memory, which the CUDA
+// runtime may synchronise device-wide; it cannot be captured.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -69,8 +92,10 @@ struct Options : ExecutionOptions {
   SpreadMethod spread_method = SpreadMethod::Auto;
   bool deterministic = false;  // CUDA: bit-for-bit identical spread across runs
   bool host_arrays = false;    // CUDA: views point to host memory; the plan copies
-  // CUDA update_points: re-bin in full once more than this fraction of the particles
-  // has left its tile: an away particle costs spread and interp much more than a binned
+  // CUDA update_points: re-bin in full at the update after one that found more than
+  // this fraction of the particles away from their tile (the count comes back without a
+  // wait, so the decision is a step late; the late step stays right, its away particles
+  // handled apart): an away particle costs spread and interp much more than a binned
   // one, a full binning a few spreads (docs/tuning.md#max_away_fraction).
   double max_away_fraction = 0.005;
 };
@@ -100,8 +125,9 @@ class Plan {
   // The same particles (same count, same order) at new positions, after small moves:
   // the result of every later spread/interp is that of set_points(positions), but the
   // CUDA backend keeps its binning and handles the particles that left their tile apart
-  // (num_away()), re-binning in full only when more than Options::max_away_fraction of
-  // them have. The CPU backend and the deterministic mode always re-bin in full.
+  // (num_away()), re-binning in full at the update after one that found more than
+  // Options::max_away_fraction of them away. The CPU backend and the deterministic mode
+  // always re-bin in full.
   void update_points(const Positions& positions);
   // P2M: props[i] (one value per particle) is spread onto meshes[i] (mesh_size() values).
   // A vector property is one view per component.
@@ -178,13 +204,23 @@ class Plan {
   // The method spread runs with (Auto resolved), for logs and benchmarks.
   std::string spread_method_name() const;
   Timings last_timings() const;
+  // CUDA: waits for the work queued on the plan's stream, then throws the error of a
+  // position that a binning call (eager or replayed from a graph) rejected on the
+  // device. CPU: returns at once (its calls check before they return).
+  void synchronize() const;
 
  private:
+  // Reports a rejection the device found in an earlier call (wait: synchronize's), and
+  // marks the plan as needing set_points if the backend lost its binning to one.
+  void raise_device_errors(bool wait) const;
+  template <class F>
+  void call_backend(F&& call) const;
+
   Grid<D> grid_;
   Kernel kernel_;
   Options options_;
   std::unique_ptr<detail::Backend<T, D>> backend_;
-  bool has_points_ = false;
+  mutable bool has_points_ = false;
   std::size_t num_points_ = 0;
 };
 

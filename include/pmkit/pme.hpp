@@ -27,7 +27,7 @@
 //
 // Memory: CPU, host arrays; CUDA, device arrays (positions, charges, forces, potential,
 // and the energy's one double), every kernel, FFT and copy on PmeOptions::stream, with no
-// wait for the host in compute (set_points and update_points wait, as the Plan's do).
+// wait for the host in compute (nor in set_points and update_points: see Plan).
 #include <array>
 #include <cstdint>
 #include <memory>

@@ -175,7 +175,10 @@ class _PlanBase:
         return t.transfer_s, t.compute_s
 
     def synchronize(self) -> None:
-        """Waits for the work queued on the plan's CUDA stream (nothing on the CPU)."""
+        """Waits for the work queued on the plan's CUDA stream, then raises the error of a
+        position that set_points or update_points rejected on the device (on CUDA arrays
+        those calls return before their check has run; a later call reports it too).
+        Nothing to wait for on the CPU, whose calls check before they return."""
         self._impl.synchronize()
 
 

@@ -106,7 +106,7 @@ double MeshPlan<T, D>::time_calls(const std::string& method, const nb::list& inp
     else
       plan_.interp(in.span(), out.span());
   }
-  synchronize();
+  plan_.synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls;
 }
 

@@ -41,7 +41,11 @@ class MeshPlan {
   void spread_gradient(const nb::list& vectors, const nb::list& meshes, bool add, Stream stream);
   void binned_order(const nb::list& order, Stream stream);
   void binned_positions(const nb::list& positions, Stream stream);
-  void synchronize() const { python::synchronize(plan_.options().device, plan_.options().stream); }
+  // Waits for the plan's stream and reports a position the device rejected.
+  void synchronize() const {
+    nb::gil_scoped_release release;
+    plan_.synchronize();
+  }
   // Seconds per call of `calls` calls of `method` ("spread", "interp" or
   // "interp_gradient") from C++ on views made once, waiting for the plan's stream at the
   // end: the same call as from Python without Python, for bench/python_bench.py.

@@ -14,7 +14,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   // Validates positions (finite, inside bounded axes) and bins them. Throws and keeps
-  // the previous binning on error.
+  // the previous binning on error (CUDA on device arrays: raise_device_errors reports it).
   virtual void set_points(std::size_t n, const std::array<View<const T>, D>& positions) = 0;
   // The same n particles at new positions. By default a full binning.
   virtual void update_points(std::size_t n, const std::array<View<const T>, D>& positions) {
@@ -38,6 +38,12 @@ class Backend {
   // CUDA: later calls run on `stream`, after the work queued so far on the previous one
   // (Plan::set_stream). The CPU backend has no stream.
   virtual void set_stream(StreamHandle) {}
+  // Throws the error of a position an earlier call rejected on the device: without
+  // `wait`, of the calls whose status has come back; with it, of every call queued
+  // (Plan::synchronize). The CPU backend checks before its calls return.
+  virtual void raise_device_errors(bool /*wait*/) {}
+  // False once a rejection has been reported, until the next set_points.
+  virtual bool has_binning() const { return true; }
 };
 
 template <class T, int D>

@@ -15,18 +15,20 @@
 
 namespace pmkit::cuda {
 
-// The head of the one-warp-per-particle kernels: warp w of the grid takes record w of
-// the away list and calls f(w, base, s, lane). Whole warps return together (blocks of
-// whole warps), so f may reduce across the warp.
+// The head of the one-warp-per-particle kernels: warp w of the grid takes records w, w +
+// the grid's warps, ... of the away list below items.value() and calls f(k, base, s,
+// lane) for each. A warp's lanes take the same record, so f may reduce across the warp.
 template <class K, int D, class T, class F>
-__device__ __forceinline__ void with_warp_record(const BinGeometry<D>& geo, const Packed<T>* particles, std::size_t n,
-                                                 F&& f) {
-  const std::size_t w = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
-  if (w >= n) return;
-  int base[D];
-  T s[D];
-  record_stencil<K, D>(geo, particles[w], base, s);
-  f(w, base, s, static_cast<int>(threadIdx.x % 32));
+__device__ __forceinline__ void with_warp_record(const BinGeometry<D>& geo, const Packed<T>* particles,
+                                                 ItemCount items, F&& f) {
+  const std::size_t n = items.value();
+  const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x / 32;
+  for (std::size_t w = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32; w < n; w += step) {
+    int base[D];
+    T s[D];
+    record_stencil<K, D>(geo, particles[w], base, s);
+    f(w, base, s, static_cast<int>(threadIdx.x % 32));
+  }
 }
 
 // Calls f(row_index, y, z) for each of lane `lane`'s x-rows of the stencil `rows` (rows
@@ -75,8 +77,8 @@ __device__ __forceinline__ void for_each_lane_prop_row(const detail::StencilRows
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     spread_away_warps_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                             const std::uint32_t* slots, const std::uint32_t* perm, std::size_t n, PropPass<T> pass) {
-  with_warp_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D], int lane) {
+                             const std::uint32_t* slots, const std::uint32_t* perm, ItemCount items, PropPass<T> pass) {
+  with_warp_record<K, D>(geo, particles, items, [&](std::size_t i, const int (&base)[D], const T (&s)[D], int lane) {
     const std::uint32_t p = perm[slots[i]];
     T q[tuning::kPropsPerPass];
 #pragma unroll
@@ -105,8 +107,8 @@ __device__ __forceinline__ void warp_sum(T (&acc)[N]) {
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_away_warps_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                             const std::uint32_t* slots, std::size_t n, PropPass<T> pass, InterpOutput<T> out) {
-  with_warp_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D], int lane) {
+                             const std::uint32_t* slots, ItemCount items, PropPass<T> pass, InterpOutput<T> out) {
+  with_warp_record<K, D>(geo, particles, items, [&](std::size_t i, const int (&base)[D], const T (&s)[D], int lane) {
     T acc[tuning::kPropsPerPass] = {};
     const detail::StencilRows<K, D, T> rows(layout, base, s);
     for_each_lane_prop_row<K, D>(rows, lane, pass.count, [&](std::int64_t row, T w_row, int j) {
@@ -124,10 +126,10 @@ __global__ void __launch_bounds__(tuning::kPointThreads)
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_gradient_away_warps_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                                      const std::uint32_t* slots, std::size_t n, PropPass<T> pass,
+                                      const std::uint32_t* slots, ItemCount items, PropPass<T> pass,
                                       GradientOutput<T, D> out, InverseSpacing<T, D> inverse) {
   constexpr int S = K::support;
-  with_warp_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D], int lane) {
+  with_warp_record<K, D>(geo, particles, items, [&](std::size_t i, const int (&base)[D], const T (&s)[D], int lane) {
     const detail::StencilRows<K, D, T> rows(layout, base, s);
     T dw1d[D][S];
     PMKIT_UNROLL

@@ -124,11 +124,16 @@ static __global__ void chunk_count_kernel(std::uint32_t num_tiles, const std::ui
 
 // even: the pieces of a tile all of one size (the cell moments' spans: chunk, chunk, rest
 // would leave a block with a few particles where a tile is just over the cap); else
-// chunk, chunk, ..., the rest.
+// chunk, chunk, ..., the rest. The entries from the total (chunk_start[num_tiles]) up to
+// `capacity` become empty chunks, for the launches sized by the bound (Chunk); total,
+// if not null, receives the total. Threads: max(num_tiles, capacity).
 static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uint32_t* tile_start,
                                          const std::uint32_t* chunk_start, std::uint32_t chunk, bool even,
-                                         Chunk* chunks) {
+                                         Chunk* chunks, std::uint32_t capacity, std::uint32_t* total) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t filled = chunk_start[num_tiles];
+  if (t == 0 && total) *total = filled;
+  if (t >= filled && t < capacity) chunks[t] = Chunk{0, 0, 0};
   if (t >= num_tiles) return;
   const std::uint32_t begin = tile_start[t];
   const std::uint32_t count = tile_start[t + 1] - begin;
@@ -142,19 +147,16 @@ static __global__ void chunk_fill_kernel(std::uint32_t num_tiles, const std::uin
 }
 
 // Each tile's window among the heavy tiles (more than `heavy` chunks, chunk_count per
-// tile; flush_heavy), numbered by an atomic counter (counts[1], zero before), or
-// kLightTile; the heavy tiles by window; the chunks' count (chunk_start's total) to
-// counts[0], beside it, for one copy back.
+// tile; flush_heavy), numbered by an atomic counter (counts[kHeavyCount], zero before),
+// or kLightTile; the heavy tiles by window.
 static __global__ void heavy_tiles_kernel(std::uint32_t num_tiles, const std::uint32_t* chunk_count,
-                                          const std::uint32_t* chunk_start, std::uint32_t heavy,
-                                          std::uint32_t* counts, std::uint32_t* slot_of_tile,
+                                          std::uint32_t heavy, std::uint32_t* counts, std::uint32_t* slot_of_tile,
                                           std::uint32_t* heavy_tiles) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t == 0) counts[0] = chunk_start[num_tiles];
   if (t >= num_tiles) return;
   std::uint32_t slot = kLightTile;
   if (chunk_count[t] > heavy) {
-    slot = atomicAdd(counts + 1, 1u);
+    slot = atomicAdd(counts + kHeavyCount, 1u);
     heavy_tiles[slot] = t;
   }
   slot_of_tile[t] = slot;
@@ -186,33 +188,24 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 // update_points in one pass, one thread per particle in the caller's order (positions,
 // tile and slot read coalesced; only the record's store is scattered): validates every
 // particle, writes its new record to its slot of `particles` (a buffer apart from the
-// binning in use, which a rejected position leaves as it was), and lists the particles
-// whose tile changed since the full binning (tile_of) as away, with their slots, in
-// `away_slot` and `away_particles`: the first `capacity` of them. away_count counts them
-// all; more than `capacity` means a full binning instead. `particles` null: the count
-// alone (a pass that only reads, where a full binning is likely).
+// binning in use), and lists the particles whose tile changed since the full binning
+// (tile_of) as away, with their slots, in `away_slot` and `away_particles` (room for
+// all n), counted by away_count.
 template <class T, int D>
 __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
                               std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* slot,
-                              unsigned long long* first_bad, std::uint32_t* away_count, std::uint32_t capacity,
-                              Packed<T>* particles, std::uint32_t* away_slot, Packed<T>* away_particles) {
+                              unsigned long long* first_bad, std::uint32_t* away_count, Packed<T>* particles,
+                              std::uint32_t* away_slot, Packed<T>* away_particles) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   Packed<T> p;
   std::uint32_t tile;
   if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
-  const bool away = tile != tile_of[i];
-  if (!particles) {
-    if (away) atomicAdd(away_count, 1u);
-    return;
-  }
   const std::uint32_t s = slot[i];
-  if (away) {
+  if (tile != tile_of[i]) {
     const std::uint32_t k = atomicAdd(away_count, 1u);
-    if (k < capacity) {
-      away_slot[k] = s;
-      store_record(away_particles + k, p);
-    }
+    away_slot[k] = s;
+    store_record(away_particles + k, p);
     p.cell = kAwayCell;
   }
   store_record(particles + s, p);
@@ -269,19 +262,21 @@ struct OffsetArrays {
 };
 template <class T, int D>
 __global__ void binned_offsets_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* records,
-                                      const std::uint32_t* slots, std::size_t count, OffsetArrays<T, D> out) {
-  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (k >= count) return;
-  const Packed<T> p = records[k];
-  if (p.cell == kAwayCell) return;
-  const std::ptrdiff_t slot = slots ? slots[k] : static_cast<std::ptrdiff_t>(k);
-  int home[D];
-  geo.decode(p, home);
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) {
-    const double u =
-        kernels::unlocate(geo.support, home[d] - (geo.support - 1) / 2, static_cast<double>(local_coordinate(p, d)));
-    out.data[d][slot * out.stride[d]] = static_cast<T>(layout.axis[d].offset(u));
+                                      const std::uint32_t* slots, ItemCount items, OffsetArrays<T, D> out) {
+  const std::size_t count = items.value();
+  const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < count; k += step) {
+    const Packed<T> p = records[k];
+    if (p.cell == kAwayCell) continue;
+    const std::ptrdiff_t slot = slots ? slots[k] : static_cast<std::ptrdiff_t>(k);
+    int home[D];
+    geo.decode(p, home);
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      const double u = kernels::unlocate(geo.support, home[d] - (geo.support - 1) / 2,
+                                         static_cast<double>(local_coordinate(p, d)));
+      out.data[d][slot * out.stride[d]] = static_cast<T>(layout.axis[d].offset(u));
+    }
   }
 }
 

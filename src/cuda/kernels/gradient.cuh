@@ -196,9 +196,9 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads, tuning::interp_tile_bl
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_gradient_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                           const std::uint32_t* slots, std::size_t n, PropPass<T> pass, GradientOutput<T, D> out,
+                           const std::uint32_t* slots, ItemCount items, PropPass<T> pass, GradientOutput<T, D> out,
                            InverseSpacing<T, D> inverse) {
-  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+  with_own_record<K, D>(geo, particles, items, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
     T acc[D] = {};
     detail::for_each_node_gradient<K, D>(layout, base, s, [&](std::int64_t node, const T (&dw)[D]) {
       const T f = __ldg(pass.meshes[0] + node);
@@ -281,9 +281,9 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     spread_gradient_atomics_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                                   const std::uint32_t* slots, const std::uint32_t* perm, std::size_t n,
+                                   const std::uint32_t* slots, const std::uint32_t* perm, ItemCount items,
                                    PropPass<T> pass, InverseSpacing<T, D> inverse) {
-  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+  with_own_record<K, D>(geo, particles, items, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
     const std::uint32_t p = perm[slots ? slots[i] : i];
     T v[D];
     PMKIT_UNROLL

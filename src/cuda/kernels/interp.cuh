@@ -50,8 +50,8 @@ struct InterpOutput {
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     interp_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                  const std::uint32_t* slots, std::size_t n, PropPass<T> pass, InterpOutput<T> out) {
-  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+                  const std::uint32_t* slots, ItemCount items, PropPass<T> pass, InterpOutput<T> out) {
+  with_own_record<K, D>(geo, particles, items, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
     T acc[tuning::kPropsPerPass] = {};
     detail::for_each_node<K, D>(layout, base, s, [&](std::int64_t node, T w) {
 #pragma unroll
@@ -158,6 +158,7 @@ __device__ __forceinline__ void interp_tiles_block(const detail::Layout<D>& layo
   T* window_values = reinterpret_cast<T*>(interp_shared);  // [NP][Window::kNodes]
   Span* window_spans = reinterpret_cast<Span*>(interp_shared);  // [NP][Window::kNodes] (kSpans)
   const Chunk chunk = chunks[blockIdx.x];
+  if (chunk.count == 0) return;  // past the binning's chunks (Chunk)
   Packed<T> mine[kSlots] = {};
   std::uint32_t local[kSlots] = {};
 #pragma unroll

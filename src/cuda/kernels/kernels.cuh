@@ -21,6 +21,7 @@
 #include "cuda/kernels/interp.cuh"
 #include "cuda/kernels/partition.cuh"
 #include "cuda/kernels/props_moves.cuh"
+#include "cuda/kernels/small_binning.cuh"
 #include "cuda/kernels/spread_atomics.cuh"
 #include "cuda/kernels/spread_cells.cuh"
 #include "cuda/kernels/spread_tiles.cuh"

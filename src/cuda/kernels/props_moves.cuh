@@ -76,6 +76,7 @@ __global__ void __launch_bounds__(tuning::kPartitionThreads)
     props_to_slots_kernel(const T* in, const Chunk* pieces, const std::uint16_t* sorted,
                           const std::uint32_t* binned_of_place, int props, std::size_t n, T* out) {
   const Chunk piece = pieces[blockIdx.x];
+  if (piece.count == 0) return;  // past the binning's pieces (Chunk)
   replay_block<T>(piece.begin, piece.count, sorted, binned_of_place, props, n,
                   [&](int p, std::size_t place) { return in[p * n + place]; }, out);
 }

@@ -134,8 +134,27 @@ struct BinGeometry : detail::CellCode<D> {
 };
 
 // A block's share of one tile: at most tuning::kChunkParticles particles.
+// Where a launch covers more chunks than a binning has (a grid sized on the host for the
+// most chunks there can be, so that nothing waits for the count), the entries past the
+// count are empty chunks: count 0, and a block that takes one returns at once.
 struct Chunk {
   std::uint32_t tile, begin, count;
+};
+
+// The counts of one binning that the device decides (a row of the plan's status block,
+// cuda/plan/status.cuh); the launches that read them are sized on the host by bounds.
+enum BinCount : int { kChunkCount, kHeavyCount, kSpanCount, kPieceCount, kAwayCount, kBinCounts };
+
+// How many items a kernel over particles takes: `bound`, known on the host, or, with
+// `counter` (a number decided on the device, such as update_points' away list), the
+// smaller of the two. The kernels walk the items in grid-stride loops, so the grid is
+// sized for speed, not for the count, and no launch waits for a count to come back.
+struct ItemCount {
+  std::size_t bound = 0;
+  const std::uint32_t* counter = nullptr;
+  __device__ std::size_t value() const {
+    return counter ? min(bound, static_cast<std::size_t>(*counter)) : bound;
+  }
 };
 
 template <class T, int D>

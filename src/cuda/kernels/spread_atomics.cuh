@@ -12,8 +12,8 @@ namespace pmkit::cuda {
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kPointThreads)
     spread_atomics_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const Packed<T>* particles,
-                          const std::uint32_t* slots, const std::uint32_t* perm, std::size_t n, PropPass<T> pass) {
-  with_own_record<K, D>(geo, particles, n, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
+                          const std::uint32_t* slots, const std::uint32_t* perm, ItemCount items, PropPass<T> pass) {
+  with_own_record<K, D>(geo, particles, items, [&](std::size_t i, const int (&base)[D], const T (&s)[D]) {
     const std::uint32_t p = perm[slots ? slots[i] : i];
     T q[tuning::kPropsPerPass];
 #pragma unroll

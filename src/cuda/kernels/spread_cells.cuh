@@ -153,6 +153,7 @@ __global__ void __launch_bounds__(tuning::kCellThreads, sizeof(T) == 4 ? 2 : 1)
   std::uint16_t* order = reinterpret_cast<std::uint16_t*>(staged + kSpan);
 
   const Chunk span = spans[blockIdx.x];
+  if (span.count == 0) return;  // past the binning's spans (Chunk)
   for (int k = threadIdx.x; k < Shared::kAccumulatorWords; k += blockDim.x) accumulator[k] = 0;
   for (int k = threadIdx.x; k <= kCells; k += blockDim.x) cell_start[k] = 0;
   if (threadIdx.x < NP) block_abs[threadIdx.x] = 0;

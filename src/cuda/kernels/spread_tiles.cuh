@@ -294,6 +294,7 @@ __device__ __forceinline__ void spread_tile_block(const detail::Layout<D>& layou
   extern __shared__ int accumulator[];  // [NM][W][Window::kNodes]
   __shared__ double scale[NM];
   const Chunk chunk = chunks[blockIdx.x];
+  if (chunk.count == 0) return;  // past the binning's chunks (Chunk)
   int tile[D];
   __shared__ typename Window::IndexTables tables;
   __shared__ double* heavy_window;
@@ -316,12 +317,13 @@ __global__ void __launch_bounds__(tuning::kSpreadThreads)
 
 // The heavy tiles' double windows (flush_heavy) to the mesh after the tile spread: one
 // float atomic per non-zero node and property for a whole tile, each window cleared for
-// the next spread. A block a heavy tile.
+// the next spread. A block a heavy tile (num_heavy of them, on the device).
 template <class K, int D, class T>
 __global__ void __launch_bounds__(tuning::kSpreadThreads)
     finish_heavy_kernel(detail::Layout<D> layout, BinGeometry<D> geo, const std::uint32_t* heavy_tiles,
-                        PropPass<T> pass, int meshes) {
+                        const std::uint32_t* num_heavy, PropPass<T> pass, int meshes) {
   using Window = TileWindow<K, D>;
+  if (blockIdx.x >= *num_heavy) return;  // the grid covers the bound
   int tile[D];
   geo.tile_coords(heavy_tiles[blockIdx.x], tile);
   __shared__ typename Window::IndexTables tables;

@@ -26,20 +26,23 @@ __device__ __forceinline__ void record_stencil(const BinGeometry<D>& geo, const 
   }
 }
 
-// The head of the one-thread-per-particle kernels: thread i takes binned record i and
-// calls f(i, base, s) with its stencil's first logical node and local coordinates,
-// unless i is past n or the record is away (update_points' list handles it).
+// The head of the one-thread-per-particle kernels: each thread takes binned records i,
+// i + the grid's threads, ... below items.value() and calls f(i, base, s) with the
+// stencil's first logical node and local coordinates, skipping records that are away
+// (update_points' list handles them).
 template <class K, int D, class T, class F>
 __device__ __forceinline__ void with_own_record(const BinGeometry<D>& geo, const Packed<T>* particles,
-                                                std::size_t n, F&& f) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const Packed<T> p = particles[i];
-  if (p.cell == kAwayCell) return;
-  int base[D];
-  T s[D];
-  record_stencil<K, D>(geo, p, base, s);
-  f(i, base, s);
+                                                ItemCount items, F&& f) {
+  const std::size_t n = items.value();
+  const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
+    const Packed<T> p = particles[i];
+    if (p.cell == kAwayCell) continue;
+    int base[D];
+    T s[D];
+    record_stencil<K, D>(geo, p, base, s);
+    f(i, base, s);
+  }
 }
 
 template <class T>

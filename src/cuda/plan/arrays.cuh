@@ -84,11 +84,12 @@ void CudaBackend<T, D>::binned_positions(const std::array<View<T>, D>& offsets) 
     out.stride[d] = options_.host_arrays ? 1 : offsets[d].stride;
   }
   binned_offsets_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-      layout_, geo_, current_.particles.get(), nullptr, n, out);
+      layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, out);
   check_launch("pmkit::cuda::binned_positions");
-  if (const std::size_t away = current_.num_away) {
-    binned_offsets_kernel<T, D><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, out);
+  if (current_.has_away) {
+    binned_offsets_kernel<T, D><<<blocks_for(away_threads(), tuning::kPointThreads), tuning::kPointThreads, 0,
+                                  stream_>>>(layout_, geo_, current_.away_particles.get(), current_.away_slot.get(),
+                                             ItemCount{n, current_.counts + kAwayCount}, out);
     check_launch("pmkit::cuda::binned_positions::away");
   }
   if (!options_.host_arrays) return;

@@ -13,11 +13,14 @@
 // in cuda/kernels/; the buffers in resources.cuh.
 //
 // Streams: every kernel, copy, memset, scan and event of a plan runs on
-// Options::stream, in order. set_points and update_points wait for the stream once at
-// their end (they return the rejection of a bad position as an exception, and size the
-// chunks from a count read back); spread and interp on device arrays return without
-// waiting; with host_arrays they wait for their copies back. binned_order into device
-// memory does not wait; into host memory (host_arrays) it does, as binned_positions.
+// Options::stream, in order. On device arrays no call waits for the host: the binning's
+// counts are decided on the device (launches sized by bounds), and a rejected position
+// comes back with the call's status (status.cuh), reported by a later call or by
+// synchronize. So every call can be captured into a CUDA graph. With host_arrays the
+// calls wait for their copies back, and report a rejection at once. The exceptions:
+// the one-pass scatter (where the partition does not fit) waits for its count of runs;
+// num_away and last_timings wait for the values they return.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +31,7 @@
 #include "core/backend.hpp"
 #include "core/checks.hpp"
 #include "cuda/plan/resources.cuh"
+#include "cuda/plan/status.cuh"
 #include "cuda/tuning/method_choice.hpp"
 
 namespace pmkit::cuda {
@@ -48,7 +52,9 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override;
   void update_points(std::size_t n, const std::array<View<const T>, D>& positions) override;
-  std::size_t num_away() const override { return current_.num_away; }
+  std::size_t num_away() const override;
+  void raise_device_errors(bool wait) override;
+  bool has_binning() const override { return !binning_lost_; }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override;
   void interp(Span<View<const T>> meshes, Span<View<T>> values) override;
   void interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) override;
@@ -57,7 +63,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) override;
   void binned_positions(const std::array<View<T>, D>& offsets) const override;
   std::string spread_method_name() const override;
-  Timings last_timings() const override { return timings_; }
+  Timings last_timings() const override;
   void set_stream(StreamHandle stream) override {
     if (to_cuda_stream(stream) == stream_) return;  // every Python call asks; most change nothing
     const DeviceScope on_device(options_.device);
@@ -82,20 +88,39 @@ class CudaBackend final : public detail::Backend<T, D> {
     timer_.stop(stream_);
     return timer_.seconds("kernel execution");
   }
+  void begin_timings() {
+    timings_ = {};
+    call_timed_ = false;
+  }
+  // A binning call's device time, read when last_timings asks for it (no wait here);
+  // none under stream capture.
+  bool start_call_timer() {
+    if (BinningStatus<T, D>::capturing(stream_)) return false;
+    call_timer_.start(stream_);
+    return true;
+  }
+  void stop_call_timer() {
+    call_timer_.stop(stream_);
+    call_timed_ = true;
+  }
 
   // set_points.cuh
-  void reserve_binning(std::size_t n, bool may_partition);
+  void reserve_binning(Binned<T>& b, std::size_t n, bool may_partition);
   void scan(const std::uint32_t* count, std::uint32_t* start, std::size_t items);
-  bool in_binned_order(std::size_t n, const PositionArrays<T, D>& pos);
-  void one_pass_scatter(std::size_t n, const PositionArrays<T, D>& pos);
-  const std::uint32_t* partition_scatter(std::size_t n, const PositionArrays<T, D>& pos, Groups groups,
-                                         std::size_t max_pieces);
-  void cut_tiles(const std::uint32_t* tile_start, std::uint32_t cap, bool even, Chunk* out,
+  void probe_binned_order(std::size_t n, const PositionArrays<T, D>& pos);
+  bool binned_in_one_block(std::size_t n) const;
+  void small_binning(Binned<T>& b, std::size_t n, const PositionArrays<T, D>& pos);
+  void one_pass_scatter(Binned<T>& b, std::size_t n, const PositionArrays<T, D>& pos);
+  const std::uint32_t* partition_scatter(Binned<T>& b, std::size_t n, const PositionArrays<T, D>& pos,
+                                         Groups groups);
+  void cut_tiles(const std::uint32_t* tile_start, std::uint32_t cap, bool even, Chunk* out, std::uint32_t capacity,
                  std::uint32_t* total);
-  void interleave(std::size_t max_chunks, int partition_levels);
-  void find_heavy_tiles();
+  void interleave(Binned<T>& b, int partition_levels);
+  void find_heavy_tiles(Binned<T>& b);
   void reserve_heavy_windows(std::uint32_t heavy_tiles);
-  void reject_if_bad(const PositionArrays<T, D>& pos, unsigned long long bad);
+  void finish_binning_call(bool full_binning, const PositionArrays<T, D>& pos, int status_row, bool probed);
+  void take_status(const BinningCall<T, D>& call, const StatusRead& read);
+  [[noreturn]] void reject_particle(const BinningCall<T, D>& call, unsigned long long index);
   void resolve_method();
 
   // spread.cuh
@@ -152,7 +177,16 @@ class CudaBackend final : public detail::Backend<T, D> {
 
   // The order the tile kernels take each chunk's particles in; null: arrival order.
   const std::uint16_t* taken_order() const { return interleaved_ ? current_.order.get() : nullptr; }
-  double window_use() const { return tuning::window_use(current_.n, current_.num_chunks, stencil_per_window_node_); }
+  // The chunks' count as the host last read it, or its bound.
+  double window_use() const {
+    const std::uint32_t chunks = known_chunks_ > 0 ? std::min(known_chunks_, current_.max_chunks) : current_.max_chunks;
+    return tuning::window_use(current_.n, chunks, stencil_per_window_node_);
+  }
+  // The away kernels' grid: threads for twice the away particles last read (at least a
+  // few blocks, at most one a particle), walking the device's count in grid-stride loops.
+  std::size_t away_threads() const {
+    return std::min<std::size_t>(current_.n, std::max<std::size_t>(2 * known_away_, 4096));
+  }
   // Whether set_points cuts spans for cell moments: only where they are asked for (Auto
   // never takes them; the constructor sized them, or refused the plan).
   bool cells_wanted() const { return cell_props_per_pass_ > 0; }
@@ -169,6 +203,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   BinGeometry<D> geo_{};
   double peak_gradient_ = 0;  // bounds spread_gradient's contributions (peak_weight.hpp), set once a plan
   Groups groups_{};  // the partition's pass-1 groups (fixed by the geometry)
+  bool small_binning_fits_ = false;  // the device has the one-block binning's shared memory
   int tile_props_per_pass_ = 0;
   int cell_props_per_pass_ = 0;         // 0: cell moments not asked for
   double stencil_per_window_node_ = 0;  // S^D / tile window nodes (window_use)
@@ -177,13 +212,27 @@ class CudaBackend final : public detail::Backend<T, D> {
   mutable DevicePointerCheck checked_pointers_;  // the caller's arrays found to be device memory
   Timings timings_;
   EventTimer timer_;
+  EventTimer call_timer_;
+  bool call_timed_ = false;
   StreamHandover handover_;  // set_stream's ordering of the new stream after the old
 
-  Binned<T> current_, spare_;  // the binning in use, and the one set_points builds
-  bool update_rebinned_ = false;  // the last update_points ended in a full binning
+  // The binning in use, and the one set_points builds with host_arrays (so that a
+  // rejection leaves the binning in use). On device arrays set_points builds in place,
+  // so that the binning's buffers stay where graphs captured them.
+  Binned<T> current_, spare_;
+  Binned<T>& building() { return options_.host_arrays ? spare_ : current_; }
   PlanBuffers<T> buf_;
   DeviceBuffer<T> permuted_;  // permute_to_binned's scratch (and host_arrays' staging)
-  std::unique_ptr<HostStatus, FreeHost> host_;
+  BinningStatus<T, D> status_;
+  // From the status readings: the next update_points re-bins in full (more than
+  // max_away_fraction were away); the latest counts; the probe's latest answer; a
+  // rejected position reported, after which the plan needs set_points.
+  bool rebin_next_ = false;
+  std::uint32_t known_chunks_ = 0;
+  std::size_t known_away_ = 0;
+  bool caller_order_binned_ = false;
+  bool binning_lost_ = false;
+  BinningCall<T, D> captured_call_;  // the last binning call queued under stream capture
 };
 
 }  // namespace pmkit::cuda

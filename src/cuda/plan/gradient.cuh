@@ -66,7 +66,7 @@ PropPass<T> CudaBackend<T, D>::gradient_pass(Span<View<const T>> vectors, Span<V
 template <class T, int D>
 void CudaBackend<T, D>::interp_gradient(Span<View<const T>> meshes, Span<View<T>> gradients) {
   const DeviceScope on_device(options_.device);
-  timings_ = {};
+  begin_timings();
   if (!options_.host_arrays) {
     for (std::size_t i = 0; i < meshes.size(); ++i) require_device(meshes[i].data, "meshes", i);
     for (std::size_t i = 0; i < gradients.size(); ++i) require_device(gradients[i].data, "gradients", i);
@@ -117,14 +117,16 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
   const InverseSpacing<T, D> inverse = inverse_spacing();
   // update_points' away list (the tiles skip its particles: either order gives the same
   // outputs).
-  if (const std::size_t away = current_.num_away) {
+  if (current_.has_away) {
+    const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
-      interp_gradient_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads),
+      interp_gradient_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
                                                    tuning::kPointThreads, 0, stream_>>>(
           layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
     else
-      interp_gradient_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-          layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out, inverse);
+      interp_gradient_kernel<K, D, T><<<blocks_for(away_threads(), tuning::kPointThreads), tuning::kPointThreads, 0,
+                                        stream_>>>(layout_, geo_, current_.away_particles.get(),
+                                                   current_.away_slot.get(), away, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::away");
   }
   if (interp_by_tiles<K>(1)) {
@@ -132,12 +134,12 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
     auto kernel =
         out.direct.perm ? interp_gradient_tiles_kernel<K, D, T, true> : interp_gradient_tiles_kernel<K, D, T, false>;
     opt_in_shared(kernel, shared);
-    kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared, stream_>>>(
+    kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(
         layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::shared_tiles");
   } else {
     interp_gradient_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.particles.get(), nullptr, n, pass, out, inverse);
+        layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::gather");
   }
   if (out.direct.perm) return;
@@ -155,7 +157,7 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
 template <class T, int D>
 void CudaBackend<T, D>::spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) {
   const DeviceScope on_device(options_.device);
-  timings_ = {};
+  begin_timings();
   if (!options_.host_arrays) {
     for (std::size_t i = 0; i < vectors.size(); ++i) require_device(vectors[i].data, "vectors", i);
     for (std::size_t i = 0; i < meshes.size(); ++i) require_device(meshes[i].data, "meshes", i);
@@ -222,14 +224,15 @@ void CudaBackend<T, D>::launch_spread_gradient(const PropPass<T>& pass, Accumula
     launch_gradient_tiles<K, kFastWords<T>, false>(pass);
   } else {
     spread_gradient_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), n, pass, inverse);
+        layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), ItemCount{n}, pass, inverse);
     check_launch("pmkit::cuda::spread_gradient::global_atomics");
   }
-  if (const std::size_t away = current_.num_away) {
-    spread_gradient_atomics_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0,
-                                              stream_>>>(layout_, geo_, current_.away_particles.get(),
-                                                         current_.away_slot.get(), current_.perm.get(), away, pass,
-                                                         inverse);
+  if (current_.has_away) {
+    const ItemCount away{n, current_.counts + kAwayCount};
+    spread_gradient_atomics_kernel<K, D, T><<<blocks_for(away_threads(), tuning::kPointThreads),
+                                              tuning::kPointThreads, 0, stream_>>>(
+        layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), current_.perm.get(), away, pass,
+        inverse);
     check_launch("pmkit::cuda::spread_gradient::away");
   }
 }
@@ -239,13 +242,13 @@ void CudaBackend<T, D>::launch_spread_gradient(const PropPass<T>& pass, Accumula
 template <class T, int D>
 template <class K, int W, bool kDeterministic>
 void CudaBackend<T, D>::launch_gradient_tiles(const PropPass<T>& caller_pass) {
-  if (current_.num_chunks == 0) return;
+  if (current_.n == 0) return;
   const std::uint32_t* perm;
   const PropPass<T> pass = tile_pass<K::support, kDeterministic>(caller_pass, D, perm);
   const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * sizeof(int);
   auto kernel = spread_gradient_tiles_kernel<K, D, T, W, kDeterministic>;
   opt_in_shared(kernel, shared);
-  kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared, stream_>>>(
+  kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(
       layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), perm, current_.n, pass,
       peak_gradient_, inverse_spacing());
   check_launch("pmkit::cuda::spread_gradient::shared_tiles");

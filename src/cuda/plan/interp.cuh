@@ -12,7 +12,7 @@ namespace pmkit::cuda {
 template <class T, int D>
 void CudaBackend<T, D>::interp(Span<View<const T>> meshes, Span<View<T>> values) {
   const DeviceScope on_device(options_.device);
-  timings_ = {};
+  begin_timings();
   kernels::dispatch(kernel_, [&](auto k) { interp_all<decltype(k)>(meshes, values); });
 }
 
@@ -52,14 +52,16 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
   const bool direct = out.perm != nullptr;
   // update_points' away list (the tiles skip its particles: either order gives the same
   // outputs).
-  if (const std::size_t away = current_.num_away) {
+  if (current_.has_away) {
+    const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
-      interp_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0,
-                                          stream_>>>(layout_, geo_, current_.away_particles.get(),
-                                                     current_.away_slot.get(), away, pass, out);
-    else
-      interp_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      interp_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
+                                          tuning::kPointThreads, 0, stream_>>>(
           layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), away, pass, out);
+    else
+      interp_kernel<K, D, T><<<blocks_for(away_threads(), tuning::kPointThreads), tuning::kPointThreads, 0,
+                               stream_>>>(layout_, geo_, current_.away_particles.get(), current_.away_slot.get(),
+                                          away, pass, out);
     check_launch("pmkit::cuda::interp::away");
   }
   if (interp_by_tiles<K>(pass.count)) {
@@ -68,13 +70,13 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
       const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();
       auto kernel = direct ? interp_tiles_kernel<K, D, T, NP, true> : interp_tiles_kernel<K, D, T, NP, false>;
       opt_in_shared(kernel, shared);
-      kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared, stream_>>>(
+      kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(
           layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, pass, out);
       check_launch("pmkit::cuda::interp::shared_tiles");
     });
   } else {
     interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.particles.get(), nullptr, n, pass, out);
+        layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out);
     check_launch("pmkit::cuda::interp::gather");
   }
   if (direct) return;

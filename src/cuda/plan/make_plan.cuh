@@ -64,7 +64,13 @@ CudaBackend<T, D>::CudaBackend(const Grid<D>& grid, const Kernel& kernel, const 
   }
   if (options.host_arrays)
     buf_.staging_meshes.reserve(static_cast<std::size_t>(layout_.size) * tuning::kPropsPerPass, "mesh staging");
-  host_ = make_host_status();
+  status_.clear(stream_);
+  current_.counts = status_.counts(0);
+  current_.status_row = 0;
+  spare_.counts = status_.counts(1);
+  spare_.status_row = 1;
+  small_binning_fits_ = sizeof(SmallBinning::Shared) <= static_cast<std::size_t>(limits_.shared_optin);
+  if (small_binning_fits_) opt_in_shared(small_binning_kernel<T, D>, sizeof(SmallBinning::Shared));
   // Once, not in every set_points (the partition's blocks use more than 48 KB).
   if (kPlaceShared <= static_cast<std::size_t>(limits_.shared_optin)) {
     opt_in_shared(partition_kernel<T, D>, kPartitionShared);

@@ -1,8 +1,8 @@
 #pragma once
 // What a CUDA mesh plan holds besides its kernels' parameters: the device's limits that
 // the method choice reads, the binning (two of them: the current one and the one
-// set_points builds), every scratch buffer of the phases, and the pinned words that
-// set_points and update_points read back. All device memory is cuda::DeviceBuffer.
+// set_points builds), and every scratch buffer of the phases (status.cuh holds what the
+// host reads back). All device memory is cuda::DeviceBuffer.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -60,7 +60,6 @@ inline unsigned warp_blocks_for(std::size_t n, int threads) { return blocks_for(
 template <class T>
 struct Binned {
   std::size_t n = 0;
-  std::uint32_t num_chunks = 0;
   DeviceBuffer<Packed<T>> particles;
   DeviceBuffer<std::uint32_t> perm;   // binned slot -> caller's index
   DeviceBuffer<std::uint32_t> slot;   // caller's index -> binned slot
@@ -69,12 +68,24 @@ struct Binned {
   // Cell moments: tiles cut into spans of up to tuning::kCellSpanParticles (only where
   // cell moments are asked for).
   DeviceBuffer<Chunk> spans;
-  std::uint32_t num_spans = 0;
   DeviceBuffer<std::uint32_t> tile_of;  // caller's index -> tile at the full binning
-  // update_points: the particles away from their tile, with their binned slots.
+  // update_points: the particles away from their tile, with their binned slots (room
+  // for every particle, so that no count has to come back before the list is written).
   DeviceBuffer<std::uint32_t> away_slot;
   DeviceBuffer<Packed<T>> away_particles;
-  std::size_t num_away = 0;
+  // The counts the device decides (BinCount, a row of the status block), and the bounds
+  // on the host that size the launches reading them: a launch covers the bound, and its
+  // blocks past the count return at once (Chunk) or its grid-stride loop stops there
+  // (ItemCount).
+  std::uint32_t* counts = nullptr;
+  int status_row = 0;
+  std::uint32_t max_chunks = 0, max_spans = 0, max_pieces = 0, max_heavy = 0;
+  bool has_away = false;  // update_points may have listed particles as away since set_points
+  // The host's latest reading of the chunks' and away particles' counts (the status
+  // slots), for the choices an estimate serves (window_use, the away launches' grids):
+  // the bounds until a reading lands.
+  std::uint32_t known_chunks = 0;
+  std::size_t known_away = 0;
   // The probe found the caller's particles in binned order: perm keeps a slot's caller
   // index near the slot, so stores through it fall on few lines (launch_interp).
   bool caller_order_binned = false;
@@ -87,30 +98,26 @@ struct Binned {
   DeviceBuffer<std::uint16_t> sorted_block, sorted_piece;
   DeviceBuffer<std::uint32_t> place, binned_of_place;
   DeviceBuffer<Chunk> pieces;
-  std::uint32_t num_pieces = 0;
   // The fast float tile spread's heavy tiles (more than tuning::kHeavyTileChunks chunks):
   // each tile's window among them or kLightTile, and the heavy tiles by window.
   DeviceBuffer<std::uint32_t> heavy_slot, heavy_tiles;
-  std::uint32_t num_heavy = 0;
 };
 
 // The scratch of every phase, grown as needed and kept between calls (a later call of
 // the same size allocates nothing).
 template <class T>
 struct PlanBuffers {
-  // set_points: each tile's count and first slot; the cut into chunks; the first
-  // rejected particle.
+  // set_points: each tile's count and first slot; the cut into chunks.
   DeviceBuffer<std::uint32_t> tile_count, tile_start, chunk_count, chunk_start;
   // set_points, one-pass scatter (kernels/binning.cuh): runs per warp and their scan;
   // each run's key, first index and number, the three sorted by key, and the runs'
   // first slots in that order.
   DeviceBuffer<std::uint32_t> warp_runs, warp_run_start, run_key, run_head, run_id, sorted_key, sorted_id,
       sorted_start;
-  DeviceBuffer<unsigned long long> bad;
   // set_points, partition (kernels/partition.cuh): the probe's count; the counts and
   // starts per (group, pass-1 block), per group, per piece of pass 2 and per (piece,
   // tile); records and tile keys in pass-1 order; the interleave's banks by binned slot.
-  DeviceBuffer<std::uint32_t> same_pairs, block_count, block_start, group_start, piece_count, piece_start,
+  DeviceBuffer<std::uint32_t> block_count, block_start, group_start, piece_count, piece_start,
       piece_count_tiles;
   DeviceBuffer<Packed<T>> parted;
   DeviceBuffer<std::uint16_t> part_key;
@@ -127,29 +134,7 @@ struct PlanBuffers {
   DeviceBuffer<T> binned_values, mid_values;
   // host_arrays: the device copies of the caller's host arrays.
   DeviceBuffer<T> staging_positions, staging_particles, staging_meshes;
-  // update_points: the new records and away list, swapped into the binning in use once
-  // the update is accepted.
-  struct Update {
-    DeviceBuffer<Packed<T>> particles, away_particles;
-    DeviceBuffer<std::uint32_t> away_slot;
-  } updated;
 };
-
-// What set_points and update_points read back, in pinned memory, so that the copies run
-// asynchronously on the plan's stream and land with the call's final wait.
-struct HostStatus {
-  unsigned long long first_bad;
-  std::uint32_t chunks, heavy;  // adjacent: one copy (find_heavy_tiles)
-  std::uint32_t spans, away, pieces, same_pairs, runs;
-};
-struct FreeHost {
-  void operator()(HostStatus* p) const { cudaFreeHost(p); }
-};
-inline std::unique_ptr<HostStatus, FreeHost> make_host_status() {
-  HostStatus* status = nullptr;
-  check(cudaMallocHost(&status, sizeof(HostStatus)), "cudaMallocHost (status read back from the device)");
-  return std::unique_ptr<HostStatus, FreeHost>(status);
-}
 
 // Copies a strided array (strides in elements) between host and device on `stream`.
 // Asynchronous where the host side is pinned or device memory; the caller waits before

@@ -13,7 +13,7 @@ namespace pmkit::cuda {
 template <class T, int D>
 void CudaBackend<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
   const DeviceScope on_device(options_.device);
-  timings_ = {};
+  begin_timings();
   kernels::dispatch(kernel_, [&](auto k) { spread_all<decltype(k)>(props, meshes, mode); });
 }
 
@@ -127,21 +127,23 @@ void CudaBackend<T, D>::launch_spread(const PropPass<T>& pass, Accumulate mode) 
   if (n == 0) return;
   if (method_ == SpreadMethod::CudaGlobalAtomics) {
     spread_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-        layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), n, pass);
+        layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), ItemCount{n}, pass);
     check_launch("pmkit::cuda::spread::global_atomics");
   } else if (method_ == SpreadMethod::CudaCellMoments) {
     if constexpr (tuning::cell_moments_fit(K::support, D)) launch_cells<K>(pass);
   } else {
     launch_tiles<K, kFastWords<T>, false>(pass);
   }
-  if (const std::size_t away = current_.num_away) {  // update_points' away list
+  if (current_.has_away) {  // update_points' away list
+    const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
-      spread_away_warps_kernel<K, D, T><<<warp_blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0,
-                                          stream_>>>(layout_, geo_, current_.away_particles.get(),
-                                                     current_.away_slot.get(), current_.perm.get(), away, pass);
-    else
-      spread_atomics_kernel<K, D, T><<<blocks_for(away, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
+      spread_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
+                                          tuning::kPointThreads, 0, stream_>>>(
           layout_, geo_, current_.away_particles.get(), current_.away_slot.get(), current_.perm.get(), away, pass);
+    else
+      spread_atomics_kernel<K, D, T><<<blocks_for(away_threads(), tuning::kPointThreads), tuning::kPointThreads, 0,
+                                       stream_>>>(layout_, geo_, current_.away_particles.get(),
+                                                  current_.away_slot.get(), current_.perm.get(), away, pass);
     check_launch("pmkit::cuda::spread::away");
   }
 }
@@ -168,8 +170,8 @@ PropPass<T> CudaBackend<T, D>::props_to_slots(const PropPass<T>& pass) {
       pass, current_.sorted_block.get(), two_levels ? current_.place.get() : current_.slot.get(), n,
       two_levels ? buf_.mid_values.get() : binned);
   check_launch("pmkit::cuda::spread::props_to_places");
-  if (two_levels && current_.num_pieces > 0) {
-    props_to_slots_kernel<T><<<current_.num_pieces, tuning::kPartitionThreads, 0, stream_>>>(
+  if (two_levels && current_.max_pieces > 0) {  // blocks past the pieces' count return at once
+    props_to_slots_kernel<T><<<current_.max_pieces, tuning::kPartitionThreads, 0, stream_>>>(
         buf_.mid_values.get(), current_.pieces.get(), current_.sorted_piece.get(), current_.binned_of_place.get(),
         pass.count, n, binned);
     check_launch("pmkit::cuda::spread::props_to_slots");
@@ -190,7 +192,7 @@ PropPass<T> CudaBackend<T, D>::tile_pass(const PropPass<T>& caller_pass, int val
   const bool moved = contiguous && moves_props(kSupport, values);
   PropPass<T> pass = moved ? props_to_slots(caller_pass) : caller_pass;
   perm = moved ? nullptr : current_.perm.get();
-  if (!kDeterministic && current_.num_heavy > 0) {  // fast float only (set_points)
+  if (!kDeterministic && current_.max_heavy > 0) {  // fast float only (set_points)
     pass.heavy_slot = current_.heavy_slot.get();
     pass.heavy_windows = buf_.heavy_windows.get();
   }
@@ -200,17 +202,17 @@ PropPass<T> CudaBackend<T, D>::tile_pass(const PropPass<T>& caller_pass, int val
 template <class T, int D>
 template <class K, bool kDeterministic>
 void CudaBackend<T, D>::finish_heavy_tiles(const PropPass<T>& pass, int meshes) {
-  const std::uint32_t heavy = kDeterministic ? 0 : current_.num_heavy;
+  const std::uint32_t heavy = kDeterministic ? 0 : current_.max_heavy;
   if (heavy == 0) return;
-  finish_heavy_kernel<K, D, T><<<heavy, tuning::kSpreadThreads, 0, stream_>>>(layout_, geo_, current_.heavy_tiles.get(),
-                                                                             pass, meshes);
+  finish_heavy_kernel<K, D, T><<<heavy, tuning::kSpreadThreads, 0, stream_>>>(
+      layout_, geo_, current_.heavy_tiles.get(), current_.counts + kHeavyCount, pass, meshes);
   check_launch("pmkit::cuda::spread::finish_heavy");
 }
 
 template <class T, int D>
 template <class K, int W, bool kDeterministic>
 void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
-  if (current_.num_chunks == 0) return;
+  if (current_.n == 0) return;
   const std::uint32_t* perm;
   const PropPass<T> pass = tile_pass<K::support, kDeterministic>(caller_pass, caller_pass.count, perm);
   with_prop_count(pass.count, [&](auto np) {
@@ -218,7 +220,7 @@ void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
     const std::size_t shared = static_cast<std::size_t>(TileWindow<K, D>::kNodes) * W * NP * sizeof(int);
     auto kernel = spread_tiles_kernel<K, D, T, W, NP, kDeterministic>;
     opt_in_shared(kernel, shared);
-    kernel<<<current_.num_chunks, tuning::kSpreadThreads, shared, stream_>>>(layout_, geo_, current_.chunks.get(),
+    kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(layout_, geo_, current_.chunks.get(),
                                                                     current_.particles.get(),
                                                                     taken_order(), perm, current_.n, pass);
     check_launch("pmkit::cuda::spread::shared_tiles");
@@ -229,12 +231,12 @@ void CudaBackend<T, D>::launch_tiles(const PropPass<T>& caller_pass) {
 template <class T, int D>
 template <class K>
 void CudaBackend<T, D>::launch_cells(const PropPass<T>& pass) {
-  if (current_.num_spans == 0) return;
+  if (current_.n == 0) return;
   constexpr int W = kFastWords<T>;
   with_prop_count(pass.count, [&](auto np) {
     constexpr int NP = decltype(np)::value;
     const std::size_t shared = CellShared<K, D, T, W, NP>::kBytes;  // opted into by the constructor
-    spread_cells_kernel<K, D, T, W, NP><<<current_.num_spans, tuning::kCellThreads, shared, stream_>>>(
+    spread_cells_kernel<K, D, T, W, NP><<<current_.max_spans, tuning::kCellThreads, shared, stream_>>>(
         layout_, geo_, current_.spans.get(), current_.particles.get(), current_.perm.get(), pass);
     check_launch("pmkit::cuda::spread::cell_moments");
   });

@@ -108,6 +108,14 @@ constexpr bool fma_rounding_pays(int support, int props_per_pass) { return suppo
 // (docs/tuning.md#kheavytilechunks).
 constexpr unsigned kHeavyTileChunks = 256;
 
+// Particles up to which set_points bins in one kernel of one block (small_binning.cuh):
+// one block's sort in shared memory against the twenty-odd launches of the partition,
+// which cost more than its work below this (docs/tuning.md#ksmallbinningparticles).
+constexpr int kSmallBinningParticles = 16384;
+// Tiles up to which that block also finds the tile starts and cuts the chunks, a thread
+// a tile per round: the rounds' cost against the partition's launches.
+constexpr unsigned kSmallBinningMaxTiles = 1u << 15;
+
 // Stencil nodes a block's particles touch per node of its window (method_choice.hpp,
 // window_use) from which spread takes tiles: a window's flush against a global atomic a
 // node and particle (docs/tuning.md#kspreadtileminnodesperwindownode).

@@ -1,0 +1,249 @@
+// CUDA white box: calls that return without waiting for the device, and a step captured
+// into a CUDA graph and replayed. Replays against the CPU backend in float64 (the fast
+// mode) and against eager calls bit for bit (the deterministic mode), over many steps of
+// moving particles, a step where most particles leave their tile among them; a rejected
+// position reported by synchronize, from an eager call and from a replay.
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "cuda_cases.hpp"
+
+namespace pmkit::test {
+namespace {
+
+// A graph of the calls `step` queues on `stream`, captured once and replayed by launch().
+class CapturedStep {
+ public:
+  template <class F>
+  CapturedStep(cudaStream_t stream, F&& step) : stream_(stream) {
+    EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    step();
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    EXPECT_EQ(cudaGraphInstantiate(&exec_, graph, 0), cudaSuccess);
+    if (graph) cudaGraphDestroy(graph);
+  }
+  ~CapturedStep() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  CapturedStep(const CapturedStep&) = delete;
+  CapturedStep& operator=(const CapturedStep&) = delete;
+  void launch() { ASSERT_EQ(cudaGraphLaunch(exec_, stream_), cudaSuccess); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// Particles on a periodic grid with a property and a field, their device arrays, and the
+// moves of a run: small steps (a few percent of a cell), and a far one.
+struct MovingCase {
+  Grid<3> grid = make_grid<3>({32, 32, 32}, BoundaryKind::Periodic);
+  std::size_t n;
+  std::array<std::vector<float>, 3> pos;
+  std::vector<float> q, field;
+  DeviceBuffer<float> x, y, z, dq, dfield, mesh, values;
+
+  MovingCase(std::size_t count, std::mt19937_64& rng)
+      : n(count), x(count), y(count), z(count), dq(count), dfield(mesh_nodes()), mesh(mesh_nodes()), values(count) {
+    pos = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    q.resize(n);
+    for (float& v : q) v = unit(rng);
+    field.resize(mesh_nodes());
+    for (float& v : field) v = unit(rng);
+    dq.upload(q);
+    dfield.upload(field);
+  }
+  std::size_t mesh_nodes() const { return 32 * 32 * 32; }
+  // Every particle moved by up to `cells` cells along each axis, wrapped into the box.
+  void move(double cells, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> step(-cells, cells);
+    for (int d = 0; d < 3; ++d) {
+      const double length = box_length(grid, d);
+      for (float& v : pos[d]) {
+        double u = v + step(rng) * grid.spacing[d];
+        u -= length * std::floor((u - grid.origin[d]) / length);
+        v = static_cast<float>(std::min(u, std::nextafter(grid.origin[d] + length, grid.origin[d])));
+      }
+    }
+  }
+  // The positions into the device arrays the plan reads, queued on `stream`.
+  void copy_positions(cudaStream_t stream) {
+    DeviceBuffer<float>* to[3] = {&x, &y, &z};
+    for (int d = 0; d < 3; ++d)
+      ASSERT_EQ(cudaMemcpyAsync(to[d]->get(), pos[d].data(), n * sizeof(float), cudaMemcpyHostToDevice, stream),
+                cudaSuccess);
+  }
+  Plan<float, 3>::Positions device_positions() { return {device_cview(x), device_cview(y), device_cview(z)}; }
+  // The step the tests capture: the positions updated (or binned), spread, interp.
+  void step(Plan<float, 3>& plan, bool update) {
+    if (update) plan.update_points(device_positions());
+    else plan.set_points(device_positions());
+    plan.spread({device_cview(dq)}, {device_view(mesh)});
+    plan.interp({device_cview(dfield)}, {device_view(values)});
+  }
+  // The CPU backend's spread and interp in float64 at the current positions.
+  std::pair<std::vector<double>, std::vector<double>> reference(const Kernel& kernel) const {
+    std::array<std::vector<double>, 3> p;
+    for (int d = 0; d < 3; ++d) p[d].assign(pos[d].begin(), pos[d].end());
+    Plan<double, 3> cpu(grid, kernel);
+    cpu.set_points({View<const double>(p[0]), View<const double>(p[1]), View<const double>(p[2])});
+    const std::vector<double> qd(q.begin(), q.end()), fd(field.begin(), field.end());
+    std::vector<double> m(mesh_nodes()), v(n);
+    cpu.spread({View<const double>(qd)}, {View<double>(m)});
+    cpu.interp({View<const double>(fd)}, {View<double>(v)});
+    return {m, v};
+  }
+};
+
+// The calls return while earlier work on their stream is still running: a long memset is
+// queued first, and the stream is still busy when set_points, update_points, spread and
+// interp have returned.
+TEST(CudaGraphs, CallsReturnWithoutWaitingForTheDevice) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  MovingCase c(scaled(std::size_t(1) << 16), rng);
+  Stream stream;
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  Plan<float, 3> plan(c.grid, Kernel::mp4(), opt);
+  c.copy_positions(stream.s);
+  c.step(plan, false);  // sizes the buffers
+  c.step(plan, true);
+  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  DeviceBuffer<unsigned char> busy(scaled(std::size_t(1) << 30));
+  for (int r = 0; r < 8; ++r) ASSERT_EQ(cudaMemsetAsync(busy.get(), r, busy.size(), stream.s), cudaSuccess);
+  c.step(plan, false);
+  c.step(plan, true);
+  EXPECT_EQ(cudaStreamQuery(stream.s), cudaErrorNotReady) << "a call waited for the stream";
+  plan.synchronize();
+  EXPECT_EQ(cudaStreamQuery(stream.s), cudaSuccess);
+}
+
+// An eager call's rejected position: reported by synchronize as the CPU backend reports
+// it at once, after which the plan needs set_points.
+TEST(CudaGraphs, ARejectedPositionIsReportedBySynchronize) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  MovingCase c(5000, rng);
+  Stream stream;
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  Plan<float, 3> plan(c.grid, Kernel::mp4(), opt);
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  plan.synchronize();
+  c.pos[1][1234] = std::numeric_limits<float>::quiet_NaN();
+  c.copy_positions(stream.s);
+  plan.update_points(c.device_positions());
+  EXPECT_PMKIT_ERROR(plan.synchronize(), ErrorCode::NonFinitePosition, "positions[1][1234]");
+  EXPECT_FALSE(plan.has_points());
+  EXPECT_PMKIT_ERROR(plan.spread({device_cview(c.dq)}, {device_view(c.mesh)}), ErrorCode::NotReady, "set_points");
+  c.pos[1][1234] = 0.5f;
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  EXPECT_NO_THROW(plan.synchronize());
+}
+
+// Fast float mode: update_points, spread and interp captured once and replayed for many
+// steps, against the CPU backend in float64 each step. Step 6 moves every particle up to
+// three cells, so most leave their tile: the replay keeps the binning and handles them
+// apart (num_away), with the same accuracy.
+TEST(CudaGraphs, ReplayedStepsMatchTheCpuBackend) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  MovingCase c(scaled(std::size_t(1) << 17), rng);
+  Stream stream;
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  const Kernel kernel = Kernel::mp4();
+  Plan<float, 3> plan(c.grid, kernel, opt);
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  c.step(plan, true);  // the update's buffers
+  plan.synchronize();
+  CapturedStep graph(stream.s, [&] { c.step(plan, true); });
+  for (int s = 0; s < 12; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    c.move(s == 6 ? 3.0 : 0.05, rng);
+    c.copy_positions(stream.s);
+    graph.launch();
+    plan.synchronize();
+    const std::vector<float> mesh = c.mesh.download(), values = c.values.download();
+    const auto [ref_mesh, ref_values] = c.reference(kernel);
+    EXPECT_LE(rel_l2<float>(View<const float>(mesh), ref_mesh), 2 * tolerance<float>());
+    EXPECT_LE(rel_l2<float>(View<const float>(values), ref_values), 2 * tolerance<float>());
+    if (s == 6) EXPECT_GT(plan.num_away(), c.n / 2) << "the replay re-binned";
+  }
+}
+
+// Deterministic mode (update_points is a full binning there): set_points, spread and
+// interp replayed from a graph give the bits of the same calls made eagerly by a second
+// plan, step after step.
+TEST(CudaGraphs, DeterministicReplaysGiveTheEagerBits) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  MovingCase c(scaled(std::size_t(1) << 16), rng);
+  Stream stream;
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  opt.deterministic = true;
+  Plan<float, 3> replayed(c.grid, Kernel::bspline(4), opt), eager(c.grid, Kernel::bspline(4), opt);
+  c.copy_positions(stream.s);
+  c.step(replayed, true);
+  c.step(eager, true);
+  replayed.synchronize();
+  CapturedStep graph(stream.s, [&] { c.step(replayed, true); });
+  for (int s = 0; s < 8; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    c.move(s == 4 ? 2.0 : 0.1, rng);
+    c.copy_positions(stream.s);
+    graph.launch();
+    replayed.synchronize();
+    const std::vector<float> mesh = c.mesh.download(), values = c.values.download();
+    c.step(eager, true);
+    eager.synchronize();
+    EXPECT_TRUE(same_bytes(mesh, c.mesh.download())) << "spread";
+    EXPECT_TRUE(same_bytes(values, c.values.download())) << "interp";
+  }
+}
+
+// A rejected position in a replay: synchronize reports it with the particle named, and
+// the plan needs set_points (an eager one, after which a new capture replays again).
+TEST(CudaGraphs, ARejectedPositionInAReplayIsReportedBySynchronize) {
+  PMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  MovingCase c(20000, rng);
+  Stream stream;
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  Plan<float, 3> plan(c.grid, Kernel::tsc(), opt);
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  c.step(plan, true);
+  plan.synchronize();
+  {
+    CapturedStep graph(stream.s, [&] { c.step(plan, true); });
+    c.pos[0][17] = std::numeric_limits<float>::infinity();
+    c.copy_positions(stream.s);
+    graph.launch();
+    EXPECT_PMKIT_ERROR(plan.synchronize(), ErrorCode::NonFinitePosition, "positions[0][17]");
+    EXPECT_FALSE(plan.has_points());
+  }
+  c.pos[0][17] = 1.0f;
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  plan.synchronize();
+  CapturedStep again(stream.s, [&] { c.step(plan, true); });
+  again.launch();
+  EXPECT_NO_THROW(plan.synchronize());
+  const auto [ref_mesh, ref_values] = c.reference(Kernel::tsc());
+  EXPECT_LE(rel_l2<float>(View<const float>(c.mesh.download()), ref_mesh), 2 * tolerance<float>());
+}
+
+}  // namespace
+}  // namespace pmkit::test
