@@ -81,6 +81,7 @@ __global__ void gather_kernel(const PackedPosition<T, D>* __restrict__ wrapped, 
     if (i != PairRejection<D>::kNone) {
       if (static_cast<volatile PairRejection<D>*>(rejection)->index == PairRejection<D>::kNone) {
         for (int d = 0; d < D; ++d) rejection->x[d] = double(x.data[d][static_cast<std::ptrdiff_t>(i) * x.stride[d]]);
+        rejection->from_mesh = order != nullptr;
         __threadfence_system();  // the coordinates reach the host before the index
         static_cast<volatile PairRejection<D>*>(rejection)->index = i;
       }
@@ -258,7 +259,6 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
   cells.geometry = g;
   cells.corner_lists = corner_lists;
   cells.n = n;
-  cells.from_mesh = order != nullptr;
   cells.ready = true;
 }
 
@@ -275,7 +275,7 @@ void report_pair_rejection(DevicePairCells<T, D>& cells, bool wait) {
   cells.n = 0;
   const std::size_t i = static_cast<std::size_t>(found.index);
   // Offsets from a mesh plan were validated there and are rebuilt inside the box.
-  if (cells.from_mesh)
+  if (found.from_mesh)
     fail(ErrorCode::Device, "PairPlan::set_points(mesh plan): binned particle ", i,
          " of the mesh plan fell outside the pair plan's box");
   double lo[D], hi[D];

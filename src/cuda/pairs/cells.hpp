@@ -28,24 +28,21 @@ inline bool stream_capturing(cudaStream_t stream) {
 // The first position a binning rejected, written by the device into pinned host memory
 // (mapped, so that the binning's own kernel writes it: no copy, no wait), read by the
 // host at the plan's next call or at synchronize. `index` is written last; kNone: none.
+// from_mesh: the binning took a mesh plan's particles (its message differs).
 template <int D>
 struct PairRejection {
   static constexpr unsigned long long kNone = std::numeric_limits<unsigned long long>::max();
   double x[D];
+  int from_mesh;
   unsigned long long index;
 };
 
-// One PairRejection in mapped pinned memory, cleared on construction.
+// One PairRejection in mapped pinned memory, allocated (and cleared) by the first binning
+// on the plan's device.
 template <int D>
 class RejectionRecord {
  public:
-  RejectionRecord() {
-    void* p = nullptr;
-    cuda::check(cudaHostAlloc(&p, sizeof(PairRejection<D>), cudaHostAllocMapped | cudaHostAllocPortable),
-                "PairPlan: pinned memory for the binning's status");
-    record_ = static_cast<PairRejection<D>*>(p);
-    clear();
-  }
+  RejectionRecord() = default;
   ~RejectionRecord() {
     if (record_) cudaFreeHost(record_);
   }
@@ -53,13 +50,25 @@ class RejectionRecord {
   RejectionRecord& operator=(const RejectionRecord&) = delete;
 
   // The device's view of the record (the same address: unified addressing).
-  PairRejection<D>* device() const { return record_; }
-  // The rejection the device recorded, if any (kNone), without waiting.
+  PairRejection<D>* device() {
+    if (!record_) {
+      void* p = nullptr;
+      cuda::check(cudaHostAlloc(&p, sizeof(PairRejection<D>), cudaHostAllocMapped | cudaHostAllocPortable),
+                  "PairPlan: pinned memory for the binning's status");
+      record_ = static_cast<PairRejection<D>*>(p);
+      clear();
+    }
+    return record_;
+  }
+  // The rejection the device recorded, if any, without waiting.
   bool found(PairRejection<D>& out) const {
-    const unsigned long long index = static_cast<volatile const PairRejection<D>*>(record_)->index;
+    if (!record_) return false;
+    const auto* record = static_cast<volatile const PairRejection<D>*>(record_);
+    const unsigned long long index = record->index;
     if (index == PairRejection<D>::kNone) return false;
-    std::atomic_thread_fence(std::memory_order_acquire);  // the coordinates, written before the index
-    for (int d = 0; d < D; ++d) out.x[d] = static_cast<volatile const PairRejection<D>*>(record_)->x[d];
+    std::atomic_thread_fence(std::memory_order_acquire);  // the rest, written before the index
+    for (int d = 0; d < D; ++d) out.x[d] = record->x[d];
+    out.from_mesh = record->from_mesh;
     out.index = index;
     return true;
   }
@@ -97,8 +106,6 @@ struct DevicePairCells {
   cuda::DeviceBuffer<unsigned long long> status;
   RejectionRecord<D> rejection;
   cuda::DevicePointerCheck device_pointers;  // pointers already found to be device memory
-  // Whether the last binning came from a mesh plan (its rejection has a message of its own).
-  bool from_mesh = false;
 
   double mean_per_cell() const { return cells ? double(n) / double(cells) : 0.0; }
 };
