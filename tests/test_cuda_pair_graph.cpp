@@ -42,6 +42,16 @@ struct MovingPositions {
   }
 };
 
+// The x-pencil (its sums in a fixed order: the same bits every run) on the test's stream.
+PairOptions pencil_options(const Stream& stream) {
+  PairOptions o = cuda_options(PairMethod::CudaXPencil);
+  o.stream = cuda::stream_handle(stream.s);
+  return o;
+}
+
+// Lennard-Jones of sigma a third of the cutoff, softened: finite for any random pair.
+pair_kernels::LennardJones<3> softened_lj(double cutoff) { return {1.0, cutoff / 3, cutoff, 0.01}; }
+
 struct PairOutputs {
   std::array<std::unique_ptr<DeviceBuffer<double>>, 4> out;  // Lennard-Jones: force x, y, z and energy
   explicit PairOutputs(std::size_t n) {
@@ -66,17 +76,14 @@ TEST(CudaPairs, SetPointsAndComputeDoNotWait) {
   PMKIT_REQUIRE_GPU();
   std::mt19937_64 rng(fresh_seed());
   const Grid<3> grid = Grid<3>::periodic({16, 16, 16}, 1.0 / 16);  // the unit cube
-  const double cutoff = 0.2;
-  const pair_kernels::LennardJones<3> lj{1.0, 0.05, cutoff, 0.01};
   const std::size_t n = scaled(20000);
   MovingPositions positions(n, 1.0, rng);
   Stream stream;
-  PairOptions pair_options = cuda_options(PairMethod::CudaXPencil);
-  pair_options.stream = cuda::stream_handle(stream.s);
-  PairPlan<double, 3> pairs(grid, cutoff, pair_options);
+  PairPlan<double, 3> pairs(grid, 0.2, pencil_options(stream));
+  const auto lj = softened_lj(pairs.cutoff());
   Options mesh_options;
   mesh_options.backend = Backend::Cuda;
-  mesh_options.stream = pair_options.stream;
+  mesh_options.stream = cuda::stream_handle(stream.s);
   Plan<double, 3> mesh(grid, Kernel::mp4(), mesh_options);
   mesh.set_points(positions.views());
   PairOutputs from_positions(n), from_mesh(n);
@@ -112,14 +119,11 @@ TEST(CudaPairs, CapturedStepReplaysAsEagerCalls) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   const Box<3> box = Box<3>::periodic({2.0, 2.0, 2.0});
-  const double cutoff = 0.25;
-  const pair_kernels::LennardJones<3> lj{1.0, 0.08, cutoff, 0.01};
   const std::size_t n = scaled(30000);
   MovingPositions positions(n, 2.0, rng);
   Stream stream;
-  PairOptions options = cuda_options(PairMethod::CudaXPencil);
-  options.stream = cuda::stream_handle(stream.s);
-  PairPlan<double, 3> captured(box, cutoff, options), eager(box, cutoff, options);
+  PairPlan<double, 3> captured(box, 0.25, pencil_options(stream)), eager(box, 0.25, pencil_options(stream));
+  const auto lj = softened_lj(captured.cutoff());
   PairOutputs replayed_out(n), eager_out(n);
   captured.set_points(positions.views());
   captured.compute(lj, {}, replayed_out.views());

@@ -193,29 +193,36 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
       D == 3 && n > 0 && 4 * n < (std::size_t(1) << 32) && x_bits > 0 && per_cell >= kCornerListsFrom;
   const std::size_t entries = 4 * (ncells + 1);
 
-  // Every allocation before the first launch: a call refused here (out of memory) leaves
-  // the previous points as they were. The cell list is then rebuilt in place.
-  cells.pos.reserve(n, "PairPlan::set_points: sorted positions");
-  cells.perm.reserve(n, "PairPlan::set_points: permutation");
-  cells.start.reserve(ncells + 1, "PairPlan::set_points: cell starts");
-  cells.keys.reserve(n, "PairPlan::set_points: cell keys");
-  cells.keys_sorted.reserve(n, "PairPlan::set_points: cell keys");
-  cells.index.reserve(n, "PairPlan::set_points: indices");
-  cells.unsorted.reserve(n, "PairPlan::set_points: wrapped positions");
+  // Every allocation before the first launch, so that nothing is queued unless all of
+  // them succeed; the cell list is then rebuilt in place. A call refused here (out of
+  // memory) may have freed the previous points' buffers: the plan then has no points.
   std::size_t sort_bytes = 0, scan_bytes = 0;
-  if (n > 0)
-    check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, cells.keys.get(), cells.keys_sorted.get(),
-                                          cells.index.get(), cells.perm.get(), n32, 0, bits, stream),
-          "cub::DeviceRadixSort");
-  if (corner_lists) {
-    cells.corner_index.reserve(4 * n, "PairPlan::set_points: corner lists");
-    cells.corner_start.reserve(entries, "PairPlan::set_points: corner list starts");
-    cells.corner_counts.reserve(entries, "PairPlan::set_points: corner list counts");
-    check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, cells.corner_counts.get(), cells.corner_start.get(),
-                                        entries, stream),
-          "cub::DeviceScan");
+  try {
+    cells.pos.reserve(n, "PairPlan::set_points: sorted positions");
+    cells.perm.reserve(n, "PairPlan::set_points: permutation");
+    cells.start.reserve(ncells + 1, "PairPlan::set_points: cell starts");
+    cells.keys.reserve(n, "PairPlan::set_points: cell keys");
+    cells.keys_sorted.reserve(n, "PairPlan::set_points: cell keys");
+    cells.index.reserve(n, "PairPlan::set_points: indices");
+    cells.unsorted.reserve(n, "PairPlan::set_points: wrapped positions");
+    if (n > 0)
+      check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, cells.keys.get(), cells.keys_sorted.get(),
+                                            cells.index.get(), cells.perm.get(), n32, 0, bits, stream),
+            "cub::DeviceRadixSort");
+    if (corner_lists) {
+      cells.corner_index.reserve(4 * n, "PairPlan::set_points: corner lists");
+      cells.corner_start.reserve(entries, "PairPlan::set_points: corner list starts");
+      cells.corner_counts.reserve(entries, "PairPlan::set_points: corner list counts");
+      check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, cells.corner_counts.get(), cells.corner_start.get(),
+                                          entries, stream),
+            "cub::DeviceScan");
+    }
+    cells.temp.reserve(std::max(sort_bytes, scan_bytes), "PairPlan::set_points: sort storage");
+  } catch (...) {
+    cells.ready = false;
+    cells.n = 0;
+    throw;
   }
-  cells.temp.reserve(std::max(sort_bytes, scan_bytes), "PairPlan::set_points: sort storage");
   if (cells.status.size() == 0) {
     cells.status.reserve(1, "PairPlan::set_points: status");
     check(cudaMemsetAsync(cells.status.get(), 0xff, sizeof(unsigned long long), stream), "cudaMemset");  // kNone
