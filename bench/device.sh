@@ -253,7 +253,7 @@ step "Cutoff pairs on the GPU and on $jobs host cores"
 fi
 
 if want pme; then
-step "PME: OpenMM 8.6.1 (CUDA, single) and pmkit on the same charges, 10^5 and 10^6 at water density"
+step "PME: OpenMM 8.6.1 (CUDA, single) and pmkit on the same charges, 10^4, 10^5 and 10^6 at water density"
 # OpenMM's wheels travel in .whl (openmm, openmm-cuda-13; docs/pme.md); the CUDA 13
 # libraries its CUDA platform loads are those of the machine's PyTorch. The cases (positions,
 # charges, OpenMM's forces: 56 MB at 10^6) stay out of $OUT.
@@ -262,7 +262,7 @@ mkdir -p "$cases"
 nvidia_libs=$(python3 -c 'import nvidia, glob; print(":".join(d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")))' 2>/dev/null || true)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl &&
   PYTHONPATH="$site" LD_LIBRARY_PATH="$nvidia_libs:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1 \
-    python3 bench/pme_openmm.py "$cases" ${PMKIT_PME_SIZES:-100000 1000000} 2>&1 | tee "$out/pme_openmm.txt" || status=1
+    python3 bench/pme_openmm.py "$cases" ${PMKIT_PME_SIZES:-} 2>&1 | tee "$out/pme_openmm.txt" || status=1
 ./build-device/bench/pme_bench --openmm "$cases" ${PMKIT_PME_SIZES:-} 2>&1 | tee "$out/pme_bench.txt" || status=1
 # PMKIT_PME_SPREADS=1 adds Guo et al.'s table (1 and 20 spreads a binning).
 if [ -n "${PMKIT_PME_SPREADS:-}" ]; then

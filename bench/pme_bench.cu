@@ -12,7 +12,10 @@
 //       plans alone; then steps of molecular dynamics (every charge moves by its own
 //       velocity, MD_STEP nm rms a step, as bench/pme_openmm.py moves OpenMM's) with pmkit's
 //       update_points at several PmeOptions::max_away_fraction, and with set_points every
-//       step, next to OpenMM's MD step from the same run.
+//       step, next to OpenMM's MD step from the same run; then the same MD step with
+//       update_points + compute_reciprocal captured once into a CUDA graph and replayed
+//       (an eager step every 4, 8, 16 or 32 steps re-bins), beside the eager step on the
+//       same stream and OpenMM's. N: 10^4, 10^5 and 10^6 unless given.
 //   pme_bench --md-kernels DIR N STEPS   STEPS MD steps of case N at the default
 //       max_away_fraction, after 10 untimed, for Nsight Compute (bench/device.sh's pme step).
 //   pme_bench --spreads              Guo et al.'s table: B-spline orders 4 and 6, K^3 periodic
@@ -28,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -230,14 +234,15 @@ double fraction_away(const OpenMMCase& c, const std::vector<float>& v, int steps
 
 // One case's charges in steps of molecular dynamics on a float plan: each step moves
 // every charge by its velocity (move_kernel), then update_points (set_points where
-// `resort`) and compute_reciprocal.
+// `resort`) and compute_reciprocal, all on `stream` (the default stream unless given).
 struct MdSystem {
   const OpenMMCase& c;
+  cudaStream_t stream;
   PmePlan<float> plan;
   DeviceBuffer<float> dx, dy, dz, dv, dq, fx, fy, fz;
   DeviceBuffer<double> energy{1};
 
-  static PmePlan<float> make_plan(const OpenMMCase& c, double max_away_fraction) {
+  static PmePlan<float> make_plan(const OpenMMCase& c, double max_away_fraction, cudaStream_t stream) {
     PmeParameters p;
     p.alpha = c.alpha;
     p.mesh = c.mesh;
@@ -247,12 +252,15 @@ struct MdSystem {
     o.backend = Backend::Cuda;
     o.coulomb_constant = kOpenMMCoulomb;
     o.max_away_fraction = max_away_fraction;
+    o.stream = cuda::stream_handle(stream);
     return PmePlan<float>({c.length, c.length, c.length}, p, o);
   }
   static std::vector<float> coordinates(const OpenMMCase& c, int d) { return {c.x[d].begin(), c.x[d].end()}; }
 
-  MdSystem(const OpenMMCase& c_, const std::vector<float>& velocity, double max_away_fraction)
-      : c(c_), plan(make_plan(c_, max_away_fraction)), dx(coordinates(c_, 0)), dy(coordinates(c_, 1)),
+  MdSystem(const OpenMMCase& c_, const std::vector<float>& velocity, double max_away_fraction,
+           cudaStream_t stream_ = nullptr)
+      : c(c_), stream(stream_), plan(make_plan(c_, max_away_fraction, stream_)), dx(coordinates(c_, 0)),
+        dy(coordinates(c_, 1)),
         dz(coordinates(c_, 2)), dv(velocity), dq(std::vector<float>(c_.q.begin(), c_.q.end())), fx(c_.n), fy(c_.n),
         fz(c_.n) {
     plan.set_points(positions());
@@ -262,7 +270,8 @@ struct MdSystem {
   }
   void move() {
     const unsigned blocks = static_cast<unsigned>((c.n + 255) / 256);
-    move_kernel<<<blocks, 256>>>(dx.get(), dy.get(), dz.get(), dv.get(), c.n, static_cast<float>(c.length));
+    move_kernel<<<blocks, 256, 0, stream>>>(dx.get(), dy.get(), dz.get(), dv.get(), c.n,
+                                            static_cast<float>(c.length));
   }
   void bin(bool resort) {
     if (resort)
@@ -352,6 +361,74 @@ void md_steps(const OpenMMCase& c) {
   md_phases(c, v, steps);
 }
 
+// A stream of the benchmark's own: the legacy default stream cannot be captured.
+struct OwnStream {
+  cudaStream_t s = nullptr;
+  OwnStream() { cuda::check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "pme_bench: stream"); }
+  ~OwnStream() { cudaStreamDestroy(s); }
+  OwnStream(const OwnStream&) = delete;
+  OwnStream& operator=(const OwnStream&) = delete;
+};
+
+// Mean ms of an MD step at the default max_away_fraction over `steps` steps (after 10
+// untimed eager ones) on a stream of its own: each step moves the charges (an eager
+// launch), then runs update_points and compute_reciprocal, eagerly where `eager_every`
+// is 0, else replayed from a CUDA graph captured once, with an eager step every
+// `eager_every` steps: a replay never re-bins in full (its away list grows), an eager
+// update_points re-bins once more than max_away_fraction of the charges are away.
+// NaN (and the reason on stderr) where the capture fails.
+double md_graph_step_ms(const OpenMMCase& c, const std::vector<float>& velocity, int eager_every, int steps,
+                        std::size_t* nodes = nullptr) {
+  const OwnStream stream;
+  MdSystem md(c, velocity, PmeOptions{}.max_away_fraction, stream.s);
+  for (int i = 0; i < 10; ++i) md.step(false);
+  std::unique_ptr<cuda::CapturedGraph> graph;
+  if (eager_every > 0) {
+    try {
+      graph = std::make_unique<cuda::CapturedGraph>(stream.s, [&] {
+        md.bin(false);
+        md.compute();
+      });
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pme_bench: the MD step did not capture into a graph: %s\n", e.what());
+      return std::nan("");
+    }
+    if (nodes) *nodes = graph->nodes();
+  }
+  cuda::EventTimer timer;
+  timer.start(stream.s);
+  for (int i = 0; i < steps; ++i) {
+    if (!graph || i % eager_every == 0) {
+      md.step(false);
+    } else {
+      md.move();
+      graph->launch();
+    }
+  }
+  timer.stop(stream.s);
+  const double ms = 1e3 * timer.seconds("pme_bench") / steps;
+  md.plan.synchronize();
+  return ms;
+}
+
+// The graph table's row for one case: the eager MD step on a stream of its own, the
+// replayed one with an eager step every 4, 8, 16 and 32 steps, OpenMM's MD step beside
+// them, and the ratios.
+void md_graph_steps(const OpenMMCase& c) {
+  const std::vector<float> v = md_velocities(c.n);
+  const int steps = 300;
+  const double eager = md_graph_step_ms(c, v, 0, steps);
+  const int every[] = {4, 8, 16, 32};
+  double replayed[4], best = std::nan("");
+  std::size_t nodes = 0;
+  for (int k = 0; k < 4; ++k) {
+    replayed[k] = md_graph_step_ms(c, v, every[k], steps, &nodes);
+    if (std::isnan(best) || replayed[k] < best) best = replayed[k];
+  }
+  std::printf("%9zu %10.3f | %10.3f | %7.3f %7.3f %7.3f %7.3f | %6zu | %9.2f %9.2f\n", c.n, c.openmm_md_ms, eager,
+              replayed[0], replayed[1], replayed[2], replayed[3], nodes, c.openmm_md_ms / eager, c.openmm_md_ms / best);
+}
+
 // `steps` MD steps at the default max_away_fraction after 10 untimed, for a profiler
 // (bench/device.sh's pme step runs Nsight Compute on them with PMKIT_PME_KERNELS).
 int md_kernels(const std::string& dir, const std::string& size, int steps) {
@@ -363,7 +440,7 @@ int md_kernels(const std::string& dir, const std::string& size, int steps) {
 }
 
 int openmm_cases(const std::string& dir, std::vector<std::string> sizes) {
-  if (sizes.empty()) sizes = {"100000", "1000000"};
+  if (sizes.empty()) sizes = {"10000", "100000", "1000000"};
   std::printf("PME reciprocal part, pmkit (float, CUDA) against OpenMM 8.6.1 (CUDA, single), same charges, alpha, "
               "mesh, order 5\n");
   std::printf("%9s %13s %10s | %10s %10s | %9s %9s | %11s %11s %11s\n", "N", "mesh", "OpenMM ms", "pmkit ms",
@@ -407,6 +484,16 @@ int openmm_cases(const std::string& dir, std::vector<std::string> sizes) {
   for (const std::string& s : sizes) md_steps(read_case(dir + "/pme-case-" + s + ".bin"));
   std::printf("(default: PmeOptions' max_away_fraction, %.3f; speed-up: OpenMM's MD step over pmkit's with set_points\n"
               " every step (resort) and with update_points at the default (update))\n", PmeOptions{}.max_away_fraction);
+  std::printf("\nMD steps from a CUDA graph: update_points + compute_reciprocal captured once on a stream of the\n"
+              "plan's and replayed, the move launched before each step, an eager step every 4, 8, 16 or 32 steps;\n"
+              "beside the same steps made eagerly on that stream and OpenMM's MD step; mean ms a step over 300 steps\n");
+  std::printf("%9s %10s | %10s | %31s | %6s | %9s %9s\n", "N", "OpenMM ms", "pmkit ms", "pmkit ms, graph, eager every",
+              "graph", "speed-up", "speed-up");
+  std::printf("%9s %10s | %10s | %7s %7s %7s %7s | %6s | %9s %9s\n", "", "MD step", "eager", "4", "8", "16", "32",
+              "nodes", "eager", "graph");
+  for (const std::string& s : sizes) md_graph_steps(read_case(dir + "/pme-case-" + s + ".bin"));
+  std::printf("(graph: the replays never re-bin in full, an eager step re-bins past max_away_fraction; speed-up:\n"
+              " OpenMM's MD step over pmkit's eager step and over its fastest graph column; nan: no capture)\n");
   return 0;
 }
 

@@ -2,7 +2,7 @@
 water density, its reciprocal part timed alone as OpenMM's own benchmarks time it
 (the reciprocal force group integrated alone), and the case written for bench/pme_bench:
 
-    python3 bench/pme_openmm.py OUTDIR [N ...]      (default N: 100000 1000000)
+    python3 bench/pme_openmm.py OUTDIR [N ...]      (default N: 10000 100000 1000000)
 
 For each N, OUTDIR/pme-case-N.bin holds float64 values: a header of 10 (N, box length in
 nm, alpha in 1/nm, the mesh nx, ny, nz, OpenMM's milliseconds per reciprocal step, its
@@ -86,6 +86,6 @@ def run_case(n, outdir, reps=50):
 
 if __name__ == "__main__":
     outdir = sys.argv[1]
-    sizes = [int(float(s)) for s in sys.argv[2:]] or [100_000, 1_000_000]
+    sizes = [int(float(s)) for s in sys.argv[2:]] or [10_000, 100_000, 1_000_000]
     for n in sizes:
         run_case(n, outdir)

@@ -93,6 +93,11 @@ std::array<int, D> PairPlan<T, D>::cells() const {
 }
 
 template <class T, int D>
+void PairPlan<T, D>::synchronize() {
+  backend_->report_errors(true);
+}
+
+template <class T, int D>
 void PairPlan<T, D>::set_points(const Positions& positions) {
   detail::check_positions<T, D>(positions);
   backend_->set_points(positions);
@@ -133,6 +138,7 @@ void PairPlan<T, D>::set_points(const Plan<T, D>& mesh) {
 template <class T, int D>
 void PairPlan<T, D>::check_compute(std::size_t inputs, std::size_t outputs, Span<View<const T>> in,
                                    Span<View<T>> out) const {
+  backend_->report_errors(false);
   if (!has_points()) fail(ErrorCode::NotReady, "compute called before set_points");
   if (in.size() != inputs)
     fail(ErrorCode::SizeMismatch, "the pair kernel reads ", inputs, " inputs but ", in.size(), " were given");

@@ -199,6 +199,12 @@ void PmePlan<T>::update_points(const Positions& positions) {
 }
 
 template <class T>
+void PmePlan<T>::synchronize() {
+  // The pair plan waits for the stream that it shares with the mesh plan.
+  state_->pairs.synchronize();
+}
+
+template <class T>
 void PmePlan<T>::compute(View<const T> charges, const Forces& forces, View<double> energy, View<T> potential) {
   run(true, charges, forces, energy, potential);
 }

@@ -128,6 +128,9 @@ TEST(CudaPairs, EveryAutoCandidateMatchesTheBruteForce) {
                                         Layout::Clustered);
 }
 
+// The CUDA binning validates on the device: a rejected position is thrown by
+// synchronize(), or by the next call once the device has found it, with set_points'
+// message on the CPU backend; the plan has no points after it.
 TEST(CudaPairs, BadInput) {
   PMKIT_REQUIRE_GPU();
   const PairOptions opt = cuda_options(PairMethod::Auto);
@@ -137,10 +140,40 @@ TEST(CudaPairs, BadInput) {
   bench::CheapSynthetic cheap{0.5};
   expect_pmkit_error(ErrorCode::NotReady, "", [&] { cuda::compute(plan, cheap, {}, {device_view(out)}); });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { plan.set_points({good, good, good}); });  // host pointers
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(nan_x), device_cview(x)}); });
+  plan.set_points({device_cview(x), device_cview(nan_x), device_cview(x)});
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "positions[1][1] = nan", [&] { plan.synchronize(); });
   EXPECT_FALSE(plan.has_points());
+  plan.synchronize();  // reported once
   plan.set_points({device_cview(x), device_cview(x), device_cview(x)});
-  expect_pmkit_error(ErrorCode::NonFinitePosition, "", [&] { plan.set_points({device_cview(x), device_cview(x), device_cview(nan_x)}); });
+  plan.synchronize();
+  EXPECT_TRUE(plan.has_points());
+  // Once the device has found it (the stream waited for here), the next call throws it.
+  plan.set_points({device_cview(x), device_cview(x), device_cview(nan_x)});
+  cuda::check(cudaStreamSynchronize(cuda::to_cuda_stream(opt.stream)), "cudaStreamSynchronize");
+  expect_pmkit_error(ErrorCode::NonFinitePosition, "positions[2][1]",
+                     [&] { cuda::compute(plan, cheap, {}, {device_view(out)}); });
+  EXPECT_FALSE(plan.has_points());
+  // A compute queued right behind a rejected binning runs on memory of the plan's (the
+  // rejected particle binned at the origin), and the error comes exactly once.
+  plan.set_points({device_cview(nan_x), device_cview(x), device_cview(x)});
+  int reported = 0;
+  try {
+    cuda::compute(plan, cheap, {}, {device_view(out)});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NonFinitePosition);
+    ++reported;
+  }
+  try {
+    plan.synchronize();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NonFinitePosition);
+    ++reported;
+  }
+  EXPECT_EQ(reported, 1);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  plan.set_points({device_cview(x), device_cview(x), device_cview(x)});
+  cuda::check(cudaMemcpy(out.get(), std::vector<double>(3, 5.0).data(), 3 * sizeof(double), cudaMemcpyHostToDevice),
+              "reset out");
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] { cuda::compute(plan, cheap, {}, {View<double>(good.data(), 3)}); });
   // A built-in kernel through cuda::compute: the plan checks its parameters.
   expect_pmkit_error(ErrorCode::InvalidArgument, "sigma = 0", [&] {
@@ -148,17 +181,18 @@ TEST(CudaPairs, BadInput) {
                   {device_view(out), device_view(out), device_view(out), device_view(out)});
   });
   EXPECT_EQ(out.download(), std::vector<double>(3, 5.0));  // nothing written on error
-  cuda::compute(plan, cheap, {}, {device_view(out)});  // the points of before the failed call
+  cuda::compute(plan, cheap, {}, {device_view(out)});
   // x = y = z = (0.1, 0.2, 1.9): r^2 = 0.03 for 0-1, 0.12 for 0-2 across the seam, 0.27
   // (beyond 0.5^2) for 1-2; the cheap kernel adds 0.25 - r^2 to both of a pair.
   const std::vector<double> got = out.download();
   EXPECT_NEAR(got[0], 0.22 + 0.13, 1e-12);
   EXPECT_NEAR(got[1], 0.22, 1e-12);
   EXPECT_NEAR(got[2], 0.13, 1e-12);
-  expect_pmkit_error(ErrorCode::OutOfBounds, "", [&] {
+  expect_pmkit_error(ErrorCode::OutOfBounds, "positions[2][1] = 2.5", [&] {
     PairPlan<double, 3> bounded(Box<3>::bounded({2.0, 2.0, 2.0}), 0.5, opt);
     cuda::DeviceBuffer<double> outside(far);
     bounded.set_points({device_cview(x), device_cview(x), device_cview(outside)});
+    bounded.synchronize();
   });
   expect_pmkit_error(ErrorCode::InvalidArgument, "", [&] {
     PairOptions wrong;

@@ -44,6 +44,16 @@
 // methods gather each particle's own outputs (no atomics, the same bits from run to run);
 // PairMethod::CudaHalfShell calls the kernel once per pair, as the CPU half shell does,
 // and sums with floating-point atomics, so its last bits vary from run to run.
+//
+// Waits (CUDA): set_points (both forms) and compute queue their work and return without
+// waiting for the device. The binning validates the positions on the device: a rejected
+// one (not finite, outside a bounded axis) is thrown by the plan's next call that finds
+// it recorded, or by synchronize(), which waits; the plan then has no points. Only the
+// first compute of a kernel type with PairMethod::Auto (its timing), last_timings(),
+// synchronize() and a call that must allocate more device memory wait. After one eager
+// call of the same sizes (the same number of particles, the same kernel type), set_points
+// and compute capture into a CUDA graph (cudaStreamBeginCapture on options.stream); a
+// replay bins the positions then in the arrays it was captured with, in place.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -165,8 +175,10 @@ class PairPlan {
   PairPlan(const PairPlan&) = delete;
   PairPlan& operator=(const PairPlan&) = delete;
 
-  // Validates (finite, inside bounded axes) and bins the positions. A failed call keeps
-  // the previous points.
+  // Validates (finite, inside bounded axes) and bins the positions. CPU: a rejected
+  // position throws here and the previous points stay. CUDA: returns once the work is
+  // queued; a rejected position is thrown by a later call or synchronize(), and the plan
+  // has no points after it (set_points again).
   void set_points(const Positions& positions);
   // The particles of a mesh plan over the same box (its grid's domain: the same origin,
   // lengths to a relative 1e-12, and boundaries), taken as that plan binned them
@@ -196,6 +208,11 @@ class PairPlan {
       host_pairs().traverse(pairs.work());
     }
   }
+
+  // CUDA: waits for the work queued on options.stream, then throws the error of a
+  // position a binning rejected (pmkit::Error: NonFinitePosition or OutOfBounds, as
+  // set_points throws it on the CPU backend). CPU: returns (every call is synchronous).
+  void synchronize();
 
   std::size_t num_points() const;
   bool has_points() const;

@@ -26,8 +26,15 @@
 // docs/pme.md derives the B-spline factors and gives the accuracy measured.
 //
 // Memory: CPU, host arrays; CUDA, device arrays (positions, charges, forces, potential,
-// and the energy's one double), every kernel, FFT and copy on PmeOptions::stream, with no
-// wait for the host in compute (nor in set_points and update_points: see Plan).
+// and the energy's one double), every kernel, FFT and copy on PmeOptions::stream.
+//
+// Waits and graphs (CUDA): set_points, update_points, compute and compute_reciprocal
+// queue their work on PmeOptions::stream and return without waiting for the device, as
+// the Plan's and the PairPlan's calls do; a rejected position is thrown by a later call or
+// by synchronize(). After one eager step of the same sizes, a step (update_points and
+// compute_reciprocal, or update_points and compute) captures into a CUDA graph
+// (cudaStreamBeginCapture on PmeOptions::stream) that replays it on the positions, charges
+// and outputs it was captured with, read and written in place: docs/pme.md shows how.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -105,6 +112,11 @@ class PmePlan {
   // the real-space pairs, the self term and the background themselves.
   void compute_reciprocal(View<const T> charges, const Forces& forces, View<double> energy = {},
                           View<T> potential = {});
+
+  // CUDA: waits for the work queued on PmeOptions::stream, then throws the error of a
+  // position the device rejected (as set_points throws it on the CPU backend). CPU:
+  // returns (every call is synchronous).
+  void synchronize();
 
   const PmeParameters& parameters() const { return params_; }
   const std::array<double, 3>& box() const { return box_; }

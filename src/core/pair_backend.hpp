@@ -22,8 +22,9 @@ class PairBackend {
  public:
   using Positions = std::array<View<const T>, D>;
   virtual ~PairBackend() = default;
-  // Validates and bins n positions (caller's memory of the backend). Keeps the previous
-  // points on error.
+  // Validates and bins n positions (caller's memory of the backend). CPU: throws at once
+  // and keeps the previous points on error. CUDA: queued without a host wait; a rejected
+  // position is thrown by report_errors (the plan then has no points).
   virtual void set_points(const Positions& positions) = 0;
   // Bins the particles of a mesh plan of the same domain as that plan binned them.
   virtual void set_points(const Plan<T, D>& mesh) = 0;
@@ -35,6 +36,10 @@ class PairBackend {
   virtual HostPairs<T, D>* host_pairs() { return nullptr; }
   virtual DevicePairs<T, D>* device_pairs() { return nullptr; }
   virtual PairMethod last_method() const { return PairMethod::Auto; }
+  // CUDA: throws the error of a rejected position that a binning has recorded by now;
+  // with `wait`, first waits for the plan's stream, so that every binning queued so far
+  // has. CPU: set_points reported its errors itself; nothing to wait for.
+  virtual void report_errors(bool /*wait*/) {}
   virtual Timings last_timings() const = 0;
   // CUDA: later calls run on `stream`, after the work queued so far on the previous one
   // (PairPlan::set_stream). The CPU backend has no stream.

@@ -45,19 +45,27 @@ class CudaPairBackend final : public PairBackend<T, D>, public DevicePairs<T, D>
     g.cutoff2 = static_cast<T>(cutoff * cutoff);
   }
 
-  void set_points(const Positions& positions) override { device_pair_bin<T, D>(cells_, positions); }
+  void set_points(const Positions& positions) override {
+    report_pair_rejection(cells_, false);
+    device_pair_bin<T, D>(cells_, positions);
+  }
 
   void set_points(const Plan<T, D>& mesh) override {
+    report_pair_rejection(cells_, false);
     const std::size_t n = mesh.num_points();
     const cuda::DeviceScope on_device(cells_.device);
     mesh_offsets_.reserve(D * n, "PairPlan::set_points(mesh plan): offsets");
     mesh_order_.reserve(n, "PairPlan::set_points(mesh plan): order");
-    const Positions offsets = binned_points(mesh, mesh_offsets_.get(), mesh_order_.get());
-    // The mesh plan writes them on its stream: the binning on this plan's waits for them.
+    // The mesh plan writes the offsets and the order on its stream, after this plan's
+    // last binning has read them, and this plan's binning reads them after: events, no
+    // host wait (nothing where the two plans share a stream).
     cudaStream_t mesh_stream = cuda::to_cuda_stream(mesh.options().stream);
-    if (mesh_stream != cells_.stream) cuda::check(cudaStreamSynchronize(mesh_stream), "PairPlan::set_points");
+    to_mesh_.order(cells_.stream, mesh_stream);
+    const Positions offsets = binned_points(mesh, mesh_offsets_.get(), mesh_order_.get());
+    from_mesh_.order(mesh_stream, cells_.stream);
     device_pair_bin<T, D>(cells_, offsets, mesh_order_.get());
   }
+  void report_errors(bool wait) override { report_pair_rejection(cells_, wait); }
 
   std::size_t num_points() const override { return cells_.n; }
   bool has_points() const override { return cells_.ready; }
@@ -119,8 +127,15 @@ class CudaPairBackend final : public PairBackend<T, D>, public DevicePairs<T, D>
                 "pmkit PairPlan: zero the half-shell sums");
     return sorted_outputs_.get();
   }
-  void start_timer() override { timer_.start(cells_.stream); }
-  void stop_timer() override { timer_.stop(cells_.stream); }
+  // Not while the stream is captured into a graph: an event recorded there marks a place
+  // in the graph, not a time (last_timings keeps the last eager compute's).
+  void start_timer() override {
+    timing_ = !stream_capturing(cells_.stream);
+    if (timing_) timer_.start(cells_.stream);
+  }
+  void stop_timer() override {
+    if (timing_) timer_.stop(cells_.stream);
+  }
   double traversal_seconds() override { return timer_.seconds("PairPlan::compute"); }
   const PairChoice* choice(std::type_index kernel) const override {
     auto found = chosen_.find(kernel);
@@ -143,7 +158,10 @@ class CudaPairBackend final : public PairBackend<T, D>, public DevicePairs<T, D>
   // Device time of the last traversal: recorded without waiting (compute is
   // asynchronous), read on demand.
   cuda::EventTimer timer_;
+  bool timing_ = false;  // whether the traversal under way is timed
   cuda::StreamHandover handover_;  // set_stream's ordering of the new stream after the old
+  // set_points(mesh plan): the mesh plan's stream after this plan's, and back.
+  cuda::StreamHandover to_mesh_, from_mesh_;
 };
 
 }  // namespace

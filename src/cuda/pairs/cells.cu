@@ -1,11 +1,14 @@
-// Binning of the CUDA pair backend, on the plan's stream: validate and wrap the positions,
-// sort them by cell (CUB radix sort of the cell index, stable, on just the bits the cell
-// count needs, plus the particle's quantised x inside its cell when cells are dense),
-// gather the packed positions into that order, find where each cell starts, and build the
-// corner lists where cells are dense.
+// Binning of the CUDA pair backend, on the plan's stream and without a host wait: validate
+// and wrap the positions, sort them by cell (CUB radix sort of the cell index, stable, on
+// just the bits the cell count needs, plus the particle's quantised x inside its cell when
+// cells are dense), gather the packed positions into that order (recording a rejected
+// position for the host), find where each cell starts, and build the corner lists where
+// cells are dense. Every size is the host's (n and the cell count), so the calls capture
+// into a CUDA graph.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include <algorithm>
 #include <limits>
 
 #include "core/checks.hpp"
@@ -21,7 +24,8 @@ struct DevicePositions {
 };
 
 // One thread per particle: the wrapped position and the cell; a rejected particle (not
-// finite, or outside a bounded axis) records its index in *bad (the smallest one wins).
+// finite, or outside a bounded axis) records its index in *bad (the smallest one wins)
+// and is binned at the origin, so that the sort and the cell starts stay in bounds.
 template <class T, int D>
 __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositions<T, D> x, std::uint32_t n,
                                  std::uint32_t* keys, std::uint32_t* index, PackedPosition<T, D>* wrapped,
@@ -30,12 +34,13 @@ __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositio
   if (i >= n) return;
   PackedPosition<T, D> p{};
   std::uint32_t cell = 0, x_step = 0;
+  bool rejected = false;
   for (int d = D - 1; d >= 0; --d) {
     const T value = x.data[d][static_cast<std::ptrdiff_t>(i) * x.stride[d]];
     T u = value - g.origin[d];
     if (!isfinite(value)) {
-      atomicMin(bad, i);
-      return;
+      rejected = true;
+      break;
     }
     if (g.periodic[d]) {
       u -= g.length[d] * floor(u / g.length[d]);
@@ -43,13 +48,18 @@ __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositio
     } else if (from_mesh) {  // a mesh plan's offset: inside, up to the rounding to T
       u = u < 0 ? T(0) : u > g.length[d] ? g.length[d] : u;
     } else if (u < 0 || u > g.length[d]) {
-      atomicMin(bad, i);
-      return;
+      rejected = true;
+      break;
     }
     component(p, d) = u;
     const int k = pair_cell_coordinate(g, d, u);
     cell = cell * g.ncell[d] + k;
     if (d == 0 && g.x_bits > 0) x_step = pair_x_step(g, u, k);
+  }
+  if (rejected) {
+    atomicMin(bad, i);
+    p = PackedPosition<T, D>{};
+    cell = x_step = 0;
   }
   keys[i] = (cell << g.x_bits) | x_step;
   index[i] = i;
@@ -58,10 +68,26 @@ __global__ void cell_keys_kernel(const PairGeometry<T, D> g, const DevicePositio
 
 // Sorted slot s takes its wrapped position; with `order` (points from a mesh plan,
 // whose binned slots the sort ran over) its permutation entry becomes the caller's index.
-template <class P>
-__global__ void gather_kernel(const P* __restrict__ wrapped, std::uint32_t* __restrict__ perm,
-                              const std::uint32_t* __restrict__ order, std::uint32_t n, P* __restrict__ sorted) {
+// Thread 0 also records the binning's first rejected position, if any, where no earlier
+// one waits to be reported, and resets *bad for the next binning.
+template <class T, int D>
+__global__ void gather_kernel(const PackedPosition<T, D>* __restrict__ wrapped, std::uint32_t* __restrict__ perm,
+                              const std::uint32_t* __restrict__ order, std::uint32_t n,
+                              PackedPosition<T, D>* __restrict__ sorted, const DevicePositions<T, D> x,
+                              unsigned long long* bad, PairRejection<D>* rejection) {
   const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s == 0) {
+    const unsigned long long i = *bad;
+    if (i != PairRejection<D>::kNone) {
+      if (static_cast<volatile PairRejection<D>*>(rejection)->index == PairRejection<D>::kNone) {
+        for (int d = 0; d < D; ++d) rejection->x[d] = double(x.data[d][static_cast<std::ptrdiff_t>(i) * x.stride[d]]);
+        rejection->from_mesh = order != nullptr;
+        __threadfence_system();  // the coordinates reach the host before the index
+        static_cast<volatile PairRejection<D>*>(rejection)->index = i;
+      }
+      *bad = PairRejection<D>::kNone;
+    }
+  }
   if (s >= n) return;
   const std::uint32_t i = perm[s];
   sorted[s] = wrapped[i];
@@ -79,14 +105,6 @@ __global__ void cell_starts_kernel(const std::uint32_t* __restrict__ keys, int x
   for (std::uint32_t c = from; c <= key; ++c) start[c] = s;
   if (s == n - 1)
     for (std::uint32_t c = key + 1; c <= cells; ++c) start[c] = n;
-}
-
-__global__ void max_per_cell_kernel(const std::uint32_t* __restrict__ start, std::uint32_t cells,
-                                    unsigned long long* max_count) {
-  const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  unsigned long long count = c < cells ? start[c + 1] - start[c] : 0;
-  for (int offset = 16; offset > 0; offset /= 2) count = max(count, __shfl_down_sync(0xffffffffu, count, offset));
-  if (threadIdx.x % 32 == 0 && count > 0) atomicMax(max_count, count);
 }
 
 // The corner lists, one warp a cell in two passes: count each cell's kept sources for
@@ -153,17 +171,8 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     x.stride[d] = positions[d].stride;
   }
   const std::size_t ncells = cells.cells;
-  cells.next_pos.reserve(n, "PairPlan::set_points: sorted positions");
-  cells.next_perm.reserve(n, "PairPlan::set_points: permutation");
-  cells.next_start.reserve(ncells + 1, "PairPlan::set_points: cell starts");
-  cells.keys.reserve(n, "PairPlan::set_points: cell keys");
-  cells.keys_sorted.reserve(n, "PairPlan::set_points: cell keys");
-  cells.index.reserve(n, "PairPlan::set_points: indices");
-  cells.unsorted.reserve(n, "PairPlan::set_points: wrapped positions");
-  cells.status.reserve(2, "PairPlan::set_points: status");
-  const unsigned long long none[2] = {std::numeric_limits<unsigned long long>::max(), 0};
-  check(cudaMemcpyAsync(cells.status.get(), none, sizeof(none), cudaMemcpyHostToDevice, stream),
-        "PairPlan::set_points");
+  const auto n32 = static_cast<std::uint32_t>(n);
+  const auto cells32 = static_cast<std::uint32_t>(ncells);
 
   int bits = 1;
   while ((std::size_t(1) << bits) < ncells) ++bits;
@@ -175,104 +184,117 @@ void device_pair_bin(DevicePairCells<T, D>& cells, const std::array<View<const T
     while (x_bits < kMaxXBits && double(1 << x_bits) < kXStepsPerParticle * per_cell) ++x_bits;
     x_bits = std::min(x_bits, 32 - bits);
   }
-  PairGeometry<T, D> g = cells.geometry;  // the plan's copy changes only on success
+  PairGeometry<T, D> g = cells.geometry;
   g.x_bits = x_bits;
   g.x_slack = T(2.0 / (double(g.inv_width[0]) * double(1 << x_bits)));
   bits += x_bits;
+  // Dense 3D cells: the corner lists. (Their entries are 32-bit: four lists of up to n each.)
+  const bool corner_lists =
+      D == 3 && n > 0 && 4 * n < (std::size_t(1) << 32) && x_bits > 0 && per_cell >= kCornerListsFrom;
+  const std::size_t entries = 4 * (ncells + 1);
+
+  // Every allocation before the first launch, so that nothing is queued unless all of
+  // them succeed; the cell list is then rebuilt in place. A call refused here (out of
+  // memory) may have freed the previous points' buffers: the plan then has no points.
+  std::size_t sort_bytes = 0, scan_bytes = 0;
+  try {
+    cells.pos.reserve(n, "PairPlan::set_points: sorted positions");
+    cells.perm.reserve(n, "PairPlan::set_points: permutation");
+    cells.start.reserve(ncells + 1, "PairPlan::set_points: cell starts");
+    cells.keys.reserve(n, "PairPlan::set_points: cell keys");
+    cells.keys_sorted.reserve(n, "PairPlan::set_points: cell keys");
+    cells.index.reserve(n, "PairPlan::set_points: indices");
+    cells.unsorted.reserve(n, "PairPlan::set_points: wrapped positions");
+    if (n > 0)
+      check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, cells.keys.get(), cells.keys_sorted.get(),
+                                            cells.index.get(), cells.perm.get(), n32, 0, bits, stream),
+            "cub::DeviceRadixSort");
+    if (corner_lists) {
+      cells.corner_index.reserve(4 * n, "PairPlan::set_points: corner lists");
+      cells.corner_start.reserve(entries, "PairPlan::set_points: corner list starts");
+      cells.corner_counts.reserve(entries, "PairPlan::set_points: corner list counts");
+      check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, cells.corner_counts.get(), cells.corner_start.get(),
+                                          entries, stream),
+            "cub::DeviceScan");
+    }
+    cells.temp.reserve(std::max(sort_bytes, scan_bytes), "PairPlan::set_points: sort storage");
+  } catch (...) {
+    cells.ready = false;
+    cells.n = 0;
+    throw;
+  }
+  if (cells.status.size() == 0) {
+    cells.status.reserve(1, "PairPlan::set_points: status");
+    check(cudaMemsetAsync(cells.status.get(), 0xff, sizeof(unsigned long long), stream), "cudaMemset");  // kNone
+  }
+
   // Points from a mesh plan are offsets from the box origin already (the origins match).
   PairGeometry<T, D> key_geometry = g;
   if (order)
     for (int d = 0; d < D; ++d) key_geometry.origin[d] = T(0);
   if (n > 0) {
-    const auto n32 = static_cast<std::uint32_t>(n);
-    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256, 0, stream>>>(key_geometry, x, n32, cells.keys.get(), cells.index.get(),
-                                                        cells.unsorted.get(), cells.status.get(), order != nullptr);
+    cell_keys_kernel<T, D><<<blocks_for(n, 256), 256, 0, stream>>>(key_geometry, x, n32, cells.keys.get(),
+                                                                   cells.index.get(), cells.unsorted.get(),
+                                                                   cells.status.get(), order != nullptr);
     cuda::check_launch("pmkit PairPlan::set_points: cell keys");
-    std::size_t temp_bytes = 0;
-    check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
-                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits, stream),
+    check(cub::DeviceRadixSort::SortPairs(cells.temp.get(), sort_bytes, cells.keys.get(), cells.keys_sorted.get(),
+                                          cells.index.get(), cells.perm.get(), n32, 0, bits, stream),
           "cub::DeviceRadixSort");
-    cells.temp.reserve(temp_bytes, "PairPlan::set_points: sort storage");
-    check(cub::DeviceRadixSort::SortPairs(cells.temp.get(), temp_bytes, cells.keys.get(), cells.keys_sorted.get(),
-                                          cells.index.get(), cells.next_perm.get(), n32, 0, bits, stream),
-          "cub::DeviceRadixSort");
-    gather_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(cells.unsorted.get(), cells.next_perm.get(), order, n32,
-                                               cells.next_pos.get());
+    gather_kernel<T, D><<<blocks_for(n, 256), 256, 0, stream>>>(cells.unsorted.get(), cells.perm.get(), order, n32,
+                                                                cells.pos.get(), x, cells.status.get(),
+                                                                cells.rejection.device());
     cuda::check_launch("pmkit PairPlan::set_points: gather");
-    cell_starts_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(cells.keys_sorted.get(), x_bits, n32,
-                                                    static_cast<std::uint32_t>(ncells), cells.next_start.get());
+    cell_starts_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(cells.keys_sorted.get(), x_bits, n32, cells32,
+                                                               cells.start.get());
     cuda::check_launch("pmkit PairPlan::set_points: cell starts");
-    max_per_cell_kernel<<<blocks_for(ncells, 256), 256, 0, stream>>>(cells.next_start.get(), static_cast<std::uint32_t>(ncells),
-                                                          cells.status.get() + 1);
-    cuda::check_launch("pmkit PairPlan::set_points: largest cell");
   } else {
-    check(cudaMemsetAsync(cells.next_start.get(), 0, (ncells + 1) * sizeof(std::uint32_t), stream), "cudaMemset");
+    check(cudaMemsetAsync(cells.start.get(), 0, (ncells + 1) * sizeof(std::uint32_t), stream), "cudaMemset");
   }
-  unsigned long long status[2];
-  check(cudaMemcpyAsync(status, cells.status.get(), sizeof(status), cudaMemcpyDeviceToHost, stream),
-        "PairPlan::set_points");
-  check(cudaStreamSynchronize(stream), "PairPlan::set_points");
-  if (status[0] != none[0]) {
-    const std::size_t i = static_cast<std::size_t>(status[0]);
-    // Offsets from a mesh plan were validated there and are rebuilt inside the box.
-    if (order) fail(ErrorCode::Device, "PairPlan::set_points(mesh plan): binned particle ", i,
-                    " of the mesh plan fell outside the pair plan's box");
-    double x[D], lo[D], hi[D];
-    for (int d = 0; d < D; ++d) {
-      T value;
-      check(cudaMemcpyAsync(&value, positions[d].data + static_cast<std::ptrdiff_t>(i) * positions[d].stride,
-                            sizeof(T), cudaMemcpyDeviceToHost, stream),
-            "PairPlan::set_points: read the rejected particle");
-      check(cudaStreamSynchronize(stream), "PairPlan::set_points: read the rejected particle");
-      x[d] = value;
-      lo[d] = cells.geometry.origin[d];
-      hi[d] = double(cells.geometry.origin[d]) + cells.geometry.length[d];
-    }
-    const PairGeometry<T, D>& geometry = cells.geometry;
-    reject_position<D>(x, i, "box", lo, hi, [&](int d, double v) {
-      const double u = v - geometry.origin[d];
-      return geometry.periodic[d] || (u >= 0 && u <= geometry.length[d]);
-    });
-  }
-  // Dense 3D cells: the corner lists, built from the new points before anything is swapped.
-  // (Their entries are 32-bit: four lists of up to n each.)
-  const bool corner_lists =
-      D == 3 && n > 0 && 4 * n < (std::size_t(1) << 32) && x_bits > 0 && per_cell >= kCornerListsFrom;
   if (corner_lists) {
-    const auto cells32 = static_cast<std::uint32_t>(ncells);
-    const std::size_t entries = 4 * (ncells + 1);
-    cells.next_corner_index.reserve(4 * n, "PairPlan::set_points: corner lists");
-    cells.next_corner_start.reserve(entries, "PairPlan::set_points: corner list starts");
-    cells.corner_counts.reserve(entries, "PairPlan::set_points: corner list counts");
     const unsigned warps_blocks = blocks_for(32 * (ncells + 1), 256);
-    corner_lists_kernel<T, D, false><<<warps_blocks, 256, 0, stream>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
-                                                            cells.corner_counts.get(), nullptr);
+    corner_lists_kernel<T, D, false><<<warps_blocks, 256, 0, stream>>>(g, cells.pos.get(), cells.start.get(), cells32,
+                                                                       cells.corner_counts.get(), nullptr);
     cuda::check_launch("pmkit PairPlan::set_points: corner list counts");
-    std::size_t temp_bytes = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, cells.corner_counts.get(), cells.next_corner_start.get(),
-                                        entries, stream),
+    check(cub::DeviceScan::ExclusiveSum(cells.temp.get(), scan_bytes, cells.corner_counts.get(),
+                                        cells.corner_start.get(), entries, stream),
           "cub::DeviceScan");
-    cells.temp.reserve(temp_bytes, "PairPlan::set_points: scan storage");
-    check(cub::DeviceScan::ExclusiveSum(cells.temp.get(), temp_bytes, cells.corner_counts.get(),
-                                        cells.next_corner_start.get(), entries, stream),
-          "cub::DeviceScan");
-    corner_lists_kernel<T, D, true><<<warps_blocks, 256, 0, stream>>>(g, cells.next_pos.get(), cells.next_start.get(), cells32,
-                                                           cells.next_corner_start.get(),
-                                                           cells.next_corner_index.get());
+    corner_lists_kernel<T, D, true><<<warps_blocks, 256, 0, stream>>>(g, cells.pos.get(), cells.start.get(), cells32,
+                                                                      cells.corner_start.get(),
+                                                                      cells.corner_index.get());
     cuda::check_launch("pmkit PairPlan::set_points: corner lists");
   }
   cells.geometry = g;
-  std::swap(cells.pos, cells.next_pos);
-  std::swap(cells.perm, cells.next_perm);
-  std::swap(cells.start, cells.next_start);
-  if (corner_lists) {
-    std::swap(cells.corner_index, cells.next_corner_index);
-    std::swap(cells.corner_start, cells.next_corner_start);
-  }
   cells.corner_lists = corner_lists;
   cells.n = n;
-  cells.max_per_cell = static_cast<std::uint32_t>(status[1]);
   cells.ready = true;
+}
+
+template <class T, int D>
+void report_pair_rejection(DevicePairCells<T, D>& cells, bool wait) {
+  if (wait) {
+    const cuda::DeviceScope on_device(cells.device);
+    cuda::check(cudaStreamSynchronize(cells.stream), "PairPlan::synchronize");
+  }
+  PairRejection<D> found;
+  if (!cells.rejection.found(found)) return;
+  cells.rejection.clear();
+  cells.ready = false;  // the rejected binning replaced the previous points
+  cells.n = 0;
+  const std::size_t i = static_cast<std::size_t>(found.index);
+  // Offsets from a mesh plan were validated there and are rebuilt inside the box.
+  if (found.from_mesh)
+    fail(ErrorCode::Device, "PairPlan::set_points(mesh plan): binned particle ", i,
+         " of the mesh plan fell outside the pair plan's box");
+  double lo[D], hi[D];
+  const PairGeometry<T, D>& geometry = cells.geometry;
+  for (int d = 0; d < D; ++d) {
+    lo[d] = geometry.origin[d];
+    hi[d] = double(geometry.origin[d]) + geometry.length[d];
+  }
+  reject_position<D>(found.x, i, "box", lo, hi, [&](int d, double v) {
+    const double u = v - geometry.origin[d];
+    return geometry.periodic[d] || (u >= 0 && u <= geometry.length[d]);
+  });
 }
 
 template void device_pair_bin<float, 2>(DevicePairCells<float, 2>&, const std::array<View<const float>, 2>&,
@@ -283,5 +305,10 @@ template void device_pair_bin<double, 2>(DevicePairCells<double, 2>&, const std:
                                              const std::uint32_t*);
 template void device_pair_bin<double, 3>(DevicePairCells<double, 3>&, const std::array<View<const double>, 3>&,
                                              const std::uint32_t*);
+
+template void report_pair_rejection<float, 2>(DevicePairCells<float, 2>&, bool);
+template void report_pair_rejection<float, 3>(DevicePairCells<float, 3>&, bool);
+template void report_pair_rejection<double, 2>(DevicePairCells<double, 2>&, bool);
+template void report_pair_rejection<double, 3>(DevicePairCells<double, 3>&, bool);
 
 }  // namespace pmkit::detail
