@@ -200,7 +200,9 @@ void PmePlan<T>::update_points(const Positions& positions) {
 
 template <class T>
 void PmePlan<T>::synchronize() {
-  // The pair plan waits for the stream that it shares with the mesh plan.
+  // Both plans share the stream: the mesh plan waits for it and reports its rejection,
+  // then the pair plan reports its own.
+  state_->mesh.synchronize();
   state_->pairs.synchronize();
 }
 

@@ -38,7 +38,11 @@ class PairPlanBinding {
     nb::gil_scoped_release release;
     plan_.compute(kernel, {}, out.span());
   }
-  void synchronize() const { python::synchronize(plan_.options().device, plan_.options().stream); }
+  // Waits for the plan's stream and reports a position the device rejected.
+  void synchronize() {
+    nb::gil_scoped_release release;
+    plan_.synchronize();
+  }
   const PairPlan<T, D>& plan() const { return plan_; }
 
  private:

@@ -8,9 +8,6 @@
 #include <cstdint>
 #include <optional>
 
-#if defined(PMKIT_PYTHON_CUDA)
-#include "pmkit/detail/cuda/runtime.hpp"
-#endif
 #include "pmkit/backend.hpp"
 
 namespace pmkit::python {
@@ -21,19 +18,5 @@ void follow_stream(AnyPlan& plan, bool device_arrays, std::optional<std::uintptr
   if (device_arrays && stream) plan.set_stream(reinterpret_cast<StreamHandle>(*stream));
 }
 
-#if defined(PMKIT_PYTHON_CUDA)
-
-// Waits for the work queued on a plan's stream.
-inline void synchronize(int device, StreamHandle stream) {
-  cuda::DeviceScope scope(device);
-  cuda::check(cudaStreamSynchronize(cuda::to_cuda_stream(stream)), "cudaStreamSynchronize");
-}
-
-#else
-
-// A build without CUDA has only CPU plans: nothing to wait for.
-inline void synchronize(int, StreamHandle) {}
-
-#endif
 
 }  // namespace pmkit::python
