@@ -214,6 +214,9 @@ class MatrixDistributedPlan {
   void set_points(const std::array<View<const T>, D>& positions) {
     with_memory(device_, [&](const std::array<View<const T>, D>& x) { plan_.set_points(x); }, positions);
   }
+  void update_points(const std::array<View<const T>, D>& positions) {
+    with_memory(device_, [&](const std::array<View<const T>, D>& x) { plan_.update_points(x); }, positions);
+  }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite) {
     with_memory(device_, [&](Span<View<const T>> q, Span<View<T>> m) { plan_.spread(q, m, mode); }, props, meshes);
   }

@@ -155,6 +155,7 @@ bool folds_onto_itself(const Grid<D>& grid, const Kernel& kernel) {
 // The caller's rank grid and cuts: blocks of one cell along x, thinner than the ghost
 // layers of every kernel (B-spline 8 reaches 4 nodes past them), and uneven ones.
 TEST_P(DistributedTest, ThinAndUnevenBlocks) {
+  if (world_size() == 1) GTEST_SKIP() << "one rank: one block";
   const std::uint64_t seed = shared_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -226,7 +227,7 @@ TEST_P(DistributedTest, MovesAcrossSeveralBlocks) {
     far += plan.owner({share.x[0][i], share.x[1][i], share.x[2][i]}) != before;
   }
   const long long crossing = sum_over_ranks(far);
-  EXPECT_GT(crossing, 0);
+  if (world_size() > 1) EXPECT_GT(crossing, 0);
   share.migrate(plan);
   EXPECT_EQ(sum_over_ranks(static_cast<long long>(share.count)), 600);
   for (std::size_t i = 0; i < share.count; ++i) {

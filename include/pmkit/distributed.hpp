@@ -7,6 +7,7 @@
 //   plan.set_points({x, y, z});                        // this rank's n particles
 //   plan.spread({q}, {rho});                           // rho: this rank's block
 //   plan.interp({phi}, {phi_at_particles});
+//   plan.update_points({x, y, z});                     // moved a little, between migrates
 //
 // Decomposition. The grid's cells are split over a Cartesian grid of ranks (MPI_Dims_create,
 // or the caller's RankGrid, with even or the caller's uneven cuts). A rank owns the cells
@@ -128,6 +129,15 @@ class DistributedPlan {
   // on a periodic dimension inside [origin, origin + L) (migrate puts it there), or the
   // call fails naming the particle and its owner.
   void set_points(const Positions& positions);
+  // The step between migrates: the same particles as this rank's last set_points or
+  // update_points (same count, same order), moved, each still in this rank's block. The
+  // local plan keeps its binning (Plan::update_points: on CUDA ranks, re-binned in full
+  // only once many particles left their tiles); spread and interp then give what they
+  // give after set_points(positions). A particle outside the block fails as in
+  // set_points ("call migrate first"); a different count fails with SizeMismatch (after
+  // a migrate, which changes the particles, call set_points); before any set_points,
+  // NotReady.
+  void update_points(const Positions& positions);
   // P2M: meshes[i] is this rank's block (block_size() values) of property i's spread.
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
   // The adjoint of interp_gradient, as Plan::spread_gradient: vectors[D*i + d] onto the

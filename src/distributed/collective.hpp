@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -18,9 +19,11 @@ namespace pmkit::distributed {
 // Runs work() on this rank, then agrees with the other ranks of comm. If work threw
 // pmkit::Error (or std::bad_alloc) on any rank, every rank throws: the lowest failing
 // rank's error, itself there, and on the others an Error of the same code that names
-// `call`, that rank and its message.
+// `call`, that rank and its message. Otherwise returns the largest `value` (work may set
+// it) over the ranks, agreed in the same all-reduce; on a communicator of one rank no
+// message at all.
 template <class F>
-void agree(MPI_Comm comm, const char* call, F&& work) {
+long long agree_on_max(MPI_Comm comm, const char* call, F&& work, const long long& value) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -37,19 +40,27 @@ void agree(MPI_Comm comm, const char* call, F&& work) {
     code = static_cast<int>(ErrorCode::OutOfMemory);
     message = "out of host memory";
   }
-  int first = code != 0 ? rank : size;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == size) return;
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&code, 1, MPI_INT, first, comm);
-  MPI_Bcast(&length, 1, MPI_INT, first, comm);
-  message.resize(length);
-  MPI_Bcast(message.data(), length, MPI_CHAR, first, comm);
+  long long agreed[2] = {code != 0 ? rank : size, -value};  // the lowest failing rank; -max
+  if (size > 1) MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_LONG_LONG, MPI_MIN, comm);
+  if (agreed[0] == size) return -agreed[1];
+  const int first = static_cast<int>(agreed[0]);
   const std::string prefix = "pmkit: ";
+  if (size > 1) {
+    int length = static_cast<int>(message.size());
+    MPI_Bcast(&code, 1, MPI_INT, first, comm);
+    MPI_Bcast(&length, 1, MPI_INT, first, comm);
+    message.resize(length);
+    MPI_Bcast(message.data(), length, MPI_CHAR, first, comm);
+  }
   if (message.compare(0, prefix.size(), prefix) == 0) message.erase(0, prefix.size());
   if (rank == first && error) std::rethrow_exception(error);
   if (rank == first) detail::fail(ErrorCode::OutOfMemory, call, ": ", message);
   detail::fail(static_cast<ErrorCode>(code), call, " failed on rank ", first, ": ", message);
+}
+
+template <class F>
+void agree(MPI_Comm comm, const char* call, F&& work) {
+  agree_on_max(comm, call, std::forward<F>(work), 0LL);
 }
 
 // Offsets counted in items of `unit` bytes, as byte offsets.

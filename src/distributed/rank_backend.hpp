@@ -78,9 +78,12 @@ class RankBackend {
   virtual void halo_sum_exact(int count) = 0;
   virtual void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) = 0;
 
-  // Waits for the rank's queued work (a CUDA rank's stream), so that the phases' timings
-  // are the work's; nothing to wait for on a host rank.
-  virtual void synchronize() = 0;
+  // The phases' clock: mark(k) records mark k (0 .. kMarks - 1) where the rank's work
+  // stands now (a CUDA rank: an event on its stream, no wait); between(a, b) is the
+  // seconds from mark a to mark b (a CUDA rank waits for mark b).
+  static constexpr int kMarks = 4;
+  virtual void mark(int k) = 0;
+  virtual double between(int a, int b) const = 0;
   // The transport the rank's messages take (HostMpi on a host rank).
   virtual Transport transport() const = 0;
 };
@@ -102,7 +105,8 @@ class RankBackend {
   void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) override;        \
   void halo_sum_exact(int count) override;                                                                       \
   void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) override;       \
-  void synchronize() override;
+  void mark(int k) override;                                                                                     \
+  double between(int a, int b) const override;
 
 template <class T, int D>
 using MakeRank = std::unique_ptr<RankBackend<T, D>> (*)(const RankSetup<D>& setup);

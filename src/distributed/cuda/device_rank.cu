@@ -132,9 +132,27 @@ void DeviceRank<T, D>::exact_to_block(Span<View<T>> blocks, const std::vector<do
 }
 
 template <class T, int D>
-void DeviceRank<T, D>::synchronize() {
+DeviceRank<T, D>::~DeviceRank() {
+  for (cudaEvent_t e : marks_)
+    if (e) cudaEventDestroy(e);
+}
+
+// An event on the rank's stream (made on first use): no wait.
+template <class T, int D>
+void DeviceRank<T, D>::mark(int k) {
   cuda::DeviceScope scope(context_.device);
-  check(cudaStreamSynchronize(context_.stream), "DistributedPlan");
+  if (!marks_[k]) check(cudaEventCreate(&marks_[k]), "DistributedPlan: cudaEventCreate");
+  check(cudaEventRecord(marks_[k], context_.stream), "DistributedPlan: cudaEventRecord");
+}
+
+template <class T, int D>
+double DeviceRank<T, D>::between(int a, int b) const {
+  if (!marks_[a] || !marks_[b]) return 0;
+  cuda::DeviceScope scope(context_.device);
+  check(cudaEventSynchronize(marks_[b]), "DistributedPlan::last_timings");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, marks_[a], marks_[b]), "DistributedPlan::last_timings");
+  return 1e-3 * ms;
 }
 
 PMKIT_DEFINE_RANK_FACTORY(make_device_rank, DeviceRank)

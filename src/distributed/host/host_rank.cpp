@@ -199,9 +199,16 @@ void HostRank<T, D>::exact_to_block(Span<View<T>> blocks, const std::vector<doub
   }
 }
 
-// Nothing is queued: every call has finished when it returns.
+// Nothing is queued: every call has finished when it returns, and the clock is MPI's.
 template <class T, int D>
-void HostRank<T, D>::synchronize() {}
+void HostRank<T, D>::mark(int k) {
+  marks_[k] = MPI_Wtime();
+}
+
+template <class T, int D>
+double HostRank<T, D>::between(int a, int b) const {
+  return marks_[b] - marks_[a];
+}
 
 PMKIT_DEFINE_RANK_FACTORY(make_host_rank, HostRank)
 
