@@ -38,8 +38,21 @@ void move_within_block(Share<T, D>& share, const MatrixDistributedPlan<T, D>& pl
   }
 }
 
-// Three steps of small moves: `updated` takes each by update_points, a fresh plan by
-// set_points; spread, interp and interp_gradient agree to the variant's rounding.
+// Positions on a bounded axis pulled back inside it (a simulation's walls).
+template <class T, int D>
+void clamp_to_bounded_axes(Share<T, D>& share, const Grid<D>& grid) {
+  for (int d = 0; d < D; ++d) {
+    if (grid.boundary[d] != Boundary::Bounded) continue;
+    const double lo = grid.origin[d], hi = grid.origin[d] + grid.cells[d] * grid.spacing[d];
+    for (std::size_t i = 0; i < share.count; ++i)
+      share.x[d][i] = static_cast<T>(std::min(hi, std::max(lo, static_cast<double>(share.x[d][i]))));
+  }
+}
+
+// Four steps of small moves: `updated` takes each by update_points, a fresh plan by
+// set_points; spread, interp and interp_gradient agree to the variant's rounding. The
+// odd steps move the particles anywhere and migrate them first, the even ones keep them
+// in their blocks.
 template <class T, int D>
 void check_update_against_set_points(const Options& options, const Grid<D>& grid, const Kernel& kernel, std::size_t n,
                                      std::mt19937_64& rng) {
@@ -51,9 +64,17 @@ void check_update_against_set_points(const Options& options, const Grid<D>& grid
   updated.set_points(share.positions());
   std::mt19937_64 rank_rng(rng() + static_cast<std::uint64_t>(world_rank()));
   const double tol = std::is_same<T, float>::value ? 2e-5 : 1e-10;
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < 4; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
-    move_within_block<T, D>(share, updated, grid, 0.4, rank_rng);
+    if (step % 2 == 0) {
+      move_within_block<T, D>(share, updated, grid, 0.4, rank_rng);
+    } else {
+      std::uniform_real_distribution<double> shift(-1.5, 1.5);
+      for (std::size_t i = 0; i < share.count; ++i)
+        for (int d = 0; d < D; ++d) share.x[d][i] += static_cast<T>(shift(rank_rng) * grid.spacing[d]);
+      clamp_to_bounded_axes<T, D>(share, grid);
+      share.migrate(updated);
+    }
     updated.update_points(share.positions());
     MatrixDistributedPlan<T, D> fresh(MPI_COMM_WORLD, grid, kernel, options);
     fresh.set_points(share.positions());

@@ -129,14 +129,15 @@ class DistributedPlan {
   // on a periodic dimension inside [origin, origin + L) (migrate puts it there), or the
   // call fails naming the particle and its owner.
   void set_points(const Positions& positions);
-  // The step between migrates: the same particles as this rank's last set_points or
-  // update_points (same count, same order), moved, each still in this rank's block. The
-  // local plan keeps its binning (Plan::update_points: on CUDA ranks, re-binned in full
-  // only once many particles left their tiles); spread and interp then give what they
-  // give after set_points(positions). A particle outside the block fails as in
-  // set_points ("call migrate first"); a different count fails with SizeMismatch (after
-  // a migrate, which changes the particles, call set_points); before any set_points,
-  // NotReady.
+  // The step of a simulation: this rank's particles of the last set_points or
+  // update_points (same count, same order), moved, each still in this rank's block; or,
+  // after a migrate that moved particles to or from this rank, the particles it returned.
+  // The local plan keeps its binning (Plan::update_points: on CUDA ranks re-binned in
+  // full only once many particles left their tiles) where no migrate changed the rank's
+  // particles, and bins them in full where one did; spread and interp then give what
+  // they give after set_points(positions). A particle outside the block fails as in
+  // set_points ("call migrate first"); another count with no migrate in between,
+  // SizeMismatch; before any set_points, NotReady.
   void update_points(const Positions& positions);
   // P2M: meshes[i] is this rank's block (block_size() values) of property i's spread.
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);

@@ -72,6 +72,7 @@ struct DistributedPlan<T, D>::Impl {
   std::vector<double> max_abs;  // deterministic: each property's largest |q| on this rank
   std::size_t n = 0;
   bool has_points = false;
+  bool migrated = false;  // a migrate gave or took particles of this rank since the binning
   // The last call's timings: migrate's measured, the others' from the backend's marks
   // (read when asked: a CUDA rank's marks are events on its stream).
   DistributedTimings timings;
@@ -121,13 +122,16 @@ struct DistributedPlan<T, D>::Impl {
   // set_points and update_points: the first particle outside the block, if any, fails
   // with its position named; then the local plan's binning (update: kept where the
   // particles moved little) and (deterministic) the stencils. update_points takes the
-  // particles of the last set_points or update_points, moved.
+  // particles of the last set_points or update_points, moved, or those a migrate since
+  // left this rank, which it bins in full.
   void take_points(const Positions& positions, std::size_t count, bool update) {
     if (update) {
       if (!has_points) fail(ErrorCode::NotReady, "update_points called before set_points");
-      if (count != n)
+      if (count != n && !migrated)
         fail(ErrorCode::SizeMismatch, "update_points got ", count, " particles but this rank's last set_points or ",
-             "update_points had ", n, ": update_points moves the same particles (after a migrate, call set_points)");
+             "update_points had ", n, " and no migrate changed them since: update_points takes the same ",
+             "particles, moved, or those migrate returned");
+      update = !migrated;
     }
     std::array<double, D> position{};
     const std::size_t first = backend->first_stranger(positions, count, position);
@@ -141,6 +145,7 @@ struct DistributedPlan<T, D>::Impl {
     if (options.deterministic) backend->locate_exact(positions, count);
     n = count;
     has_points = true;
+    migrated = false;
   }
 
   // Room for `count` local meshes, of fixed-point sums for the deterministic spread.
@@ -325,7 +330,9 @@ std::size_t DistributedPlan<T, D>::migrate(const MutablePositions& positions, Sp
   Impl& s = *impl_;
   const double t0 = MPI_Wtime();
   agree_on_count(s.comm, "migrate", "property arrays", props.size());
-  const std::size_t moved = s.backend->migrate(positions, props, count);
+  bool changed = false;
+  const std::size_t moved = s.backend->migrate(positions, props, count, changed);
+  s.migrated = s.migrated || changed;
   s.timings = {0, 0, MPI_Wtime() - t0};
   s.marked = false;
   return moved;

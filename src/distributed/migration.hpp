@@ -116,10 +116,10 @@ void fill_holes(const std::vector<std::size_t>& leaving, std::size_t kept, Fill&
 // counts are exchanged and checked, the leavers packed by destination, the wraps
 // written, the leavers' slots below the kept count filled with the staying particles
 // past it (in order), and the rows exchanged: the work beyond the one pass is in the
-// number of particles that move.
+// number of particles that move. `changed`: whether a particle left or arrived here.
 template <class T, int D>
 std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
-                    const Owners<D>& owners, const detail::Layout<D>& layout) {
+                    const Owners<D>& owners, const detail::Layout<D>& layout, bool& changed) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -165,11 +165,13 @@ std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span
       for (int d = 0; d < D; ++d) positions[d][i] = wrapped[d];
     }
   };
+  changed = false;
   if (anyone_leaving == 0) {
     write_wraps();
     return count;
   }
   const Moves m = agree_on_moves(comm, send_counts, count, capacity, sizeof(T) * values);
+  changed = m.total != m.kept || !leaving.empty();
   std::vector<T> outgoing(static_cast<std::size_t>(m.send_offsets[size]) * values);
   std::vector<T> incoming(static_cast<std::size_t>(m.recv_offsets[size]) * values);
   std::vector<long long> next(m.send_offsets.begin(), m.send_offsets.end() - 1);

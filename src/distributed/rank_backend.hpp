@@ -62,8 +62,10 @@ class RankBackend {
   // position in `position`.
   virtual std::size_t first_stranger(const Positions& positions, std::size_t n, std::array<double, D>& position) = 0;
   // migrate (migration.hpp): every particle to its owner, the same checks, messages and
-  // result on every backend. The front end has agreed on the number of property arrays.
-  virtual std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count) = 0;
+  // result on every backend; `changed`: whether a particle left or arrived on this rank.
+  // The front end has agreed on the number of property arrays.
+  virtual std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count,
+                              bool& changed) = 0;
 
   // The deterministic spread (exact_spread.hpp). locate_exact: the stencils of set_points'
   // n particles (all in the block). largest_values: each property's largest |q| (a value
@@ -98,7 +100,8 @@ class RankBackend {
   void halo_fill(int count) override;                                                                            \
   std::size_t first_stranger(const std::array<View<const T>, D>& positions, std::size_t n,                       \
                              std::array<double, D>& position) override;                                          \
-  std::size_t migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) override; \
+  std::size_t migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,            \
+                      bool& changed) override;                                                                   \
   void locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) override;                      \
   void largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs) override;          \
   void exact_meshes(int count) override;                                                                         \

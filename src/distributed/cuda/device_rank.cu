@@ -97,8 +97,9 @@ std::size_t DeviceRank<T, D>::first_stranger(const std::array<View<const T>, D>&
 }
 
 template <class T, int D>
-std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) {
-  return migration_.migrate(transport_, positions, props, count);
+std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
+                                      bool& changed) {
+  return migration_.migrate(transport_, positions, props, count, changed);
 }
 
 template <class T, int D>

@@ -258,9 +258,10 @@ void DeviceMigration<T, D>::upload_columns(const std::array<View<T>, D>& positio
 // stream (the host-staged transport waits for it before its messages).
 template <class T, int D>
 std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std::array<View<T>, D>& positions,
-                                           Span<View<T>> props, std::size_t count) {
+                                           Span<View<T>> props, std::size_t count, bool& changed) {
   cuda::DeviceScope scope(context_.device);
   const cudaStream_t stream = context_.stream;
+  changed = false;
   const int values = D + static_cast<int>(props.size());
   const int counters = MigrationCounters::size(context_.size);
   const int index_bits = bits_for(count > 0 ? count - 1 : 0);
@@ -338,6 +339,7 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
         if (moves.total > moves.kept) upload_columns(positions, props);
       });
   const std::size_t arriving = m.total - m.kept;
+  changed = leaving > 0 || arriving > 0;
   if (leaving > 0) {
     // The leavers by destination, each destination's in their order, packed; and in
     // their order, the slots to fill.

@@ -35,7 +35,7 @@ class DeviceMigration {
   std::size_t first_stranger(const std::array<View<const T>, D>& positions, std::size_t n,
                              std::array<double, D>& position);
   std::size_t migrate(DeviceTransport& transport, const std::array<View<T>, D>& positions, Span<View<T>> props,
-                      std::size_t count);
+                      std::size_t count, bool& changed);
 
  private:
   void read_counters(int counters, const char* call);

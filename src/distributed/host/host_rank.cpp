@@ -89,8 +89,9 @@ std::size_t HostRank<T, D>::first_stranger(const std::array<View<const T>, D>& p
 }
 
 template <class T, int D>
-std::size_t HostRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) {
-  return distributed::migrate<T, D>(comm_, positions, props, count, owners_, global_);
+std::size_t HostRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
+                                    bool& changed) {
+  return distributed::migrate<T, D>(comm_, positions, props, count, owners_, global_, changed);
 }
 
 // The stencils, then the particles by the first plane their stencils reach along the
