@@ -227,7 +227,9 @@ TEST_P(DistributedTest, MovesAcrossSeveralBlocks) {
     far += plan.owner({share.x[0][i], share.x[1][i], share.x[2][i]}) != before;
   }
   const long long crossing = sum_over_ranks(far);
-  if (world_size() > 1) EXPECT_GT(crossing, 0);
+  if (world_size() > 1) {
+    EXPECT_GT(crossing, 0);
+  }
   share.migrate(plan);
   EXPECT_EQ(sum_over_ranks(static_cast<long long>(share.count)), 600);
   for (std::size_t i = 0; i < share.count; ++i) {

@@ -35,10 +35,19 @@
 // on CPU ranks and on CUDA ranks alike (the same integers: the device adds them with
 // two 64-bit atomics each), and within a rounding of the exact sum of the contributions.
 //
+// One rank. On a communicator of one rank the local plan is the Plan of the grid itself,
+// whose mesh is the block: spread and interp run it on the caller's arrays, with no
+// ghost layers to copy or exchange and no message.
+//
 // Collective calls. Every call but the accessors is collective: all ranks of the
 // communicator make it, in the same order. A call that fails on any rank throws
 // pmkit::Error on every rank (the failing rank's own error; on the others one that names
-// the failing rank and its message), and leaves the caller's arrays as they were.
+// the failing rank and its message), and leaves the caller's arrays as they were. On
+// CUDA ranks the work runs on options.stream, in call order: spread, interp and the
+// gradients return once it is queued (the host-staged transport waits for the stream
+// before each message), migrate after one wait for its counts, set_points and
+// update_points after one wait for their check that the particles lie in the block; the
+// caller synchronises the stream before reading results on the host.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -83,7 +92,8 @@ struct Block {
 // ErrorCode::Unsupported on every rank. CPU ranks use MPI.
 enum class Transport { Auto, Nccl, HostMpi };
 
-// Seconds of the last collective call, by phase.
+// Seconds of the last collective call, by phase (on CUDA ranks the device's time between
+// events on the stream: last_timings waits for the call's work to finish).
 struct DistributedTimings {
   double compute_s = 0;   // the local plan's work and the copies between block and ghosts
   double exchange_s = 0;  // ghost layers: packing, messages, adding or filling
@@ -120,7 +130,9 @@ class DistributedPlan {
   // then the arrivals by source rank (each source's in its order). A staying particle
   // keeps its slot, except that those past the new kept count fill, in their order, the
   // slots that leaving particles left below it: the work beyond one pass over the
-  // positions is in the number that move. A particle may cross any number of blocks. If a
+  // positions is in the number that move, and where no rank has a particle to send the
+  // call is that pass, its one wait and one small all-reduce (none on one rank), with
+  // the periodic wraps written in place. A particle may cross any number of blocks. If a
   // rank's arrivals would exceed its capacity, or a position is not finite, lies outside a
   // bounded dimension or is too far to wrap, every rank throws and no array is changed.
   std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count);
