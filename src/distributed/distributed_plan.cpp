@@ -292,8 +292,9 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
       fail(ErrorCode::InvalidArgument, "split.ranks fixes ", fixed, " ranks, which does not divide the ", size,
            " ranks of the communicator");
     MPI_Dims_create(size, D, ranks.data());
-    s.decomposition = std::make_unique<distributed::Decomposition<D>>(grid, kernel.ghost_width(),
-                                                                      RankGrid<D>{ranks, split.cuts}, size);
+    // The deterministic spread's fixed-point meshes keep every axis bounded.
+    s.decomposition = std::make_unique<distributed::Decomposition<D>>(
+        grid, kernel.ghost_width(), RankGrid<D>{ranks, split.cuts}, size, !options.deterministic);
   });
   std::array<int, D> periods{};
   MPI_Cart_create(comm, D, ranks.data(), periods.data(), 0, &s.comm);
