@@ -20,7 +20,8 @@
 //
 // Exchange. Each rank runs a pmkit::Plan on its block plus ghost layers (the kernel's
 // ghost width and one cell more, which absorbs the rounding of a particle on a block's
-// face). spread adds the ghost layers' sums to their owners (across the periodic seam
+// face; none along a periodic dimension of one rank, which the local plan wraps itself
+// but in deterministic mode). spread adds the ghost layers' sums to their owners (across the periodic seam
 // and folded at bounded Ghosts::Fold edges, as the single-rank plan does); interp and
 // interp_gradient first fill the ghost layers with the owners' values (the mirrored
 // values at a folding edge). A block may be thinner than the ghost layers: their nodes
