@@ -9,18 +9,11 @@
 namespace pmkit::test {
 namespace {
 
-// The distributed bodies on every rank variant; CUDA ranks skip where no GPU is found.
-class DistributedTest : public ::testing::TestWithParam<Variant> {
+// The distributed bodies on every rank variant.
+class DistributedTest : public RankVariantTest {
  protected:
-  void SetUp() override {
-    bc_ = GetParam();
-    PMKIT_REQUIRE_VARIANT(bc_);
-    if (on_cuda(bc_) && visible_gpus() == 0) GTEST_SKIP() << bc_.label << ": no GPU for the ranks";
-  }
-  Options options() const { return rank_options(bc_); }
   // Whether the variant's method takes the kernel in D dimensions.
   bool takes(const Kernel& kernel, int dims) const { return method_refuses(bc_, kernel, dims).empty(); }
-  Variant bc_{};
 };
 
 // The tolerance of a rank variant against the single-rank CPU plan: CUDA ranks in double

@@ -5,16 +5,7 @@
 namespace pmkit::test {
 namespace {
 
-class DistributedUpdateTest : public ::testing::TestWithParam<Variant> {
- protected:
-  void SetUp() override {
-    bc_ = GetParam();
-    PMKIT_REQUIRE_VARIANT(bc_);
-    if (on_cuda(bc_) && visible_gpus() == 0) GTEST_SKIP() << bc_.label << ": no GPU for the ranks";
-  }
-  Options options() const { return rank_options(bc_); }
-  Variant bc_{};
-};
+class DistributedUpdateTest : public RankVariantTest {};
 
 // Every particle moved by up to `reach` cells per axis, the move undone where it would
 // leave the rank's block (by plan.owner) or cross a periodic end: the moves a simulation
