@@ -49,7 +49,9 @@ constexpr bool kHaveNccl = true;
 class NcclCommunicators {
  public:
   static NcclCommunicators& instance() {
-    static NcclCommunicators* cache = new NcclCommunicators;  // freed in MPI_Finalize's callback only
+    // Never destroyed: its communicators are freed in MPI_Finalize's callback, and a
+    // static destructor would run after the CUDA runtime's.
+    static NcclCommunicators* cache = new NcclCommunicators;
     return *cache;
   }
 
