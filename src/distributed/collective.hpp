@@ -2,6 +2,7 @@
 // Errors of collective calls: every rank runs its part, then all agree whether any
 // failed, so that a failure on one rank throws on all instead of leaving the others
 // waiting in a message that never comes.
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <limits>
@@ -19,11 +20,11 @@ namespace pmkit::distributed {
 // Runs work() on this rank, then agrees with the other ranks of comm. If work threw
 // pmkit::Error (or std::bad_alloc) on any rank, every rank throws: the lowest failing
 // rank's error, itself there, and on the others an Error of the same code that names
-// `call`, that rank and its message. Otherwise returns the largest `value` (work may set
-// it) over the ranks, agreed in the same all-reduce; on a communicator of one rank no
-// message at all.
-template <class F>
-long long agree_on_max(MPI_Comm comm, const char* call, F&& work, const long long& value) {
+// `call`, that rank and its message. Otherwise returns each of `values` (as work leaves
+// them) at its largest over the ranks, agreed in the same all-reduce; on a communicator
+// of one rank no message at all.
+template <std::size_t K, class F>
+std::array<long long, K> agree_on_max(MPI_Comm comm, const char* call, F&& work, std::array<long long, K>& values) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -40,9 +41,16 @@ long long agree_on_max(MPI_Comm comm, const char* call, F&& work, const long lon
     code = static_cast<int>(ErrorCode::OutOfMemory);
     message = "out of host memory";
   }
-  long long agreed[2] = {code != 0 ? rank : size, -value};  // the lowest failing rank; -max
-  if (size > 1) MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_LONG_LONG, MPI_MIN, comm);
-  if (agreed[0] == size) return -agreed[1];
+  // The lowest failing rank, then each value negated: one all-reduce of minima.
+  std::array<long long, K + 1> agreed;
+  agreed[0] = code != 0 ? rank : size;
+  for (std::size_t k = 0; k < K; ++k) agreed[k + 1] = -values[k];
+  if (size > 1) MPI_Allreduce(MPI_IN_PLACE, agreed.data(), static_cast<int>(K + 1), MPI_LONG_LONG, MPI_MIN, comm);
+  if (agreed[0] == size) {
+    std::array<long long, K> largest;
+    for (std::size_t k = 0; k < K; ++k) largest[k] = -agreed[k + 1];
+    return largest;
+  }
   const int first = static_cast<int>(agreed[0]);
   const std::string prefix = "pmkit: ";
   if (size > 1) {
@@ -60,7 +68,29 @@ long long agree_on_max(MPI_Comm comm, const char* call, F&& work, const long lon
 
 template <class F>
 void agree(MPI_Comm comm, const char* call, F&& work) {
-  agree_on_max(comm, call, std::forward<F>(work), 0LL);
+  std::array<long long, 0> none;
+  agree_on_max(comm, call, std::forward<F>(work), none);
+}
+
+// agree, in the same all-reduce with every rank's `count` (of `what`: arrays of a call
+// that every rank passes alike): where work failed nowhere but the counts differ, every
+// rank throws SizeMismatch naming the range. Returns the largest `value` (work may set it).
+template <class F>
+long long agree_on_count(MPI_Comm comm, const char* call, const char* what, std::size_t count, F&& work,
+                         const long long& value = 0) {
+  const long long n = static_cast<long long>(count);
+  std::array<long long, 3> values = {0, n, -n};
+  const std::array<long long, 3> largest = agree_on_max(
+      comm, call,
+      [&] {
+        work();
+        values[0] = value;
+      },
+      values);
+  if (largest[1] != -largest[2])
+    detail::fail(ErrorCode::SizeMismatch, call, ": the ranks pass different numbers of ", what, " (", -largest[2],
+                 " to ", largest[1], "): every rank passes the same number");
+  return largest[0];
 }
 
 // Offsets counted in items of `unit` bytes, as byte offsets.

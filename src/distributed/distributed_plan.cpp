@@ -24,21 +24,9 @@ using detail::check_particle_arrays;
 using detail::check_positions;
 using detail::fail;
 using distributed::agree;
+using distributed::agree_on_count;
 
 namespace {
-
-// Every rank passes the same value (a count of arrays), or every rank fails (one rank: no
-// message).
-void agree_on_count(MPI_Comm comm, const char* call, const char* what, std::size_t value) {
-  int size;
-  MPI_Comm_size(comm, &size);
-  if (size == 1) return;
-  long long range[2] = {-static_cast<long long>(value), static_cast<long long>(value)};
-  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_LONG_LONG, MPI_MAX, comm);
-  if (-range[0] != range[1])
-    fail(ErrorCode::SizeMismatch, call, ": the ranks pass different numbers of ", what, " (", -range[0], " to ",
-         range[1], "): every rank passes the same number");
-}
 
 template <class M>
 void check_block_arrays(const char* what, const Span<M>& arrays, std::int64_t size) {
@@ -195,8 +183,7 @@ struct DistributedPlan<T, D>::Impl {
   // The checks of spread and spread_gradient (`inputs_per_mesh` particle arrays for each
   // mesh), agreed by all ranks, and the local meshes reserved.
   void check_spread(const char* call, Span<View<const T>> inputs, Span<View<T>> blocks, int inputs_per_mesh) {
-    agree_on_count(comm, call, "meshes", blocks.size());
-    agree(comm, call, [&] {
+    agree_on_count(comm, call, "meshes", blocks.size(), [&] {
       if (!has_points) fail(ErrorCode::NotReady, call, " called before set_points");
       if (inputs.size() != inputs_per_mesh * blocks.size())
         fail(ErrorCode::SizeMismatch, call, " got ", inputs.size(), " particle arrays but ", blocks.size(),
@@ -218,8 +205,7 @@ struct DistributedPlan<T, D>::Impl {
   template <class Call>
   void gather(const char* call, Span<View<const T>> blocks, Span<View<T>> outputs, int outputs_per_mesh,
               Call&& local_call) {
-    agree_on_count(comm, call, "meshes", blocks.size());
-    agree(comm, call, [&] {
+    agree_on_count(comm, call, "meshes", blocks.size(), [&] {
       if (!has_points) fail(ErrorCode::NotReady, call, " called before set_points");
       if (outputs.size() != outputs_per_mesh * blocks.size())
         fail(ErrorCode::SizeMismatch, call, " got ", blocks.size(), " meshes but ", outputs.size(), " output arrays: ",
@@ -334,7 +320,6 @@ template <class T, int D>
 std::size_t DistributedPlan<T, D>::migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count) {
   Impl& s = *impl_;
   const double t0 = MPI_Wtime();
-  agree_on_count(s.comm, "migrate", "property arrays", props.size());
   bool changed = false;
   const std::size_t moved = s.backend->migrate(positions, props, count, changed);
   s.migrated = s.migrated || changed;

@@ -111,7 +111,8 @@ void fill_holes(const std::vector<std::size_t>& leaving, std::size_t kept, Fill&
 
 // migrate on host arrays. One pass finds the leaving particles (with their destinations)
 // and the staying ones that a periodic wrap moves, and checks every position; one
-// all-reduce agrees on the errors and on whether any rank has a particle to send. If
+// all-reduce agrees on the errors, on the number of property arrays (every rank the
+// same) and on whether any rank has a particle to send. If
 // none has, the wraps are written and the call ends: no other message, no copy. Else the
 // counts are exchanged and checked, the leavers packed by destination, the wraps
 // written, the leavers' slots below the kept count filled with the staying particles
@@ -135,8 +136,8 @@ std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span
     for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
     migration_coordinates<T, D>(owners, layout, x, i, u, wrapped);
   };
-  const long long anyone_leaving = agree_on_max(
-      comm, "migrate",
+  const long long anyone_leaving = agree_on_count(
+      comm, "migrate", "property arrays", props.size(),
       [&] {
         capacity = check_migration_arrays<T, D>(positions, props, count);
         for (std::size_t i = 0; i < count; ++i) {

@@ -250,7 +250,8 @@ void DeviceMigration<T, D>::upload_columns(const std::array<View<T>, D>& positio
 
 // One pass classifies every particle on the device (reading only: it lists the leaving
 // particles and the staying ones a wrap moves), one host wait reads the counts, and one
-// all-reduce agrees on the errors and on whether any rank has a particle to send. If
+// all-reduce agrees on the errors, on the number of property arrays and on whether any
+// rank has a particle to send. If
 // none has, the wraps are queued and the call returns. Else, after the count exchange,
 // the work is in the number of particles that move: the leavers sorted by destination
 // and packed, the wraps, the leavers' slots below the kept count filled with the staying
@@ -271,8 +272,8 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
   unsigned long long wraps = 0;
   std::vector<long long> send_counts(context_.size, 0);
   long long leaving_here = 0;
-  const long long anyone_leaving = agree_on_max(
-      context_.comm, "migrate",
+  const long long anyone_leaving = agree_on_count(
+      context_.comm, "migrate", "property arrays", props.size(),
       [&] {
         capacity = check_migration_arrays<T, D>(positions, props, count);
         leavers_.reserve(std::max<std::size_t>(1, count), "migration lists");
