@@ -68,7 +68,7 @@ std::array<long long, K> agree_on_max(MPI_Comm comm, const char* call, F&& work,
 
 template <class F>
 void agree(MPI_Comm comm, const char* call, F&& work) {
-  std::array<long long, 0> none;
+  std::array<long long, 1> none = {0};
   agree_on_max(comm, call, std::forward<F>(work), none);
 }
 
