@@ -4,6 +4,8 @@
 // with every size-th particle, wherever it lies, and migrate takes them to their owners.
 // A check that fails on one rank does not stop the others: every collective call is made
 // on all ranks, and the process exits non-zero if any rank failed.
+#include "distributed/decomposition.hpp"
+#include "distributed/halo.hpp"
 #include "distributed_support.hpp"
 
 namespace pmkit::test {
@@ -501,6 +503,31 @@ TEST_P(DistributedDeterministicTest, SpreadRejectsValuesNotFinite) {
   EXPECT_EQ(error_code_of([&] { plan.spread({View<const double>(one.q.data(), one.count)}, {View<double>(block)}); }),
             ErrorCode::InvalidArgument);
   EXPECT_EQ(block, before) << "rank " << world_rank();
+}
+
+// A periodic axis that one rank holds whole stays periodic in the local meshes (its cells,
+// no ghost layer) and adds no ghost node to exchange; the ranks split x only.
+TEST(DistributedDecomposition, PeriodicAxesOfOneRankHaveNoGhostLayers) {
+  const int p = world_size(), ghost = Kernel::mp4().ghost_width();
+  const Grid<3> grid = Grid<3>::periodic({4 * p, 8, 6}, 1.0);
+  RankGrid<3> along_x;
+  along_x.ranks = {p, 1, 1};
+  const distributed::Decomposition<3> kept(grid, ghost, along_x, p, true), bounded(grid, ghost, along_x, p, false);
+  for (int d = 0; d < 3; ++d) {
+    const bool whole = d > 0 || p == 1;
+    EXPECT_EQ(kept.axis(d).whole, whole) << "axis " << d;
+    EXPECT_FALSE(bounded.axis(d).whole) << "axis " << d;
+    const Grid<3> local = kept.local_grid(grid, world_rank());
+    EXPECT_EQ(local.boundary[d] == Boundary::Periodic, whole) << "axis " << d;
+    EXPECT_EQ(kept.axis(d).local_nodes(0), whole ? grid.cells[d] : 4 + 3 + 2 * ghost) << "axis " << d;
+  }
+  // The ghost nodes: the planes of x past the block (but the first and last stored), of
+  // the whole y and z rows; none on one rank.
+  const distributed::Halo halo(kept, world_rank(), MPI_COMM_WORLD);
+  const std::size_t x_planes = p == 1 ? 0 : static_cast<std::size_t>(4 + 3 + 2 * ghost - 2 - 4);
+  EXPECT_EQ(halo.ghost_nodes(), x_planes * 8 * 6);
+  const distributed::Halo everywhere(bounded, world_rank(), MPI_COMM_WORLD);
+  EXPECT_GT(everywhere.ghost_nodes(), halo.ghost_nodes());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DistributedTest, ::testing::ValuesIn(rank_variants()), variant_name);
