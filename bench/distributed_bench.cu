@@ -3,12 +3,16 @@
 //  * strong scaling: 2^26 particles on 512^3 in all.
 // One step is migrate after a small move (every particle by up to a quarter cell per axis,
 // on the device as a simulation's push moves them; --host-move: on the host's threads, then
-// uploaded, while the GPUs wait), set_points, spread and interp, float, M'4, periodic. Each figure is the median of the
-// timed steps of the slowest rank, after warm-up steps (a rank's count-sized buffers are
-// allocated, and regrown once, in its first steps: docs/tuning.md#kregrowthheadroom),
-// printed beside its baseline from the same run: the
-// single-GPU Plan (no decomposition, no messages) on rank 0's GPU with the same particles
-// per GPU (weak) or all of them (strong), and the distributed plan on that one rank.
+// uploaded, while the GPUs wait), update_points (set_points in the first step only;
+// --set-points: in every step, as for the Plan), spread and interp, float, M'4, periodic.
+// A rank that migrate gave or took particles bins them in full in update_points. Each
+// figure is the median of the timed steps of the slowest rank, after warm-up steps (a
+// rank's count-sized buffers are allocated, and regrown once, in its first steps:
+// docs/tuning.md#kregrowthheadroom), printed beside its baseline from the same run, as
+// the ratio baseline step / this step: the single-GPU Plan's step (update_points, spread,
+// interp: the best path on one device; no decomposition, no messages) on rank 0's GPU with
+// the same particles per GPU (weak) or all of them (strong), and the distributed plan on
+// that one rank.
 // Every distributed run goes once through each transport (NCCL, host-staged MPI).
 // Beside each distributed step, untimed in it: the fastest step, a second set_points on
 // the same positions, a second migrate right after the first (nothing left to move),
@@ -20,7 +24,7 @@
 // messages, so the sum of the slowest phases counts that wait twice).
 //   mpirun -np 2 distributed_bench [--weak-particles N] [--weak-cells C] [--strong-particles N]
 //                                  [--strong-cells C] [--steps S] [--warmup W] [--skip-strong]
-//                                  [--nccl-only] [--host-move]
+//                                  [--nccl-only] [--host-move] [--set-points]
 #include <mpi.h>
 
 #include <algorithm>
@@ -58,18 +62,27 @@ struct SplitMix {
   }
 };
 
-// The phases of one step, in seconds (not in the step: a second set_points on the same
-// positions and a second migrate with nothing to move; the fastest step's total).
+// The phases of one step, in seconds (`points`: update_points, or set_points; not in the
+// step: a second set_points on the same positions and a second migrate with nothing to
+// move; the fastest step's total).
 struct Step {
-  double migrate = 0, set_points = 0, spread = 0, interp = 0, spread_exchange = 0, interp_exchange = 0;
+  double migrate = 0, points = 0, spread = 0, interp = 0, spread_exchange = 0, interp_exchange = 0;
   double set_points_again = 0, idle_migrate = 0, one_moving_migrate = 0, fastest = 0, whole = 0;
-  double total() const { return migrate + set_points + spread + interp; }
+  double total() const { return migrate + points + spread + interp; }
 };
 
-// Untimed steps first, then the timed ones; where the particles move between steps.
+// Untimed steps first, then the timed ones; where the particles move between steps;
+// whether the steps after the first take the particles by update_points.
 struct Schedule {
   int warmup = 10, steps = 5;
   bool host_move = false;
+  bool update = true;
+  // The call that takes step s's positions.
+  template <class P, class X>
+  void take(P& plan, const X& positions, int s) const {
+    if (s > 0 && update) plan.update_points(positions);
+    else plan.set_points(positions);
+  }
 };
 
 // Every particle by up to a quarter cell of width h along one axis, from a generator
@@ -162,7 +175,7 @@ Step median(std::vector<Step> steps) {
   return m;
 }
 
-// The single-GPU Plan: set_points, spread, interp after each move.
+// The single-GPU Plan: update_points (or set_points), spread, interp after each move.
 Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
   Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options());
   DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()), "mesh");
@@ -173,8 +186,8 @@ Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
     Step t;
     check(cudaDeviceSynchronize(), "step");
     double t0 = MPI_Wtime();
-    plan.set_points(p.positions());
-    check(cudaDeviceSynchronize(), "set_points");
+    schedule.take(plan, p.positions(), s);
+    check(cudaDeviceSynchronize(), "update_points");
     double t1 = MPI_Wtime();
     plan.spread({View<const float>(p.q.get(), p.count)}, {View<float>(mesh.get(), mesh.size())});
     check(cudaDeviceSynchronize(), "spread");
@@ -182,7 +195,7 @@ Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
     plan.interp({View<const float>(mesh.get(), mesh.size())}, {View<float>(p.values.get(), p.count)});
     check(cudaDeviceSynchronize(), "interp");
     double t3 = MPI_Wtime();
-    t.set_points = t1 - t0;
+    t.points = t1 - t0;
     t.spread = t2 - t1;
     t.interp = t3 - t2;
     t.whole = t3 - t0;
@@ -191,8 +204,8 @@ Step run_plan(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
   return median(timed);
 }
 
-// The distributed plan on comm: migrate, set_points, spread, interp after each move; the
-// slowest rank's phases.
+// The distributed plan on comm: migrate, update_points (or set_points), spread, interp
+// after each move; the slowest rank's phases.
 Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& p, const Schedule& schedule) {
   const Grid<3>& grid = plan.grid();
   DeviceBuffer<float> block(static_cast<std::size_t>(plan.block_size()), "block");
@@ -206,16 +219,20 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
     std::array<View<float>, 3> x = {View<float>(p.x[0].get(), p.capacity), View<float>(p.x[1].get(), p.capacity),
                                     View<float>(p.x[2].get(), p.capacity)};
     p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    check(cudaDeviceSynchronize(), "migrate");
     double t1 = MPI_Wtime();
-    plan.set_points(p.positions());
-    check(cudaDeviceSynchronize(), "set_points");
+    schedule.take(plan, p.positions(), s);
+    check(cudaDeviceSynchronize(), "update_points");
     double t2 = MPI_Wtime();
     plan.spread({View<const float>(p.q.get(), p.count)}, {View<float>(block.get(), block.size())});
-    const double spread_exchange = plan.last_timings().exchange_s;
+    check(cudaDeviceSynchronize(), "spread");
     double t3 = MPI_Wtime();
+    const double spread_exchange = plan.last_timings().exchange_s;
+    const double t3_after = MPI_Wtime();
     plan.interp({View<const float>(block.get(), block.size())}, {View<float>(p.values.get(), p.count)});
-    const double interp_exchange = plan.last_timings().exchange_s;
+    check(cudaDeviceSynchronize(), "interp");
     double t4 = MPI_Wtime();
+    const double interp_exchange = plan.last_timings().exchange_s;
     MPI_Barrier(comm);
     const double again = MPI_Wtime();
     plan.set_points(p.positions());
@@ -223,17 +240,19 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
     t.set_points_again = max_over(comm, MPI_Wtime() - again);
     double t5 = MPI_Wtime();
     p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    check(cudaDeviceSynchronize(), "migrate");
     t.idle_migrate = max_over(comm, MPI_Wtime() - t5);
     p.shift_first(0, static_cast<float>(plan.block().cells[0] * grid.spacing[0]));
     MPI_Barrier(comm);
     const double t6 = MPI_Wtime();
     p.count = plan.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    check(cudaDeviceSynchronize(), "migrate");
     t.one_moving_migrate = max_over(comm, MPI_Wtime() - t6);
     t.whole = max_over(comm, t4 - t0);
     t.migrate = max_over(comm, t1 - t0);
-    t.set_points = max_over(comm, t2 - t1);
+    t.points = max_over(comm, t2 - t1);
     t.spread = max_over(comm, t3 - t2);
-    t.interp = max_over(comm, t4 - t3);
+    t.interp = max_over(comm, t4 - t3_after);
     t.spread_exchange = max_over(comm, spread_exchange);
     t.interp_exchange = max_over(comm, interp_exchange);
     if (s >= schedule.warmup) timed.push_back(t);
@@ -241,14 +260,18 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
   return median(timed);
 }
 
-void print(const char* label, const Step& t, double baseline) {
+// One figure and, beside it, the 1-GPU Plan's step of the same run against it.
+void print(const char* label, const Step& t, double baseline, const Schedule& schedule) {
   if (world_rank() != 0) return;
-  std::printf("  %-34s step %8.3f ms = migrate %7.3f + set_points %7.3f + spread %7.3f (exchange %6.3f) + interp "
-              "%7.3f (exchange %6.3f)   baseline / this = %.3f   [whole step %.3f; fastest step %.3f; set_points "
-              "again %.3f; migrate with nothing to move %.3f, with one particle a rank %.3f]\n",
-              label, 1e3 * t.total(), 1e3 * t.migrate, 1e3 * t.set_points, 1e3 * t.spread, 1e3 * t.spread_exchange,
-              1e3 * t.interp, 1e3 * t.interp_exchange, baseline / t.total(), 1e3 * t.whole, 1e3 * t.fastest,
-              1e3 * t.set_points_again, 1e3 * t.idle_migrate, 1e3 * t.one_moving_migrate);
+  const char* points = schedule.update ? "update_points" : "set_points";
+  std::printf("  %-34s step %8.3f ms = migrate %7.3f + %s %7.3f + spread %7.3f (exchange %6.3f) + interp "
+              "%7.3f (exchange %6.3f)   1-GPU Plan step (%s) %.3f ms / this = %.3f   [whole step %.3f; fastest "
+              "step %.3f; set_points again %.3f; migrate with nothing to move %.3f, with one particle a rank "
+              "%.3f]\n",
+              label, 1e3 * t.total(), 1e3 * t.migrate, points, 1e3 * t.points, 1e3 * t.spread,
+              1e3 * t.spread_exchange, 1e3 * t.interp, 1e3 * t.interp_exchange, points, 1e3 * baseline,
+              baseline / t.total(), 1e3 * t.whole, 1e3 * t.fastest, 1e3 * t.set_points_again, 1e3 * t.idle_migrate,
+              1e3 * t.one_moving_migrate);
   std::fflush(stdout);
 }
 
@@ -281,10 +304,10 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
                 17);
     const Step plan_step = run_plan(single_grid, p, schedule);
     baseline = plan_step.total();
-    print("1 GPU, Plan", plan_step, baseline);
+    print("1 GPU, Plan", plan_step, baseline, schedule);
     DistributedPlan<float, 3> plan(MPI_COMM_SELF, single_grid, Kernel::mp4(), cuda_options());
     const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, schedule);
-    print("1 GPU, DistributedPlan", one_rank, baseline);
+    print("1 GPU, DistributedPlan", one_rank, baseline, schedule);
     one_rank_total = one_rank.total();
     one_rank_whole = one_rank.whole;
   }
@@ -300,14 +323,16 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
     Particles p(n_per_rank, n_per_rank + n_per_rank / 8, bounds[0], bounds[1], 31 + rank);
     const Step t = run_distributed(MPI_COMM_WORLD, plan, p, schedule);
     std::string label = std::to_string(size) + " GPUs, " + (transport == Transport::Nccl ? "NCCL" : "host-staged MPI");
-    print(label.c_str(), t, baseline);
-    // Against both 1-GPU runs: the Plan (what distributing costs in all) and the
-    // DistributedPlan on one rank (the scaling of the distributed plan itself).
+    print(label.c_str(), t, baseline, schedule);
+    // Against both 1-GPU runs: the Plan (what distributing costs in all, against the best
+    // path on one device) and the DistributedPlan on one rank (the scaling of the
+    // distributed plan itself).
     const double per_gpu = weak ? 1.0 : 1.0 / size;
     if (rank == 0)
-      std::printf("    %s efficiency %.1f%% against the 1-GPU Plan, %.1f%% against the 1-GPU DistributedPlan (1-GPU "
-                  "step / this step%s)\n",
+      std::printf("    %s efficiency %.1f%% against the 1-GPU Plan (%s), %.1f%% against the 1-GPU DistributedPlan "
+                  "(1-GPU step / this step%s)\n",
                   weak ? "weak-scaling" : "strong-scaling", 100.0 * baseline / t.total() * per_gpu,
+                  schedule.update ? "update_points" : "set_points",
                   100.0 * one_rank_total / t.total() * per_gpu, weak ? "" : " / GPUs");
     if (rank == 0)
       std::printf("    by the whole steps: %.1f%% against the 1-GPU Plan, %.1f%% against the 1-GPU DistributedPlan\n",
@@ -338,6 +363,7 @@ int main(int argc, char** argv) {
     else if (a == "--skip-strong") strong = false;
     else if (a == "--nccl-only") nccl_only = true;
     else if (a == "--host-move") schedule.host_move = true;
+    else if (a == "--set-points") schedule.update = false;
   }
   int devices = 0;
   check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
@@ -346,8 +372,9 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median) "
-                "after %d warm-up steps, particles moved on the %s\n",
-                size, devices, prop.name, schedule.steps, schedule.warmup, schedule.host_move ? "host" : "device");
+                "after %d warm-up steps, particles moved on the %s, taken by %s\n",
+                size, devices, prop.name, schedule.steps, schedule.warmup, schedule.host_move ? "host" : "device",
+                schedule.update ? "update_points (set_points in the first step)" : "set_points in every step");
   }
   try {
     // Weak: each GPU a 256^3 block; the rank grid MPI_Dims_create gives.

@@ -183,6 +183,18 @@ inline Options rank_options(const Variant& v) {
   return o;
 }
 
+// A test body on every rank variant; CUDA ranks skip where no GPU is found.
+class RankVariantTest : public ::testing::TestWithParam<Variant> {
+ protected:
+  void SetUp() override {
+    bc_ = GetParam();
+    PMKIT_REQUIRE_VARIANT(bc_);
+    if (on_cuda(bc_) && visible_gpus() == 0) GTEST_SKIP() << bc_.label << ": no GPU for the ranks";
+  }
+  Options options() const { return rank_options(bc_); }
+  Variant bc_{};
+};
+
 // Whether CUDA ranks share GPUs: more ranks than GPUs (rank_options deals them
 // round-robin), where NCCL refuses them and Transport::Auto takes host-staged MPI.
 inline bool ranks_share_gpus() { return world_size() > visible_gpus(); }
@@ -213,6 +225,9 @@ class MatrixDistributedPlan {
   }
   void set_points(const std::array<View<const T>, D>& positions) {
     with_memory(device_, [&](const std::array<View<const T>, D>& x) { plan_.set_points(x); }, positions);
+  }
+  void update_points(const std::array<View<const T>, D>& positions) {
+    with_memory(device_, [&](const std::array<View<const T>, D>& x) { plan_.update_points(x); }, positions);
   }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite) {
     with_memory(device_, [&](Span<View<const T>> q, Span<View<T>> m) { plan_.spread(q, m, mode); }, props, meshes);

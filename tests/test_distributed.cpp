@@ -4,23 +4,18 @@
 // with every size-th particle, wherever it lies, and migrate takes them to their owners.
 // A check that fails on one rank does not stop the others: every collective call is made
 // on all ranks, and the process exits non-zero if any rank failed.
+#include "distributed/decomposition.hpp"
+#include "distributed/halo.hpp"
 #include "distributed_support.hpp"
 
 namespace pmkit::test {
 namespace {
 
-// The distributed bodies on every rank variant; CUDA ranks skip where no GPU is found.
-class DistributedTest : public ::testing::TestWithParam<Variant> {
+// The distributed bodies on every rank variant.
+class DistributedTest : public RankVariantTest {
  protected:
-  void SetUp() override {
-    bc_ = GetParam();
-    PMKIT_REQUIRE_VARIANT(bc_);
-    if (on_cuda(bc_) && visible_gpus() == 0) GTEST_SKIP() << bc_.label << ": no GPU for the ranks";
-  }
-  Options options() const { return rank_options(bc_); }
   // Whether the variant's method takes the kernel in D dimensions.
   bool takes(const Kernel& kernel, int dims) const { return method_refuses(bc_, kernel, dims).empty(); }
-  Variant bc_{};
 };
 
 // The tolerance of a rank variant against the single-rank CPU plan: CUDA ranks in double
@@ -155,6 +150,7 @@ bool folds_onto_itself(const Grid<D>& grid, const Kernel& kernel) {
 // The caller's rank grid and cuts: blocks of one cell along x, thinner than the ghost
 // layers of every kernel (B-spline 8 reaches 4 nodes past them), and uneven ones.
 TEST_P(DistributedTest, ThinAndUnevenBlocks) {
+  if (world_size() == 1) GTEST_SKIP() << "one rank: one block";
   const std::uint64_t seed = shared_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -226,7 +222,9 @@ TEST_P(DistributedTest, MovesAcrossSeveralBlocks) {
     far += plan.owner({share.x[0][i], share.x[1][i], share.x[2][i]}) != before;
   }
   const long long crossing = sum_over_ranks(far);
-  EXPECT_GT(crossing, 0);
+  if (world_size() > 1) {
+    EXPECT_GT(crossing, 0);
+  }
   share.migrate(plan);
   EXPECT_EQ(sum_over_ranks(static_cast<long long>(share.count)), 600);
   for (std::size_t i = 0; i < share.count; ++i) {
@@ -505,6 +503,31 @@ TEST_P(DistributedDeterministicTest, SpreadRejectsValuesNotFinite) {
   EXPECT_EQ(error_code_of([&] { plan.spread({View<const double>(one.q.data(), one.count)}, {View<double>(block)}); }),
             ErrorCode::InvalidArgument);
   EXPECT_EQ(block, before) << "rank " << world_rank();
+}
+
+// A periodic axis that one rank holds whole stays periodic in the local meshes (its cells,
+// no ghost layer) and adds no ghost node to exchange; the ranks split x only.
+TEST(DistributedDecomposition, PeriodicAxesOfOneRankHaveNoGhostLayers) {
+  const int p = world_size(), ghost = Kernel::mp4().ghost_width();
+  const Grid<3> grid = Grid<3>::periodic({4 * p, 8, 6}, 1.0);
+  RankGrid<3> along_x;
+  along_x.ranks = {p, 1, 1};
+  const distributed::Decomposition<3> kept(grid, ghost, along_x, p, true), bounded(grid, ghost, along_x, p, false);
+  for (int d = 0; d < 3; ++d) {
+    const bool whole = d > 0 || p == 1;
+    EXPECT_EQ(kept.axis(d).whole, whole) << "axis " << d;
+    EXPECT_FALSE(bounded.axis(d).whole) << "axis " << d;
+    const Grid<3> local = kept.local_grid(grid, world_rank());
+    EXPECT_EQ(local.boundary[d] == Boundary::Periodic, whole) << "axis " << d;
+    EXPECT_EQ(kept.axis(d).local_nodes(0), whole ? grid.cells[d] : 4 + 3 + 2 * ghost) << "axis " << d;
+  }
+  // The ghost nodes: the planes of x past the block (but the first and last stored), of
+  // the whole y and z rows; none on one rank.
+  const distributed::Halo halo(kept, world_rank(), MPI_COMM_WORLD);
+  const std::size_t x_planes = p == 1 ? 0 : static_cast<std::size_t>(4 + 3 + 2 * ghost - 2 - 4);
+  EXPECT_EQ(halo.ghost_nodes(), x_planes * 8 * 6);
+  const distributed::Halo everywhere(bounded, world_rank(), MPI_COMM_WORLD);
+  EXPECT_GT(everywhere.ghost_nodes(), halo.ghost_nodes());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DistributedTest, ::testing::ValuesIn(rank_variants()), variant_name);

@@ -7,8 +7,9 @@ namespace pmkit::test {
 namespace {
 
 TEST(DistributedErrors, MeshTooSmallForTheRanks) {
+  // A grid of one cell splits over one rank only.
   EXPECT_EQ(error_code_of([] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({1, 1}), Kernel::linear()); }),
-            ErrorCode::InvalidArgument);
+            world_size() > 1 ? ErrorCode::InvalidArgument : ErrorCode::Ok);
   RankGrid<2> wrong;
   wrong.ranks = {world_size() + 1, 1};
   EXPECT_EQ(error_code_of([&] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({16, 16}), Kernel::linear(), {}, wrong); }),
@@ -16,12 +17,13 @@ TEST(DistributedErrors, MeshTooSmallForTheRanks) {
   RankGrid<2> bad_cuts;
   bad_cuts.ranks = {world_size(), 1};
   bad_cuts.cuts[0].assign(world_size() + 1, 0);
-  bad_cuts.cuts[0].back() = 16;
+  bad_cuts.cuts[0].back() = 16;  // ranks without a cell, where there are several
   EXPECT_EQ(error_code_of([&] { DistributedPlan<double, 2>(MPI_COMM_WORLD, Grid<2>::periodic({16, 16}), Kernel::linear(), {}, bad_cuts); }),
-            ErrorCode::InvalidArgument);
+            world_size() > 1 ? ErrorCode::InvalidArgument : ErrorCode::Ok);
 }
 
 TEST(DistributedErrors, CapacityOverflowMovesNothing) {
+  if (world_size() == 1) GTEST_SKIP() << "one rank: no particle arrives";
   const Grid<2> grid = Grid<2>::bounded({16, 16}, 1.0);
   RankGrid<2> along_x;
   along_x.ranks = {world_size(), 1};
@@ -65,7 +67,8 @@ TEST(DistributedErrors, BadPositionsOnOneRankFailEverywhere) {
   strangers.x[0][0] = plan.rank() == 0 ? 15.5 : 0.5;
   strangers.x[1][0] = plan.rank() == 0 ? 15.5 : 0.5;
   strangers.count = 1;
-  EXPECT_EQ(error_code_of([&] { plan.set_points(strangers.positions()); }), ErrorCode::InvalidArgument);
+  EXPECT_EQ(error_code_of([&] { plan.set_points(strangers.positions()); }),
+            world_size() > 1 ? ErrorCode::InvalidArgument : ErrorCode::Ok);
 }
 
 TEST(DistributedErrors, MismatchedArrays) {
@@ -78,7 +81,8 @@ TEST(DistributedErrors, MismatchedArrays) {
   // A different number of properties on one rank.
   std::vector<View<const double>> props(plan.rank() == 0 ? 2 : 1, View<const double>(q));
   std::vector<View<double>> meshes(props.size(), View<double>(right));
-  EXPECT_EQ(error_code_of([&] { plan.spread(props, meshes); }), ErrorCode::SizeMismatch);
+  EXPECT_EQ(error_code_of([&] { plan.spread(props, meshes); }),
+            world_size() > 1 ? ErrorCode::SizeMismatch : ErrorCode::Ok);
   // Positions of different lengths in migrate.
   Share<double, 3> ragged(3);
   ragged.x[2].resize(plan.rank() == 0 ? 2 : 3);

@@ -7,6 +7,7 @@
 //   plan.set_points({x, y, z});                        // this rank's n particles
 //   plan.spread({q}, {rho});                           // rho: this rank's block
 //   plan.interp({phi}, {phi_at_particles});
+//   plan.update_points({x, y, z});                     // moved a little, between migrates
 //
 // Decomposition. The grid's cells are split over a Cartesian grid of ranks (MPI_Dims_create,
 // or the caller's RankGrid, with even or the caller's uneven cuts). A rank owns the cells
@@ -19,7 +20,8 @@
 //
 // Exchange. Each rank runs a pmkit::Plan on its block plus ghost layers (the kernel's
 // ghost width and one cell more, which absorbs the rounding of a particle on a block's
-// face). spread adds the ghost layers' sums to their owners (across the periodic seam
+// face; none along a periodic dimension of one rank, which the local plan wraps itself
+// but in deterministic mode). spread adds the ghost layers' sums to their owners (across the periodic seam
 // and folded at bounded Ghosts::Fold edges, as the single-rank plan does); interp and
 // interp_gradient first fill the ghost layers with the owners' values (the mirrored
 // values at a folding edge). A block may be thinner than the ghost layers: their nodes
@@ -34,10 +36,19 @@
 // on CPU ranks and on CUDA ranks alike (the same integers: the device adds them with
 // two 64-bit atomics each), and within a rounding of the exact sum of the contributions.
 //
+// One rank. On a communicator of one rank the local plan is the Plan of the grid itself,
+// whose mesh is the block: spread and interp run it on the caller's arrays, with no
+// ghost layers to copy or exchange and no message.
+//
 // Collective calls. Every call but the accessors is collective: all ranks of the
 // communicator make it, in the same order. A call that fails on any rank throws
 // pmkit::Error on every rank (the failing rank's own error; on the others one that names
-// the failing rank and its message), and leaves the caller's arrays as they were.
+// the failing rank and its message), and leaves the caller's arrays as they were. On
+// CUDA ranks the work runs on options.stream, in call order: spread, interp and the
+// gradients return once it is queued (the host-staged transport waits for the stream
+// before each message), migrate after one wait for its counts, set_points and
+// update_points after one wait for their check that the particles lie in the block; the
+// caller synchronises the stream before reading results on the host.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -82,7 +93,8 @@ struct Block {
 // ErrorCode::Unsupported on every rank. CPU ranks use MPI.
 enum class Transport { Auto, Nccl, HostMpi };
 
-// Seconds of the last collective call, by phase.
+// Seconds of the last collective call, by phase (on CUDA ranks the device's time between
+// events on the stream: last_timings waits for the call's work to finish).
 struct DistributedTimings {
   double compute_s = 0;   // the local plan's work and the copies between block and ghosts
   double exchange_s = 0;  // ghost layers: packing, messages, adding or filling
@@ -119,7 +131,9 @@ class DistributedPlan {
   // then the arrivals by source rank (each source's in its order). A staying particle
   // keeps its slot, except that those past the new kept count fill, in their order, the
   // slots that leaving particles left below it: the work beyond one pass over the
-  // positions is in the number that move. A particle may cross any number of blocks. If a
+  // positions is in the number that move, and where no rank has a particle to send the
+  // call is that pass, its one wait and one small all-reduce (none on one rank), with
+  // the periodic wraps written in place. A particle may cross any number of blocks. If a
   // rank's arrivals would exceed its capacity, or a position is not finite, lies outside a
   // bounded dimension or is too far to wrap, every rank throws and no array is changed.
   std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count);
@@ -128,6 +142,16 @@ class DistributedPlan {
   // on a periodic dimension inside [origin, origin + L) (migrate puts it there), or the
   // call fails naming the particle and its owner.
   void set_points(const Positions& positions);
+  // The step of a simulation: this rank's particles of the last set_points or
+  // update_points (same count, same order), moved, each still in this rank's block; or,
+  // after a migrate that moved particles to or from this rank, the particles it returned.
+  // The local plan keeps its binning (Plan::update_points: on CUDA ranks re-binned in
+  // full only once many particles left their tiles) where no migrate changed the rank's
+  // particles, and bins them in full where one did; spread and interp then give what
+  // they give after set_points(positions). A particle outside the block fails as in
+  // set_points ("call migrate first"); another count with no migrate in between,
+  // SizeMismatch; before any set_points, NotReady.
+  void update_points(const Positions& positions);
   // P2M: meshes[i] is this rank's block (block_size() values) of property i's spread.
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
   // The adjoint of interp_gradient, as Plan::spread_gradient: vectors[D*i + d] onto the

@@ -2,11 +2,13 @@
 // Errors of collective calls: every rank runs its part, then all agree whether any
 // failed, so that a failure on one rank throws on all instead of leaving the others
 // waiting in a message that never comes.
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <limits>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -18,9 +20,11 @@ namespace pmkit::distributed {
 // Runs work() on this rank, then agrees with the other ranks of comm. If work threw
 // pmkit::Error (or std::bad_alloc) on any rank, every rank throws: the lowest failing
 // rank's error, itself there, and on the others an Error of the same code that names
-// `call`, that rank and its message.
-template <class F>
-void agree(MPI_Comm comm, const char* call, F&& work) {
+// `call`, that rank and its message. Otherwise returns each of `values` (as work leaves
+// them) at its largest over the ranks, agreed in the same all-reduce; on a communicator
+// of one rank no message at all.
+template <std::size_t K, class F>
+std::array<long long, K> agree_on_max(MPI_Comm comm, const char* call, F&& work, std::array<long long, K>& values) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -37,19 +41,56 @@ void agree(MPI_Comm comm, const char* call, F&& work) {
     code = static_cast<int>(ErrorCode::OutOfMemory);
     message = "out of host memory";
   }
-  int first = code != 0 ? rank : size;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == size) return;
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&code, 1, MPI_INT, first, comm);
-  MPI_Bcast(&length, 1, MPI_INT, first, comm);
-  message.resize(length);
-  MPI_Bcast(message.data(), length, MPI_CHAR, first, comm);
+  // The lowest failing rank, then each value negated: one all-reduce of minima.
+  std::array<long long, K + 1> agreed;
+  agreed[0] = code != 0 ? rank : size;
+  for (std::size_t k = 0; k < K; ++k) agreed[k + 1] = -values[k];
+  if (size > 1) MPI_Allreduce(MPI_IN_PLACE, agreed.data(), static_cast<int>(K + 1), MPI_LONG_LONG, MPI_MIN, comm);
+  if (agreed[0] == size) {
+    std::array<long long, K> largest;
+    for (std::size_t k = 0; k < K; ++k) largest[k] = -agreed[k + 1];
+    return largest;
+  }
+  const int first = static_cast<int>(agreed[0]);
   const std::string prefix = "pmkit: ";
+  if (size > 1) {
+    int length = static_cast<int>(message.size());
+    MPI_Bcast(&code, 1, MPI_INT, first, comm);
+    MPI_Bcast(&length, 1, MPI_INT, first, comm);
+    message.resize(length);
+    MPI_Bcast(message.data(), length, MPI_CHAR, first, comm);
+  }
   if (message.compare(0, prefix.size(), prefix) == 0) message.erase(0, prefix.size());
   if (rank == first && error) std::rethrow_exception(error);
   if (rank == first) detail::fail(ErrorCode::OutOfMemory, call, ": ", message);
   detail::fail(static_cast<ErrorCode>(code), call, " failed on rank ", first, ": ", message);
+}
+
+template <class F>
+void agree(MPI_Comm comm, const char* call, F&& work) {
+  std::array<long long, 1> none = {0};
+  agree_on_max(comm, call, std::forward<F>(work), none);
+}
+
+// agree, in the same all-reduce with every rank's `count` (of `what`: arrays of a call
+// that every rank passes alike): where work failed nowhere but the counts differ, every
+// rank throws SizeMismatch naming the range. Returns the largest `value` (work may set it).
+template <class F>
+long long agree_on_count(MPI_Comm comm, const char* call, const char* what, std::size_t count, F&& work,
+                         const long long& value = 0) {
+  const long long n = static_cast<long long>(count);
+  std::array<long long, 3> values = {0, n, -n};
+  const std::array<long long, 3> largest = agree_on_max(
+      comm, call,
+      [&] {
+        work();
+        values[0] = value;
+      },
+      values);
+  if (largest[1] != -largest[2])
+    detail::fail(ErrorCode::SizeMismatch, call, ": the ranks pass different numbers of ", what, " (", -largest[2],
+                 " to ", largest[1], "): every rank passes the same number");
+  return largest[0];
 }
 
 // Offsets counted in items of `unit` bytes, as byte offsets.

@@ -38,7 +38,8 @@ int AxisSplit::owner_of_node(std::int64_t m) const {
 }
 
 template <int D>
-Decomposition<D>::Decomposition(const Grid<D>& grid, int ghost, const RankGrid<D>& split, int size) {
+Decomposition<D>::Decomposition(const Grid<D>& grid, int ghost, const RankGrid<D>& split, int size,
+                                bool keep_whole) {
   long long product = 1;
   for (int d = 0; d < D; ++d) product *= split.ranks[d];
   if (product != size)
@@ -72,6 +73,7 @@ Decomposition<D>::Decomposition(const Grid<D>& grid, int ghost, const RankGrid<D
                " is not above split.cuts[", d, "][", c, "] = ", given[c], ": every rank needs at least one cell");
       a.cuts = given;
     }
+    a.whole = keep_whole && p == 1 && a.boundary == Boundary::Periodic;
     a.owner_of_cell.resize(a.cells);
     for (int c = 0; c < p; ++c)
       for (std::int64_t i = a.cuts[c]; i < a.cuts[c + 1]; ++i) a.owner_of_cell[i] = c;
@@ -118,6 +120,7 @@ Grid<D> Decomposition<D>::local_grid(const Grid<D>& grid, int rank) const {
   local.ghosts = Ghosts::Keep;
   for (int d = 0; d < D; ++d) {
     const AxisSplit& a = axes_[d];
+    if (a.whole) continue;
     local.boundary[d] = Boundary::Bounded;
     local.cells[d] = a.cuts[coords[d] + 1] - a.cuts[coords[d]] + 2;
     local.origin[d] = grid.origin[d] + static_cast<double>(a.cuts[coords[d]] - 1) * grid.spacing[d];

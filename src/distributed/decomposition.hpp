@@ -7,7 +7,10 @@
 // bounded one, -g .. cells+g with Ghosts::Keep (g the kernel's ghost width). A rank's
 // local mesh spans the logical nodes [cut - 1 - g, cut_next + 1 + g] per axis: its cells,
 // one margin cell either side, and g ghost nodes past them: the storage of a bounded
-// Ghosts::Keep grid of cells + 2 cells whose origin is node cut - 1.
+// Ghosts::Keep grid of cells + 2 cells whose origin is node cut - 1. A periodic axis
+// that one rank holds whole may instead stay periodic in the local mesh (`whole`): its
+// cells nodes, no ghost, the local plan wrapping the stencils as the single-rank plan
+// does, and nothing of it to exchange.
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -25,14 +28,15 @@ struct AxisSplit {
   int ghost = 0;                   // the kernel's ghost width
   std::vector<std::int64_t> cuts;  // ranks + 1 cell boundaries, 0 .. cells
   std::vector<int> owner_of_cell;  // rank coordinate per cell
+  bool whole = false;              // periodic, one rank, kept periodic in the local mesh
 
   int ranks() const { return static_cast<int>(cuts.size()) - 1; }
   // Owned logical nodes of rank coordinate c: [owned_begin, owned_end).
   std::int64_t owned_begin(int c) const;
   std::int64_t owned_end(int c) const;
   // First logical node of rank c's local mesh, and its node count.
-  std::int64_t local_begin(int c) const { return cuts[c] - 1 - ghost; }
-  std::int64_t local_nodes(int c) const { return cuts[c + 1] - cuts[c] + 3 + 2 * ghost; }
+  std::int64_t local_begin(int c) const { return whole ? 0 : cuts[c] - 1 - ghost; }
+  std::int64_t local_nodes(int c) const { return whole ? cells : cuts[c + 1] - cuts[c] + 3 + 2 * ghost; }
   // The logical node that holds logical node m's value: m wrapped on a periodic axis,
   // mirrored about the end node with Ghosts::Fold; false for a node past the mesh.
   bool canonical(std::int64_t m, std::int64_t& owned) const;
@@ -43,8 +47,9 @@ struct AxisSplit {
 template <int D>
 class Decomposition {
  public:
-  // ranks and cuts as the caller's RankGrid, checked; `size` ranks in all.
-  Decomposition(const Grid<D>& grid, int ghost, const RankGrid<D>& split, int size);
+  // ranks and cuts as the caller's RankGrid, checked; `size` ranks in all. keep_whole: a
+  // periodic axis of one rank stays periodic in the local meshes (AxisSplit::whole).
+  Decomposition(const Grid<D>& grid, int ghost, const RankGrid<D>& split, int size, bool keep_whole = false);
 
   const AxisSplit& axis(int d) const { return axes_[d]; }
   const std::array<int, D>& ranks() const { return ranks_; }
@@ -52,7 +57,8 @@ class Decomposition {
   std::array<int, D> coords_of(int rank) const;
   // The block a rank owns, as the public Block describes it.
   Block<D> block(int rank) const;
-  // A rank's local mesh as a grid: bounded, Ghosts::Keep, cells + 2 cells per axis.
+  // A rank's local mesh as a grid: bounded, Ghosts::Keep, cells + 2 cells per axis (a
+  // whole axis: the grid's own).
   Grid<D> local_grid(const Grid<D>& grid, int rank) const;
 
  private:

@@ -24,17 +24,9 @@ using detail::check_particle_arrays;
 using detail::check_positions;
 using detail::fail;
 using distributed::agree;
+using distributed::agree_on_count;
 
 namespace {
-
-// Every rank passes the same value (a count of arrays), or every rank fails.
-void agree_on_count(MPI_Comm comm, const char* call, const char* what, std::size_t value) {
-  long long range[2] = {-static_cast<long long>(value), static_cast<long long>(value)};
-  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_LONG_LONG, MPI_MAX, comm);
-  if (-range[0] != range[1])
-    fail(ErrorCode::SizeMismatch, call, ": the ranks pass different numbers of ", what, " (", -range[0], " to ",
-         range[1], "): every rank passes the same number");
-}
 
 template <class M>
 void check_block_arrays(const char* what, const Span<M>& arrays, std::int64_t size) {
@@ -64,11 +56,19 @@ struct DistributedPlan<T, D>::Impl {
   distributed::Region<D> region;
   detail::Layout<D> local_layout;
   std::unique_ptr<Plan<T, D>> local;
+  // One rank: the local plan runs on the grid itself, whose mesh is the rank's block, so
+  // that spread and interp take the caller's blocks as its meshes, with no ghost layers
+  // to copy, fold or exchange (the deterministic spread keeps its own fixed-point path).
+  bool whole = false;
   std::unique_ptr<distributed::RankBackend<T, D>> backend;  // the host or the device rank
   std::vector<double> max_abs;  // deterministic: each property's largest |q| on this rank
   std::size_t n = 0;
   bool has_points = false;
+  bool migrated = false;  // a migrate gave or took particles of this rank since the binning
+  // The last call's timings: migrate's measured, the others' from the backend's marks
+  // (read when asked: a CUDA rank's marks are events on its stream).
   DistributedTimings timings;
+  bool marked = false;
 
   Impl(const Grid<D>& g, const Kernel& k, const Options& o) : grid(g), kernel(k), options(o) {}
   ~Impl() {
@@ -111,9 +111,20 @@ struct DistributedPlan<T, D>::Impl {
     fail(ErrorCode::InvalidArgument, "particle ", i, " was refused but its position looks valid");
   }
 
-  // The first particle outside the block, if any, fails with its position named; then the
-  // local plan's binning and (deterministic) the stencils.
-  void set_points(const Positions& positions, std::size_t count) {
+  // set_points and update_points: the first particle outside the block, if any, fails
+  // with its position named; then the local plan's binning (update: kept where the
+  // particles moved little) and (deterministic) the stencils. update_points takes the
+  // particles of the last set_points or update_points, moved, or those a migrate since
+  // left this rank, which it bins in full.
+  void take_points(const Positions& positions, std::size_t count, bool update) {
+    if (update) {
+      if (!has_points) fail(ErrorCode::NotReady, "update_points called before set_points");
+      if (count != n && !migrated)
+        fail(ErrorCode::SizeMismatch, "update_points got ", count, " particles but this rank's last set_points or ",
+             "update_points had ", n, " and no migrate changed them since: update_points takes the same ",
+             "particles, moved, or those migrate returned");
+      update = !migrated;
+    }
     std::array<double, D> position{};
     const std::size_t first = backend->first_stranger(positions, count, position);
     if (first < count) {
@@ -121,10 +132,12 @@ struct DistributedPlan<T, D>::Impl {
       for (int d = 0; d < D; ++d) x[d] = position[d];
       reject_stranger(x, first);
     }
-    local->set_points(positions);
+    if (update) local->update_points(positions);
+    else local->set_points(positions);
     if (options.deterministic) backend->locate_exact(positions, count);
     n = count;
     has_points = true;
+    migrated = false;
   }
 
   // Room for `count` local meshes, of fixed-point sums for the deterministic spread.
@@ -141,39 +154,36 @@ struct DistributedPlan<T, D>::Impl {
     return v;
   }
 
-  // Block -> local meshes (owned nodes), then the ghost layers from their owners.
-  void fill_local_meshes(Span<View<const T>> blocks) {
-    const double t0 = MPI_Wtime();
-    backend->block_to_local(blocks);
-    backend->synchronize();
-    const double t1 = MPI_Wtime();
-    backend->halo_fill(static_cast<int>(blocks.size()));
-    backend->synchronize();
-    timings.compute_s += t1 - t0;
-    timings.exchange_s += MPI_Wtime() - t1;
+  // Marks k = 0..3 of a call's phases on the backend's clock: compute from 0 to 1 and
+  // from 2 to 3, the exchange from 1 to 2 (last_timings reads them).
+  void mark(int k) {
+    backend->mark(k);
+    marked = true;
   }
 
   // spread and spread_gradient: local_call spreads `count` meshes into the local meshes,
-  // then the ghost sums go to their owners and the owned nodes into the caller's blocks.
+  // then the ghost sums go to their owners and the owned nodes into the caller's blocks;
+  // on one rank local_call spreads into the caller's blocks themselves.
   template <class Call>
   void spread_local(int count, Span<View<T>> blocks, Accumulate mode, Call&& local_call) {
-    const double t0 = MPI_Wtime();
-    local_call(*local, local_views(count));
-    backend->synchronize();
-    const double t1 = MPI_Wtime();
+    mark(0);
+    if (whole) {
+      local_call(*local, blocks, mode);
+      for (int k : {1, 2, 3}) mark(k);
+      return;
+    }
+    local_call(*local, local_views(count), Accumulate::Overwrite);
+    mark(1);
     backend->halo_sum(count);
-    backend->synchronize();
-    const double t2 = MPI_Wtime();
+    mark(2);
     backend->local_to_block(blocks, mode);
-    backend->synchronize();
-    timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
+    mark(3);
   }
 
   // The checks of spread and spread_gradient (`inputs_per_mesh` particle arrays for each
   // mesh), agreed by all ranks, and the local meshes reserved.
   void check_spread(const char* call, Span<View<const T>> inputs, Span<View<T>> blocks, int inputs_per_mesh) {
-    agree_on_count(comm, call, "meshes", blocks.size());
-    agree(comm, call, [&] {
+    agree_on_count(comm, call, "meshes", blocks.size(), [&] {
       if (!has_points) fail(ErrorCode::NotReady, call, " called before set_points");
       if (inputs.size() != inputs_per_mesh * blocks.size())
         fail(ErrorCode::SizeMismatch, call, " got ", inputs.size(), " particle arrays but ", blocks.size(),
@@ -186,7 +196,7 @@ struct DistributedPlan<T, D>::Impl {
         max_abs.assign(inputs.size(), 0.0);
         backend->largest_values(inputs, n, max_abs);
       }
-      reserve_meshes(blocks.size(), options.deterministic);
+      if (options.deterministic || !whole) reserve_meshes(blocks.size(), options.deterministic);
     });
   }
 
@@ -195,29 +205,35 @@ struct DistributedPlan<T, D>::Impl {
   template <class Call>
   void gather(const char* call, Span<View<const T>> blocks, Span<View<T>> outputs, int outputs_per_mesh,
               Call&& local_call) {
-    agree_on_count(comm, call, "meshes", blocks.size());
-    agree(comm, call, [&] {
+    agree_on_count(comm, call, "meshes", blocks.size(), [&] {
       if (!has_points) fail(ErrorCode::NotReady, call, " called before set_points");
       if (outputs.size() != outputs_per_mesh * blocks.size())
         fail(ErrorCode::SizeMismatch, call, " got ", blocks.size(), " meshes but ", outputs.size(), " output arrays: ",
              outputs_per_mesh, " per mesh");
       check_block_arrays("meshes", blocks, block_size());
       check_particle_arrays(outputs_per_mesh == 1 ? "values" : "gradients", outputs, n);
-      reserve_meshes(blocks.size(), false);
+      if (!whole) reserve_meshes(blocks.size(), false);
     });
     if (blocks.empty()) return;
-    timings = {};
-    fill_local_meshes(blocks);
-    const double t0 = MPI_Wtime();
+    mark(0);
+    if (whole) {
+      for (int k : {1, 2}) mark(k);
+      local_call(*local, blocks);
+      mark(3);
+      return;
+    }
+    backend->block_to_local(blocks);
+    mark(1);
+    backend->halo_fill(static_cast<int>(blocks.size()));
+    mark(2);
     const std::vector<View<T>> filled = local_views(blocks.size());
     local_call(*local, std::vector<View<const T>>(filled.begin(), filled.end()));
-    backend->synchronize();
-    timings.compute_s += MPI_Wtime() - t0;
+    mark(3);
   }
 
   // The deterministic spread: global scales, fixed-point deposits, integer ghost sums.
   void spread_exact(Span<View<const T>> props, Span<View<T>> blocks, Accumulate mode) {
-    const double t0 = MPI_Wtime();
+    mark(0);
     const int count = static_cast<int>(props.size());
     std::vector<double> scale(count), inverse(count);
     unsigned long long total = n;
@@ -228,14 +244,11 @@ struct DistributedPlan<T, D>::Impl {
       inverse[j] = 1.0 / scale[j];
     }
     backend->spread_exact(props, n, scale);
-    backend->synchronize();
-    const double t1 = MPI_Wtime();
+    mark(1);
     backend->halo_sum_exact(count);
-    backend->synchronize();
-    const double t2 = MPI_Wtime();
+    mark(2);
     backend->exact_to_block(blocks, inverse, mode);
-    backend->synchronize();
-    timings = {t1 - t0 + MPI_Wtime() - t2, t2 - t1, 0};
+    mark(3);
   }
 };
 
@@ -265,8 +278,9 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
       fail(ErrorCode::InvalidArgument, "split.ranks fixes ", fixed, " ranks, which does not divide the ", size,
            " ranks of the communicator");
     MPI_Dims_create(size, D, ranks.data());
-    s.decomposition = std::make_unique<distributed::Decomposition<D>>(grid, kernel.ghost_width(),
-                                                                      RankGrid<D>{ranks, split.cuts}, size);
+    // The deterministic spread's fixed-point meshes keep every axis bounded.
+    s.decomposition = std::make_unique<distributed::Decomposition<D>>(
+        grid, kernel.ghost_width(), RankGrid<D>{ranks, split.cuts}, size, !options.deterministic);
   });
   std::array<int, D> periods{};
   MPI_Cart_create(comm, D, ranks.data(), periods.data(), 0, &s.comm);
@@ -284,10 +298,11 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
     s.region.shape[d] = s.block.shape[d];
     s.region.local[d] = a.local_nodes(c);
   }
+  s.whole = s.size == 1;
   agree(s.comm, "DistributedPlan", [&] {
     Options local_options = options;
     local_options.deterministic = false;
-    s.local = std::make_unique<Plan<T, D>>(local_grid, kernel, local_options);
+    s.local = std::make_unique<Plan<T, D>>(s.whole ? grid : local_grid, kernel, local_options);
   });
   const distributed::RankSetup<D> setup{*s.decomposition, s.region, s.global_layout, s.local_layout,
                                         s.comm,           kernel,   s.options,       transport};
@@ -305,16 +320,24 @@ template <class T, int D>
 std::size_t DistributedPlan<T, D>::migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count) {
   Impl& s = *impl_;
   const double t0 = MPI_Wtime();
-  agree_on_count(s.comm, "migrate", "property arrays", props.size());
-  const std::size_t moved = s.backend->migrate(positions, props, count);
+  bool changed = false;
+  const std::size_t moved = s.backend->migrate(positions, props, count, changed);
+  s.migrated = s.migrated || changed;
   s.timings = {0, 0, MPI_Wtime() - t0};
+  s.marked = false;
   return moved;
 }
 
 template <class T, int D>
 void DistributedPlan<T, D>::set_points(const Positions& positions) {
   Impl& s = *impl_;
-  agree(s.comm, "set_points", [&] { s.set_points(positions, check_positions<T, D>(positions)); });
+  agree(s.comm, "set_points", [&] { s.take_points(positions, check_positions<T, D>(positions), false); });
+}
+
+template <class T, int D>
+void DistributedPlan<T, D>::update_points(const Positions& positions) {
+  Impl& s = *impl_;
+  agree(s.comm, "update_points", [&] { s.take_points(positions, check_positions<T, D>(positions), true); });
 }
 
 template <class T, int D>
@@ -326,7 +349,7 @@ void DistributedPlan<T, D>::spread(Span<View<const T>> props, Span<View<T>> mesh
     s.spread_exact(props, meshes, mode);
   else
     s.spread_local(static_cast<int>(meshes.size()), meshes, mode,
-                   [&](Plan<T, D>& local, Span<View<T>> filled) { local.spread(props, filled); });
+                   [&](Plan<T, D>& local, Span<View<T>> out, Accumulate m) { local.spread(props, out, m); });
 }
 
 template <class T, int D>
@@ -335,7 +358,7 @@ void DistributedPlan<T, D>::spread_gradient(Span<View<const T>> vectors, Span<Vi
   s.check_spread("spread_gradient", vectors, meshes, D);
   if (meshes.empty()) return;
   s.spread_local(static_cast<int>(meshes.size()), meshes, mode,
-                 [&](Plan<T, D>& local, Span<View<T>> filled) { local.spread_gradient(vectors, filled); });
+                 [&](Plan<T, D>& local, Span<View<T>> out, Accumulate m) { local.spread_gradient(vectors, out, m); });
 }
 
 template <class T, int D>
@@ -369,7 +392,11 @@ int DistributedPlan<T, D>::rank() const { return impl_->rank; }
 template <class T, int D>
 int DistributedPlan<T, D>::size() const { return impl_->size; }
 template <class T, int D>
-DistributedTimings DistributedPlan<T, D>::last_timings() const { return impl_->timings; }
+DistributedTimings DistributedPlan<T, D>::last_timings() const {
+  const Impl& s = *impl_;
+  if (!s.marked) return s.timings;
+  return {s.backend->between(0, 1) + s.backend->between(2, 3), s.backend->between(1, 2), 0};
+}
 template <class T, int D>
 Transport DistributedPlan<T, D>::transport() const { return impl_->backend->transport(); }
 

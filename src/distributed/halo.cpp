@@ -18,7 +18,8 @@ namespace {
 // (the block's cells start one margin cell in), or a rounding outside; a kernel of
 // support S starts its stencil at node floor(u + S % 2 / 2) - (S - 1) / 2 and ends S - 1
 // further, so the stencils span the stored nodes 1 to n - 2 of the n = cells + 3 + 2g
-// (g = S / 2) for every S: a plane less to send on either side of every axis.
+// (g = S / 2) for every S: a plane less to send on either side of every axis. A whole
+// axis (decomposition.hpp) stores its own nodes only, each taking part and each its own.
 struct AxisMap {
   std::vector<int> owner;
   std::vector<std::int64_t> owner_index;
@@ -34,7 +35,7 @@ AxisMap map_axis(const AxisSplit& a, int c) {
   m.own.resize(n);
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t node;
-    m.valid[i] = i > 0 && i < n - 1 && a.canonical(begin + i, node);
+    m.valid[i] = (a.whole || (i > 0 && i < n - 1)) && a.canonical(begin + i, node);
     if (!m.valid[i]) continue;
     m.owner[i] = a.owner_of_node(node);
     m.owner_index[i] = node - a.local_begin(m.owner[i]);

@@ -95,57 +95,101 @@ inline Moves agree_on_moves(MPI_Comm comm, const std::vector<long long>& send_co
   return m;
 }
 
-// migrate on host arrays: destinations, agreement, then wrap, pack the leavers by
-// destination, fill their slots below the kept count with the staying particles past it
-// (in order), and exchange.
+// The staying particles past the kept count fill, in their order, the slots that the
+// leaving ones (ascending, `leaving` of them) left below it: fill(hole, from) for each
+// pair, in order. Walks the leavers and as many slots past `kept`: work in their number.
+template <class Fill>
+void fill_holes(const std::vector<std::size_t>& leaving, std::size_t kept, Fill&& fill) {
+  std::size_t from = kept, next_leaver = 0;
+  while (next_leaver < leaving.size() && leaving[next_leaver] < kept) ++next_leaver;
+  for (std::size_t k = 0; k < leaving.size() && leaving[k] < kept; ++k) {
+    // The next slot past `kept` that holds no leaver (the leavers there are ascending too).
+    while (next_leaver < leaving.size() && leaving[next_leaver] == from) ++from, ++next_leaver;
+    fill(leaving[k], from++);
+  }
+}
+
+// migrate on host arrays. One pass finds the leaving particles (with their destinations)
+// and the staying ones that a periodic wrap moves, and checks every position; one
+// all-reduce agrees on the errors, on the number of property arrays (every rank the
+// same) and on whether any rank has a particle to send. If
+// none has, the wraps are written and the call ends: no other message, no copy. Else the
+// counts are exchanged and checked, the leavers packed by destination, the wraps
+// written, the leavers' slots below the kept count filled with the staying particles
+// past it (in order), and the rows exchanged: the work beyond the one pass is in the
+// number of particles that move. `changed`: whether a particle left or arrived here.
 template <class T, int D>
 std::size_t migrate(MPI_Comm comm, const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
-                    const Owners<D>& owners, const detail::Layout<D>& layout) {
+                    const Owners<D>& owners, const detail::Layout<D>& layout, bool& changed) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   const int values = D + static_cast<int>(props.size());  // values per particle
   std::size_t capacity = 0;
-  std::vector<int> destination;
-  std::array<std::vector<T>, D> moved;  // periodic axes: the wrapped positions
+  std::vector<std::size_t> leaving, wrapping;  // ascending
+  std::vector<int> destination;                // of each leaving particle
   std::vector<long long> send_counts(size, 0);
-  agree(comm, "migrate", [&] {
-    capacity = check_migration_arrays<T, D>(positions, props, count);
-    destination.resize(count);
-    for (int d = 0; d < D; ++d)
-      if (layout.axis[d].kind == detail::AxisKind::Periodic) moved[d].resize(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      double x[D], u[D];
+  long long leaving_count = 0;
+  // Particle i's coordinates as migrate places them (checked in the first pass).
+  auto place = [&](std::size_t i, double (&u)[D], T (&wrapped)[D]) {
+    double x[D];
+    for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
+    migration_coordinates<T, D>(owners, layout, x, i, u, wrapped);
+  };
+  const long long anyone_leaving = agree_on_count(
+      comm, "migrate", "property arrays", props.size(),
+      [&] {
+        capacity = check_migration_arrays<T, D>(positions, props, count);
+        for (std::size_t i = 0; i < count; ++i) {
+          double u[D];
+          T wrapped[D];
+          place(i, u, wrapped);
+          const int to = owners.rank_of(u);
+          if (to != rank) {
+            leaving.push_back(i);
+            destination.push_back(to);
+            ++send_counts[to];
+            continue;
+          }
+          bool moves = false;
+          for (int d = 0; d < D; ++d) moves = moves || wrapped[d] != positions[d][i];
+          if (moves) wrapping.push_back(i);
+        }
+        leaving_count = static_cast<long long>(leaving.size());
+      },
+      leaving_count);
+  auto write_wraps = [&] {
+    for (const std::size_t i : wrapping) {
+      double u[D];
       T wrapped[D];
-      for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions[d][i]);
-      migration_coordinates<T, D>(owners, layout, x, i, u, wrapped);
-      for (int d = 0; d < D; ++d)
-        if (!moved[d].empty()) moved[d][i] = wrapped[d];
-      destination[i] = owners.rank_of(u);
-      if (destination[i] != rank) ++send_counts[destination[i]];
+      place(i, u, wrapped);
+      for (int d = 0; d < D; ++d) positions[d][i] = wrapped[d];
     }
-  });
+  };
+  changed = false;
+  if (anyone_leaving == 0) {
+    write_wraps();
+    return count;
+  }
   const Moves m = agree_on_moves(comm, send_counts, count, capacity, sizeof(T) * values);
+  changed = m.total != m.kept || !leaving.empty();
   std::vector<T> outgoing(static_cast<std::size_t>(m.send_offsets[size]) * values);
   std::vector<T> incoming(static_cast<std::size_t>(m.recv_offsets[size]) * values);
   std::vector<long long> next(m.send_offsets.begin(), m.send_offsets.end() - 1);
   auto value = [&](int v, std::size_t i) -> T& { return v < D ? positions[v][i] : props[v - D][i]; };
-  for (std::size_t i = 0; i < count; ++i) {
-    for (int d = 0; d < D; ++d)
-      if (!moved[d].empty()) positions[d][i] = moved[d][i];
-    if (destination[i] != rank) {
-      T* slot = outgoing.data() + static_cast<std::size_t>(next[destination[i]]++) * values;
-      for (int v = 0; v < values; ++v) slot[v] = value(v, i);
-    }
+  for (std::size_t k = 0; k < leaving.size(); ++k) {
+    const std::size_t i = leaving[k];
+    double u[D];
+    T wrapped[D];
+    place(i, u, wrapped);
+    T* slot = outgoing.data() + static_cast<std::size_t>(next[destination[k]]++) * values;
+    for (int d = 0; d < D; ++d) slot[d] = wrapped[d];
+    for (int v = D; v < values; ++v) slot[v] = value(v, i);
   }
-  // As many staying particles lie past the kept count as leaving ones below it.
-  std::size_t from = m.kept;
-  for (std::size_t i = 0; i < m.kept; ++i) {
-    if (destination[i] == rank) continue;
-    while (destination[from] != rank) ++from;
-    for (int v = 0; v < values; ++v) value(v, i) = value(v, from);
-    ++from;
-  }
+  write_wraps();
+  fill_holes(leaving, m.kept, [&](std::size_t hole, std::size_t from) {
+    for (int v = 0; v < values; ++v) value(v, hole) = value(v, from);
+  });
   std::size_t write = m.kept;
   std::vector<int> sc(size), sd(size), rc(size), rd(size);
   const long long bytes = static_cast<long long>(sizeof(T)) * values;

@@ -62,8 +62,10 @@ class RankBackend {
   // position in `position`.
   virtual std::size_t first_stranger(const Positions& positions, std::size_t n, std::array<double, D>& position) = 0;
   // migrate (migration.hpp): every particle to its owner, the same checks, messages and
-  // result on every backend. The front end has agreed on the number of property arrays.
-  virtual std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count) = 0;
+  // result on every backend; `changed`: whether a particle left or arrived on this rank.
+  // The front end has agreed on the number of property arrays.
+  virtual std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count,
+                              bool& changed) = 0;
 
   // The deterministic spread (exact_spread.hpp). locate_exact: the stencils of set_points'
   // n particles (all in the block). largest_values: each property's largest |q| (a value
@@ -78,9 +80,12 @@ class RankBackend {
   virtual void halo_sum_exact(int count) = 0;
   virtual void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) = 0;
 
-  // Waits for the rank's queued work (a CUDA rank's stream), so that the phases' timings
-  // are the work's; nothing to wait for on a host rank.
-  virtual void synchronize() = 0;
+  // The phases' clock: mark(k) records mark k (0 .. kMarks - 1) where the rank's work
+  // stands now (a CUDA rank: an event on its stream, no wait); between(a, b) is the
+  // seconds from mark a to mark b (a CUDA rank waits for mark b).
+  static constexpr int kMarks = 4;
+  virtual void mark(int k) = 0;
+  virtual double between(int a, int b) const = 0;
   // The transport the rank's messages take (HostMpi on a host rank).
   virtual Transport transport() const = 0;
 };
@@ -95,14 +100,16 @@ class RankBackend {
   void halo_fill(int count) override;                                                                            \
   std::size_t first_stranger(const std::array<View<const T>, D>& positions, std::size_t n,                       \
                              std::array<double, D>& position) override;                                          \
-  std::size_t migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) override; \
+  std::size_t migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,            \
+                      bool& changed) override;                                                                   \
   void locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) override;                      \
   void largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs) override;          \
   void exact_meshes(int count) override;                                                                         \
   void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) override;        \
   void halo_sum_exact(int count) override;                                                                       \
   void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) override;       \
-  void synchronize() override;
+  void mark(int k) override;                                                                                     \
+  double between(int a, int b) const override;
 
 template <class T, int D>
 using MakeRank = std::unique_ptr<RankBackend<T, D>> (*)(const RankSetup<D>& setup);

@@ -97,8 +97,9 @@ std::size_t DeviceRank<T, D>::first_stranger(const std::array<View<const T>, D>&
 }
 
 template <class T, int D>
-std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) {
-  return migration_.migrate(transport_, positions, props, count);
+std::size_t DeviceRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
+                                      bool& changed) {
+  return migration_.migrate(transport_, positions, props, count, changed);
 }
 
 template <class T, int D>
@@ -132,9 +133,27 @@ void DeviceRank<T, D>::exact_to_block(Span<View<T>> blocks, const std::vector<do
 }
 
 template <class T, int D>
-void DeviceRank<T, D>::synchronize() {
+DeviceRank<T, D>::~DeviceRank() {
+  for (cudaEvent_t e : marks_)
+    if (e) cudaEventDestroy(e);
+}
+
+// An event on the rank's stream (made on first use): no wait.
+template <class T, int D>
+void DeviceRank<T, D>::mark(int k) {
   cuda::DeviceScope scope(context_.device);
-  check(cudaStreamSynchronize(context_.stream), "DistributedPlan");
+  if (!marks_[k]) check(cudaEventCreate(&marks_[k]), "DistributedPlan: cudaEventCreate");
+  check(cudaEventRecord(marks_[k], context_.stream), "DistributedPlan: cudaEventRecord");
+}
+
+template <class T, int D>
+double DeviceRank<T, D>::between(int a, int b) const {
+  if (!marks_[a] || !marks_[b]) return 0;
+  cuda::DeviceScope scope(context_.device);
+  check(cudaEventSynchronize(marks_[b]), "DistributedPlan::last_timings");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, marks_[a], marks_[b]), "DistributedPlan::last_timings");
+  return 1e-3 * ms;
 }
 
 PMKIT_DEFINE_RANK_FACTORY(make_device_rank, DeviceRank)

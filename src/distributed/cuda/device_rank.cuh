@@ -23,6 +23,7 @@ template <class T, int D>
 class DeviceRank final : public RankBackend<T, D> {
  public:
   explicit DeviceRank(const RankSetup<D>& setup);
+  ~DeviceRank() override;
 
   PMKIT_RANK_BACKEND_OVERRIDES
   Transport transport() const override { return transport_.kind(); }
@@ -37,6 +38,7 @@ class DeviceRank final : public RankBackend<T, D> {
   cuda::DeviceBuffer<T> meshes_, send_, recv_;  // the local meshes; their ghost buffers
   DeviceExactSpread<T, D> exact_;
   DeviceMigration<T, D> migration_;
+  std::array<cudaEvent_t, RankBackend<T, D>::kMarks> marks_{};  // the phases' marks
   // Last: destroyed first (the NCCL communicator, then the pinned buffers, before the
   // device buffers).
   DeviceTransport transport_;

@@ -1,9 +1,12 @@
-// The transport of a CUDA rank (transport.cuh): NCCL sends and receives in one group, or
-// the packed bytes staged through pinned host memory and exchanged by MPI.
+// The transport of a CUDA rank (transport.cuh): NCCL sends and receives in one group (on
+// a communicator shared by the plans of the same ranks), or the packed bytes staged
+// through pinned host memory and exchanged by MPI.
 #include "distributed/cuda/transport.cuh"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "distributed/collective.hpp"
 #include "distributed/transport_choice.hpp"
@@ -34,6 +37,85 @@ std::string this_gpu(int device) {
 
 #if defined(PMKIT_WITH_NCCL)
 constexpr bool kHaveNccl = true;
+
+// The NCCL communicators of this process, one per group of ranks (the same ranks in the
+// same order), device and stream, shared by every plan of that group there: creating one
+// costs a bootstrap over the network and NCCL's set-up, far more than a plan's own. A
+// shared communicator is used by one plan's call at a time, on the plan's stream, in the
+// order of the plans' collective calls, which every rank makes in the same order: NCCL's
+// rule for a communicator. The communicators and the groups are freed inside
+// MPI_Finalize (an attribute of MPI_COMM_SELF, whose delete callback MPI runs first
+// there, while MPI still works).
+class NcclCommunicators {
+ public:
+  static NcclCommunicators& instance() {
+    // Never destroyed: its communicators are freed in MPI_Finalize's callback, and a
+    // static destructor would run after the CUDA runtime's.
+    static NcclCommunicators* cache = new NcclCommunicators;
+    return *cache;
+  }
+
+  // The communicator of comm's group on `device` and `stream`, made once (collective).
+  ncclComm_t get(const DeviceContext& context) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MPI_Group group;
+    MPI_Comm_group(context.comm, &group);
+    ncclComm_t found = nullptr;
+    for (auto it = entries_.rbegin(); it != entries_.rend() && !found; ++it) {
+      int same = MPI_UNEQUAL;
+      MPI_Group_compare(it->group, group, &same);
+      if (same == MPI_IDENT && it->device == context.device && it->stream == context.stream) found = it->comm;
+    }
+    // Every rank must have it to use it (ranks that made different plans since may not).
+    int everywhere = found != nullptr;
+    MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, context.comm);
+    if (everywhere) {
+      MPI_Group_free(&group);
+      return found;
+    }
+    ncclUniqueId id;
+    if (context.rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, context.comm);
+    ncclComm_t comm = nullptr;
+    try {
+      check_nccl(ncclCommInitRank(&comm, context.size, id, context.rank), "ncclCommInitRank");
+    } catch (...) {
+      MPI_Group_free(&group);
+      throw;
+    }
+    if (entries_.empty()) free_in_finalize();
+    entries_.push_back({group, context.device, context.stream, comm});
+    return comm;
+  }
+
+ private:
+  struct Entry {
+    MPI_Group group;
+    int device;
+    cudaStream_t stream;
+    ncclComm_t comm;
+  };
+
+  void free_in_finalize() {
+    int key = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &NcclCommunicators::release, nullptr, &key);
+    MPI_Comm_set_attr(MPI_COMM_SELF, key, this);
+  }
+  static int release(MPI_Comm, int, void* cache, void*) {
+    auto* self = static_cast<NcclCommunicators*>(cache);
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    for (Entry& e : self->entries_) {
+      cudaSetDevice(e.device);
+      ncclCommDestroy(e.comm);
+      MPI_Group_free(&e.group);
+    }
+    self->entries_.clear();
+    return MPI_SUCCESS;
+  }
+
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
 #else
 constexpr bool kHaveNccl = false;
 #endif
@@ -44,21 +126,13 @@ DeviceTransport::DeviceTransport(Transport requested, const DeviceContext& conte
     : kind_(agree_on_transport(context.comm, requested, kHaveNccl, this_gpu(context.device))), context_(context) {}
 
 DeviceTransport::~DeviceTransport() {
-#if defined(PMKIT_WITH_NCCL)
-  if (nccl_) ncclCommDestroy(nccl_);
-#endif
   if (host_send_) cudaFreeHost(host_send_);
   if (host_recv_) cudaFreeHost(host_recv_);
 }
 
 void DeviceTransport::connect() {
 #if defined(PMKIT_WITH_NCCL)
-  if (kind_ == Transport::Nccl && context_.size > 1) {
-    ncclUniqueId id;
-    if (context_.rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, context_.comm);
-    check_nccl(ncclCommInitRank(&nccl_, context_.size, id, context_.rank), "ncclCommInitRank");
-  }
+  if (kind_ == Transport::Nccl && context_.size > 1) nccl_ = NcclCommunicators::instance().get(context_);
 #endif
 }
 

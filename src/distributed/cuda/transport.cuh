@@ -26,8 +26,9 @@ class DeviceTransport {
   DeviceTransport(const DeviceTransport&) = delete;
   DeviceTransport& operator=(const DeviceTransport&) = delete;
 
-  // With NCCL over several ranks, the NCCL communicator of the context's ranks
-  // (collective).
+  // With NCCL over several ranks, the NCCL communicator of the context's ranks, device
+  // and stream: one per process, shared by every plan of the same ranks there, made by
+  // the first and freed in MPI_Finalize (collective).
   void connect();
   Transport kind() const { return kind_; }
 
@@ -44,7 +45,7 @@ class DeviceTransport {
   Transport kind_;
   DeviceContext context_;
 #if defined(PMKIT_WITH_NCCL)
-  ncclComm_t nccl_ = nullptr;
+  ncclComm_t nccl_ = nullptr;  // shared (transport.cu's cache owns it)
 #endif
   // Host staging of the host-MPI transport (pinned).
   unsigned char* host_send_ = nullptr;

@@ -89,8 +89,9 @@ std::size_t HostRank<T, D>::first_stranger(const std::array<View<const T>, D>& p
 }
 
 template <class T, int D>
-std::size_t HostRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count) {
-  return distributed::migrate<T, D>(comm_, positions, props, count, owners_, global_);
+std::size_t HostRank<T, D>::migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,
+                                    bool& changed) {
+  return distributed::migrate<T, D>(comm_, positions, props, count, owners_, global_, changed);
 }
 
 // The stencils, then the particles by the first plane their stencils reach along the
@@ -199,9 +200,16 @@ void HostRank<T, D>::exact_to_block(Span<View<T>> blocks, const std::vector<doub
   }
 }
 
-// Nothing is queued: every call has finished when it returns.
+// Nothing is queued: every call has finished when it returns, and the clock is MPI's.
 template <class T, int D>
-void HostRank<T, D>::synchronize() {}
+void HostRank<T, D>::mark(int k) {
+  marks_[k] = MPI_Wtime();
+}
+
+template <class T, int D>
+double HostRank<T, D>::between(int a, int b) const {
+  return marks_[b] - marks_[a];
+}
 
 PMKIT_DEFINE_RANK_FACTORY(make_host_rank, HostRank)
 

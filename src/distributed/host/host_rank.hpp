@@ -39,6 +39,7 @@ class HostRank final : public RankBackend<T, D> {
   std::array<std::vector<T>, D> frac_;
   std::vector<std::uint32_t> order_;      // the particles by their stencils' first plane
   std::vector<std::size_t> plane_start_;  // where each plane's particles start in order_
+  std::array<double, RankBackend<T, D>::kMarks> marks_{};  // the phases' marks (MPI_Wtime)
 };
 
 }  // namespace pmkit::distributed
