@@ -18,5 +18,4 @@ void follow_stream(AnyPlan& plan, bool device_arrays, std::optional<std::uintptr
   if (device_arrays && stream) plan.set_stream(reinterpret_cast<StreamHandle>(*stream));
 }
 
-
 }  // namespace pmkit::python
