@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/graph.hpp"
 #include "cuda/runtime.hpp"
 #include "pmkit/fft.hpp"
 #include "pmkit/pme.hpp"

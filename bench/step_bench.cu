@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/cuda_check.cuh"
+#include "cuda/graph.hpp"
 #include "pmkit/plan.hpp"
 
 namespace {
@@ -49,27 +50,6 @@ double loop_ms(cudaStream_t stream, int reps, const std::function<void()>& call)
   std::sort(t.begin(), t.end());
   return t[2];
 }
-
-// A graph of what `call` queues on `stream`, and a function that replays it.
-class Replay {
- public:
-  Replay(cudaStream_t stream, const std::function<void()>& call) : stream_(stream) {
-    cudaGraph_t graph = nullptr;
-    ck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-    call();
-    ck(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-    ck(cudaGraphInstantiate(&exec_, graph, 0), "cudaGraphInstantiate");
-    cudaGraphDestroy(graph);
-  }
-  ~Replay() { cudaGraphExecDestroy(exec_); }
-  Replay(const Replay&) = delete;
-  Replay& operator=(const Replay&) = delete;
-  void operator()() const { ck(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch"); }
-
- private:
-  cudaStream_t stream_;
-  cudaGraphExec_t exec_ = nullptr;
-};
 
 struct Row {
   const char* call;
@@ -135,8 +115,8 @@ std::vector<Row> measure(int log2n, const Kernel& kernel, int reps) {
                                    {"step", &step}}) {
     const double eager = loop_ms(stream, reps, *call);
     // update_points in a graph replays the same positions (the captured arrays).
-    const Replay replay(stream, *call);
-    const double replayed = loop_ms(stream, reps, [&] { replay(); });
+    const cuda::CapturedGraph replay(stream, *call);
+    const double replayed = loop_ms(stream, reps, [&] { replay.launch(); });
     plan.set_points(positions(0));  // an eager binning after each capture, for the next
     plan.synchronize();
     rows.push_back({name, eager, replayed});

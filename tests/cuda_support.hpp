@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda/graph.hpp"
 #include "cuda/runtime.hpp"
 #include "pmkit/view.hpp"
 #include "test_support.hpp"

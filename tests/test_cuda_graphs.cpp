@@ -12,30 +12,6 @@
 namespace pmkit::test {
 namespace {
 
-// A graph of the calls `step` queues on `stream`, captured once and replayed by launch().
-class CapturedStep {
- public:
-  template <class F>
-  CapturedStep(cudaStream_t stream, F&& step) : stream_(stream) {
-    EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    step();
-    cudaGraph_t graph = nullptr;
-    EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    EXPECT_EQ(cudaGraphInstantiate(&exec_, graph, 0), cudaSuccess);
-    if (graph) cudaGraphDestroy(graph);
-  }
-  ~CapturedStep() {
-    if (exec_) cudaGraphExecDestroy(exec_);
-  }
-  CapturedStep(const CapturedStep&) = delete;
-  CapturedStep& operator=(const CapturedStep&) = delete;
-  void launch() { ASSERT_EQ(cudaGraphLaunch(exec_, stream_), cudaSuccess); }
-
- private:
-  cudaStream_t stream_;
-  cudaGraphExec_t exec_ = nullptr;
-};
-
 // Particles on a periodic grid with a property and a field, their device arrays, and the
 // moves of a run: small steps (a few percent of a cell), and a far one.
 struct MovingCase {
@@ -166,7 +142,7 @@ TEST(CudaGraphs, ReplayedStepsMatchTheCpuBackend) {
   c.step(plan, false);
   c.step(plan, true);  // the update's buffers
   plan.synchronize();
-  CapturedStep graph(stream.s, [&] { c.step(plan, true); });
+  const cuda::CapturedGraph graph(stream.s, [&] { c.step(plan, true); });
   for (int s = 0; s < 12; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
     c.move(s == 6 ? 3.0 : 0.05, rng);
@@ -197,7 +173,7 @@ TEST(CudaGraphs, DeterministicReplaysGiveTheEagerBits) {
   c.step(replayed, true);
   c.step(eager, true);
   replayed.synchronize();
-  CapturedStep graph(stream.s, [&] { c.step(replayed, true); });
+  const cuda::CapturedGraph graph(stream.s, [&] { c.step(replayed, true); });
   for (int s = 0; s < 8; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
     c.move(s == 4 ? 2.0 : 0.1, rng);
@@ -227,7 +203,7 @@ TEST(CudaGraphs, ARejectedPositionInAReplayIsReportedBySynchronize) {
   c.step(plan, true);
   plan.synchronize();
   {
-    CapturedStep graph(stream.s, [&] { c.step(plan, true); });
+    const cuda::CapturedGraph graph(stream.s, [&] { c.step(plan, true); });
     c.pos[0][17] = std::numeric_limits<float>::infinity();
     c.copy_positions(stream.s);
     graph.launch();
@@ -238,7 +214,7 @@ TEST(CudaGraphs, ARejectedPositionInAReplayIsReportedBySynchronize) {
   c.copy_positions(stream.s);
   c.step(plan, false);
   plan.synchronize();
-  CapturedStep again(stream.s, [&] { c.step(plan, true); });
+  const cuda::CapturedGraph again(stream.s, [&] { c.step(plan, true); });
   again.launch();
   EXPECT_NO_THROW(plan.synchronize());
   const auto [ref_mesh, ref_values] = c.reference(Kernel::tsc());

@@ -1,8 +1,7 @@
 #pragma once
 // The CUDA runtime as the library's CUDA backends, the applications, the tests and the
 // benchmarks share it (not installed): the device-pointer checks, the one device buffer,
-// the stream handover, the one event timer and the captured graph. Host code only, so
-// g++ may include it too.
+// the stream handover and the one event timer. Host code only, so g++ may include it too.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -200,48 +199,6 @@ class EventTimer {
   }
   cudaEvent_t events_[2] = {nullptr, nullptr};
   bool stopped_ = false;
-};
-
-// A CUDA graph of the work that `enqueue` queues on `stream` (cudaStreamBeginCapture in
-// the global mode, so that a host wait inside fails the capture instead of running),
-// instantiated once; launch() replays it on the same stream. How the benchmarks and the
-// tests replay a step of the plans' calls. A throw from `enqueue` ends the capture and
-// propagates.
-class CapturedGraph {
- public:
-  template <class F>
-  CapturedGraph(cudaStream_t stream, F&& enqueue) : stream_(stream) {
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-    try {
-      enqueue();
-    } catch (...) {
-      cudaGraph_t partial = nullptr;
-      cudaStreamEndCapture(stream, &partial);
-      if (partial) cudaGraphDestroy(partial);
-      cudaGetLastError();
-      throw;
-    }
-    check(cudaStreamEndCapture(stream, &graph_), "cudaStreamEndCapture");
-    check(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
-  }
-  ~CapturedGraph() {
-    if (exec_) cudaGraphExecDestroy(exec_);
-    if (graph_) cudaGraphDestroy(graph_);
-  }
-  CapturedGraph(const CapturedGraph&) = delete;
-  CapturedGraph& operator=(const CapturedGraph&) = delete;
-
-  void launch() const { check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch"); }
-  std::size_t nodes() const {
-    std::size_t count = 0;
-    check(cudaGraphGetNodes(graph_, nullptr, &count), "cudaGraphGetNodes");
-    return count;
-  }
-
- private:
-  cudaStream_t stream_;
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
 };
 
 }  // namespace pmkit::cuda
