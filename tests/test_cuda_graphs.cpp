@@ -153,7 +153,7 @@ TEST(CudaGraphs, ReplayedStepsMatchTheCpuBackend) {
     const auto [ref_mesh, ref_values] = c.reference(kernel);
     EXPECT_LE(rel_l2<float>(View<const float>(mesh), ref_mesh), 2 * tolerance<float>());
     EXPECT_LE(rel_l2<float>(View<const float>(values), ref_values), 2 * tolerance<float>());
-    if (s == 6) EXPECT_GT(plan.num_away(), c.n / 2) << "the replay re-binned";
+    if (s == 6) EXPECT_GT(plan.num_away(), c.n / 4) << "the replay re-binned";
   }
 }
 
@@ -170,8 +170,8 @@ TEST(CudaGraphs, DeterministicReplaysGiveTheEagerBits) {
   opt.deterministic = true;
   Plan<float, 3> replayed(c.grid, Kernel::bspline(4), opt), eager(c.grid, Kernel::bspline(4), opt);
   c.copy_positions(stream.s);
-  c.step(replayed, true);
-  c.step(eager, true);
+  c.step(replayed, false);
+  c.step(eager, false);
   replayed.synchronize();
   const cuda::CapturedGraph graph(stream.s, [&] { c.step(replayed, true); });
   for (int s = 0; s < 8; ++s) {

@@ -90,6 +90,7 @@ TEST(CudaPairs, SetPointsAndComputeDoNotWait) {
   // The calls once on a free stream: they size every buffer, and give the expected results.
   pairs.set_points(positions.views());
   pairs.compute(lj, {}, from_positions.views());
+  pairs.synchronize();  // the download below runs on another stream
   const auto want = from_positions.download();
   pairs.set_points(mesh);
   pairs.compute(lj, {}, from_mesh.views());

@@ -77,8 +77,14 @@ TEST(Cuda, PartitionReportsTheFirstBadParticle) {
       xb[30001] = float(cells) + 0.5f;
       DeviceBuffer<float> dxb(xb);
       expect_pmkit_error(ErrorCode::OutOfBounds, "positions[0][30001]",
-                         [&] { plan.set_points({device_cview(dxb), device_cview(dy), device_cview(dz)}); }, "set_points, two bad");
-      // The binning in use is the one before the failed call: the same spread.
+                         [&] {
+                           plan.set_points({device_cview(dxb), device_cview(dy), device_cview(dz)});
+                           plan.synchronize();  // the device's check comes back
+                         },
+                         "set_points, two bad");
+      // The plan needs set_points again; the same positions give the same spread.
+      EXPECT_FALSE(plan.has_points());
+      plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
       plan.spread({device_cview(dq)}, {device_view(dmesh)});
       const auto after = dmesh.download();
       double worst = 0, peak = 0;

@@ -21,12 +21,11 @@
 // queued (the caller synchronises the stream, or queues more work on it, before reading
 // results). The binning's sizes are decided on the device, in buffers sized by bounds
 // known from the particle count, so a steady loop allocates nothing and reads nothing
-// back. The exceptions: set_points of more than 16384 particles in binned order (as
-// permute_to_binned leaves them), and any set_points on a grid too large for the
-// partition sort (about 2^32 cells and up), wait once for a count (their scatter keeps
-// the stores consecutive; under stream capture binned input takes the partition
-// instead); num_away and last_timings wait for the value they return; with host_arrays
-// every call waits for its copies back.
+// back. The exceptions: set_points of 2^20 particles or more in binned order (as
+// permute_to_binned leaves them) or on a grid too large for the partition sort (about
+// 2^32 cells and up) waits once for a count, where that costs less than sorting its
+// bound (not under stream capture); num_away and last_timings wait for the value they
+// return; with host_arrays every call waits for its copies back.
 //
 // Positions are checked on the device. A rejected position (NaN, inf, outside a bounded
 // axis, too far to wrap) is reported by the next call into the plan whose check has come

@@ -53,17 +53,24 @@ __global__ void classify_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Po
   if ((threadIdx.x & 31u) == 0) warp_runs[i >> 5] = static_cast<std::uint32_t>(__popc(heads));
 }
 
-// The runs, numbered warp after warp (warp_run_start: the scan of warp_runs): each run's
-// key, first index and number (the sort's values); run_head[runs] = n closes the last
-// run, so that a run's length is the next run's head minus its own.
+// The runs, numbered warp after warp (warp_run_start: the scan of warp_runs, whose total
+// is the runs' count): each run's key, first index and number (the sort's values);
+// run_head[runs] = n closes the last run, so that a run's length is the next run's head
+// minus its own. Entries from the count up to `capacity` (the sort's length where the
+// host does not know the count) get `pad_key`, which sorts after every run.
 struct RunList {
   std::uint32_t* key;
   std::uint32_t* head;
   std::uint32_t* id;
 };
 static __global__ void emit_runs_kernel(const std::uint32_t* tile_of, std::size_t n,
-                                        const std::uint32_t* warp_run_start, RunList runs) {
+                                        const std::uint32_t* warp_run_start, RunList runs, std::uint32_t capacity,
+                                        std::uint32_t pad_key) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < capacity && i >= warp_run_start[(n + 31) / 32]) {
+    runs.key[i] = pad_key;
+    runs.id[i] = static_cast<std::uint32_t>(i);
+  }
   const bool in_range = i < n;
   const std::uint32_t key = in_range ? tile_of[i] : 0u;
   const unsigned heads = run_heads(key, in_range);
@@ -77,13 +84,14 @@ static __global__ void emit_runs_kernel(const std::uint32_t* tile_of, std::size_
   if (i == 0) runs.head[warp_run_start[(n + 31) / 32]] = static_cast<std::uint32_t>(n);
 }
 
-// The length of the j-th run in sorted order (0 past the last: the scan's total).
+// The length of the j-th run in sorted order (0 past the last: the scan's total; *runs,
+// the count, on the device).
 struct SortedRunLength {
   const std::uint32_t* sorted_id;
   const std::uint32_t* run_head;
-  std::uint32_t runs;
+  const std::uint32_t* runs;
   __device__ std::uint32_t operator()(std::uint32_t j) const {
-    if (j >= runs) return 0;
+    if (j >= *runs) return 0;
     const std::uint32_t k = sorted_id[j];
     return run_head[k + 1] - run_head[k];
   }
@@ -92,11 +100,14 @@ struct SortedRunLength {
 // From the runs' first slots in sorted order (sorted_start, runs + 1 entries): each
 // run's first slot by its number (run_slot), and each tile's first slot (tile_start,
 // num_tiles + 1 entries: the first run whose key is at least the tile's, found by
-// bisection over the sorted keys, so that empty tiles cost one search each).
-static __global__ void place_runs_kernel(std::uint32_t runs, std::uint32_t num_tiles, const std::uint32_t* sorted_key,
-                                         const std::uint32_t* sorted_id, const std::uint32_t* sorted_start,
-                                         std::uint32_t* run_slot, std::uint32_t* tile_start) {
+// bisection over the sorted keys, so that empty tiles cost one search each). *num_runs:
+// the count, on the device.
+static __global__ void place_runs_kernel(const std::uint32_t* num_runs, std::uint32_t num_tiles,
+                                         const std::uint32_t* sorted_key, const std::uint32_t* sorted_id,
+                                         const std::uint32_t* sorted_start, std::uint32_t* run_slot,
+                                         std::uint32_t* tile_start) {
   const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t runs = *num_runs;
   if (j < runs) run_slot[sorted_id[j]] = sorted_start[j];
   if (j <= num_tiles) {
     std::uint32_t lo = 0, hi = runs;

@@ -3,10 +3,9 @@
 // all on the plan's stream and without a wait for the host: every count is decided on
 // the device and every buffer is sized by a bound known on the host (status.cuh says how
 // the host learns the counts and a rejected position later). The one wait left is the
-// one-pass scatter's count of runs (CUB's sort takes its length on the host): where the
-// partition does not fit (wide grids), and for input in binned order, whose stores the
-// one-pass scatter keeps consecutive (about twice the partition's speed there; never
-// under stream capture).
+// one-pass scatter's count of runs (CUB's sort takes its length on the host), read back
+// from tuning::kRunsReadBackParticles particles on, where a sort of the bound would cost
+// more than the wait, and never under stream capture.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -55,11 +54,6 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
   // it to far fewer tiles anyway).
   const bool may_partition = !geo_.wide && tuning::partition_fits(n, PartitionBlock<T>::kItems, groups, kPlaceShared,
                                                                   static_cast<std::size_t>(limits_.shared_optin));
-  // The one-pass scatter waits for its count of runs, which a capture cannot.
-  const bool capturing = BinningStatus<T, D>::capturing(stream_);
-  if (capturing && !may_partition && n > 0)
-    fail(ErrorCode::Unsupported, "set_points cannot be captured into a CUDA graph on this grid (", geo_.num_tiles,
-         " tiles): its binning waits for a count read back; call it eagerly and capture the calls after it");
   Binned<T>& b = building();
   if (&b == &current_) binning_lost_ = true;
   reserve_binning(b, n, may_partition);
@@ -76,7 +70,7 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
     small_binning(b, n, pos);  // the chunks and every count too
   } else {
     check(cudaMemsetAsync(b.counts, 0, kBinCounts * sizeof(std::uint32_t), stream_), "cudaMemset");
-    if (!may_partition || (n > 0 && caller_order_binned_ && !capturing)) {
+    if (!may_partition || (n > 0 && caller_order_binned_)) {
       one_pass_scatter(b, n, pos);
     } else if (n > 0) {
       tile_start = partition_scatter(b, n, pos, groups);
@@ -401,8 +395,7 @@ void CudaBackend<T, D>::small_binning(Binned<T>& b, std::size_t n, const Positio
 // key, runs per warp) -> scan -> the runs -> their count read back (a wait: the sort
 // needs it on the host) -> radix sort of the runs by tile -> scan of their lengths ->
 // each run's and tile's first slot -> every record straight to its slot. Its stores are
-// consecutive where the input is in binned order. The sort's size comes from the host:
-// the one wait of a binning.
+// consecutive where the input is in binned order.
 template <class T, int D>
 void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const PositionArrays<T, D>& pos) {
   const std::uint32_t tiles = geo_.num_tiles;
@@ -417,10 +410,15 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
       layout_, geo_, pos, n, b.tile_of.get(), buf_.warp_runs.get(), status_.first_bad());
   check_launch("pmkit::cuda::set_points::classify");
   scan(buf_.warp_runs.get(), buf_.warp_run_start.get(), warps + 1);
-  std::uint32_t runs = 0;
-  check(cudaMemcpyAsync(&runs, buf_.warp_run_start.get() + warps, sizeof(runs), cudaMemcpyDeviceToHost, stream_),
-        "set_points: runs");
-  check(cudaStreamSynchronize(stream_), "set_points: runs");
+  const std::uint32_t* num_runs = buf_.warp_run_start.get() + warps;
+  // The sort's length: at most a run a particle. Past tuning::kRunsReadBackParticles the
+  // count is read back (a wait) so that the sort moves the runs alone; below, and under
+  // stream capture, the sort takes the bound, its entries past the count padded.
+  auto runs = static_cast<std::uint32_t>(n);
+  if (n >= tuning::kRunsReadBackParticles && !BinningStatus<T, D>::capturing(stream_)) {
+    check(cudaMemcpyAsync(&runs, num_runs, sizeof(runs), cudaMemcpyDeviceToHost, stream_), "set_points: runs");
+    check(cudaStreamSynchronize(stream_), "set_points: runs");
+  }
 
   // The runs' arrays; run_slot takes the unsorted keys' room once the sort has read them.
   buf_.run_key.reserve(runs, "binning scratch");
@@ -430,8 +428,8 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
   buf_.sorted_id.reserve(runs, "binning scratch");
   buf_.sorted_start.reserve(std::size_t(runs) + 1, "binning scratch");
   int key_bits = 1;
-  while ((std::uint64_t(tiles) >> key_bits) != 0) ++key_bits;  // keys up to num_tiles
-  const SortedRunLength length{buf_.sorted_id.get(), buf_.run_head.get(), runs};
+  while ((std::uint64_t(tiles + 1) >> key_bits) != 0) ++key_bits;  // keys up to num_tiles + 1 (the padding)
+  const SortedRunLength length{buf_.sorted_id.get(), buf_.run_head.get(), num_runs};
   const auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<std::uint32_t>(0), length);
   std::size_t sort_bytes = 0, scan_bytes = 0;
   check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
@@ -443,7 +441,7 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
 
   emit_runs_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
       b.tile_of.get(), n, buf_.warp_run_start.get(),
-      RunList{buf_.run_key.get(), buf_.run_head.get(), buf_.run_id.get()});
+      RunList{buf_.run_key.get(), buf_.run_head.get(), buf_.run_id.get()}, runs, tiles + 1);
   check_launch("pmkit::cuda::set_points::emit_runs");
   sort_bytes = buf_.scan_temp.size();
   check(cub::DeviceRadixSort::SortPairs(buf_.scan_temp.get(), sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
@@ -455,7 +453,7 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
         "cub::DeviceScan");
   std::uint32_t* run_slot = buf_.run_key.get();
   place_runs_kernel<<<blocks_for(std::max<std::size_t>(runs, std::size_t(tiles) + 1), 256), 256, 0, stream_>>>(
-      runs, tiles, buf_.sorted_key.get(), buf_.sorted_id.get(), buf_.sorted_start.get(), run_slot,
+      num_runs, tiles, buf_.sorted_key.get(), buf_.sorted_id.get(), buf_.sorted_start.get(), run_slot,
       buf_.tile_start.get());
   check_launch("pmkit::cuda::set_points::place_runs");
   scatter_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(

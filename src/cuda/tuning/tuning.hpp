@@ -116,6 +116,11 @@ constexpr int kSmallBinningParticles = 16384;
 // a tile per round: the rounds' cost against the partition's launches.
 constexpr unsigned kSmallBinningMaxTiles = 1u << 15;
 
+// Particles from which the one-pass scatter reads its count of runs back (a wait) and
+// sorts the runs alone, instead of sorting the bound (a run a particle) padded: the
+// wait's few microseconds against the longer sort (docs/tuning.md#kruns_read_back).
+constexpr std::size_t kRunsReadBackParticles = std::size_t(1) << 20;
+
 // Stencil nodes a block's particles touch per node of its window (method_choice.hpp,
 // window_use) from which spread takes tiles: a window's flush against a global atomic a
 // node and particle (docs/tuning.md#kspreadtileminnodesperwindownode).
