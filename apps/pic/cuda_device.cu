@@ -81,8 +81,8 @@ template <class T, int D>
 class CudaDevice final : public Device<T, D> {
  public:
   CudaDevice() : current_(1, "pic sums"), log_(kLogRecords, "pic diagnostics log"), count_(1, "pic diagnostics log") {
-    check(cudaMemsetAsync(current_.get(), 0, sizeof(StepSums), stream()), "pic: cudaMemset");
-    check(cudaMemsetAsync(count_.get(), 0, sizeof(unsigned long long), stream()), "pic: cudaMemset");
+    check(cudaMemsetAsync(current_.get(), 0, sizeof(StepSums), s()), "pic: cudaMemset");
+    check(cudaMemsetAsync(count_.get(), 0, sizeof(unsigned long long), s()), "pic: cudaMemset");
   }
   ~CudaDevice() override {
     if (graph_) cudaGraphExecDestroy(graph_);
