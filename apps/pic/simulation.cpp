@@ -247,18 +247,12 @@ class Simulation {
   // One leapfrog step from time n, queued: push (v_{n+1/2}, x_{n+1}), the diagnostics'
   // record of time n (the moments after the push, the field energy of the last solve),
   // re-bin, and the field of time n + 1.
-  void queue_step() {
+  void step() {
     timed_phase(&PhaseTimes::push, [&] { push(T(c_.dt), T(c_.dt)); });
     if (c_.diagnostics) record();
     ++steps_done_;
     rebin(steps_done_);
     solve_and_gather();
-  }
-
-  // An eager step; the records taken when the log is full.
-  void step() {
-    queue_step();
-    if (c_.diagnostics && pending_ >= device_->record_capacity()) collect();
   }
 
   // `steps` steps: with `graph`, the whole cycles that start at a cycle's start replayed
@@ -302,7 +296,7 @@ class Simulation {
     capturing_ = true;
     try {
       device_->capture([&] {
-        for (int s = 0; s < cycle_; ++s) queue_step();
+        for (int s = 0; s < cycle_; ++s) step();
       });
       captured_ = true;
     } catch (const Error& e) {
@@ -315,20 +309,24 @@ class Simulation {
     if (!captured_) plan_.set_points(positions());
   }
 
+  // A replay of the cycle, with room for its records in the log (taken when full, as
+  // after an eager record).
   void replay_cycle() {
-    if (c_.diagnostics && pending_ + cycle_ > device_->record_capacity()) collect();
+    const std::size_t capacity = device_->record_capacity();
+    if (c_.diagnostics && pending_ + cycle_ > capacity) collect();
     device_->replay();
     steps_done_ += cycle_;
     replayed_ += cycle_;
-    if (c_.diagnostics) pending_ += cycle_;
+    if (c_.diagnostics && (pending_ += cycle_) >= capacity) collect();
   }
 
   // The moments after a push into the device's log, with the field energy's sums of the
-  // last solve.
+  // last solve; the records taken when the log is full (on the CPU, every record: the
+  // row is checked before the step goes on).
   void record() {
     device_->moments(p_);
     device_->record();
-    if (!capturing_) ++pending_;
+    if (!capturing_ && ++pending_ >= device_->record_capacity()) collect();
   }
 
   // The records logged since the last take, as rows of the history: row n from the
