@@ -39,6 +39,8 @@ std::string pic_usage() {
          "  --steps N               time steps (default 180; two-stream 400)\n"
          "  --dt X                  time step in 1/plasma frequency, at most 1 (default 0.1)\n"
          "  --backend cpu|cuda      (default cpu)\n"
+         "  --graph on|off          cuda: replay the steady steps from a CUDA graph (default on;\n"
+         "                          off: every step eager, with its phases timed)\n"
          "  --precision float|double  (default float)\n"
          "  --seed N                random loading's seed (thermal, or --noisy)\n"
          "  --sort-every K          every K steps put the particle arrays in binned order\n"
@@ -145,7 +147,7 @@ int run_pic(int argc, char** argv) {
   const std::string usage = pic_usage();
   return guarded("pic", usage, [&]() -> int {
     pic::Config c;
-    bool particles_given = false, steps_given = false, amplitude_given = false;
+    bool particles_given = false, steps_given = false, amplitude_given = false, graph_given = false;
     std::string csv, cells;
     ArgReader args(argc, argv);
     while (args.next()) {
@@ -172,6 +174,9 @@ int run_pic(int argc, char** argv) {
         c.dt = args.positive("0.1", pic::kMaxDt);
       } else if (args.is("--backend")) {
         c.backend = args.choice({"cpu", "cuda"}) == "cpu" ? Backend::Cpu : Backend::Cuda;
+      } else if (args.is("--graph")) {
+        c.graph = args.choice({"on", "off"}) == "on";
+        graph_given = true;
       } else if (args.is("--precision")) {
         c.double_precision = args.choice({"float", "double"}) == "double";
       } else if (args.is("--seed")) {
@@ -213,6 +218,8 @@ int run_pic(int argc, char** argv) {
     } catch (const Error& e) {
       throw UsageError("these options cannot run: " + message_of(e));
     }
+    if (graph_given && c.graph && c.backend != Backend::Cuda)
+      throw UsageError("--graph on: CUDA graphs need --backend cuda");
     check_backend(c.backend);
     const PicBytes bytes = pic_bytes(c);
     check_memory(bytes.host, Backend::Cpu);
@@ -226,16 +233,23 @@ int run_pic(int argc, char** argv) {
       }
     }
 
-    const pic::Result r = pic::simulate(c, true);
-    // Each phase waits for the device here, so that the breakdown is the phases' own.
-    const double step_s = c.steps > 0 ? r.phases.sum() / c.steps : 0.0;
+    // With the graph, the steps run as one stretch; without, each phase waits for the
+    // device, so that the breakdown is the phases' own.
+    const bool graph = c.graph && c.backend == Backend::Cuda;
+    const pic::Result r = pic::simulate(c, !graph);
+    const double step_s = c.steps > 0 ? (graph ? r.seconds : r.phases.sum()) / c.steps : 0.0;
     std::printf("pmkit pic: %d steps of %lld particles, kernel %s, spread %s: %.3f ms a step, %.3g particle-steps/s\n",
                 c.steps, static_cast<long long>(c.particles), c.kernel.name().c_str(), r.spread_method.c_str(),
                 1e3 * step_s, step_s > 0 ? double(c.particles) / step_s : 0.0);
-    const pic::PhaseTimes& p = r.phases;
-    const double per = c.steps > 0 ? 1e3 / c.steps : 0.0;
-    std::printf("  per step (ms): deposit %.3f, field solve %.3f, gather %.3f, push %.3f, re-bin %.3f, sort %.3f\n",
-                p.deposit * per, p.solve * per, p.gather * per, p.push * per, p.rebin * per, p.sort * per);
+    if (graph) {
+      std::printf("  %d of the steps replayed from a CUDA graph (the phases: --graph off)\n", r.replayed_steps);
+      if (!r.graph_note.empty()) std::fprintf(stderr, "pmkit pic: warning: no CUDA graph: %s\n", r.graph_note.c_str());
+    } else {
+      const pic::PhaseTimes& p = r.phases;
+      const double per = c.steps > 0 ? 1e3 / c.steps : 0.0;
+      std::printf("  per step (ms): deposit %.3f, field solve %.3f, gather %.3f, push %.3f, re-bin %.3f, sort %.3f\n",
+                  p.deposit * per, p.solve * per, p.gather * per, p.push * per, p.rebin * per, p.sort * per);
+    }
     if (!r.history.empty()) {
       const pic::Diagnostics& a = r.history.front();
       const pic::Diagnostics& b = r.history.back();

@@ -1,5 +1,6 @@
 // The host as a PIC device: the arrays in host memory, the push and the sums as OpenMP
-// loops over the particles.
+// loops over the particles. Every call has done its work on return; the diagnostics' log
+// holds one record, so that each step's sums are checked as soon as they exist.
 #include <memory>
 #include <vector>
 
@@ -14,12 +15,13 @@ class HostDevice final : public Device<T, D> {
  public:
   explicit HostDevice(int threads) : threads_(detail::openmp_threads(threads)) {}
 
+  StreamHandle stream() const override { return nullptr; }
+
   T* allocate(std::size_t n) override {
     arrays_.emplace_back(n);
     return arrays_.back().data();
   }
   void upload(T* dst, const std::vector<T>& src) override { std::copy(src.begin(), src.end(), dst); }
-  std::vector<T> download(const T* src, std::size_t n) override { return std::vector<T>(src, src + n); }
 
   void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) override {
     const auto n = static_cast<std::int64_t>(p.n);
@@ -27,7 +29,13 @@ class HostDevice final : public Device<T, D> {
     for (std::int64_t i = 0; i < n; ++i) push(p, static_cast<std::size_t>(i));
   }
 
-  Moments<T, D> moments(const Particles<T, D>& p) override {
+  void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {
+    const ScaleSpectrum<T> scale{rotate};
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k) scale(in, factor, out, static_cast<std::size_t>(k));
+  }
+
+  void moments(const Particles<T, D>& p) override {
     const auto n = static_cast<std::int64_t>(p.n);
     const MomentTerms<T, D> terms{p};
     double kinetic = 0, m0 = 0, m1 = 0, m2 = 0;
@@ -39,27 +47,37 @@ class HostDevice final : public Device<T, D> {
       m1 += t.momentum[1];
       m2 += t.momentum[2];
     }
-    return MomentTerms<T, D>::moments({kinetic, {m0, m1, m2}});
+    current_.moments = {kinetic, {m0, m1, m2}};
   }
 
-  void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {
-    const ScaleSpectrum<T> scale{rotate};
-#pragma omp parallel for num_threads(threads_) schedule(static)
-    for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k) scale(in, factor, out, static_cast<std::size_t>(k));
-  }
-
-  double dot(const T* a, const T* b, std::size_t n) override {
+  void dot(const T* a, const T* b, std::size_t n, int term) override {
     double sum = 0;
 #pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : sum)
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) sum += double(a[i]) * b[i];
-    return sum;
+    current_.field[term] = sum;
   }
 
+  void record() override { log_.push_back(current_); }
+  std::vector<StepSums> take_records(std::size_t) override {
+    std::vector<StepSums> taken;
+    taken.swap(log_);
+    return taken;
+  }
+  std::size_t record_capacity() const override { return 1; }
+
   void synchronize() override {}
+
+  bool can_capture() const override { return false; }
+  void capture(const std::function<void()>&) override {
+    detail::fail(ErrorCode::Unsupported, "pic: CUDA graphs need backend cuda");
+  }
+  void replay() override { detail::fail(ErrorCode::Unsupported, "pic: CUDA graphs need backend cuda"); }
 
  private:
   int threads_;
   std::vector<std::vector<T>> arrays_;
+  StepSums current_{{0, {0, 0, 0}}, {0, 0, 0}};
+  std::vector<StepSums> log_;
 };
 
 }  // namespace

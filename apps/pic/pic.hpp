@@ -8,7 +8,8 @@
 // Poisson's equation by FFT (RealFft), take the field at the particles (interp_gradient of
 // the potential, or interp of E on the mesh), push by leapfrog on the device, re-bin
 // (every K steps, by default every step, permute_to_binned and set_points; update_points
-// between).
+// between). On CUDA the steps run on a stream of the simulation's own and, once the plans'
+// buffers exist, are replayed from a CUDA graph (Config::graph).
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -26,9 +27,9 @@ enum class Problem { Landau, TwoStream, Thermal };
 // and interp with the deposit's kernel, which conserves momentum to rounding.
 enum class FieldMethod { Gradient, Mesh };
 
-// The run. Where it runs is its ExecutionOptions, which the mesh plan and the FFT take as
-// they are: backend and num_threads (device and stream keep their defaults: the CUDA
-// device's own kernels run on the current device's default stream).
+// The run. Where it runs is its ExecutionOptions, which the mesh plan and the FFT take:
+// backend, device and num_threads. The stream stays null: on CUDA the simulation makes a
+// stream of its own, which its kernels, the plan and the FFT share.
 struct Config : ExecutionOptions {
   Problem problem = Problem::Landau;
   int dim = 2;
@@ -55,7 +56,19 @@ struct Config : ExecutionOptions {
   double spacing = 1.0;
   bool quiet = true;     // low-discrepancy loading (Landau and two-stream)
   bool diagnostics = true;  // energies and momentum every step (a reduction each)
+  // CUDA: the steady steps replayed from a CUDA graph, captured after a cycle of eager
+  // steps (docs/pic.md, "The step on a stream and in a graph"). The CPU ignores it.
+  bool graph = true;
+  // CUDA: the plan's bit-for-bit repeatable spread (Options::deterministic), so that a
+  // run's history is the same in every run and with the graph on or off.
+  bool deterministic = false;
 };
+
+// The steps of a graph's cycle: the particle arrays swap with the spare set at every
+// sort, so the arrays (and the plan's binnings) are back where they started after
+// 2 sort_every steps; 1 step without sorting. Longer cycles run eagerly.
+int graph_cycle(const Config& config);
+constexpr int kMaxGraphCycle = 256;
 
 // One row of the diagnostics: at time t, the field energy (1/2) int E^2, the kinetic
 // energy sum (1/2) w v^2 (leapfrog: the mean of the two half steps), their sum and the
@@ -76,6 +89,12 @@ struct Result {
   PhaseTimes phases;  // zero unless timed
   double seconds = 0; // the steps' wall time (without the set-up)
   std::string spread_method;
+  int replayed_steps = 0;  // of all the run's steps, those replayed from the CUDA graph
+  // Where Config::graph asks for a graph on CUDA and none ran: why.
+  std::string graph_note;
+  // benchmark(): the graph's stretch, whole cycles replayed (0 steps without a graph).
+  double graph_seconds = 0;
+  int graph_steps = 0;
 };
 
 // The largest time step: leapfrog is unstable from dt = 2 (in 1 / plasma frequency) and
@@ -87,12 +106,15 @@ constexpr double kMaxDt = 1.0;
 void validate(const Config& config);
 
 // Runs the configured simulation. `timed`: each phase waits for the device so that its
-// time is its own (the whole-step time is then a little longer than untimed).
+// time is its own (the whole-step time is then a little longer than untimed), and every
+// step runs eagerly; untimed, Config::graph replays the steady steps from a graph.
 // Throws pmkit::Error for a configuration that cannot run.
 Result simulate(const Config& config, bool timed = false);
 
-// For benchmarks: `warmup` steps, then config.steps steps timed as a whole
-// (Result::seconds), then `timed_steps` steps with each phase timed (Result::phases).
+// For benchmarks: `warmup` steps, then config.steps eager steps timed as a whole
+// (Result::seconds); with Config::graph on CUDA, the whole cycles of at least
+// config.steps steps replayed from the graph, timed as a whole (Result::graph_seconds,
+// graph_steps); then `timed_steps` eager steps with each phase timed (Result::phases).
 Result benchmark(const Config& config, int warmup, int timed_steps);
 
 // The box length on each axis of a configuration.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <complex>
+#include <exception>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -22,7 +23,19 @@ std::array<double, 3> box_of(const Config& c) {
   return {c.cells[0] * h, c.cells[1] * h, c.cells[2] * h};
 }
 
+int graph_cycle(const Config& c) { return c.sort_every > 0 ? 2 * c.sort_every : 1; }
+
 namespace {
+
+// Plan::synchronize (a wait, then the error of a position the device rejected in an
+// earlier call, eager or replayed) where the library has it; nothing where every plan
+// call reports its own.
+template <class P>
+auto synchronize_plan(P& plan, int) -> decltype(plan.synchronize()) {
+  return plan.synchronize();
+}
+template <class P>
+void synchronize_plan(P&, long) {}
 
 template <class T, int D>
 class Simulation {
@@ -31,9 +44,10 @@ class Simulation {
       : c_(c),
         box_(box_of(c)),
         grid_(Grid<D>::periodic(cells_of(c), box_[0] / double(c.cells[0]))),
-        device_(c.backend == Backend::Cpu ? make_host_device<T, D>(c.num_threads) : cuda_device()),
-        plan_(grid_, c.kernel, plan_options(c)),
-        fft_(plan_.mesh_shape(), FftOptions{c}) {
+        device_(c.backend == Backend::Cpu ? make_host_device<T, D>(c.num_threads) : cuda_device(c.device)),
+        plan_(grid_, c.kernel, plan_options(c, device_->stream())),
+        fft_(plan_.mesh_shape(), fft_options(c, device_->stream())),
+        cycle_(graph_cycle(c)) {
     const auto n = static_cast<std::size_t>(c.particles);
     const auto mesh = static_cast<std::size_t>(plan_.mesh_size());
     const auto spectrum = static_cast<std::size_t>(fft_.spectrum_size());
@@ -70,25 +84,51 @@ class Simulation {
     device_->upload(p_.w, std::vector<T>(n, static_cast<T>(volume / double(n))));
   }
 
-  // `warmup` steps, then `untimed` steps as one stretch (Result::seconds), then `timed`
-  // steps whose phases each wait for the device (Result::phases).
-  Result run(int warmup, int untimed, int timed) {
+  // The initial field and half kick back, then `warmup` eager steps; `stretch` steps as
+  // one stretch (Result::seconds; replayed from the graph where `graph`); with
+  // `graph_stretch`, at least that many steps in whole cycles replayed from the graph
+  // (Result::graph_seconds); then `timed` eager steps whose phases each wait for the
+  // device (Result::phases).
+  Result run(int warmup, int stretch, bool graph, int graph_stretch, int timed) {
     Result r;
-    plan_.set_points(positions());
-    solve_and_gather();
-    // v_0 -> v_{-1/2}: leapfrog's velocities live at the half steps.
-    push(-T(0.5) * T(c_.dt), T(0));
-    before_ = moments();
-    for (int s = 0; s < warmup; ++s) step(r);
-    device_->synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int s = 0; s < untimed; ++s) step(r);
-    device_->synchronize();
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    timed_ = true;
-    for (int s = 0; s < timed; ++s) step(r);
+    try {
+      plan_.set_points(positions());
+      solve_and_gather();
+      // v_0 -> v_{-1/2}: leapfrog's velocities live at the half steps.
+      push(-T(0.5) * T(c_.dt), T(0));
+      if (c_.diagnostics) record();
+      advance(warmup, false);
+      r.seconds = seconds_of([&] { advance(stretch, graph); });
+      if (graph_stretch > 0 && graph_usable()) {
+        // Eager steps to a cycle's start, a cycle of them at least; the capture and a
+        // first replay outside the time.
+        while (steps_done_ < cycle_ || steps_done_ % cycle_ != 0) step();
+        advance(cycle_, true);
+        if (captured_) {
+          r.graph_steps = (graph_stretch + cycle_ - 1) / cycle_ * cycle_;
+          r.graph_seconds = seconds_of([&] { advance(r.graph_steps, true); });
+        }
+      }
+      timed_ = true;
+      advance(timed, false);
+      synchronize_plan(plan_, 0);
+      if (c_.diagnostics) collect();
+    } catch (const Error&) {
+      // An unstable run's positions stop being finite, which the plan rejects, a step or
+      // (on CUDA) a few after the energies: those name the step where it began.
+      const std::exception_ptr failed = std::current_exception();
+      try {
+        if (c_.diagnostics) collect();
+      } catch (const Error&) {
+        if (unstable_) throw;
+      }
+      std::rethrow_exception(failed);
+    }
+    r.history = std::move(history_);
     r.phases = phases_;
     r.spread_method = plan_.spread_method_name();
+    r.replayed_steps = replayed_;
+    r.graph_note = graph_note_;
     return r;
   }
 
@@ -98,15 +138,23 @@ class Simulation {
     for (int d = 0; d < D; ++d) cells[d] = c.cells[d];
     return cells;
   }
-  static Options plan_options(const Config& c) {
+  static Options plan_options(const Config& c, StreamHandle stream) {
     Options o{c};
+    o.stream = stream;
+    o.deterministic = c.deterministic;
     if (c.max_away_fraction >= 0) o.max_away_fraction = c.max_away_fraction;
     return o;
   }
-  static std::unique_ptr<Device<T, D>> cuda_device() {
+  static FftOptions fft_options(const Config& c, StreamHandle stream) {
+    FftOptions o{c};
+    o.stream = stream;
+    return o;
+  }
+  static std::unique_ptr<Device<T, D>> cuda_device(int ordinal) {
 #if defined(PMKIT_WITH_CUDA)
-    return make_cuda_device<T, D>();
+    return make_cuda_device<T, D>(ordinal);
 #else
+    (void)ordinal;
     fail(ErrorCode::Unsupported, "backend cuda: this build of pmkit has no CUDA backend");
 #endif
   }
@@ -170,7 +218,7 @@ class Simulation {
         device_->scale_spectrum(spectrum_, green_, spectrum_, size, false);
         fft_.inverse(spectrum, phi_);
       });
-      if (c_.diagnostics) field_energy_ = -0.5 * device_->dot(rho_, phi_, mesh);
+      if (c_.diagnostics) device_->dot(rho_, phi_, mesh, 0);
       // The electrons' acceleration -E = grad phi.
       timed_phase(&PhaseTimes::gather, [&] { plan_.interp_gradient({View<const T>(phi_, mesh)}, Span<View<T>>(accel.data(), D)); });
     } else {
@@ -183,14 +231,8 @@ class Simulation {
           field[d] = View<const T>(e_[d], mesh);
         }
       });
-      if (c_.diagnostics) {
-        double sum = 0, cell = 1;
-        for (int d = 0; d < D; ++d) {
-          sum += device_->dot(e_[d], e_[d], mesh);
-          cell *= grid_.spacing[d];
-        }
-        field_energy_ = 0.5 * cell * sum;
-      }
+      if (c_.diagnostics)
+        for (int d = 0; d < D; ++d) device_->dot(e_[d], e_[d], mesh, d);
       // The acceleration is -E here: push() flips the kick's sign.
       timed_phase(&PhaseTimes::gather, [&] { plan_.interp(Span<View<const T>>(field.data(), D), Span<View<T>>(accel.data(), D)); });
     }
@@ -202,27 +244,139 @@ class Simulation {
     device_->push(p_, push);
   }
 
-  // One leapfrog step from time n: push (v_{n+1/2}, x_{n+1}), the diagnostics of time n,
+  // One leapfrog step from time n, queued: push (v_{n+1/2}, x_{n+1}), the diagnostics'
+  // record of time n (the moments after the push, the field energy of the last solve),
   // re-bin, and the field of time n + 1.
-  void step(Result& r) {
+  void step() {
     timed_phase(&PhaseTimes::push, [&] { push(T(c_.dt), T(c_.dt)); });
-    if (c_.diagnostics) {
-      const Moments<T, D> after = moments();
-      Diagnostics row;
-      row.t = steps_done_ * c_.dt;
-      row.field = field_energy_;
-      row.kinetic = 0.5 * (before_.kinetic + after.kinetic);
-      for (int d = 0; d < D; ++d) row.momentum[d] = 0.5 * (before_.momentum[d] + after.momentum[d]);
-      row.total = row.field + row.kinetic;
-      if (!std::isfinite(row.total))
-        fail(ErrorCode::InvalidArgument, "the energies are not finite at step ", steps_done_, " (t = ", row.t,
-             "): the run is unstable; a smaller dt");
-      r.history.push_back(row);
-      before_ = after;
-    }
+    if (c_.diagnostics) record();
     ++steps_done_;
     rebin(steps_done_);
     solve_and_gather();
+  }
+
+  // `steps` steps: with `graph`, the whole cycles that start at a cycle's start replayed
+  // from the graph (captured at the first of them), the others eager.
+  void advance(int steps, bool graph) {
+    while (steps > 0) {
+      if (graph && steps >= cycle_ && graph_ready()) {
+        replay_cycle();
+        steps -= cycle_;
+      } else {
+        step();
+        --steps;
+      }
+    }
+  }
+
+  bool graph_usable() {
+    if (!c_.graph || !device_->can_capture()) return false;
+    if (cycle_ > kMaxGraphCycle && graph_note_.empty())
+      graph_note_ = "the graph's cycle of " + std::to_string(cycle_) + " steps (2 sort_every) is longer than " +
+                    std::to_string(kMaxGraphCycle) + ": the steps run eagerly";
+    return graph_note_.empty();
+  }
+
+  // Whether the graph can replay the cycle from here: at a cycle's start, after a cycle
+  // of eager steps (so that every buffer of the plans exists), captured on first use.
+  bool graph_ready() {
+    if (!graph_usable() || steps_done_ < cycle_ || steps_done_ % cycle_ != 0) return false;
+    if (!captured_) capture_cycle();
+    return captured_;
+  }
+
+  // Records a cycle of steps into the graph without running them: the host's state (the
+  // step count, the arrays' swaps) goes through the cycle and comes back where it
+  // started. A capture that fails (a call that waits, allocates or is not capturable)
+  // leaves the steps eager, with the reason in the result, and the particles binned
+  // afresh: the calls recorded before the failure never ran.
+  void capture_cycle() {
+    const int start = steps_done_;
+    const Particles<T, D> particles = p_, spare = spare_;
+    capturing_ = true;
+    try {
+      device_->capture([&] {
+        for (int s = 0; s < cycle_; ++s) step();
+      });
+      captured_ = true;
+    } catch (const Error& e) {
+      graph_note_ = std::string("the capture failed (the steps run eagerly): ") + e.what();
+      p_ = particles;
+      spare_ = spare;
+    }
+    capturing_ = false;
+    steps_done_ = start;
+    if (!captured_) plan_.set_points(positions());
+  }
+
+  // A replay of the cycle, with room for its records in the log (taken when full, as
+  // after an eager record).
+  void replay_cycle() {
+    const std::size_t capacity = device_->record_capacity();
+    if (c_.diagnostics && pending_ + cycle_ > capacity) collect();
+    device_->replay();
+    steps_done_ += cycle_;
+    replayed_ += cycle_;
+    if (c_.diagnostics && (pending_ += cycle_) >= capacity) collect();
+  }
+
+  // The moments after a push into the device's log, with the field energy's sums of the
+  // last solve; the records taken when the log is full (on the CPU, every record: the
+  // row is checked before the step goes on).
+  void record() {
+    device_->moments(p_);
+    device_->record();
+    if (!capturing_ && ++pending_ >= device_->record_capacity()) collect();
+  }
+
+  // The records logged since the last take, as rows of the history: row n from the
+  // records of times n and n + 1 (the half steps' moments around it, and the field of
+  // time n). Throws at the first row whose energies are not finite.
+  void collect() {
+    const std::vector<StepSums> records = device_->take_records(pending_);
+    pending_ = 0;
+    for (const StepSums& sums : records) {
+      if (has_last_) {
+        const Diagnostics r = row(last_, sums);
+        if (!std::isfinite(r.total)) {
+          unstable_ = true;
+          fail(ErrorCode::InvalidArgument, "the energies are not finite at step ", history_.size(), " (t = ", r.t,
+               "): the run is unstable; a smaller dt");
+        }
+        history_.push_back(r);
+      }
+      last_ = sums;
+      has_last_ = true;
+    }
+  }
+
+  Diagnostics row(const StepSums& before, const StepSums& after) const {
+    Diagnostics row;
+    row.t = double(history_.size()) * c_.dt;
+    if (c_.field == FieldMethod::Gradient) {
+      row.field = -0.5 * after.field[0];
+    } else {
+      double sum = 0, cell = 1;
+      for (int d = 0; d < D; ++d) {
+        sum += after.field[d];
+        cell *= grid_.spacing[d];
+      }
+      row.field = 0.5 * cell * sum;
+    }
+    row.kinetic = 0.5 * (before.moments.kinetic + after.moments.kinetic);
+    for (int d = 0; d < D; ++d) row.momentum[d] = 0.5 * (before.moments.momentum[d] + after.moments.momentum[d]);
+    row.total = row.field + row.kinetic;
+    return row;
+  }
+
+  // Seconds of f(), the device idle before and after.
+  template <class F>
+  double seconds_of(F&& f) {
+    device_->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    device_->synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   // update_points after the small moves of a step; every sort_every steps the particle
@@ -253,8 +407,6 @@ class Simulation {
     }
   }
 
-  Moments<T, D> moments() { return device_->moments(p_); }
-
   template <class F>
   void timed_phase(double PhaseTimes::*phase, F&& f) {
     if (!timed_) return f();
@@ -271,10 +423,21 @@ class Simulation {
   std::unique_ptr<Device<T, D>> device_;
   Plan<T, D> plan_;
   RealFft<T, D> fft_;
+  int cycle_;  // graph_cycle
   bool timed_ = false;
   PhaseTimes phases_;
   int steps_done_ = 0;
-  Moments<T, D> before_;  // the sums at the last half step
+  // The graph: captured (replays follow), being captured (the steps are recorded, not
+  // run), the steps it replayed, and why there is none where one was asked for.
+  bool captured_ = false, capturing_ = false;
+  int replayed_ = 0;
+  std::string graph_note_;
+  // The diagnostics: records queued since the last take, the last record taken (the
+  // first half of the next row), the rows, and whether a row was not finite.
+  std::size_t pending_ = 0;
+  StepSums last_{};
+  bool has_last_ = false, unstable_ = false;
+  std::vector<Diagnostics> history_;
   Particles<T, D> p_{};
   Particles<T, D> spare_{};  // sort_every: the permuted arrays' destination (x, v)
   T* rho_ = nullptr;
@@ -284,7 +447,6 @@ class Simulation {
   T* green_ = nullptr;
   T* derivative_[D] = {};
   T* e_[D] = {};
-  double field_energy_ = 0;
 };
 
 }  // namespace
@@ -299,26 +461,31 @@ void validate(const Config& c) {
   if (!(c.dt > 0) || !(c.dt <= kMaxDt))
     bad("dt = ", c.dt, ": in (0, ", kMaxDt, "] (leapfrog needs dt well below 2 over the plasma frequency)");
   if (c.sort_every < 0) bad("sort_every = ", c.sort_every, ": 0 (never) or a positive step count");
+  if (c.stream != nullptr) bad("stream: null (the simulation runs on a CUDA stream of its own)");
   if (!(c.k > 0) || !std::isfinite(c.k)) bad("k = ", c.k, ": positive");
   if (!(c.amplitude >= 0 && c.amplitude < 1)) bad("amplitude = ", c.amplitude, ": in [0, 1)");
   if (!(c.spacing > 0) || !std::isfinite(c.spacing)) bad("spacing = ", c.spacing, ": positive");
 }
 
 namespace {
-template <class T, int D>
-Result run_as(const Config& c, int warmup, int untimed, int timed) {
-  return Simulation<T, D>(c).run(warmup, untimed, timed);
+template <class T, int D, class... Args>
+Result run_as(const Config& c, Args... args) {
+  return Simulation<T, D>(c).run(args...);
 }
-Result run(const Config& c, int warmup, int untimed, int timed) {
+template <class... Args>
+Result run(const Config& c, Args... args) {
   validate(c);
-  if (c.double_precision)
-    return c.dim == 2 ? run_as<double, 2>(c, warmup, untimed, timed) : run_as<double, 3>(c, warmup, untimed, timed);
-  return c.dim == 2 ? run_as<float, 2>(c, warmup, untimed, timed) : run_as<float, 3>(c, warmup, untimed, timed);
+  if (c.double_precision) return c.dim == 2 ? run_as<double, 2>(c, args...) : run_as<double, 3>(c, args...);
+  return c.dim == 2 ? run_as<float, 2>(c, args...) : run_as<float, 3>(c, args...);
 }
 }  // namespace
 
-Result simulate(const Config& c, bool timed) { return timed ? run(c, 0, 0, c.steps) : run(c, 0, c.steps, 0); }
+Result simulate(const Config& c, bool timed) {
+  return timed ? run(c, 0, 0, false, 0, c.steps) : run(c, 0, c.steps, c.graph, 0, 0);
+}
 
-Result benchmark(const Config& c, int warmup, int timed_steps) { return run(c, warmup, c.steps, timed_steps); }
+Result benchmark(const Config& c, int warmup, int timed_steps) {
+  return run(c, warmup, c.steps, false, c.graph ? c.steps : 0, timed_steps);
+}
 
 }  // namespace pmkit::pic
