@@ -27,16 +27,6 @@ int graph_cycle(const Config& c) { return c.sort_every > 0 ? 2 * c.sort_every : 
 
 namespace {
 
-// Plan::synchronize (a wait, then the error of a position the device rejected in an
-// earlier call, eager or replayed) where the library has it; nothing where every plan
-// call reports its own.
-template <class P>
-auto synchronize_plan(P& plan, int) -> decltype(plan.synchronize()) {
-  return plan.synchronize();
-}
-template <class P>
-void synchronize_plan(P&, long) {}
-
 template <class T, int D>
 class Simulation {
  public:
@@ -111,7 +101,7 @@ class Simulation {
       }
       timed_ = true;
       advance(timed, false);
-      synchronize_plan(plan_, 0);
+      plan_.synchronize();  // a position the device rejected, eager or replayed, is thrown here
       if (c_.diagnostics) collect();
     } catch (const Error&) {
       // An unstable run's positions stop being finite, which the plan rejects, a step or
