@@ -70,7 +70,12 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
     small_binning(b, n, pos);  // the chunks and every count too
   } else {
     check(cudaMemsetAsync(b.counts, 0, kBinCounts * sizeof(std::uint32_t), stream_), "cudaMemset");
-    if (!may_partition || (n > 0 && caller_order_binned_)) {
+    // Under stream capture, binned input of kRunsReadBackParticles or more takes the
+    // partition: the one-pass sort's buffers hold the runs read back eagerly, not the
+    // bound a capture sorts.
+    const bool capturing = BinningStatus<T, D>::capturing(stream_);
+    const bool binned_input = caller_order_binned_ && !(capturing && n >= tuning::kRunsReadBackParticles);
+    if (!may_partition || (n > 0 && binned_input)) {
       one_pass_scatter(b, n, pos);
     } else if (n > 0) {
       tile_start = partition_scatter(b, n, pos, groups);
