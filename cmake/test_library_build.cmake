@@ -5,32 +5,16 @@
 # is taken (its static libpmkit linked, nothing else configured) or, where it is a shared
 # library, refused. Python's development files or nanobind may be missing: the checks read
 # what the configure says before it looks for them.
-foreach(var SOURCE_DIR BUILD_DIR SHARED WORK_DIR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "test_library_build.cmake needs -D${var}=...")
-  endif()
-endforeach()
-
-function(configure_case name build_dir out_var result_var)
-  set(dir "${WORK_DIR}/${name}")
-  file(REMOVE_RECURSE "${dir}")
-  execute_process(
-    COMMAND "${CMAKE_COMMAND}" -E env "PMKIT_BUILD_DIR=${build_dir}"
-            "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${dir}" -DPMKIT_PYTHON=ON
-    RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  # CMake wraps its messages: one space for each run of blanks and line breaks.
-  string(REGEX REPLACE "[ \n]+" " " out "${out}${err}")
-  set(${out_var} "${out}" PARENT_SCOPE)
-  set(${result_var} "${result}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/configure_test.cmake)
+require_defined(test_library_build.cmake SOURCE_DIR BUILD_DIR SHARED WORK_DIR)
 
 file(MAKE_DIRECTORY "${WORK_DIR}/empty")
-configure_case(empty "${WORK_DIR}/empty" out result)
+configure_in(refused out result ENV "PMKIT_BUILD_DIR=${WORK_DIR}/empty" ARGS -DPMKIT_PYTHON=ON)
 if(result EQUAL 0 OR NOT out MATCHES "PMKIT_BUILD_DIR=[^ ]*/empty: [^ ]*/empty holds no CMake build of pmkit")
   message(FATAL_ERROR "PMKIT_BUILD_DIR naming a folder without a build must be refused:\n${out}")
 endif()
 
-configure_case(this_build "${BUILD_DIR}" out result)
+configure_in(this_build out result ENV "PMKIT_BUILD_DIR=${BUILD_DIR}" ARGS -DPMKIT_PYTHON=ON)
 if(out MATCHES "pmkit: CUDA backend")
   message(FATAL_ERROR "with PMKIT_BUILD_DIR the library's own configure must not run:\n${out}")
 endif()
