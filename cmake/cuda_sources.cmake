@@ -6,12 +6,12 @@
 set(PMKIT_CUDA_SOURCES
   src/cuda/backend_double_3d_spread.cu
   src/cuda/backend_float_3d_spread.cu
-  src/cuda/backend_double_3d.cu
-  src/cuda/backend_float_3d.cu
   src/cuda/backend_double_3d_interp.cu
   src/cuda/backend_float_3d_interp.cu
   src/cuda/backend_double_2d.cu
   src/cuda/backend_float_2d.cu
+  src/cuda/backend_double_3d.cu
+  src/cuda/backend_float_3d.cu
   src/cuda/pairs/builtin_float.cu
   src/cuda/pairs/cells.cu
   src/cuda/pairs/builtin_double.cu
