@@ -4,27 +4,18 @@
 # decides: without the environment variable PMKIT_CUDA the CUDA backend stays off, even
 # where nvcc is found; with PMKIT_CUDA=ON it is asked for (checked by name only, without
 # compiling anything: a bad value must be refused naming the variable).
-foreach(var SOURCE_DIR WORK_DIR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "test_cuda_choice.cmake needs -D${var}=...")
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/configure_test.cmake)
+require_defined(test_cuda_choice.cmake SOURCE_DIR WORK_DIR)
 
 function(configure_case name env_value out_var result_var)
-  set(dir "${WORK_DIR}/${name}")
-  file(REMOVE_RECURSE "${dir}")
   if(env_value STREQUAL "")
     set(env_arg --unset=PMKIT_CUDA)
   else()
     set(env_arg "PMKIT_CUDA=${env_value}")
   endif()
-  execute_process(
-    COMMAND "${CMAKE_COMMAND}" -E env ${env_arg} --unset=CUDAARCHS
-            "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${dir}" -DPMKIT_NVIDIA_SMI=/bin/false
-            -DPMKIT_TESTS=OFF -DPMKIT_BENCH=OFF -DPMKIT_MPI=OFF -DPMKIT_FFTW=OFF -DPMKIT_OPENMP=OFF
-    RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  # CMake wraps its messages: one space for each run of blanks and line breaks.
-  string(REGEX REPLACE "[ \n]+" " " out "${out}${err}")
+  configure_in(${name} out result ENV ${env_arg} --unset=CUDAARCHS
+    ARGS -DPMKIT_NVIDIA_SMI=/bin/false -DPMKIT_TESTS=OFF -DPMKIT_BENCH=OFF -DPMKIT_MPI=OFF -DPMKIT_FFTW=OFF
+         -DPMKIT_OPENMP=OFF)
   set(${out_var} "${out}" PARENT_SCOPE)
   set(${result_var} "${result}" PARENT_SCOPE)
 endfunction()

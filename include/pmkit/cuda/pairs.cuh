@@ -62,6 +62,21 @@ struct PairPlanAccess {
     return plan.device_pairs();
   }
 };
+// The traversals the library compiles for its built-in kernels (src/cuda/pairs/builtin.cuh,
+// P = template), declared here (P = extern template) so that code including this header
+// links them instead of compiling them again.
+#define PMKIT_CUDA_PAIR_TRAVERSAL(P, T, D, KERNEL)                                                              \
+  P void device_pair_compute<T, D, KERNEL>(DevicePairs<T, D>&, const KERNEL&, PairMethod, Span<View<const T>>, \
+                                           Span<View<T>>);
+#define PMKIT_CUDA_BUILTIN_PAIR_TRAVERSALS(P, T)                    \
+  PMKIT_CUDA_PAIR_TRAVERSAL(P, T, 2, pair_kernels::LennardJones<2>)   \
+  PMKIT_CUDA_PAIR_TRAVERSAL(P, T, 3, pair_kernels::LennardJones<3>)   \
+  PMKIT_CUDA_PAIR_TRAVERSAL(P, T, 2, pair_kernels::NeighbourCount)    \
+  PMKIT_CUDA_PAIR_TRAVERSAL(P, T, 3, pair_kernels::NeighbourCount)    \
+  PMKIT_CUDA_PAIR_TRAVERSAL(P, T, 2, pair_kernels::EwaldRealSpace<2>) \
+  PMKIT_CUDA_PAIR_TRAVERSAL(P, T, 3, pair_kernels::EwaldRealSpace<3>)
+PMKIT_CUDA_BUILTIN_PAIR_TRAVERSALS(extern template, float)
+PMKIT_CUDA_BUILTIN_PAIR_TRAVERSALS(extern template, double)
 }  // namespace detail
 
 namespace cuda {

@@ -1,0 +1,3 @@
+// The 3D float plan's spreads (instantiate.cuh; the constructor's unit is backend_float_3d.cu).
+#include "cuda/plan/instantiate.cuh"
+PMKIT_CUDA_BACKEND_SPREAD(template, float, 3)
