@@ -376,11 +376,13 @@ void CudaBackend<T, D>::probe_binned_order(std::size_t n, const PositionArrays<T
   check_launch("pmkit::cuda::set_points::probe");
 }
 
-// Whether set_points bins n particles in one block (kernels/small_binning.cuh).
+// Whether set_points bins n particles in one block (kernels/small_binning.cuh): eager
+// calls only, since a graph replays the other paths' launches for less.
 template <class T, int D>
 bool CudaBackend<T, D>::binned_in_one_block(std::size_t n) const {
   return n > 0 && n <= std::size_t(tuning::kSmallBinningParticles) && !geo_.wide &&
-         geo_.num_tiles <= tuning::kSmallBinningMaxTiles && small_binning_fits_;
+         geo_.num_tiles <= tuning::kSmallBinningMaxTiles && small_binning_fits_ &&
+         !BinningStatus<T, D>::capturing(stream_);
 }
 
 // The binning of few particles in one launch: records, permutation, tile starts, chunks

@@ -108,10 +108,11 @@ constexpr bool fma_rounding_pays(int support, int props_per_pass) { return suppo
 // (docs/tuning.md#kheavytilechunks).
 constexpr unsigned kHeavyTileChunks = 256;
 
-// Particles up to which set_points bins in one kernel of one block (small_binning.cuh):
-// one block's sort in shared memory against the twenty-odd launches of the partition,
-// which cost more than its work below this (docs/tuning.md#ksmallbinningparticles).
-constexpr int kSmallBinningParticles = 16384;
+// Particles up to which an eager set_points bins in one kernel of one block
+// (small_binning.cuh): one SM's sort against the twenty-odd launches of the other paths,
+// which cost more on the host below this; a graph replays those launches for less
+// (docs/tuning.md#ksmallbinningparticles).
+constexpr int kSmallBinningParticles = 4096;
 // Tiles up to which that block also finds the tile starts and cuts the chunks, a thread
 // a tile per round: the rounds' cost against the partition's launches.
 constexpr unsigned kSmallBinningMaxTiles = 1u << 15;
