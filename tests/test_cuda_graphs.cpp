@@ -74,6 +74,14 @@ struct MovingCase {
   }
 };
 
+// The CUDA plan options of the tests: a stream of the test's own.
+Options on_stream(const Stream& stream, bool deterministic = false) {
+  Options opt = cuda_options();
+  opt.stream = cuda::stream_handle(stream.s);
+  opt.deterministic = deterministic;
+  return opt;
+}
+
 // The calls return while earlier work on their stream is still running: a long memset is
 // queued first, and the stream is still busy when set_points, update_points, spread and
 // interp have returned.
@@ -82,9 +90,7 @@ TEST(CudaGraphs, CallsReturnWithoutWaitingForTheDevice) {
   std::mt19937_64 rng(fresh_seed());
   MovingCase c(scaled(std::size_t(1) << 16), rng);
   Stream stream;
-  Options opt = cuda_options();
-  opt.stream = cuda::stream_handle(stream.s);
-  Plan<float, 3> plan(c.grid, Kernel::mp4(), opt);
+  Plan<float, 3> plan(c.grid, Kernel::mp4(), on_stream(stream));
   c.copy_positions(stream.s);
   c.step(plan, false);  // sizes the buffers
   c.step(plan, true);
@@ -105,9 +111,7 @@ TEST(CudaGraphs, ARejectedPositionIsReportedBySynchronize) {
   std::mt19937_64 rng(fresh_seed());
   MovingCase c(5000, rng);
   Stream stream;
-  Options opt = cuda_options();
-  opt.stream = cuda::stream_handle(stream.s);
-  Plan<float, 3> plan(c.grid, Kernel::mp4(), opt);
+  Plan<float, 3> plan(c.grid, Kernel::mp4(), on_stream(stream));
   c.copy_positions(stream.s);
   c.step(plan, false);
   plan.synchronize();
@@ -134,10 +138,8 @@ TEST(CudaGraphs, ReplayedStepsMatchTheCpuBackend) {
   std::mt19937_64 rng(seed);
   MovingCase c(scaled(std::size_t(1) << 17), rng);
   Stream stream;
-  Options opt = cuda_options();
-  opt.stream = cuda::stream_handle(stream.s);
   const Kernel kernel = Kernel::mp4();
-  Plan<float, 3> plan(c.grid, kernel, opt);
+  Plan<float, 3> plan(c.grid, kernel, on_stream(stream));
   c.copy_positions(stream.s);
   c.step(plan, false);
   c.step(plan, true);  // the update's buffers
@@ -165,10 +167,8 @@ TEST(CudaGraphs, DeterministicReplaysGiveTheEagerBits) {
   std::mt19937_64 rng(fresh_seed());
   MovingCase c(scaled(std::size_t(1) << 16), rng);
   Stream stream;
-  Options opt = cuda_options();
-  opt.stream = cuda::stream_handle(stream.s);
-  opt.deterministic = true;
-  Plan<float, 3> replayed(c.grid, Kernel::bspline(4), opt), eager(c.grid, Kernel::bspline(4), opt);
+  Plan<float, 3> replayed(c.grid, Kernel::bspline(4), on_stream(stream, true)),
+      eager(c.grid, Kernel::bspline(4), on_stream(stream, true));
   c.copy_positions(stream.s);
   c.step(replayed, false);
   c.step(eager, false);
@@ -195,9 +195,7 @@ TEST(CudaGraphs, ARejectedPositionInAReplayIsReportedBySynchronize) {
   std::mt19937_64 rng(fresh_seed());
   MovingCase c(20000, rng);
   Stream stream;
-  Options opt = cuda_options();
-  opt.stream = cuda::stream_handle(stream.s);
-  Plan<float, 3> plan(c.grid, Kernel::tsc(), opt);
+  Plan<float, 3> plan(c.grid, Kernel::tsc(), on_stream(stream));
   c.copy_positions(stream.s);
   c.step(plan, false);
   c.step(plan, true);
