@@ -68,7 +68,7 @@ struct PmeOptions : ExecutionOptions {
   // its tile (Options::max_away_fraction). A PME step spreads and gathers once a binning,
   // and a full binning costs far more than a few percent of away charges in both
   // (docs/tuning.md#pme_max_away_fraction).
-  double max_away_fraction = 0.05;
+  double max_away_fraction = 0.02;
 };
 
 namespace detail {
