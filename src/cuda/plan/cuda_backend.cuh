@@ -109,6 +109,8 @@ class CudaBackend final : public detail::Backend<T, D> {
   void scan(const std::uint32_t* count, std::uint32_t* start, std::size_t items);
   void probe_binned_order(std::size_t n, const PositionArrays<T, D>& pos);
   bool binned_in_one_block(std::size_t n) const;
+  int run_key_bits() const;
+  void reserve_runs(std::size_t runs);
   void small_binning(Binned<T>& b, std::size_t n, const PositionArrays<T, D>& pos);
   void one_pass_scatter(Binned<T>& b, std::size_t n, const PositionArrays<T, D>& pos);
   const std::uint32_t* partition_scatter(Binned<T>& b, std::size_t n, const PositionArrays<T, D>& pos,

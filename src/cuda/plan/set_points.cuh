@@ -185,6 +185,7 @@ void CudaBackend<T, D>::reserve_binning(Binned<T>& b, std::size_t n, bool may_pa
     scan_bytes = std::max(scan_bytes, bytes);
   }
   buf_.scan_temp.reserve(scan_bytes, "binning scratch");
+  if (n > 0 && n < tuning::kRunsReadBackParticles) reserve_runs(n);  // the bound the one-pass sort takes
 }
 
 // Each tile (where it starts: tile_start) cut into pieces of at most `cap` particles
@@ -427,34 +428,19 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
     check(cudaStreamSynchronize(stream_), "set_points: runs");
   }
 
-  // The runs' arrays; run_slot takes the unsorted keys' room once the sort has read them.
-  buf_.run_key.reserve(runs, "binning scratch");
-  buf_.run_head.reserve(std::size_t(runs) + 1, "binning scratch");
-  buf_.run_id.reserve(runs, "binning scratch");
-  buf_.sorted_key.reserve(runs, "binning scratch");
-  buf_.sorted_id.reserve(runs, "binning scratch");
-  buf_.sorted_start.reserve(std::size_t(runs) + 1, "binning scratch");
-  int key_bits = 1;
-  while ((std::uint64_t(tiles + 1) >> key_bits) != 0) ++key_bits;  // keys up to num_tiles + 1 (the padding)
+  reserve_runs(runs);
+  const int key_bits = run_key_bits();
   const SortedRunLength length{buf_.sorted_id.get(), buf_.run_head.get(), num_runs};
   const auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<std::uint32_t>(0), length);
-  std::size_t sort_bytes = 0, scan_bytes = 0;
-  check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
-                                        buf_.run_id.get(), buf_.sorted_id.get(), runs, 0, key_bits, stream_),
-        "cub::DeviceRadixSort");
-  check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, lengths, buf_.sorted_start.get(), runs + 1, stream_),
-        "cub::DeviceScan");
-  buf_.scan_temp.reserve(std::max(sort_bytes, scan_bytes), "binning scratch");
-
   emit_runs_kernel<<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
       b.tile_of.get(), n, buf_.warp_run_start.get(),
       RunList{buf_.run_key.get(), buf_.run_head.get(), buf_.run_id.get()}, runs, tiles + 1);
   check_launch("pmkit::cuda::set_points::emit_runs");
-  sort_bytes = buf_.scan_temp.size();
+  std::size_t sort_bytes = buf_.scan_temp.size();
   check(cub::DeviceRadixSort::SortPairs(buf_.scan_temp.get(), sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
                                         buf_.run_id.get(), buf_.sorted_id.get(), runs, 0, key_bits, stream_),
         "cub::DeviceRadixSort");
-  scan_bytes = buf_.scan_temp.size();
+  std::size_t scan_bytes = buf_.scan_temp.size();
   check(cub::DeviceScan::ExclusiveSum(buf_.scan_temp.get(), scan_bytes, lengths, buf_.sorted_start.get(), runs + 1,
                                       stream_),
         "cub::DeviceScan");
@@ -467,6 +453,39 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
       layout_, geo_, pos, n, buf_.warp_run_start.get(), run_slot, b.particles.get(), b.perm.get(),
       b.slot.get());
   check_launch("pmkit::cuda::set_points::scatter");
+}
+
+// Keys of the one-pass sort: tiles, num_tiles for a rejected particle's run, num_tiles + 1
+// for the padding past the runs.
+template <class T, int D>
+int CudaBackend<T, D>::run_key_bits() const {
+  int key_bits = 1;
+  while ((std::uint64_t(geo_.num_tiles) + 1) >> key_bits != 0) ++key_bits;
+  return key_bits;
+}
+
+// The one-pass scatter's arrays for `runs` runs, and cub's room for their sort and scan;
+// run_slot takes the unsorted keys' room once the sort has read them. Where the sort
+// takes the bound (below tuning::kRunsReadBackParticles), reserve_binning calls it
+// before any kernel, so that a capture after an eager call allocates nothing.
+template <class T, int D>
+void CudaBackend<T, D>::reserve_runs(std::size_t runs) {
+  buf_.run_key.reserve(runs, "binning scratch");
+  buf_.run_head.reserve(runs + 1, "binning scratch");
+  buf_.run_id.reserve(runs, "binning scratch");
+  buf_.sorted_key.reserve(runs, "binning scratch");
+  buf_.sorted_id.reserve(runs, "binning scratch");
+  buf_.sorted_start.reserve(runs + 1, "binning scratch");
+  const SortedRunLength length{buf_.sorted_id.get(), buf_.run_head.get(), buf_.warp_run_start.get()};
+  const auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<std::uint32_t>(0), length);
+  std::size_t sort_bytes = 0, scan_bytes = 0;
+  const auto items = static_cast<std::uint32_t>(runs);
+  check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
+                                        buf_.run_id.get(), buf_.sorted_id.get(), items, 0, run_key_bits(), stream_),
+        "cub::DeviceRadixSort");
+  check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, lengths, buf_.sorted_start.get(), items + 1, stream_),
+        "cub::DeviceScan");
+  buf_.scan_temp.reserve(std::max(sort_bytes, scan_bytes), "binning scratch");
 }
 
 // The scatter by partition (kernels/partition.cuh; n > 0): count, pass 1 into

@@ -235,8 +235,12 @@ void CudaBackend<T, D>::launch_cells(const PropPass<T>& pass) {
   constexpr int W = kFastWords<T>;
   with_prop_count(pass.count, [&](auto np) {
     constexpr int NP = decltype(np)::value;
-    const std::size_t shared = CellShared<K, D, T, W, NP>::kBytes;  // opted into by the constructor
-    spread_cells_kernel<K, D, T, W, NP><<<current_.max_spans, tuning::kCellThreads, shared, stream_>>>(
+    const std::size_t shared = CellShared<K, D, T, W, NP>::kBytes;
+    // The constructor sized the moments by this kernel's attributes, but the spread is
+    // compiled in a unit of its own, whose instance of the kernel opts in here.
+    auto kernel = spread_cells_kernel<K, D, T, W, NP>;
+    opt_in_shared(kernel, shared);
+    kernel<<<current_.max_spans, tuning::kCellThreads, shared, stream_>>>(
         layout_, geo_, current_.spans.get(), current_.particles.get(), current_.perm.get(), pass);
     check_launch("pmkit::cuda::spread::cell_moments");
   });
