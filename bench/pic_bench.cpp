@@ -1,6 +1,6 @@
 // The whole PIC step of `pmkit pic` on a GPU, beside the same step in PyTorch from the same
 // run (bench/pic_torch.py's output, --torch FILE): 3D, float, thermal electrons on unit
-// cells, the cases. For each case: the step time as one stretch of eager steps,
+// cells, the reference cases. For each case: the step time as one stretch of eager steps,
 // and of the same simulation's steps replayed from a CUDA graph right after; the phases
 // (a run of eager steps where each phase waits for the device), particle-steps per
 // second of the faster step, and the variants: the field by interp_gradient of phi or by
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     }
   }
   const std::map<std::string, double> torch = torch_file ? read_torch(torch_file) : std::map<std::string, double>{};
-  // The cases, and a small one where the launches and waits weigh more.
+  // The reference cases, and a small one where the launches and waits weigh more.
   const Case cases[] = {{128, std::int64_t(1) << 24, "cic"}, {128, std::int64_t(1) << 24, "tsc"},
                         {256, std::int64_t(1) << 27, "cic"}, {32, std::int64_t(1) << 18, "cic"}};
   struct Variant {
