@@ -18,8 +18,8 @@
 // comes back with the call's status (status.cuh), reported by a later call or by
 // synchronize. So every call can be captured into a CUDA graph. With host_arrays the
 // calls wait for their copies back, and report a rejection at once. The exceptions:
-// the one-pass scatter (where the partition does not fit) waits for its count of runs;
-// num_away and last_timings wait for the values they return.
+// the one-pass scatter of tuning::kRunsReadBackParticles or more (eager) waits for its
+// count of runs; num_away and last_timings wait for the values they return.
 #include <algorithm>
 #include <array>
 #include <cstddef>
