@@ -139,7 +139,7 @@ void CudaBackend<T, D>::reserve_binning(Binned<T>& b, std::size_t n, bool may_pa
   buf_.warp_run_start.reserve(warps + 1, "binning scratch");
   buf_.tile_count.reserve(tiles + 1, "binning scratch");
   buf_.tile_start.reserve(tiles + 1, "binning scratch");
-  buf_.chunk_count.reserve(tiles + 3, "binning scratch");
+  buf_.chunk_count.reserve(tiles + 1, "binning scratch");
   buf_.chunk_start.reserve(tiles + 1, "binning scratch");
   if (may_partition) {
     buf_.block_count.reserve(block_counts + 1, "binning scratch");
@@ -423,12 +423,14 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
   // count is read back (a wait) so that the sort moves the runs alone; below, and under
   // stream capture, the sort takes the bound, its entries past the count padded.
   auto runs = static_cast<std::uint32_t>(n);
-  if (n >= tuning::kRunsReadBackParticles && !BinningStatus<T, D>::capturing(stream_)) {
-    check(cudaMemcpyAsync(&runs, num_runs, sizeof(runs), cudaMemcpyDeviceToHost, stream_), "set_points: runs");
-    check(cudaStreamSynchronize(stream_), "set_points: runs");
+  if (n >= tuning::kRunsReadBackParticles) {  // below, reserve_binning reserved the bound
+    if (!BinningStatus<T, D>::capturing(stream_)) {
+      check(cudaMemcpyAsync(&runs, num_runs, sizeof(runs), cudaMemcpyDeviceToHost, stream_), "set_points: runs");
+      check(cudaStreamSynchronize(stream_), "set_points: runs");
+    }
+    reserve_runs(runs);
   }
 
-  reserve_runs(runs);
   const int key_bits = run_key_bits();
   const SortedRunLength length{buf_.sorted_id.get(), buf_.run_head.get(), num_runs};
   const auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<std::uint32_t>(0), length);

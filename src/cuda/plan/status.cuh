@@ -81,12 +81,11 @@ class BinningStatus {
   std::uint32_t* counts(int binning) { return block_.get()->counts[binning]; }
   std::uint32_t* same_pairs() { return &block_.get()->same_pairs; }
 
-  // Ends an eager binning call: the block's copy into the next slot and its event. Under
-  // stream capture nothing is queued (a replay's status stays on the device, where
-  // synchronize reads it). `consume` is called for each slot read on the way.
+  // Ends an eager binning call (never one under stream capture, whose replays leave their
+  // status on the device, where synchronize reads it): the block's copy into the next
+  // slot and its event. `consume` is called for each slot read on the way.
   template <class Consume>
   void finish(cudaStream_t stream, const BinningCall<T, D>& call, Consume&& consume) {
-    if (capturing(stream)) return;
     const int slot = static_cast<int>(issued_ % kSlots);
     if (issued_ - read_ >= kSlots) {  // the slot's previous call is still unread: wait for it
       check(cudaEventSynchronize(events_[slot]), "binning status");
