@@ -13,7 +13,9 @@
 // interp: the best path on one device; no decomposition, no messages) on rank 0's GPU with
 // the same particles per GPU (weak) or all of them (strong), and the distributed plan on
 // that one rank.
-// Every distributed run goes once through each transport (NCCL, host-staged MPI).
+// Every distributed run goes once through each transport (NCCL, host-staged MPI). On one
+// GPU also both steps replayed from a CUDA graph, the Plan's beside the one-rank
+// DistributedPlan's (migrate, update_points, spread, interp).
 // Beside each distributed step, untimed in it: the fastest step, a second set_points on
 // the same positions, a second migrate right after the first (nothing left to move),
 // which times migrate's fixed cost: its pass over the positions and its messages, and a
@@ -36,7 +38,9 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/graph.hpp"
 #include "cuda/runtime.hpp"
+#include "pmkit/cuda/runtime.hpp"
 #include "pmkit/distributed.hpp"
 
 namespace {
@@ -260,6 +264,82 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
   return median(timed);
 }
 
+// A CUDA stream of the graph runs (the legacy default stream cannot capture).
+struct OwnStream {
+  cudaStream_t s = nullptr;
+  OwnStream() { check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~OwnStream() { cudaStreamDestroy(s); }
+};
+
+// Steps between the eager ones of a graph run: a replay keeps the binning it captured (the
+// particles that left their tiles handled apart), and an eager update_points re-bins
+// where many have left, in place, so that the graph stays valid (pme_bench measures the
+// choice: eager every 4 to 32 steps).
+constexpr int kEagerEvery = 8;
+
+// The mean seconds of a step replayed from a CUDA graph (the eager steps among them): `step` queues the step's calls
+// on `stream`; two eager steps of the same sizes first, then one capture, then after each
+// move (outside the graph) one replay, or every kEagerEvery steps an eager step, timed to
+// its end.
+template <class F>
+double replayed_step(Particles& p, const Grid<3>& grid, const Schedule& schedule, cudaStream_t stream, F&& step) {
+  for (int s = 0; s < 2; ++s) {
+    p.move(grid.spacing[0], 3000 + s, false);
+    check(cudaDeviceSynchronize(), "move");
+    step();
+    check(cudaStreamSynchronize(stream), "step");
+  }
+  cuda::CapturedGraph graph(stream, step);
+  std::vector<double> times;
+  for (int s = 0; s < schedule.warmup + 2 * kEagerEvery; ++s) {
+    p.move(grid.spacing[0], 4000 + s, false);
+    check(cudaDeviceSynchronize(), "move");
+    const double t0 = MPI_Wtime();
+    if (s % kEagerEvery == kEagerEvery - 1) step();
+    else graph.launch();
+    check(cudaStreamSynchronize(stream), "replay");
+    if (s >= schedule.warmup) times.push_back(MPI_Wtime() - t0);
+  }
+  double sum = 0;
+  for (double t : times) sum += t;
+  return sum / static_cast<double>(times.size());
+}
+
+// The one-GPU step replayed from a CUDA graph, the Plan's (update_points, spread, interp)
+// and the one-rank DistributedPlan's (migrate first), on the same particles.
+void print_replayed_steps(const Grid<3>& grid, Particles& p, const Schedule& schedule) {
+  OwnStream stream;
+  Options options = cuda_options();
+  options.stream = cuda::stream_handle(stream.s);
+  Plan<float, 3> plan(grid, Kernel::mp4(), options);
+  DeviceBuffer<float> mesh(static_cast<std::size_t>(plan.mesh_size()), "mesh");
+  plan.set_points(p.positions());
+  const double single = replayed_step(p, grid, schedule, stream.s, [&] {
+    plan.update_points(p.positions());
+    plan.spread({View<const float>(p.q.get(), p.count)}, {View<float>(mesh.get(), mesh.size())});
+    plan.interp({View<const float>(mesh.get(), mesh.size())}, {View<float>(p.values.get(), p.count)});
+  });
+  DistributedPlan<float, 3> distributed(MPI_COMM_SELF, grid, Kernel::mp4(), options);
+  DeviceBuffer<float> block(static_cast<std::size_t>(distributed.block_size()), "block");
+  std::array<View<float>, 3> x = {View<float>(p.x[0].get(), p.capacity), View<float>(p.x[1].get(), p.capacity),
+                                  View<float>(p.x[2].get(), p.capacity)};
+  distributed.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);  // the moves left positions past L
+  distributed.set_points(p.positions());
+  const double one_rank = replayed_step(p, grid, schedule, stream.s, [&] {
+    distributed.migrate(x, {View<float>(p.q.get(), p.capacity)}, p.count);
+    distributed.update_points(p.positions());
+    distributed.spread({View<const float>(p.q.get(), p.count)}, {View<float>(block.get(), block.size())});
+    distributed.interp({View<const float>(block.get(), block.size())}, {View<float>(p.values.get(), p.count)});
+  });
+  distributed.synchronize();
+  std::printf("  %-34s step %8.3f ms (update_points + spread + interp, replayed from a CUDA graph, eager every %d)\n",
+              "1 GPU, Plan, graph", 1e3 * single, kEagerEvery);
+  std::printf("  %-34s step %8.3f ms (migrate + update_points + spread + interp, replayed from a CUDA graph, eager every %d)   "
+              "1-GPU Plan graph step %.3f ms / this = %.3f\n",
+              "1 GPU, DistributedPlan, graph", 1e3 * one_rank, kEagerEvery, 1e3 * single, single / one_rank);
+  std::fflush(stdout);
+}
+
 // One figure and, beside it, the 1-GPU Plan's step of the same run against it.
 void print(const char* label, const Step& t, double baseline, const Schedule& schedule) {
   if (world_rank() != 0) return;
@@ -308,6 +388,7 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
     DistributedPlan<float, 3> plan(MPI_COMM_SELF, single_grid, Kernel::mp4(), cuda_options());
     const Step one_rank = run_distributed(MPI_COMM_SELF, plan, p, schedule);
     print("1 GPU, DistributedPlan", one_rank, baseline, schedule);
+    if (schedule.update) print_replayed_steps(single_grid, p, schedule);
     one_rank_total = one_rank.total();
     one_rank_whole = one_rank.whole;
   }

@@ -243,6 +243,7 @@ class MatrixDistributedPlan {
     with_memory(device_, [&](Span<View<const T>> m, Span<View<T>> g) { plan_.interp_gradient(m, g); }, meshes,
                 gradients);
   }
+  void synchronize() { plan_.synchronize(); }
   const Block<D>& block() const { return plan_.block(); }
   std::array<std::int64_t, D> block_shape() const { return plan_.block_shape(); }
   std::int64_t block_size() const { return plan_.block_size(); }

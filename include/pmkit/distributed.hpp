@@ -49,6 +49,16 @@
 // before each message), migrate after one wait for its counts, set_points and
 // update_points after one wait for their check that the particles lie in the block; the
 // caller synchronises the stream before reading results on the host.
+//
+// One CUDA rank (not deterministic). The steady step waits for nothing: migrate is the
+// periodic wraps, queued, and update_points leaves the position check to the local Plan's
+// binning, which wraps a periodic coordinate itself and rejects the rest as Plan does on
+// device arrays. A position that migrate cannot place (not finite, outside a bounded
+// dimension, too far to wrap) leaves every array as it was; its error, or the binning's,
+// comes from a later call, or at the latest from synchronize(). So the step (migrate,
+// update_points, spread, interp) captures into a CUDA graph on options.stream once an
+// eager step of the same sizes has run (Plan's rules for graphs, docs/api.md).
+// set_points still waits for its check.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -135,7 +145,8 @@ class DistributedPlan {
   // call is that pass, its one wait and one small all-reduce (none on one rank), with
   // the periodic wraps written in place. A particle may cross any number of blocks. If a
   // rank's arrivals would exceed its capacity, or a position is not finite, lies outside a
-  // bounded dimension or is too far to wrap, every rank throws and no array is changed.
+  // bounded dimension or is too far to wrap, every rank throws and no array is changed (on
+  // one CUDA rank, a later call throws: "One CUDA rank" above).
   std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count);
 
   // This rank's particles (any count, 0 included); each must lie in this rank's block,
@@ -176,6 +187,10 @@ class DistributedPlan {
   // -1 for one that is not finite, lies outside a bounded dimension or is too far to wrap.
   int owner(const std::array<double, D>& position) const;
   DistributedTimings last_timings() const;
+  // Waits for this rank's work (on CUDA ranks, options.stream) and throws, on every rank,
+  // an error the device found in an earlier call (a position the local plan rejected).
+  // Collective.
+  void synchronize();
   // The transport a CUDA rank's messages take (Auto resolved: HostMpi where ranks share a
   // GPU); HostMpi on CPU ranks.
   Transport transport() const;

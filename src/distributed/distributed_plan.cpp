@@ -112,7 +112,8 @@ struct DistributedPlan<T, D>::Impl {
   }
 
   // set_points and update_points: the first particle outside the block, if any, fails
-  // with its position named; then the local plan's binning (update: kept where the
+  // with its position named (except where the backend leaves update_points' check to
+  // the local plan's binning, which needs no wait); then the local plan's binning (update: kept where the
   // particles moved little) and (deterministic) the stencils. update_points takes the
   // particles of the last set_points or update_points, moved, or those a migrate since
   // left this rank, which it bins in full.
@@ -126,7 +127,8 @@ struct DistributedPlan<T, D>::Impl {
       update = !migrated;
     }
     std::array<double, D> position{};
-    const std::size_t first = backend->first_stranger(positions, count, position);
+    const bool checked_here = !(update && backend->update_checked_by_binning());
+    const std::size_t first = checked_here ? backend->first_stranger(positions, count, position) : count;
     if (first < count) {
       double x[D];
       for (int d = 0; d < D; ++d) x[d] = position[d];
@@ -326,6 +328,15 @@ std::size_t DistributedPlan<T, D>::migrate(const MutablePositions& positions, Sp
   s.timings = {0, 0, MPI_Wtime() - t0};
   s.marked = false;
   return moved;
+}
+
+template <class T, int D>
+void DistributedPlan<T, D>::synchronize() {
+  Impl& s = *impl_;
+  agree(s.comm, "synchronize", [&] {
+    s.backend->raise_deferred();
+    s.local->synchronize();
+  });
 }
 
 template <class T, int D>

@@ -58,7 +58,7 @@ PMKIT_HD PMKIT_FORCEINLINE bool in_domain(const detail::Axis& a, double u) {
 // finite, is too far from the origin to wrap (its distance in cells overflows), or lies
 // outside a bounded axis.
 template <class T>
-PMKIT_HD bool place(const detail::Axis& a, double x, T& placed, double& u) {
+PMKIT_HD PMKIT_FORCEINLINE bool place(const detail::Axis& a, double x, T& placed, double& u) {
   placed = static_cast<T>(x);
   u = a.unwrapped_coordinate(x);
   if (in_domain(a, u)) return true;
@@ -84,8 +84,9 @@ struct Owners {
   // The rank owning grid coordinates u (each in its axis' domain: in_domain): per axis
   // the rank of cell floor(u), the last one at a bounded axis' u = cells; row-major
   // over the rank grid, the last axis fastest (Decomposition::rank_of).
-  PMKIT_HD int rank_of(const double (&u)[D]) const {
+  PMKIT_HD PMKIT_FORCEINLINE int rank_of(const double (&u)[D]) const {
     int r = 0;
+    PMKIT_UNROLL
     for (int d = 0; d < D; ++d) {
       const double f = floor(u[d]);
       const int c = f >= axis[d].cells ? ranks[d] - 1 : owner_of_cell[d][f < 0 ? 0 : static_cast<std::int64_t>(f)];
@@ -129,25 +130,35 @@ Columns<T, D> columns_of(const std::array<View<const T>, D>& positions) {
 // finite, lies outside a bounded axis, is too far to wrap or (without `wrap`) lies
 // outside a periodic axis' domain; its owner is owners.rank_of(u).
 template <class T, int D>
-PMKIT_HD bool locate(const Owners<D>& owners, const double (&x)[D], bool wrap, double (&u)[D], T (&placed)[D]) {
+PMKIT_HD PMKIT_FORCEINLINE bool locate(const Owners<D>& owners, const double (&x)[D], bool wrap, double (&u)[D], T (&placed)[D]) {
+  // Every axis, unrolled and through scalars, so that a kernel keeps u and placed in
+  // registers (not in local memory, which costs a pass over the positions twice over).
+  bool all = true;
+  PMKIT_UNROLL
   for (int d = 0; d < D; ++d) {
-    if (!is_finite(x[d])) return false;
-    if (wrap) {
-      if (!place<T>(owners.axis[d], x[d], placed[d], u[d])) return false;
-    } else {
-      u[d] = owners.raw(d, x[d]);
-      placed[d] = static_cast<T>(x[d]);
-      if (!in_domain(owners.axis[d], u[d])) return false;
+    double ud = 0;
+    T pd = T(0);
+    bool ok = is_finite(x[d]);
+    if (ok && wrap) {
+      ok = place<T>(owners.axis[d], x[d], pd, ud);
+    } else if (ok) {
+      ud = owners.raw(d, x[d]);
+      pd = static_cast<T>(x[d]);
+      ok = in_domain(owners.axis[d], ud);
     }
+    u[d] = ud;
+    placed[d] = pd;
+    all = all && ok;
   }
-  return true;
+  return all;
 }
 
 // locate for particle i of position columns.
 template <class T, int D>
-PMKIT_HD bool grid_coordinates(const Columns<T, D>& positions, std::int64_t i, const Owners<D>& owners, bool wrap,
+PMKIT_HD PMKIT_FORCEINLINE bool grid_coordinates(const Columns<T, D>& positions, std::int64_t i, const Owners<D>& owners, bool wrap,
                                double (&u)[D], T (&placed)[D]) {
   double x[D];
+  PMKIT_UNROLL
   for (int d = 0; d < D; ++d) x[d] = static_cast<double>(positions.c[d][i]);
   return locate<T, D>(owners, x, wrap, u, placed);
 }

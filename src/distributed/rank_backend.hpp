@@ -67,6 +67,13 @@ class RankBackend {
   virtual std::size_t migrate(const MutablePositions& positions, Span<View<T>> props, std::size_t count,
                               bool& changed) = 0;
 
+  // Whether update_points leaves the check that the particles lie in the block to the
+  // local plan's binning (one CUDA rank, not deterministic: no wait; the binning wraps
+  // periodic coordinates and rejects the rest as Plan does, reported by a later call).
+  virtual bool update_checked_by_binning() const { return false; }
+  // Throws an error that an earlier call queued and has not reported (synchronize).
+  virtual void raise_deferred() {}
+
   // The deterministic spread (exact_spread.hpp). locate_exact: the stencils of set_points'
   // n particles (all in the block). largest_values: each property's largest |q| (a value
   // that is not finite fails, named). exact_meshes: room for `count` fixed-point local

@@ -32,7 +32,10 @@ DeviceContext context_of(const RankSetup<D>& setup) {
 // in the device's scope; the NCCL communicator last.
 template <class T, int D>
 DeviceRank<T, D>::DeviceRank(const RankSetup<D>& setup)
-    : context_(context_of(setup)), local_size_(setup.local.size), transport_(setup.transport, context_) {
+    : context_(context_of(setup)),
+      local_size_(setup.local.size),
+      alone_(context_.size == 1 && !setup.options.deterministic),
+      transport_(setup.transport, context_) {
   const Halo halo(setup.decomposition, context_.rank, context_.comm);
   cuda::DeviceScope scope(context_.device);
   region_ = device_region(setup.region);
@@ -94,6 +97,11 @@ template <class T, int D>
 std::size_t DeviceRank<T, D>::first_stranger(const std::array<View<const T>, D>& positions, std::size_t n,
                                              std::array<double, D>& position) {
   return migration_.first_stranger(positions, n, position);
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::raise_deferred() {
+  migration_.raise_deferred();
 }
 
 template <class T, int D>

@@ -27,10 +27,13 @@ class DeviceRank final : public RankBackend<T, D> {
 
   PMKIT_RANK_BACKEND_OVERRIDES
   Transport transport() const override { return transport_.kind(); }
+  bool update_checked_by_binning() const override { return alone_; }
+  void raise_deferred() override;
 
  private:
   DeviceContext context_;
   std::int64_t local_size_ = 0;
+  bool alone_ = false;  // one rank, not deterministic: the local plan checks update_points
   DeviceRegion<D> region_{};
   std::array<cuda::DeviceBuffer<int>, D> owner_tables_;
   Owners<D> owners_{};  // its tables: owner_tables_

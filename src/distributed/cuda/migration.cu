@@ -74,7 +74,8 @@ __global__ void classify_kernel(Columns<T, D> positions, std::int64_t n, Owners<
     } else {
       destination = owners.rank_of(u);
       leaves = destination != rank;
-      for (int d = 0; d < D && !leaves; ++d) moves = moves || wrapped[d] != positions.c[d][i];
+      PMKIT_UNROLL
+      for (int d = 0; d < D; ++d) moves = moves || (!leaves && wrapped[d] != positions.c[d][i]);
     }
   }
   const unsigned leaving_lanes = __ballot_sync(0xffffffffu, leaves);
@@ -114,20 +115,57 @@ struct Stays {
   }
 };
 
-// Particle i's position wrapped into the domain, from the first D of a migration's
-// columns (checked by classify_kernel already; device code: View's converting
-// constructor is the host's).
+// The first D of a migration's columns as positions to read (device code: View's
+// converting constructor is the host's).
 template <class T, int D>
-__device__ void wrapped_position(const View<T>* columns, std::int64_t i, const Owners<D>& owners,
-                                 T (&wrapped)[D]) {
+__device__ Columns<T, D> read_only(const View<T>* columns) {
   Columns<T, D> positions;
   for (int d = 0; d < D; ++d) {
     positions.c[d].data = columns[d].data;
     positions.c[d].size = columns[d].size;
     positions.c[d].stride = columns[d].stride;
   }
+  return positions;
+}
+
+// Particle i's position wrapped into the domain, from the first D of a migration's
+// columns (checked by classify_kernel already).
+template <class T, int D>
+__device__ void wrapped_position(const View<T>* columns, std::int64_t i, const Owners<D>& owners,
+                                 T (&wrapped)[D]) {
   double u[D];
-  grid_coordinates<T, D>(positions, i, owners, true, u, wrapped);
+  grid_coordinates<T, D>(read_only<T, D>(columns), i, owners, true, u, wrapped);
+}
+
+// The position columns of migrate on one rank, written in place.
+template <class T, int D>
+struct WritableColumns {
+  View<T> c[D];
+};
+
+// Migrate on one rank: the staying particles that classify_kernel listed as moved by a
+// periodic wrap, *count of them, wrapped in place; none where it marked a bad position
+// (so that no array changes), whose position the first thread copies into `bad` for the
+// error. Any number of blocks: they stride over the list.
+template <class T, int D>
+__global__ void wrap_listed_kernel(const unsigned* list, const unsigned long long* counters, std::int64_t count,
+                                   Owners<D> owners, WritableColumns<T, D> columns, double* bad) {
+  const Columns<T, D> positions = read_only<T, D>(columns.c);
+  const unsigned long long first_bad = counters[MigrationCounters::first_bad(1)];
+  if (first_bad != 0) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      for (int d = 0; d < D; ++d) bad[d] = static_cast<double>(positions.c[d][count - first_bad]);
+    return;
+  }
+  const unsigned long long n = counters[MigrationCounters::wrapping(1)];
+  for (unsigned long long k = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<unsigned long long>(gridDim.x) * blockDim.x) {
+    const std::int64_t i = list[k];
+    double u[D];
+    T wrapped[D];
+    grid_coordinates<T, D>(positions, i, owners, true, u, wrapped);
+    for (int d = 0; d < D; ++d) columns.c[d][i] = wrapped[d];
+  }
 }
 
 // Row k of the leaving particles: particle index[k]'s wrapped position and properties.
@@ -191,6 +229,7 @@ DeviceMigration<T, D>::DeviceMigration(const DeviceContext& context, const Owner
     : context_(context), owners_(owners), global_(global) {
   const std::size_t counters = MigrationCounters::size(context_.size);
   counters_.reserve(counters, "migration counts");
+  bad_position_.reserve(D, "migration counts");
   unsigned long long* found = nullptr;
   check(cudaMallocHost(reinterpret_cast<void**>(&found), counters * sizeof(unsigned long long)),
         "migration counts (pinned)");
@@ -248,7 +287,62 @@ void DeviceMigration<T, D>::upload_columns(const std::array<View<T>, D>& positio
   uploaded_ = std::move(columns);  // (a copy from pageable memory has left it on return)
 }
 
-// One pass classifies every particle on the device (reading only: it lists the leaving
+// One rank owns every particle: migrate is the periodic wraps, queued on the stream with
+// no wait (a graph captures it): classify_kernel lists them and marks a bad position, then
+// wrap_listed_kernel writes them unless it found one. A bad position is reported by
+// raise_deferred (synchronize) or, left as it is, by the local plan's next binning.
+template <class T, int D>
+std::size_t DeviceMigration<T, D>::migrate_alone(const std::array<View<T>, D>& positions, Span<View<T>> props,
+                                                 std::size_t count) {
+  const cudaStream_t stream = context_.stream;
+  check_migration_arrays<T, D>(positions, props, count);
+  if (count == 0) return 0;
+  wrapping_.reserve(count, "migration lists");
+  check(cudaMemsetAsync(counters_.get(), 0, MigrationCounters::size(1) * sizeof(unsigned long long), stream),
+        "migrate");
+  Columns<T, D> read;
+  WritableColumns<T, D> write;
+  for (int d = 0; d < D; ++d) {
+    read.c[d] = positions[d];
+    write.c[d] = positions[d];
+  }
+  classify_kernel<T, D><<<blocks_for(count), kThreads, 0, stream>>>(read, count, owners_, 0, 1, bits_for(count - 1),
+                                                                    nullptr, wrapping_.get(), counters_.get());
+  cuda::check_launch("pmkit::DistributedPlan::classify_kernel");
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>(blocks_for(count), kWrapBlocks));
+  wrap_listed_kernel<T, D><<<blocks, kThreads, 0, stream>>>(wrapping_.get(), counters_.get(), count, owners_, write,
+                                                             bad_position_.get());
+  cuda::check_launch("pmkit::DistributedPlan::wrap_listed_kernel");
+  unchecked_count_ = count;
+  return count;
+}
+
+// The bad position that migrate_alone's pass marked, if any, reported (a wait).
+template <class T, int D>
+void DeviceMigration<T, D>::raise_deferred() {
+  if (unchecked_count_ == 0) return;
+  cuda::DeviceScope scope(context_.device);
+  const std::size_t count = unchecked_count_;
+  unchecked_count_ = 0;
+  read_counters(MigrationCounters::size(1), "synchronize");
+  const unsigned long long bad = found_.get()[MigrationCounters::first_bad(1)];
+  if (bad == 0) return;
+  double x[D];
+  check(cudaMemcpy(x, bad_position_.get(), D * sizeof(double), cudaMemcpyDeviceToHost), "synchronize");
+  reject_bad(x, count - static_cast<std::size_t>(bad));
+}
+
+// Particle `first` at x, which the pass over the positions marked as bad: the host's
+// check names it.
+template <class T, int D>
+void DeviceMigration<T, D>::reject_bad(const double (&x)[D], std::size_t first) {
+  double u[D];
+  T wrapped[D];
+  migration_coordinates<T, D>(owners_, global_, x, first, u, wrapped);
+  fail(ErrorCode::InvalidArgument, "migrate: positions of particle ", first, " rejected on the device");
+}
+
+// On several ranks: one pass classifies every particle on the device (reading only: it lists the leaving
 // particles and the staying ones a wrap moves), one host wait reads the counts, and one
 // all-reduce agrees on the errors, on the number of property arrays and on whether any
 // rank has a particle to send. If
@@ -263,6 +357,7 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
   cuda::DeviceScope scope(context_.device);
   const cudaStream_t stream = context_.stream;
   changed = false;
+  if (context_.size == 1) return migrate_alone(positions, props, count);
   const int values = D + static_cast<int>(props.size());
   const int counters = MigrationCounters::size(context_.size);
   const int index_bits = bits_for(count > 0 ? count - 1 : 0);
@@ -279,9 +374,9 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
         leavers_.reserve(std::max<std::size_t>(1, count), "migration lists");
         wrapping_.reserve(std::max<std::size_t>(1, count), "migration lists");
         check(cudaMemsetAsync(counters_.get(), 0, counters * sizeof(unsigned long long), stream), "migrate");
+        Columns<T, D> c;
+        for (int d = 0; d < D; ++d) c.c[d] = positions[d];
         if (count > 0) {
-          Columns<T, D> c;
-          for (int d = 0; d < D; ++d) c.c[d] = positions[d];
           classify_kernel<T, D><<<blocks_for(count), kThreads, 0, stream>>>(c, count, owners_, context_.rank,
                                                                             context_.size, index_bits, leavers_.get(),
                                                                             wrapping_.get(), counters_.get());
@@ -290,18 +385,16 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
         read_counters(counters, "migrate");
         const unsigned long long* found = found_.get();
         const unsigned long long bad = found[MigrationCounters::first_bad(context_.size)];
-        if (bad > 0) {  // the first bad particle: the host check names it
+        if (bad > 0) {
           const std::size_t first = count - static_cast<std::size_t>(bad);
-          double x[D], u[D];
-          T wrapped[D];
+          double x[D];
           for (int d = 0; d < D; ++d) {
             T v;
             check(cudaMemcpy(&v, positions[d].data + first * positions[d].stride, sizeof(T), cudaMemcpyDeviceToHost),
                   "migrate");
             x[d] = static_cast<double>(v);
           }
-          migration_coordinates<T, D>(owners_, global_, x, first, u, wrapped);
-          fail(ErrorCode::InvalidArgument, "migrate: positions of particle ", first, " rejected on the device");
+          reject_bad(x, first);
         }
         for (int p = 0; p < context_.size; ++p) send_counts[p] = static_cast<long long>(found[p]);
         leaving = found[MigrationCounters::leaving(context_.size)];

@@ -1,6 +1,6 @@
 #pragma once
-// The migration of a CUDA rank's particles (migration.hpp on device arrays): one reading
-// pass lists the leaving particles and the staying ones a wrap moves; one all-reduce
+// The migration of a CUDA rank's particles (migration.hpp on device arrays). On one rank,
+// the periodic wraps in one queued pass, with no wait. On several, one reading pass lists the leaving particles and the staying ones a wrap moves; one all-reduce
 // agrees on errors and on whether anything moves; where something does, the counts are
 // agreed as on the CPU ranks, the leavers sorted by destination and packed, the staying
 // ones wrapped and compacted, and the rows moved by the transport. Also set_points'
@@ -36,8 +36,12 @@ class DeviceMigration {
                              std::array<double, D>& position);
   std::size_t migrate(DeviceTransport& transport, const std::array<View<T>, D>& positions, Span<View<T>> props,
                       std::size_t count, bool& changed);
+  // A bad position that the last migrate on one rank found, thrown (a wait).
+  void raise_deferred();
 
  private:
+  std::size_t migrate_alone(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count);
+  [[noreturn]] void reject_bad(const double (&x)[D], std::size_t first);
   void read_counters(int counters, const char* call);
   void upload_columns(const std::array<View<T>, D>& positions, Span<View<T>> props);
 
@@ -58,6 +62,10 @@ class DeviceMigration {
   cuda::DeviceBuffer<T> rows_, arrivals_;
   cuda::DeviceBuffer<View<T>> columns_;
   std::vector<View<T>> uploaded_;
+  // The count of the last migrate on one rank, whose check raise_deferred reads (0: none
+  // to read), and the position of the bad particle it found.
+  std::size_t unchecked_count_ = 0;
+  cuda::DeviceBuffer<double> bad_position_;
 };
 
 }  // namespace pmkit::distributed
