@@ -94,6 +94,16 @@ def _size_mismatch(message: str) -> Exception:
     return error
 
 
+def _stacked_fields(shape: Tuple[int, ...], name: str, expected: Tuple[int, ...], what: str) -> Tuple[int, ...]:
+    """The leading (F,) or () of an array of shape ``expected`` or (F, *expected); another
+    shape is a ValueError naming the argument and ``what`` the arrays are."""
+    dims = len(expected)
+    if len(shape) not in (dims, dims + 1) or shape[-dims:] != expected:
+        stacked = ", ".join(map(str, ("F",) + expected))
+        raise ValueError(f"{name} has shape {shape}; {what} are {expected} (C order, x last), or ({stacked}) for F fields")
+    return shape[:-dims]
+
+
 def _kernel(kernel: KernelLike) -> _pmkit.Kernel:
     if isinstance(kernel, _pmkit.Kernel):
         return kernel
@@ -236,6 +246,16 @@ class _MeshCalls(_PlanBase):
     """The calls of the mesh plans, single and distributed: spread, interp and their
     gradients on the meshes of ``_mesh_shape``."""
 
+    def _mesh_options(self, threads: int, deterministic: bool, spread_method: str, host_arrays: bool,
+                      max_away_fraction: float) -> Any:
+        """The options of a mesh plan (pmkit::Options)."""
+        options = self._options(_pmkit.Options(), threads)
+        options.deterministic = bool(deterministic)
+        options.spread_method = _choice(spread_method, _SPREAD_METHODS, "spread_method")
+        options.host_arrays = bool(host_arrays)
+        options.max_away_fraction = float(max_away_fraction)
+        return options
+
     def _ready(self, method: str, flags: Tuple[bool, ...]) -> None:
         if not self._impl.has_points:
             # The compiled call raises NotReady before it reads an array: no result is made.
@@ -263,14 +283,7 @@ class _MeshCalls(_PlanBase):
 
     def _mesh_fields(self, shape: Tuple[int, ...], name: str) -> Tuple[int, ...]:
         """The shape check of meshes, ``mesh_shape`` or (F, *mesh_shape): the leading (F,) or ()."""
-        dims = len(self._mesh_shape)
-        if len(shape) not in (dims, dims + 1) or shape[-dims:] != self._mesh_shape:
-            stacked = ", ".join(map(str, ("F",) + self._mesh_shape))
-            raise ValueError(
-                f"{name} has shape {shape}; the plan's meshes are {self._mesh_shape} (C order, x last), "
-                f"or ({stacked}) for F fields"
-            )
-        return shape[:-dims]
+        return _stacked_fields(shape, name, self._mesh_shape, "the plan's meshes")
 
     def spread(self, props: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
         """P2M: each particle's value spread onto the mesh, sum over particles of
@@ -358,11 +371,7 @@ class Plan(_MeshCalls):
         if not isinstance(grid, Grid):
             raise TypeError(f"grid must be a pmkit.Grid, not {type(grid).__name__}")
         super().__init__(grid.dim, dtype, backend, device)
-        options = self._options(_pmkit.Options(), threads)
-        options.deterministic = bool(deterministic)
-        options.spread_method = _choice(spread_method, _SPREAD_METHODS, "spread_method")
-        options.host_arrays = bool(host_arrays)
-        options.max_away_fraction = float(max_away_fraction)
+        options = self._mesh_options(threads, deterministic, spread_method, host_arrays, max_away_fraction)
         self._grid = grid
         cls = getattr(_pmkit, f"Plan_{self._dtype}_{grid.dim}d")
         self._impl = cls(grid._cpp(), _kernel(kernel), options)
