@@ -20,6 +20,11 @@ def _error(code: Any, message: str) -> Exception:
     return error
 
 
+def _forwarded(name: str, doc: str) -> property:
+    """A read-only property of the compiled plan's attribute ``name``."""
+    return property(lambda self: getattr(self._impl, name), doc=doc)
+
+
 def _communicator_address(comm: Any) -> int:
     """The address of the MPI_Comm inside an mpi4py intracommunicator, checked to be of
     the MPI library that pmkit is linked with."""
@@ -123,6 +128,22 @@ class DistributedPlan(_MeshCalls):
                 "MPI; install MPI, e.g. Debian's libopenmpi-dev and openmpi-bin, and build pmkit again)",
             )
         address = _communicator_address(comm)
+        try:
+            impl, arguments = self._arguments(grid, kernel, dtype, backend, device, deterministic, threads,
+                                              spread_method, max_away_fraction, ranks, cuts, transport)
+        except Exception as error:
+            # The other ranks wait in the compiled constructor's first message.
+            _pmkit.agree_construction(address, *_failure(error))
+            raise
+        self._impl = impl(address, *arguments)
+        self._grid = grid
+        self._comm = comm
+        self._mesh_shape: Tuple[int, ...] = tuple(self._impl.block_shape)
+        self._points_like: Optional[Array] = None
+
+    def _arguments(self, grid, kernel, dtype, backend, device, deterministic, threads, spread_method,
+                   max_away_fraction, ranks, cuts, transport) -> Tuple[Any, Tuple]:
+        """The compiled class and its constructor's arguments after the communicator."""
         if not isinstance(grid, Grid):
             raise TypeError(f"grid must be a pmkit.Grid, not {type(grid).__name__}")
         super().__init__(grid.dim, dtype, backend, device)
@@ -138,13 +159,8 @@ class DistributedPlan(_MeshCalls):
         transports = {"auto": _pmkit.Transport.Auto, "nccl": _pmkit.Transport.Nccl,
                       "host_mpi": _pmkit.Transport.HostMpi}
         options = self._mesh_options(threads, deterministic, spread_method, False, max_away_fraction)
-        cls = getattr(_pmkit, f"DistributedPlan_{self._dtype}_{dims}d")
-        self._impl = cls(address, grid._cpp(), _kernel(kernel), options, ranks, cuts,
-                         _choice(transport, transports, "transport"))
-        self._grid = grid
-        self._comm = comm
-        self._mesh_shape: Tuple[int, ...] = tuple(self._impl.block_shape)
-        self._points_like: Optional[Array] = None
+        impl = getattr(_pmkit, f"DistributedPlan_{self._dtype}_{dims}d")
+        return impl, (grid._cpp(), _kernel(kernel), options, ranks, cuts, _choice(transport, transports, "transport"))
 
     def _agreed(self, checks: Callable[[], R]) -> R:
         """``checks()``, whose failure on this rank raises on every rank: this rank's error
@@ -211,26 +227,13 @@ class DistributedPlan(_MeshCalls):
         return self._impl.owner(tuple(float(x) for x in position))
 
     @property
-    def grid(self) -> Grid:
-        return self._grid
-
-    @property
     def comm(self) -> Any:
         """The mpi4py communicator given."""
         return self._comm
 
-    @property
-    def kernel(self) -> _pmkit.Kernel:
-        return self._impl.kernel
-
-    @property
-    def rank(self) -> int:
-        return self._impl.rank
-
-    @property
-    def size(self) -> int:
-        """The number of ranks."""
-        return self._impl.size
+    rank = _forwarded("rank", "This rank's index in comm.")
+    size = _forwarded("size", "The number of ranks.")
+    block_size = _forwarded("block_size", "The number of nodes in this rank's block.")
 
     @property
     def block(self) -> Block:
@@ -241,10 +244,6 @@ class DistributedPlan(_MeshCalls):
     def block_shape(self) -> Tuple[int, ...]:
         """The shape of this rank's block array: C order, x last (``block.shape`` reversed)."""
         return self._mesh_shape
-
-    @property
-    def block_size(self) -> int:
-        return self._impl.block_size
 
     @property
     def transport(self) -> str:

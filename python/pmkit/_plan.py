@@ -246,6 +246,14 @@ class _MeshCalls(_PlanBase):
     """The calls of the mesh plans, single and distributed: spread, interp and their
     gradients on the meshes of ``_mesh_shape``."""
 
+    @property
+    def grid(self) -> Grid:
+        return self._grid
+
+    @property
+    def kernel(self) -> _pmkit.Kernel:
+        return self._impl.kernel
+
     def _mesh_options(self, threads: int, deterministic: bool, spread_method: str, host_arrays: bool,
                       max_away_fraction: float) -> Any:
         """The options of a mesh plan (pmkit::Options)."""
@@ -383,17 +391,9 @@ class Plan(_MeshCalls):
         _PLANS[self._key] = self
 
     @property
-    def grid(self) -> Grid:
-        return self._grid
-
-    @property
     def key(self) -> str:
         """The plan's key for pmkit.torch's operators (unique in the process)."""
         return self._key
-
-    @property
-    def kernel(self) -> _pmkit.Kernel:
-        return self._impl.kernel
 
     @property
     def mesh_shape(self) -> Tuple[int, ...]:

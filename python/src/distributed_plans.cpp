@@ -138,12 +138,20 @@ MPI_Comm communicator_at(std::uintptr_t address) {
   return comm;
 }
 
+// The communicator at `address`, agreed: the constructor's first message, which a rank
+// whose Python checks of the arguments failed makes through agree_construction.
+MPI_Comm agreed_communicator(std::uintptr_t address) {
+  const MPI_Comm comm = communicator_at(address);
+  agree(comm, "DistributedPlan", Failure{});
+  return comm;
+}
+
 template <class T, int D>
 class DistributedPlanBinding {
  public:
   DistributedPlanBinding(std::uintptr_t comm, const Grid<D>& grid, const Kernel& kernel, const Options& options,
                          const RankGrid<D>& split, Transport transport)
-      : own_(communicator_at(comm)),
+      : own_(agreed_communicator(comm)),
         plan_(own_.get(), grid, kernel, options, split, transport),
         where_(placement(options.backend, false, options.device)),
         block_shape_(c_order<D>(plan_.block_shape())),
@@ -293,7 +301,14 @@ void bind_block(nb::module_& m, const char* name) {
 }  // namespace
 
 void bind_distributed_plans(nb::module_& m) {
+  using namespace nb::literals;
   m.def("built_with_mpi", [] { return true; }, "True when this build contains the distributed plan (MPI).");
+  m.def("agree_construction",
+        [](std::uintptr_t address, int kind, int code, const std::string& message) {
+          agree(communicator_at(address), "DistributedPlan", Failure{kind, code, message});
+        },
+        "comm_address"_a, "kind"_a, "code"_a, "message"_a,
+        "Agrees a failure of this rank's checks of a DistributedPlan's arguments with the other ranks, which raise.");
   m.def("mpi_library_version",
         [] {
           char version[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -95,7 +95,12 @@ def bad_input(rng):
     raises(TypeError, lambda: pmkit.DistributedPlan("MPI.COMM_WORLD", grid), match="mpi4py intracommunicator")
     raises(TypeError, lambda: pmkit.DistributedPlan(MPI.COMM_WORLD.Get_group(), grid), match="not mpi4py.MPI.Group")
     raises(ValueError, lambda: pmkit.DistributedPlan(MPI.COMM_NULL, grid), match="COMM_NULL")
-    raises(ValueError, lambda: pmkit.DistributedPlan(MPI.COMM_WORLD, grid, ranks=(1, 1)), match="ranks has 2 values")
+    # A bad argument on one rank raises on all, in the constructor as in the calls.
+    error = raises(ValueError, lambda: pmkit.DistributedPlan(MPI.COMM_WORLD, grid, ranks=(1, 1) if RANK == 0 else None),
+                   match="ranks has 2 values")
+    check(RANK == 0 or "DistributedPlan failed on rank 0" in str(error), f"names rank 0: {error}")
+    raises(TypeError, lambda: pmkit.DistributedPlan(MPI.COMM_WORLD, grid, dtype="float16" if RANK == SIZE - 1 else "f8"),
+           match="dtype")
     raises(pmkit.Error, lambda: pmkit.DistributedPlan(MPI.COMM_WORLD, grid, ranks=(SIZE + 1, 1, 1)),
            code=pmkit.ErrorCode.InvalidArgument)
 
