@@ -17,7 +17,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 DOCS = HERE.parents[1] / "docs" / "python.md"
 
 
-def mpirun(script, ranks, tmp_path):
+def mpirun(script, ranks, tmp_path, *arguments):
     """Runs `script` with this Python on `ranks` ranks; its output, after checking that it
     exited cleanly."""
     launcher = shutil.which("mpirun")
@@ -27,7 +27,8 @@ def mpirun(script, ranks, tmp_path):
     if not pmkit.built_with_mpi():
         pytest.skip("this build of pmkit has no distributed plan (no MPI)")
     env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_MCA_btl_vader_single_copy_mechanism="none")
-    command = [launcher, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), sys.executable, str(script)]
+    command = [launcher, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), sys.executable, str(script),
+               *arguments]
     done = subprocess.run(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout
@@ -39,6 +40,15 @@ def test_distributed_plan_matches_the_single_plan(ranks, tmp_path):
     output = mpirun(HERE / "distributed_ranks.py", ranks, tmp_path)
     for rank in range(ranks):
         assert re.search(rf"rank {rank} of {ranks}: ok, [1-9][0-9]* checks", output), output
+
+
+def test_cuda_ranks_on_cupy_arrays(tmp_path):
+    cupy = pytest.importorskip("cupy")
+    if not pmkit.built_with_cuda() or cupy.cuda.runtime.getDeviceCount() == 0:
+        pytest.skip("needs a GPU and a CUDA build of pmkit")
+    output = mpirun(HERE / "distributed_ranks.py", 2, tmp_path, "cuda")
+    for rank in range(2):
+        assert re.search(rf"rank {rank} of 2: ok, [1-9][0-9]* checks", output), output
 
 
 def test_docs_example_runs_on_two_ranks(tmp_path):
