@@ -9,7 +9,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, T
 from . import _pmkit
 from ._arrays import library_of, shape_of
 from ._geometry import Grid, _choice, _counts
-from ._plan import Array, Arrays, KernelLike, _as_list, _kernel, _MeshCalls
+from ._plan import Array, Arrays, KernelLike, _as_list, _kernel, _MeshCalls, _require_mutable
 
 R = TypeVar("R")
 
@@ -214,8 +214,10 @@ class DistributedPlan(_MeshCalls):
             n = capacity if count is None else operator.index(count)
             if n < 0:
                 raise ValueError(f"count = {n}: the number of slots in use, 0 to the arrays' length")
+            _require_mutable(arrays, "positions", "migrate moves the particles in place")
+            _require_mutable(extra, "props", "migrate moves the properties in place")
             exported, stream, _ = self._exported(arrays, "positions")
-            prop_arrays = library_of(extra[0]).exported(extra) if extra else []
+            prop_arrays = self._exported(extra, "props")[0] if extra else []
             return exported, prop_arrays, n, stream
 
         exported, prop_arrays, n, stream = self._agreed(checks)

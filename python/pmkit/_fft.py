@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 from . import _pmkit
 from ._geometry import _counts
-from ._plan import Arrays, _Runner, _stacked_fields
+from ._plan import Arrays, _as_list, _require_mutable, _Runner, _stacked_fields
 
 
 class RealFft(_Runner):
@@ -92,6 +92,8 @@ class RealFft(_Runner):
         self-conjugate wavenumbers (0, and n/2 on even axes) are ignored. ``spectrum`` is
         left as it was unless ``overwrite_spectrum=True`` (then its values are undefined
         after the call, and it must be writable)."""
+        if overwrite_spectrum:
+            _require_mutable(_as_list(spectrum, "spectrum")[0], "spectrum", "overwrite_spectrum=True writes into it")
         return self._run("inverse", spectrum, "spectrum", out, self._spectrum_fields, self._shape,
                          bool(overwrite_spectrum))
 

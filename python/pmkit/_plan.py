@@ -86,6 +86,15 @@ def _as_list(arrays: Arrays, name: str) -> Tuple[List[Array], bool]:
     return [arrays], True
 
 
+def _require_mutable(arrays: List[Any], name: str, because: str) -> None:
+    """A ValueError where an array pmkit would write into is a JAX array: JAX arrays are
+    immutable (their DLPack export does not say so)."""
+    for i, array in enumerate(arrays):
+        if library_of(array).name == "jax":
+            which = name if len(arrays) == 1 else f"{name}[{i}]"
+            raise ValueError(f"{which} is read-only (a JAX array, immutable); {because}")
+
+
 def _size_mismatch(message: str) -> Exception:
     """pmkit.Error with code SizeMismatch, as the compiled plan raises for a particle count
     that is not the plan's."""

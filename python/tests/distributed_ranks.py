@@ -123,6 +123,12 @@ def bad_input(rng):
     raises(ValueError, lambda: plan.set_points(np.zeros((len(x), 2)) if RANK == 0 else x), match="coordinate")
     raises(pmkit.Error, lambda: plan.migrate(np.zeros((4, 3)), count=5), code=pmkit.ErrorCode.SizeMismatch)
     raises(ValueError, lambda: plan.migrate(np.zeros((4, 3)), count=-1 if RANK == last else 0), match="count")
+    try:
+        import jax.numpy as jnp
+    except ImportError:
+        jnp = None
+    if jnp is not None:  # migrate writes in place, which a JAX array forbids
+        raises(ValueError, lambda: plan.migrate(jnp.zeros((4, 3))), match="positions is read-only (a JAX array")
     if SIZE > 1:
         # A particle outside this rank's block.
         outside = np.full((1, 3), 0.999 if plan.block.first_node[0] == 0 else 0.0)

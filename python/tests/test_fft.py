@@ -111,6 +111,8 @@ def test_jax_arrays_in_and_out(rng):
     back = fft.inverse(spectrum)  # JAX arrays are immutable: read through a copy
     assert isinstance(back, jax.Array)
     np.testing.assert_allclose(np.asarray(back), real * fft.size, atol=1e-12 * fft.size)
+    with pytest.raises(ValueError, match="spectrum is read-only"):
+        fft.inverse(spectrum, overwrite_spectrum=True)
 
 
 def test_cuda_transforms_on_the_callers_stream(rng):
