@@ -70,13 +70,18 @@ bool agree(MPI_Comm comm, const char* call, Failure failure) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   int first = failure.kind != Failure::None ? rank : size;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == size) return false;
   int header[3] = {failure.kind, failure.code, static_cast<int>(failure.message.size())};
-  MPI_Bcast(header, 3, MPI_INT, first, comm);
   std::string message = failure.message;
-  message.resize(static_cast<std::size_t>(header[2]));
-  MPI_Bcast(message.data(), header[2], MPI_CHAR, first, comm);
+  {
+    nb::gil_scoped_release release;  // other Python threads run while the ranks agree
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first < size) {
+      MPI_Bcast(header, 3, MPI_INT, first, comm);
+      message.resize(static_cast<std::size_t>(header[2]));
+      MPI_Bcast(message.data(), header[2], MPI_CHAR, first, comm);
+    }
+  }
+  if (first == size) return false;
   if (failure.kind != Failure::None) return true;
   const std::string text = std::string(call) + " failed on rank " + std::to_string(first) + ": " + message;
   switch (header[0]) {
