@@ -5,7 +5,8 @@
 get_filename_component(_pmkit_build "${PMKIT_BUILD_DIR}" ABSOLUTE BASE_DIR "${PROJECT_SOURCE_DIR}")
 set(_pmkit_asked "PMKIT_BUILD_DIR=${PMKIT_BUILD_DIR}")
 set(_pmkit_else "or leave PMKIT_BUILD_DIR unset to compile the library in this build")
-find_package(pmkit ${PROJECT_VERSION} EXACT CONFIG QUIET PATHS "${_pmkit_build}" NO_DEFAULT_PATH)
+find_package(pmkit ${PROJECT_VERSION} EXACT CONFIG QUIET PATHS "${_pmkit_build}" NO_DEFAULT_PATH
+  OPTIONAL_COMPONENTS distributed)
 if(NOT pmkit_FOUND)
   message(FATAL_ERROR "${_pmkit_asked}: ${_pmkit_build} holds no CMake build of pmkit ${PROJECT_VERSION} "
     "(pmkitConfig.cmake); configure and build one (cmake -S . -B build && cmake --build build), ${_pmkit_else}")

@@ -12,8 +12,11 @@ without copies.
 ``pmkit.torch`` has the differentiable versions for PyTorch.
 """
 
-from ._pmkit import Error, ErrorCode, Kernel, __version__, built_with_cuda
+from ._pmkit import Error, ErrorCode, Kernel, __version__, built_with_cuda, built_with_mpi
 from ._geometry import Box, Grid
 from ._plan import PairPlan, Plan
+from ._fft import RealFft
+from ._distributed import DistributedPlan
 
 __all__ = ["Box", "Error", "ErrorCode", "Grid", "Kernel", "PairPlan", "Plan", "built_with_cuda", "__version__"]
+__all__ += ["DistributedPlan", "RealFft", "built_with_mpi"]

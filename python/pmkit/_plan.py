@@ -86,12 +86,31 @@ def _as_list(arrays: Arrays, name: str) -> Tuple[List[Array], bool]:
     return [arrays], True
 
 
+def _require_mutable(arrays: List[Any], name: str, because: str) -> None:
+    """A ValueError where an array pmkit would write into is a JAX array: JAX arrays are
+    immutable (their DLPack export does not say so)."""
+    for i, array in enumerate(arrays):
+        if library_of(array).name == "jax":
+            which = name if len(arrays) == 1 else f"{name}[{i}]"
+            raise ValueError(f"{which} is read-only (a JAX array, immutable); {because}")
+
+
 def _size_mismatch(message: str) -> Exception:
     """pmkit.Error with code SizeMismatch, as the compiled plan raises for a particle count
     that is not the plan's."""
     error = _pmkit.Error(message)
     error.code = _pmkit.ErrorCode.SizeMismatch
     return error
+
+
+def _stacked_fields(shape: Tuple[int, ...], name: str, expected: Tuple[int, ...], what: str) -> Tuple[int, ...]:
+    """The leading (F,) or () of an array of shape ``expected`` or (F, *expected); another
+    shape is a ValueError naming the argument and ``what`` the arrays are."""
+    dims = len(expected)
+    if len(shape) not in (dims, dims + 1) or shape[-dims:] != expected:
+        stacked = ", ".join(map(str, ("F",) + expected))
+        raise ValueError(f"{name} has shape {shape}; {what} are {expected} (C order, x last), or ({stacked}) for F fields")
+    return shape[:-dims]
 
 
 def _kernel(kernel: KernelLike) -> _pmkit.Kernel:
@@ -102,8 +121,9 @@ def _kernel(kernel: KernelLike) -> _pmkit.Kernel:
     raise TypeError(f"kernel = {kernel!r}: a kernel name ('mp4', 'tsc', ...) or a pmkit.Kernel")
 
 
-class _PlanBase:
-    """What both plans share: dtype, backend and device, the stream, the positions."""
+class _Runner:
+    """What every compiled object that maps arrays to arrays shares: dtype, backend and
+    device, the caller's stream, and the call from input arrays to output arrays."""
 
     def __init__(self, dim: int, dtype: Any, backend: str, device: int) -> None:
         self._dtype = _dtype_name(dtype)
@@ -111,7 +131,6 @@ class _PlanBase:
         _choice(backend, _BACKENDS, "backend")
         self._device = int(device)
         self._dim = dim
-        self._library: ArrayLibrary = NUMPY  # of the positions; binned_order's results
 
     def _options(self, options: Any, threads: int) -> Any:
         """A plan's options with its ExecutionOptions set: backend, device, threads."""
@@ -127,14 +146,43 @@ class _PlanBase:
             return None
         return library.stream(like)
 
-    def _positions(self, positions: Tuple[Array, ...]) -> List[Array]:
-        """An (N, D) array, D arrays of N, or one sequence of D arrays, as a list."""
-        if len(positions) == 1 and isinstance(positions[0], (list, tuple)):
-            positions = tuple(positions[0])
-        if not positions:
-            raise TypeError("positions: give an (N, D) array or D arrays of N")
-        _require_arrays(list(positions), "positions")
-        return list(positions)
+    def _ready(self, method: str, flags: Tuple[bool, ...]) -> None:
+        """Raises the compiled object's error of a call it is not ready for (no arrays read)."""
+
+    def _prepare(self, method: str, inputs: Arrays, name: str, out: Optional[Arrays], fields, tail: Tuple[int, ...],
+                 flags: Tuple[bool, ...], result_dtype: Optional[str] = None) -> Tuple:
+        """The inputs and outputs of one compiled call as lists, the outputs made where not
+        given: ``fields(shape, name)`` checks an input's shape and gives its leading field
+        axes; a result is those followed by ``tail``, of ``result_dtype`` (the dtype)."""
+        items, single = _as_list(inputs, name)
+        if not items:
+            raise ValueError(f"{name} is empty")
+        self._ready(method, flags)
+        names = [name if single else f"{name}[{i}]" for i in range(len(items))]
+        leading = [fields(shape_of(item, n), n) for item, n in zip(items, names)]
+        library = library_of(items[0])
+        library.before(items, name)
+        if out is None:
+            outputs = [library.empty(items[0], f + tail, result_dtype or self._dtype) for f in leading]
+        else:
+            outputs, _ = _as_list(out, "out")
+        return items, single, outputs, library
+
+    def _call(self, method: str, prepared: Tuple, out: Optional[Arrays], *flags: bool) -> Any:
+        """Runs one compiled call on what _prepare gave; its results (``out`` if given)."""
+        items, single, outputs, library = prepared
+        stream = self._call_stream(library, items[0])
+        getattr(self._impl, method)(library.exported(items), library.exported(outputs), *flags, stream)
+        if out is not None:
+            return out
+        results = [library.result(o, self._impl) for o in outputs]
+        return results[0] if single else results
+
+    def _run(self, method: str, inputs: Arrays, name: str, out: Optional[Arrays], fields, tail: Tuple[int, ...],
+             *flags: bool, result_dtype: Optional[str] = None) -> Any:
+        """Runs one compiled call from ``inputs`` (argument ``name``) to ``out`` or new results."""
+        prepared = self._prepare(method, inputs, name, out, fields, tail, flags, result_dtype)
+        return self._call(method, prepared, out, *flags)
 
     @property
     def dtype(self) -> str:
@@ -153,6 +201,27 @@ class _PlanBase:
     @property
     def device(self) -> int:
         return self._device
+
+    def synchronize(self) -> None:
+        """Waits for the work queued on the CUDA stream (nothing to wait for on the CPU)."""
+        self._impl.synchronize()
+
+
+class _PlanBase(_Runner):
+    """What the particle plans share: the stream, the positions."""
+
+    def __init__(self, dim: int, dtype: Any, backend: str, device: int) -> None:
+        super().__init__(dim, dtype, backend, device)
+        self._library: ArrayLibrary = NUMPY  # of the positions; binned_order's results
+
+    def _positions(self, positions: Tuple[Array, ...]) -> List[Array]:
+        """An (N, D) array, D arrays of N, or one sequence of D arrays, as a list."""
+        if len(positions) == 1 and isinstance(positions[0], (list, tuple)):
+            positions = tuple(positions[0])
+        if not positions:
+            raise TypeError("positions: give an (N, D) array or D arrays of N")
+        _require_arrays(list(positions), "positions")
+        return list(positions)
 
     @property
     def stream(self) -> int:
@@ -182,7 +251,88 @@ class _PlanBase:
         self._impl.synchronize()
 
 
-class Plan(_PlanBase):
+class _MeshCalls(_PlanBase):
+    """The calls of the mesh plans, single and distributed: spread, interp and their
+    gradients on the meshes of ``_mesh_shape``."""
+
+    @property
+    def grid(self) -> Grid:
+        return self._grid
+
+    @property
+    def kernel(self) -> _pmkit.Kernel:
+        return self._impl.kernel
+
+    def _mesh_options(self, threads: int, deterministic: bool, spread_method: str, host_arrays: bool,
+                      max_away_fraction: float) -> Any:
+        """The options of a mesh plan (pmkit::Options)."""
+        options = self._options(_pmkit.Options(), threads)
+        options.deterministic = bool(deterministic)
+        options.spread_method = _choice(spread_method, _SPREAD_METHODS, "spread_method")
+        options.host_arrays = bool(host_arrays)
+        options.max_away_fraction = float(max_away_fraction)
+        return options
+
+    def _ready(self, method: str, flags: Tuple[bool, ...]) -> None:
+        if not self._impl.has_points:
+            # The compiled call raises NotReady before it reads an array: no result is made.
+            getattr(self._impl, method)([], [], *flags, None)
+
+    def _particle_fields(self, components: Tuple[int, ...]):
+        """The shape check of particle values, (N,) or (F, N) (``components`` ()), or of
+        vectors, (N, D) or (F, N, D) (``components`` (D,)): the leading (F,) or (). A shape
+        of other dimensions is a ValueError, other extents pmkit.Error SizeMismatch, as the
+        compiled plan's for a particle count; both name the forms, before a result is made."""
+        symbols = ("N",) + ("D",) * len(components)
+        forms = f"({', '.join(symbols)}{',' if not components else ''}) or (F, {', '.join(symbols)})"
+
+        def fields(shape: Tuple[int, ...], name: str) -> Tuple[int, ...]:
+            want = (self.num_points,) + components
+            k = len(want)
+            if len(shape) not in (k, k + 1):
+                raise ValueError(f"{name} has shape {shape}; it must be {forms}")
+            if shape[-k:] != want:
+                sizes = f"N = {want[0]}, the plan's particles" + (f", D = {self._dim}" if components else "")
+                raise _size_mismatch(f"{name} has shape {shape}; it must be {forms} with {sizes} (F fields)")
+            return shape[:-k]
+
+        return fields
+
+    def _mesh_fields(self, shape: Tuple[int, ...], name: str) -> Tuple[int, ...]:
+        """The shape check of meshes, ``mesh_shape`` or (F, *mesh_shape): the leading (F,) or ()."""
+        return _stacked_fields(shape, name, self._mesh_shape, "the plan's meshes")
+
+    def spread(self, props: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
+        """P2M: each particle's value spread onto the mesh, sum over particles of
+        ``value * W(x_p - x_node)``. ``props`` is (N,) or (F, N); the result is
+        ``mesh_shape`` or (F, *mesh_shape). ``add=True`` adds to ``out`` instead of
+        overwriting it."""
+        if add and out is None:
+            raise ValueError("add=True adds to out: give out=")
+        return self._run("spread", props, "props", out, self._particle_fields(()), self._mesh_shape, bool(add))
+
+    def interp(self, meshes: Arrays, out: Optional[Arrays] = None) -> Arrays:
+        """M2P: the mesh at each particle, sum over nodes of ``W(x_p - x_node) * mesh``, in
+        the caller's order of the particles. ``meshes`` is ``mesh_shape`` or
+        (F, *mesh_shape); the result (N,) or (F, N)."""
+        return self._run("interp", meshes, "meshes", out, self._mesh_fields, (self.num_points,))
+
+    def interp_gradient(self, meshes: Arrays, out: Optional[Arrays] = None) -> Arrays:
+        """The gradient of ``interp`` with respect to each particle's position: (N, D) for
+        one mesh, (F, N, D) for F (one particle's components side by side)."""
+        return self._run("interp_gradient", meshes, "meshes", out, self._mesh_fields, (self.num_points, self._dim))
+
+    def spread_gradient(self, vectors: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
+        """The adjoint of ``interp_gradient`` (a dipole spread): sum over particles and axes
+        of ``vectors[p, d] * dW/dx_d(x_p - x_node)``. ``vectors`` is (N, D) or (F, N, D);
+        the result ``mesh_shape`` or (F, *mesh_shape)."""
+        if add and out is None:
+            raise ValueError("add=True adds to out: give out=")
+        return self._run("spread_gradient", vectors, "vectors", out, self._particle_fields((self._dim,)),
+                         self._mesh_shape, bool(add))
+
+
+class Plan(_MeshCalls):
     """Particle <-> mesh interpolation on one grid with one kernel (pmkit::Plan).
 
     ``set_points`` bins the particles once; ``spread`` (P2M), ``interp`` (M2P),
@@ -238,11 +388,7 @@ class Plan(_PlanBase):
         if not isinstance(grid, Grid):
             raise TypeError(f"grid must be a pmkit.Grid, not {type(grid).__name__}")
         super().__init__(grid.dim, dtype, backend, device)
-        options = self._options(_pmkit.Options(), threads)
-        options.deterministic = bool(deterministic)
-        options.spread_method = _choice(spread_method, _SPREAD_METHODS, "spread_method")
-        options.host_arrays = bool(host_arrays)
-        options.max_away_fraction = float(max_away_fraction)
+        options = self._mesh_options(threads, deterministic, spread_method, host_arrays, max_away_fraction)
         self._grid = grid
         cls = getattr(_pmkit, f"Plan_{self._dtype}_{grid.dim}d")
         self._impl = cls(grid._cpp(), _kernel(kernel), options)
@@ -254,17 +400,9 @@ class Plan(_PlanBase):
         _PLANS[self._key] = self
 
     @property
-    def grid(self) -> Grid:
-        return self._grid
-
-    @property
     def key(self) -> str:
         """The plan's key for pmkit.torch's operators (unique in the process)."""
         return self._key
-
-    @property
-    def kernel(self) -> _pmkit.Kernel:
-        return self._impl.kernel
 
     @property
     def mesh_shape(self) -> Tuple[int, ...]:
@@ -302,92 +440,6 @@ class Plan(_PlanBase):
         library.before(arrays, "positions")
         self._impl.update_points(library.exported(arrays), self._call_stream(library, arrays[0]))
         self._points_token = None
-
-    def _run(self, method: str, inputs: Arrays, name: str, out: Optional[Arrays], fields, tail: Tuple[int, ...],
-             *flags: bool) -> Any:
-        """Runs one compiled call: inputs and outputs as lists, outputs made where not given.
-        ``fields(shape, name)`` checks an input's shape and gives its leading field axes; a
-        result is those followed by ``tail``."""
-        items, single = _as_list(inputs, name)
-        if not items:
-            raise ValueError(f"{name} is empty")
-        if not self._impl.has_points:
-            # The compiled call raises NotReady before it reads an array: no result is made.
-            getattr(self._impl, method)([], [], *flags, None)
-        names = [name if single else f"{name}[{i}]" for i in range(len(items))]
-        leading = [fields(shape_of(item, n), n) for item, n in zip(items, names)]
-        library = library_of(items[0])
-        library.before(items, name)
-        if out is None:
-            outputs = [library.empty(items[0], f + tail, self._dtype) for f in leading]
-        else:
-            outputs, _ = _as_list(out, "out")
-        stream = self._call_stream(library, items[0])
-        getattr(self._impl, method)(library.exported(items), library.exported(outputs), *flags, stream)
-        if out is not None:
-            return out
-        results = [library.result(o, self._impl) for o in outputs]
-        return results[0] if single else results
-
-    def _particle_fields(self, components: Tuple[int, ...]):
-        """The shape check of particle values, (N,) or (F, N) (``components`` ()), or of
-        vectors, (N, D) or (F, N, D) (``components`` (D,)): the leading (F,) or (). A shape
-        of other dimensions is a ValueError, other extents pmkit.Error SizeMismatch, as the
-        compiled plan's for a particle count; both name the forms, before a result is made."""
-        symbols = ("N",) + ("D",) * len(components)
-        forms = f"({', '.join(symbols)}{',' if not components else ''}) or (F, {', '.join(symbols)})"
-
-        def fields(shape: Tuple[int, ...], name: str) -> Tuple[int, ...]:
-            want = (self.num_points,) + components
-            k = len(want)
-            if len(shape) not in (k, k + 1):
-                raise ValueError(f"{name} has shape {shape}; it must be {forms}")
-            if shape[-k:] != want:
-                sizes = f"N = {want[0]}, the plan's particles" + (f", D = {self._dim}" if components else "")
-                raise _size_mismatch(f"{name} has shape {shape}; it must be {forms} with {sizes} (F fields)")
-            return shape[:-k]
-
-        return fields
-
-    def _mesh_fields(self, shape: Tuple[int, ...], name: str) -> Tuple[int, ...]:
-        """The shape check of meshes, ``mesh_shape`` or (F, *mesh_shape): the leading (F,) or ()."""
-        dims = len(self._mesh_shape)
-        if len(shape) not in (dims, dims + 1) or shape[-dims:] != self._mesh_shape:
-            stacked = ", ".join(map(str, ("F",) + self._mesh_shape))
-            raise ValueError(
-                f"{name} has shape {shape}; the plan's meshes are {self._mesh_shape} (C order, x last), "
-                f"or ({stacked}) for F fields"
-            )
-        return shape[:-dims]
-
-    def spread(self, props: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
-        """P2M: each particle's value spread onto the mesh, sum over particles of
-        ``value * W(x_p - x_node)``. ``props`` is (N,) or (F, N); the result is
-        ``mesh_shape`` or (F, *mesh_shape). ``add=True`` adds to ``out`` instead of
-        overwriting it."""
-        if add and out is None:
-            raise ValueError("add=True adds to out: give out=")
-        return self._run("spread", props, "props", out, self._particle_fields(()), self._mesh_shape, bool(add))
-
-    def interp(self, meshes: Arrays, out: Optional[Arrays] = None) -> Arrays:
-        """M2P: the mesh at each particle, sum over nodes of ``W(x_p - x_node) * mesh``, in
-        the caller's order of the particles. ``meshes`` is ``mesh_shape`` or
-        (F, *mesh_shape); the result (N,) or (F, N)."""
-        return self._run("interp", meshes, "meshes", out, self._mesh_fields, (self.num_points,))
-
-    def interp_gradient(self, meshes: Arrays, out: Optional[Arrays] = None) -> Arrays:
-        """The gradient of ``interp`` with respect to each particle's position: (N, D) for
-        one mesh, (F, N, D) for F (one particle's components side by side)."""
-        return self._run("interp_gradient", meshes, "meshes", out, self._mesh_fields, (self.num_points, self._dim))
-
-    def spread_gradient(self, vectors: Arrays, out: Optional[Arrays] = None, *, add: bool = False) -> Arrays:
-        """The adjoint of ``interp_gradient`` (a dipole spread): sum over particles and axes
-        of ``vectors[p, d] * dW/dx_d(x_p - x_node)``. ``vectors`` is (N, D) or (F, N, D);
-        the result ``mesh_shape`` or (F, *mesh_shape)."""
-        if add and out is None:
-            raise ValueError("add=True adds to out: give out=")
-        return self._run("spread_gradient", vectors, "vectors", out, self._particle_fields((self._dim,)),
-                         self._mesh_shape, bool(add))
 
     def _points_output(self, out: Optional[Array], shape: Tuple[int, ...], dtype: str) -> Array:
         # Before set_points: an empty array, which the compiled plan refuses (NotReady).

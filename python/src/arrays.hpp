@@ -15,6 +15,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <complex>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -57,6 +58,8 @@ template <class T>
 constexpr const char* dtype_name() {
   if constexpr (std::is_same<T, float>::value) return "float32";
   if constexpr (std::is_same<T, double>::value) return "float64";
+  if constexpr (std::is_same<T, std::complex<float>>::value) return "complex64";
+  if constexpr (std::is_same<T, std::complex<double>>::value) return "complex128";
   return "uint32";
 }
 

@@ -133,4 +133,6 @@ NB_MODULE(_pmkit, m) {
 
   pmkit::python::bind_plans(m);
   pmkit::python::bind_pair_plans(m);
+  pmkit::python::bind_ffts(m);
+  pmkit::python::bind_distributed_plans(m);
 }
