@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "core/fft_backend.hpp"
-#include "cpu/openmp.hpp"
+#include "cpu/fftw_threads.hpp"
 
 namespace pmkit::detail {
 namespace {
@@ -59,17 +59,6 @@ struct Fftw<float> {
   static void plan_with_nthreads(int n) { fftwf_plan_with_nthreads(n); }
 #endif
 };
-
-#if defined(PMKIT_FFTW_THREADS)
-// Meshes of fewer real values than this transform on one thread: there FFTW's threads
-// cost more to start and join than they save, and a thread that waits for a busy core
-// can stall a small transform by milliseconds (docs/tuning.md#kfftwthreadedminvalues).
-constexpr std::int64_t kFftwThreadedMinValues = std::int64_t(1) << 16;
-
-int fftw_threads(std::int64_t real_size, int requested) {
-  return real_size < kFftwThreadedMinValues ? 1 : openmp_threads(requested);
-}
-#endif
 
 // FFTW's planner (creating and destroying plans) is not thread-safe; execution is.
 std::mutex& planner_mutex() {
