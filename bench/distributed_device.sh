@@ -2,8 +2,9 @@
 # The distributed plan's GPU runs on the device machine, one rank per GPU, with programs
 # built elsewhere and carried (tests/pmkit_distributed_tests, bench/distributed_bench and,
 # where present, bench/distributed_fft_bench in the folder given): the distributed tests at
-# TEST_RANKS ranks, then distributed_bench and distributed_fft_bench at each of BENCH_RANKS, through the image's Open MPI (not CUDA-aware) and the NCCL of its
-# Python nvidia packages. Output into $OUT.
+# TEST_RANKS ranks, then distributed_bench and distributed_fft_bench at each of BENCH_RANKS,
+# through the image's Open MPI (not CUDA-aware) and the NCCL of its Python nvidia
+# packages. Output into $OUT.
 #   OUT=... bash bench/distributed_device.sh PROGRAMS "TEST_RANKS" "BENCH_RANKS" [bench args...]
 set -u
 programs="$1" test_ranks="$2" bench_ranks="$3"
