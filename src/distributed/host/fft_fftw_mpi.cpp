@@ -9,28 +9,24 @@
 #include <cstring>
 #include <mutex>
 
-#include "cpu/fftw_threads.hpp"
+#include "cpu/fftw_calls.hpp"
 #include "distributed/collective.hpp"
 #include "distributed/fft_slabs.hpp"
 
 namespace pmkit::detail {
 namespace {
 
-// FFTW's MPI API of each precision under one name.
+// FFTW's MPI API of each precision under one name, beside its serial one (Fftw<T>).
 template <class T>
 struct FftwMpi;
 
 template <>
-struct FftwMpi<double> {
-  using Plan = fftw_plan;
-  using Complex = fftw_complex;
+struct FftwMpi<double> : Fftw<double> {
   static void init() { fftw_mpi_init(); }
   static ptrdiff_t local_size(int d, const ptrdiff_t* n, MPI_Comm comm, ptrdiff_t* n0, ptrdiff_t* first0,
                               ptrdiff_t* n1, ptrdiff_t* first1) {
     return fftw_mpi_local_size_transposed(d, n, comm, n0, first0, n1, first1);
   }
-  static Complex* alloc(ptrdiff_t n) { return fftw_alloc_complex(static_cast<std::size_t>(n)); }
-  static void free(Complex* p) { fftw_free(p); }
   static Plan r2c(int d, const ptrdiff_t* n, Complex* data, MPI_Comm comm, unsigned flags) {
     return fftw_mpi_plan_dft_r2c(d, n, reinterpret_cast<double*>(data), data, comm, flags);
   }
@@ -38,24 +34,15 @@ struct FftwMpi<double> {
     return fftw_mpi_plan_dft_c2r(d, n, data, reinterpret_cast<double*>(data), comm, flags);
   }
   static void execute(Plan p) { fftw_execute(p); }
-  static void destroy(Plan p) { fftw_destroy_plan(p); }
-#if defined(PMKIT_FFTW_THREADS)
-  static void init_threads() { fftw_init_threads(); }
-  static void plan_with_nthreads(int n) { fftw_plan_with_nthreads(n); }
-#endif
 };
 
 template <>
-struct FftwMpi<float> {
-  using Plan = fftwf_plan;
-  using Complex = fftwf_complex;
+struct FftwMpi<float> : Fftw<float> {
   static void init() { fftwf_mpi_init(); }
   static ptrdiff_t local_size(int d, const ptrdiff_t* n, MPI_Comm comm, ptrdiff_t* n0, ptrdiff_t* first0,
                               ptrdiff_t* n1, ptrdiff_t* first1) {
     return fftwf_mpi_local_size_transposed(d, n, comm, n0, first0, n1, first1);
   }
-  static Complex* alloc(ptrdiff_t n) { return fftwf_alloc_complex(static_cast<std::size_t>(n)); }
-  static void free(Complex* p) { fftwf_free(p); }
   static Plan r2c(int d, const ptrdiff_t* n, Complex* data, MPI_Comm comm, unsigned flags) {
     return fftwf_mpi_plan_dft_r2c(d, n, reinterpret_cast<float*>(data), data, comm, flags);
   }
@@ -63,19 +50,7 @@ struct FftwMpi<float> {
     return fftwf_mpi_plan_dft_c2r(d, n, data, reinterpret_cast<float*>(data), comm, flags);
   }
   static void execute(Plan p) { fftwf_execute(p); }
-  static void destroy(Plan p) { fftwf_destroy_plan(p); }
-#if defined(PMKIT_FFTW_THREADS)
-  static void init_threads() { fftwf_init_threads(); }
-  static void plan_with_nthreads(int n) { fftwf_plan_with_nthreads(n); }
-#endif
 };
-
-// FFTW's planner is not thread-safe; its MPI interface is set up once per precision
-// (after its threads, as FFTW asks).
-std::mutex& planner_mutex() {
-  static std::mutex m;
-  return m;
-}
 
 template <class T, int D>
 class FftwMpiBackend final : public DistributedFftBackend<T, D> {
@@ -96,7 +71,7 @@ class FftwMpiBackend final : public DistributedFftBackend<T, D> {
     half[D - 1] = n[D - 1] / 2 + 1;
     rows_ = geometry_.a_count() * (real_size / setup.shape[D - 1]) / row_;
     spectrum_size_ = geometry_.b_count() * geometry_.a.n * geometry_.c;
-    std::lock_guard<std::mutex> lock(planner_mutex());
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     static std::once_flag ready;
     std::call_once(ready, [] {
 #if defined(PMKIT_FFTW_THREADS)
@@ -112,7 +87,7 @@ class FftwMpiBackend final : public DistributedFftBackend<T, D> {
     }
   }
   ~FftwMpiBackend() override {
-    std::lock_guard<std::mutex> lock(planner_mutex());
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     release();
   }
 
@@ -148,9 +123,9 @@ class FftwMpiBackend final : public DistributedFftBackend<T, D> {
         fail(ErrorCode::Unsupported, "DistributedRealFft: FFTW's MPI slabs (", n0, " planes from ", first0,
              ", spectrum ", n1, " from ", first1, ") are not pmkit's (", planes, " from ", geometry_.a_first(),
              ", ", geometry_.b_count(), " from ", geometry_.b_first(), ")");
-      data_ = F::alloc(std::max<ptrdiff_t>(room, 1));
+      data_ = static_cast<FC*>(F::malloc(std::max<ptrdiff_t>(room, 1) * sizeof(FC)));
       if (data_ == nullptr)
-        fail(ErrorCode::OutOfMemory, "DistributedRealFft: fftw_alloc_complex of ", room, " values failed");
+        fail(ErrorCode::OutOfMemory, "DistributedRealFft: fftw_malloc of ", room, " complex values failed");
     });
 #if defined(PMKIT_FFTW_THREADS)
     F::plan_with_nthreads(fftw_threads(real_size / setup.geometry.size, setup.options.num_threads));
