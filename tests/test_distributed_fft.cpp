@@ -124,6 +124,7 @@ class DistributedFftTest : public ::testing::TestWithParam<FftRanks> {
       const std::int64_t at = s.index(k);
       ASSERT_GE(at, 0);
       ASSERT_LT(at, fft.spectrum_size());
+      ASSERT_EQ(s.at(at), k) << "at() inverts index()";
       error = std::max(error, static_cast<double>(std::abs(got[at] - spectrum[whole_index])));
       ++seen;
     }

@@ -10,7 +10,7 @@
 //                                         fft.rank_grid());   // blocks = the FFT's slabs
 //   plan.spread({q}, {rho});                    // rho: this rank's slab, real_size() values
 //   fft.forward(rho, rho_hat);                  // rho_hat: spectrum_size() values
-//   ... rho_hat[i] *= G(k) for the wavenumbers fft.spectrum_slab() gives each i ...
+//   ... rho_hat[i] *= G(k) for k = fft.spectrum_slab().at(i) ...
 //   fft.inverse(rho_hat, phi);                  // phi: this rank's slab, as rho
 //   plan.interp({phi}, {phi_at_particles});
 //
@@ -73,6 +73,15 @@ struct SpectrumSlab {
       stride *= shape[order[i]];
     }
     return offset;
+  }
+  // The half-spectrum index held at offset i of this rank's spectrum array (index's inverse).
+  std::array<std::int64_t, D> at(std::int64_t i) const {
+    std::array<std::int64_t, D> k{};
+    for (int j = 0; j < D; ++j) {
+      k[order[j]] = first[order[j]] + i % shape[order[j]];
+      i /= shape[order[j]];
+    }
+    return k;
   }
   std::int64_t size() const {
     std::int64_t n = 1;
