@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cuda/runtime.hpp"
+#include "rank_gpu.cuh"
 #include "pmkit/distributed_fft.hpp"
 #include "pmkit/fft.hpp"
 
@@ -183,15 +184,12 @@ int main(int argc, char** argv) {
     else if (a == "--skip-strong") strong = false;
     else if (a == "--double") use_double = true;
   }
-  int devices = 0;
-  check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  check(cudaSetDevice(rank % devices), "cudaSetDevice");
+  std::string gpu;
+  const int devices = use_rank_gpu(rank, gpu);
   if (rank == 0) {
-    cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("distributed_fft_bench: %d ranks, %d GPUs visible (%s), %s, forward then inverse, median of %d "
                 "pairs after %d warm-up pairs, the slowest rank's\n",
-                size, devices, prop.name, use_double ? "double" : "float", steps, warmup);
+                size, devices, gpu.c_str(), use_double ? "double" : "float", steps, warmup);
   }
   int status = 0;
   try {
