@@ -9,7 +9,8 @@
 // own, then host-staged MPI). Each time is the median over the timed pairs of the slowest
 // rank's (a barrier, the call, the stream's synchronisation), after warm-up pairs; printed
 // beside the single-GPU RealFft's as the ratio RealFft / this (weak: the efficiency;
-// strong: the speed-up, and the efficiency, the speed-up over the GPUs' count).
+// strong: the speed-up, and the efficiency, the speed-up over the GPUs' count), with the
+// slowest rank's exchange inside each call (last_timings) in brackets.
 //   mpirun -np 4 distributed_fft_bench [--weak-cells C] [--strong-cells S] [--steps N]
 //                                      [--warmup W] [--double] [--skip-strong]
 #include <mpi.h>
@@ -33,9 +34,10 @@ using namespace pmkit;
 using cuda::check;
 using cuda::DeviceBuffer;
 
-// The median forward and inverse times (seconds) of the slowest rank of comm.
+// The median forward and inverse times (seconds) of the slowest rank of comm, and of their
+// exchanges (DistributedRealFft::last_timings, the slowest rank's; 0 for RealFft).
 struct Pair {
-  double forward = 0, inverse = 0;
+  double forward = 0, inverse = 0, forward_exchange = 0, inverse_exchange = 0;
   double total() const { return forward + inverse; }
 };
 
@@ -45,24 +47,28 @@ double median(std::vector<double> v) {
 }
 
 // Times `steps` pairs of forward(real -> spectrum), inverse(spectrum -> real) after
-// `warmup` untimed ones, each call from a barrier of comm to the end of its stream's work.
-template <class F, class I>
-Pair time_pairs(MPI_Comm comm, cudaStream_t stream, int warmup, int steps, F&& forward, I&& inverse) {
-  std::vector<double> fw, iv;
-  auto timed = [&](auto&& call) {
+// `warmup` untimed ones, each call from a barrier of comm to the end of its stream's work;
+// exchange(): the seconds of the last call's exchange.
+template <class F, class I, class E>
+Pair time_pairs(MPI_Comm comm, cudaStream_t stream, int warmup, int steps, F&& forward, I&& inverse, E&& exchange) {
+  std::vector<double> fw, iv, fx, ix;
+  auto slowest = [&](double t) {
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return t;
+  };
+  auto timed = [&](auto&& call, std::vector<double>& times, std::vector<double>& exchanges, bool keep) {
     MPI_Barrier(comm);
     const double t0 = MPI_Wtime();
     call();
     check(cudaStreamSynchronize(stream), "the transform");
-    double t = MPI_Wtime() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
-    return t;
+    const double t = slowest(MPI_Wtime() - t0), x = slowest(exchange());
+    if (keep) times.push_back(t), exchanges.push_back(x);
   };
   for (int s = 0; s < warmup + steps; ++s) {
-    const double f = timed(forward), i = timed(inverse);
-    if (s >= warmup) fw.push_back(f), iv.push_back(i);
+    timed(forward, fw, fx, s >= warmup);
+    timed(inverse, iv, ix, s >= warmup);
   }
-  return {median(fw), median(iv)};
+  return {median(fw), median(iv), median(fx), median(ix)};
 }
 
 // A mesh of values in [-1, 1) on the device (the same on every run).
@@ -88,7 +94,7 @@ Pair real_fft_pair(const std::array<std::int64_t, 3>& shape, cudaStream_t stream
   DeviceBuffer<T> real = random_mesh<T>(fft.real_size(), 1);
   DeviceBuffer<std::complex<T>> spectrum(static_cast<std::size_t>(fft.spectrum_size()), "spectrum");
   return time_pairs(MPI_COMM_SELF, stream, warmup, steps, [&] { fft.forward(real.get(), spectrum.get()); },
-                    [&] { fft.inverse(spectrum.get(), real.get()); });
+                    [&] { fft.inverse(spectrum.get(), real.get()); }, [] { return 0.0; });
 }
 
 // The DistributedRealFft of `shape` over comm through `transport`.
@@ -105,14 +111,15 @@ Pair distributed_pair(MPI_Comm comm, const std::array<std::int64_t, 3>& shape, T
   DeviceBuffer<std::complex<T>> spectrum(static_cast<std::size_t>(std::max<std::int64_t>(fft.spectrum_size(), 1)),
                                          "spectrum");
   return time_pairs(comm, stream, warmup, steps, [&] { fft.forward(real.get(), spectrum.get()); },
-                    [&] { fft.inverse(spectrum.get(), real.get()); });
+                    [&] { fft.inverse(spectrum.get(), real.get()); }, [&] { return fft.last_timings().exchange_s; });
 }
 
 const char* name(Transport t) { return t == Transport::Nccl ? "NCCL" : "host-staged MPI"; }
 
 void print_row(const char* what, const Pair& p, const Pair& baseline, int gpus, bool strong) {
   const double ratio = baseline.total() / p.total();
-  std::printf("| %s | %.3f ms | %.3f | %.3f | %.3f", what, 1e3 * p.total(), 1e3 * p.forward, 1e3 * p.inverse, ratio);
+  std::printf("| %s | %.3f ms | %.3f (%.3f) | %.3f (%.3f) | %.3f", what, 1e3 * p.total(), 1e3 * p.forward,
+              1e3 * p.forward_exchange, 1e3 * p.inverse, 1e3 * p.inverse_exchange, ratio);
   if (strong) std::printf(" | %.1f%%", 100.0 * ratio / gpus);
   std::printf(" |\n");
 }
@@ -138,7 +145,8 @@ void run_case(const char* title, const std::array<std::int64_t, 3>& whole, const
     std::printf("\n%s: %lld x %lld x %lld over %d GPUs (RealFft baseline: %lld x %lld x %lld on one)\n", title,
                 (long long)whole[0], (long long)whole[1], (long long)whole[2], size, (long long)one_gpu[0],
                 (long long)one_gpu[1], (long long)one_gpu[2]);
-    std::printf("| run | forward + inverse | forward | inverse | RealFft / this%s |\n", strong ? " | / GPUs" : "");
+    std::printf("| run | forward + inverse | forward (exchange) | inverse (exchange) | RealFft / this%s |\n",
+                strong ? " | / GPUs" : "");
     std::printf("|---|---|---|---|---|%s\n", strong ? "---|" : "");
     print_row("1 GPU, RealFft", real_fft, real_fft, 1, strong);
     print_row("1 GPU, DistributedRealFft", one_rank, real_fft, 1, strong);

@@ -144,6 +144,10 @@ class DistributedFftTest : public ::testing::TestWithParam<FftRanks> {
       round_trip = std::max(round_trip, std::fabs(mine[j] / n - from[j]));
       against = std::max(against, std::fabs(double(mine[j]) - double(back[b.first_node[D - 1] * plane + j])) / n);
     }
+    const DistributedFftTimings times = fft.last_timings();
+    EXPECT_GT(times.total_s, 0.0);
+    EXPECT_GE(times.total_s, times.exchange_s);
+    EXPECT_GE(times.exchange_s, 0.0);
     EXPECT_LE(round_trip, tolerance) << "inverse(forward(f)) / n against f, rank " << world_rank();
     EXPECT_LE(against, tolerance) << "inverse against RealFft's, rank " << world_rank();
   }

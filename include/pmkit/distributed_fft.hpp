@@ -90,6 +90,14 @@ struct SpectrumSlab {
   }
 };
 
+// Seconds of the last forward or inverse (CUDA ranks: the device's time between events on
+// the stream; last_timings waits for the transform to finish).
+struct DistributedFftTimings {
+  double total_s = 0;     // the whole transform, its exchange included
+  double exchange_s = 0;  // CUDA ranks: the slabs' exchange; CPU ranks: 0 (FFTW's MPI
+                          // transforms exchange inside, not timed apart)
+};
+
 namespace detail {
 template <class T, int D>
 class DistributedFftBackend;
@@ -137,6 +145,8 @@ class DistributedRealFft {
   int size() const { return size_; }
   // How a CUDA rank's slabs travel (Auto resolved); HostMpi on CPU ranks.
   Transport transport() const;
+  // This rank's times of its last forward or inverse.
+  DistributedFftTimings last_timings() const;
 
  private:
   std::array<std::int64_t, D> shape_;

@@ -178,6 +178,11 @@ Transport DistributedRealFft<T, D>::transport() const {
   return backend_->transport();
 }
 
+template <class T, int D>
+DistributedFftTimings DistributedRealFft<T, D>::last_timings() const {
+  return backend_->timings();
+}
+
 template class DistributedRealFft<float, 2>;
 template class DistributedRealFft<float, 3>;
 template class DistributedRealFft<double, 2>;

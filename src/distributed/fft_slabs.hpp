@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include "pmkit/distributed.hpp"
+#include "pmkit/distributed_fft.hpp"
 #include "pmkit/fft.hpp"
 
 namespace pmkit::distributed {
@@ -84,6 +85,7 @@ class DistributedFftBackend {
   virtual void forward(const T* real, std::complex<T>* spectrum) = 0;
   virtual void inverse(std::complex<T>* spectrum, T* real) = 0;
   virtual Transport transport() const = 0;
+  virtual DistributedFftTimings timings() const = 0;
 };
 
 // FFTW's MPI transforms (host/fft_fftw_mpi.cpp) and cuFFT with slab transposes

@@ -113,6 +113,7 @@ class SlabCufftBackend final : public DistributedFftBackend<T, D> {
 
   void forward(const T* real, Complex* spectrum) override {
     cuda::DeviceScope scope(context_.device);
+    total_.start(context_.stream);
     Complex* x = reinterpret_cast<Complex*>(x_.get());
     check_cufft(Cufft<T>::forward(planes_forward_, real, x), "the planes' forward transform", kWho);
     const std::int64_t n = g_.a_count() * g_.b.n * g_.c;
@@ -120,16 +121,21 @@ class SlabCufftBackend final : public DistributedFftBackend<T, D> {
                                                                           g_.c, g_.b.block);
     cuda::check(cudaGetLastError(), "DistributedRealFft: sorting the rows");
     exchange(y_.get(), rows_, x_.get(), planes_);
-    if (g_.b_count() == 0) return;
+    if (g_.b_count() == 0) {
+      total_.stop(context_.stream);
+      return;
+    }
     check_cufft(Cufft<T>::complex(line_, x, CUFFT_FORWARD), "the forward transform along the split axis", kWho);
     const std::int64_t m = g_.a.n * g_.b_count() * g_.c;
     swap_axes<V, true><<<blocks_for(m), kThreads, 0, context_.stream>>>(x_.get(), reinterpret_cast<V*>(spectrum),
                                                                          g_.a.n, g_.b_count(), g_.c);
     cuda::check(cudaGetLastError(), "DistributedRealFft: transposing the spectrum");
+    total_.stop(context_.stream);
   }
 
   void inverse(Complex* spectrum, T* real) override {
     cuda::DeviceScope scope(context_.device);
+    total_.start(context_.stream);
     Complex* x = reinterpret_cast<Complex*>(x_.get());
     if (g_.b_count() > 0) {
       const std::int64_t m = g_.a.n * g_.b_count() * g_.c;
@@ -144,15 +150,22 @@ class SlabCufftBackend final : public DistributedFftBackend<T, D> {
                                                                            g_.c, g_.b.block);
     cuda::check(cudaGetLastError(), "DistributedRealFft: gathering the rows");
     check_cufft(Cufft<T>::inverse(planes_inverse_, x, real), "the planes' inverse transform", kWho);
+    total_.stop(context_.stream);
   }
 
   Transport transport() const override { return transport_->kind(); }
+  DistributedFftTimings timings() const override {
+    cuda::DeviceScope scope(context_.device);
+    return {total_.seconds("DistributedRealFft::last_timings"), exchange_.seconds("DistributedRealFft::last_timings")};
+  }
 
  private:
   static constexpr const char* kWho = "DistributedRealFft";
 
   void exchange(const V* out, const std::vector<std::int64_t>& send, V* in, const std::vector<std::int64_t>& recv) {
+    exchange_.start(context_.stream);
     transport_->exchange(reinterpret_cast<const unsigned char*>(out), send, reinterpret_cast<unsigned char*>(in), recv);
+    exchange_.stop(context_.stream);
   }
 
   // The transforms of each plane of the real slab (2D of y and x in 3D, 1D of x in 2D,
@@ -190,6 +203,7 @@ class SlabCufftBackend final : public DistributedFftBackend<T, D> {
   cuda::DeviceBuffer<V> x_, y_;    // the slabs, and the exchange's other side
   std::vector<std::int64_t> rows_, planes_;  // byte offsets of each rank's part, by rows and by planes
   mutable cuda::DevicePointerCheck pointers_;
+  cuda::EventTimer total_, exchange_;  // the last transform, and its exchange
 };
 
 }  // namespace
