@@ -63,6 +63,8 @@ std::string fft_label(const ::testing::TestParamInfo<FftRanks>& info) { return i
 class DistributedFftTest : public ::testing::TestWithParam<FftRanks> {
  protected:
   void SetUp() override {
+    // The single-rank RealFft of the comparisons, and CPU ranks, run FFTW.
+    PMKIT_REQUIRE_FFTW();
     if (GetParam().backend == Backend::Cuda && visible_gpus() == 0) GTEST_SKIP() << "no GPU for CUDA ranks";
     if (GetParam().transport == Transport::Nccl && world_size() > visible_gpus())
       GTEST_SKIP() << "ranks share a GPU: NCCL refuses them";
