@@ -81,27 +81,26 @@ class SlabCufftBackend final : public DistributedFftBackend<T, D> {
     cuda::DeviceScope scope(context_.device);
     transport_ = std::make_unique<distributed::DeviceTransport>(setup.transport, context_);
     transport_->connect();
-    distributed::agree(setup.comm, "DistributedRealFft", [&] {
-      try {
+    try {
+      distributed::agree(setup.comm, "DistributedRealFft", [&] {
         make_plans(setup.shape);
-      } catch (...) {
-        release();
-        throw;
-      }
-      const std::size_t values = std::max(g_.a_count() * g_.b.n, g_.a.n * g_.b_count()) * g_.c;
-      x_.reserve(values, "DistributedRealFft: the slabs' buffer");
-      y_.reserve(values, "DistributedRealFft: the slabs' exchange buffer");
-    });
+        const std::size_t values = std::max(g_.a_count() * g_.b.n, g_.a.n * g_.b_count()) * g_.c;
+        x_.reserve(values, "DistributedRealFft: the slabs' buffer");
+        y_.reserve(values, "DistributedRealFft: the slabs' exchange buffer");
+      });
+    } catch (...) {
+      release();  // the plans made here, where another rank failed
+      throw;
+    }
     // Bytes of each rank's part: forward sends rows of b by their rank and receives whole
     // planes of a by theirs; inverse the other way round.
     const std::int64_t unit = sizeof(V);
-    std::vector<std::int64_t> rows(g_.size + 1), planes(g_.size + 1);
+    rows_.resize(g_.size + 1);
+    planes_.resize(g_.size + 1);
     for (int p = 0; p <= g_.size; ++p) {
-      rows[p] = g_.a_count() * g_.c * g_.b.first(p) * unit;
-      planes[p] = g_.a.first(p) * g_.b_count() * g_.c * unit;
+      rows_[p] = g_.a_count() * g_.c * g_.b.first(p) * unit;
+      planes_[p] = g_.a.first(p) * g_.b_count() * g_.c * unit;
     }
-    rows_ = rows;
-    planes_ = planes;
   }
   ~SlabCufftBackend() override { release(); }
 
