@@ -42,6 +42,7 @@
 #include "cuda/runtime.hpp"
 #include "pmkit/cuda/runtime.hpp"
 #include "pmkit/distributed.hpp"
+#include "rank_gpu.cuh"
 
 namespace {
 
@@ -446,15 +447,12 @@ int main(int argc, char** argv) {
     else if (a == "--host-move") schedule.host_move = true;
     else if (a == "--set-points") schedule.update = false;
   }
-  int devices = 0;
-  check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  check(cudaSetDevice(rank % devices), "cudaSetDevice");
+  std::string gpu;
+  const int devices = use_rank_gpu(rank, gpu);
   if (rank == 0) {
-    cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("distributed_bench: %d ranks, %d GPUs visible (%s), float, M'4, periodic, %d timed steps (median) "
                 "after %d warm-up steps, particles moved on the %s, taken by %s\n",
-                size, devices, prop.name, schedule.steps, schedule.warmup, schedule.host_move ? "host" : "device",
+                size, devices, gpu.c_str(), schedule.steps, schedule.warmup, schedule.host_move ? "host" : "device",
                 schedule.update ? "update_points (set_points in the first step)" : "set_points in every step");
   }
   try {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The distributed plan's GPU runs on the device machine, one rank per GPU, with programs
-# built elsewhere and carried (tests/pmkit_distributed_tests, bench/distributed_bench in
-# the folder given): the distributed tests at TEST_RANKS ranks, then distributed_bench at
-# each of BENCH_RANKS, through the image's Open MPI (not CUDA-aware) and the NCCL of its
-# Python nvidia packages. Output into $OUT.
+# built elsewhere and carried (tests/pmkit_distributed_tests, bench/distributed_bench and,
+# where present, bench/distributed_fft_bench in the folder given): the distributed tests at
+# TEST_RANKS ranks, then distributed_bench and distributed_fft_bench at each of BENCH_RANKS,
+# through the image's Open MPI (not CUDA-aware) and the NCCL of its Python nvidia
+# packages. Output into $OUT.
 #   OUT=... bash bench/distributed_device.sh PROGRAMS "TEST_RANKS" "BENCH_RANKS" [bench args...]
 set -u
 programs="$1" test_ranks="$2" bench_ranks="$3"
@@ -30,6 +31,13 @@ for np in $bench_ranks; do
   echo "== bench ($np ranks)" | tee -a "$out/bench.txt"
   "${launch[@]}" -np "$np" "$programs/distributed_bench" "$@" 2>&1 | tee -a "$out/bench.txt" || status=1
 done
+# DistributedRealFft's weak and strong scaling, where the folder has its program.
+if [ -x "$programs/distributed_fft_bench" ]; then
+  for np in $bench_ranks; do
+    echo "== fft bench ($np ranks)" | tee -a "$out/fft_bench.txt"
+    "${launch[@]}" -np "$np" "$programs/distributed_fft_bench" 2>&1 | tee -a "$out/fft_bench.txt" || status=1
+  done
+fi
 # PMKIT_NSYS=1: a short profile of rank 0's weak-scaling steps at 2 ranks (nsys's summary).
 if [ -n "${PMKIT_NSYS:-}" ] && command -v nsys >/dev/null; then
   echo "== nsys, rank 0 of 2, weak scaling, 2 steps" | tee "$out/nsys.txt"

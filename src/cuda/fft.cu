@@ -1,45 +1,10 @@
 // RealFft on a CUDA device: cuFFT plans of the shape, made once, run on the object's stream.
-#include <cufft.h>
-
 #include "core/fft_backend.hpp"
+#include "cuda/cufft_calls.hpp"
 #include "cuda/runtime.hpp"
 
 namespace pmkit::detail {
 namespace {
-
-void check_cufft(cufftResult status, const char* what) {
-  if (status == CUFFT_SUCCESS) return;
-  fail(status == CUFFT_ALLOC_FAILED ? ErrorCode::OutOfMemory : ErrorCode::Device, "RealFft: ", what,
-       " failed (cufftResult ", static_cast<int>(status), ")");
-}
-
-// cuFFT's types and calls of each precision under one name.
-template <class T>
-struct Cufft;
-
-template <>
-struct Cufft<float> {
-  static constexpr cufftType forward_type = CUFFT_R2C;
-  static constexpr cufftType inverse_type = CUFFT_C2R;
-  static cufftResult forward(cufftHandle p, const float* in, std::complex<float>* out) {
-    return cufftExecR2C(p, const_cast<cufftReal*>(in), reinterpret_cast<cufftComplex*>(out));
-  }
-  static cufftResult inverse(cufftHandle p, std::complex<float>* in, float* out) {
-    return cufftExecC2R(p, reinterpret_cast<cufftComplex*>(in), out);
-  }
-};
-
-template <>
-struct Cufft<double> {
-  static constexpr cufftType forward_type = CUFFT_D2Z;
-  static constexpr cufftType inverse_type = CUFFT_Z2D;
-  static cufftResult forward(cufftHandle p, const double* in, std::complex<double>* out) {
-    return cufftExecD2Z(p, const_cast<cufftDoubleReal*>(in), reinterpret_cast<cufftDoubleComplex*>(out));
-  }
-  static cufftResult inverse(cufftHandle p, std::complex<double>* in, double* out) {
-    return cufftExecZ2D(p, reinterpret_cast<cufftDoubleComplex*>(in), out);
-  }
-};
 
 template <class T, int D>
 class CufftBackend final : public FftBackend<T, D> {
