@@ -15,5 +15,6 @@ without copies.
 from ._pmkit import Error, ErrorCode, Kernel, __version__, built_with_cuda
 from ._geometry import Box, Grid
 from ._plan import PairPlan, Plan
+from ._pme import PmeParameters, PmePlan, PmeResult
 
-__all__ = ["Box", "Error", "ErrorCode", "Grid", "Kernel", "PairPlan", "Plan", "built_with_cuda", "__version__"]
+__all__ = ["Box", "Error", "ErrorCode", "Grid", "Kernel", "PairPlan", "Plan", "PmeParameters", "PmePlan", "PmeResult", "built_with_cuda", "__version__"]

@@ -133,4 +133,5 @@ NB_MODULE(_pmkit, m) {
 
   pmkit::python::bind_plans(m);
   pmkit::python::bind_pair_plans(m);
+  pmkit::python::bind_pme_plans(m);
 }

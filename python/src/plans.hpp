@@ -81,5 +81,6 @@ std::array<View<E>, D> position_views(const Views<E>& views, const char* what) {
 
 void bind_plans(nb::module_& m);
 void bind_pair_plans(nb::module_& m);
+void bind_pme_plans(nb::module_& m);
 
 }  // namespace pmkit::python
