@@ -1,0 +1,393 @@
+"""Differentiable, batched smooth particle-mesh Ewald for PyTorch (pmkit.torch.pme).
+
+One call takes many independent periodic systems: positions (N, 3) and charges (N,) of
+all of them, their orthorhombic cells as box lengths (B, 3), and the index of each
+charge's system, ``batch`` (N,), sorted (the charges of a system consecutive, as
+torch_geometric's batch vectors are). Each system runs on a cached pmkit.PmePlan of its
+cell and parameters, reading and writing the slices of the batch's tensors in place.
+
+The operator is a ``torch.library`` custom operator (``torch.ops.pmkit.pme``) with a fake
+(meta) kernel and a registered autograd formula, so ``torch.compile(fullgraph=True)``
+takes it. Its derivatives are exact derivatives of the PME energy at the plan's mesh:
+
+- positions: dE/dx = -F, the forces the plan computes with the energy;
+- charges: dE/dq = phi, the potentials;
+- cell: dE/dL_a = (-W_aa + sum_i x_ia F_ia) / L_a at fixed positions, with W the virial;
+- the potentials' own derivatives (where a loss uses them) by the polarisation identity
+  g^T phi(q) = (E(q + s g) - E(q - s g)) / (2 s), two more PME evaluations.
+
+Second derivatives (forces by autograd with ``create_graph=True`` and a loss on them)
+are not supported and raise NotImplementedError.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import weakref
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+
+from ._pme import PmeParameters, PmePlan
+
+__all__ = ["Pme", "PmeOutput", "pme"]
+
+
+class PmeOutput(NamedTuple):
+    """What ``Pme`` returns. ``energy`` and ``potential`` are differentiable (with
+    respect to positions, charges and cell); ``forces`` and ``virial`` are the values the
+    same evaluation computed, given for use without autograd (they carry no gradient)."""
+
+    energy: torch.Tensor  # (B,): each system's energy
+    potential: torch.Tensor  # (N,): dE/dq_i
+    forces: torch.Tensor  # (N, 3): -dE/dx_i
+    virial: torch.Tensor  # (B, 6): W = -dE/d(strain), Voigt order xx, yy, zz, yz, xz, xy
+
+
+# Every Pme by its key: the operator takes the settings by key (a custom operator takes
+# no Python objects).
+_MODULES: "weakref.WeakValueDictionary[str, Pme]" = weakref.WeakValueDictionary()
+_KEYS = itertools.count()
+
+
+class Pme(torch.nn.Module):
+    """Ewald energies and potentials of batches of periodic systems by smooth PME.
+
+        pme = pmkit.torch.Pme(cutoff=1.0, tolerance=5e-4)
+        out = pme(positions, charges, cell, batch)   # out.energy (B,), out.potential (N,)
+        out.energy.sum().backward()                  # forces, charge and cell gradients
+
+    Each system's parameters are ``PmeParameters.choose(cell, cutoff, tolerance, order)``
+    (OpenMM's choice: alpha from the cutoff and tolerance, the mesh from alpha and the
+    cell), or ``parameters`` for every system. Energies are in Gaussian units (q_i q_j /
+    r) times ``coulomb_constant`` (138.935458 for kJ/mol, nm and e); positions and cells in
+    one length unit, the one of ``cutoff``. ``reciprocal_only`` gives E_rec alone (no
+    real-space pairs, self term or background).
+
+    Plans are cached per (dtype, device, cell, parameters), at most ``max_plans`` (least
+    recently used first out): repeated calls on the same cells make no plan and allocate
+    nothing but their results. A new cell (a barostat, a cell being trained) makes a new
+    plan, whose FFT plan costs far more than a step.
+    """
+
+    def __init__(
+        self,
+        cutoff: Optional[float] = None,
+        tolerance: float = 5e-4,
+        order: int = 5,
+        *,
+        parameters: Optional[PmeParameters] = None,
+        coulomb_constant: float = 1.0,
+        reciprocal_only: bool = False,
+        threads: int = 0,
+        max_plans: int = 128,
+    ) -> None:
+        super().__init__()
+        if parameters is None and cutoff is None:
+            raise TypeError("Pme needs cutoff= (the parameters then follow from tolerance and order) or parameters=")
+        if parameters is not None and not isinstance(parameters, PmeParameters):
+            raise TypeError(f"parameters must be a pmkit.PmeParameters, not {type(parameters).__name__}")
+        self.cutoff = None if cutoff is None else float(cutoff)
+        self.tolerance = float(tolerance)
+        self.order = int(order)
+        self.parameters = parameters
+        self.coulomb_constant = float(coulomb_constant)
+        self.reciprocal_only = bool(reciprocal_only)
+        self.threads = int(threads)
+        self.max_plans = int(max_plans)
+        self._plans: "collections.OrderedDict[tuple, PmePlan]" = collections.OrderedDict()
+        self._key = f"pme{next(_KEYS)}"
+        _MODULES[self._key] = self
+
+    def plan(self, box: Tuple[float, float, float], dtype: torch.dtype, device: torch.device) -> PmePlan:
+        """The cached plan of one system's cell (made on first use)."""
+        key = (dtype, device.type, device.index, box)
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+            return plan
+        params = self.parameters or PmeParameters.choose(box, self.cutoff, self.tolerance, self.order)
+        plan = PmePlan(
+            box,
+            params,
+            dtype=str(dtype).replace("torch.", ""),
+            backend="cuda" if device.type == "cuda" else "cpu",
+            device=device.index or 0,
+            threads=self.threads,
+            coulomb_constant=self.coulomb_constant,
+        )
+        self._plans[key] = plan
+        while len(self._plans) > self.max_plans:
+            self._plans.popitem(last=False)
+        return plan
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        charges: torch.Tensor,
+        cell: torch.Tensor,
+        batch: Optional[torch.Tensor] = None,
+    ) -> PmeOutput:
+        """positions (N, 3), charges (N,), cell (3,) or (B, 3) box lengths, batch (N,)
+        integers in [0, B), sorted (None: one system). Positions lie in their cell,
+        0 <= x_a <= L_a (wrap them first, ``torch.remainder(x, cell[batch])``)."""
+        cells = _check(positions, charges, cell, batch)
+        energy, potential, forces, virial = torch.ops.pmkit.pme(
+            self._key, positions, charges, cells, batch, self.reciprocal_only
+        )
+        return PmeOutput(energy, potential, forces, virial)
+
+    def extra_repr(self) -> str:
+        what = f"parameters={self.parameters!r}" if self.parameters else (
+            f"cutoff={self.cutoff}, tolerance={self.tolerance}, order={self.order}"
+        )
+        return f"{what}, coulomb_constant={self.coulomb_constant}, reciprocal_only={self.reciprocal_only}"
+
+
+_DEFAULT_MODULES: "dict[tuple, Pme]" = {}
+
+
+def pme(
+    positions: torch.Tensor,
+    charges: torch.Tensor,
+    cell: torch.Tensor,
+    batch: Optional[torch.Tensor] = None,
+    *,
+    cutoff: float,
+    tolerance: float = 5e-4,
+    order: int = 5,
+    coulomb_constant: float = 1.0,
+    reciprocal_only: bool = False,
+) -> PmeOutput:
+    """``Pme(cutoff, tolerance, order, ...)(positions, charges, cell, batch)``, with one
+    cached Pme (and its plans) per setting."""
+    key = (float(cutoff), float(tolerance), int(order), float(coulomb_constant), bool(reciprocal_only))
+    module = _DEFAULT_MODULES.get(key)
+    if module is None:
+        module = _DEFAULT_MODULES[key] = Pme(
+            cutoff, tolerance, order, coulomb_constant=coulomb_constant, reciprocal_only=reciprocal_only
+        )
+    return module(positions, charges, cell, batch)
+
+
+# --- Checks of what the metadata tells (no wait for the device).
+
+
+def _check(positions, charges, cell, batch) -> torch.Tensor:
+    """The checks of shapes, dtypes and devices (ValueError or TypeError naming the
+    argument); the cells as (B, 3)."""
+    for name, t in (("positions", positions), ("charges", charges), ("cell", cell)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
+    if positions.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"positions has dtype {positions.dtype}; pmkit's PME takes float32 or float64")
+    if positions.ndim != 2 or positions.shape[1] != 3:
+        raise ValueError(f"positions has shape {tuple(positions.shape)}; it must be (N, 3)")
+    n = positions.shape[0]
+    for name, t, shape in (("charges", charges, (n,)), ("cell", cell, None)):
+        if t.dtype != positions.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype}; it must be the positions' dtype {positions.dtype}")
+        if t.device != positions.device:
+            raise ValueError(f"{name} is on {t.device}; it must be on the positions' device {positions.device}")
+    if tuple(charges.shape) != (n,):
+        raise ValueError(f"charges has shape {tuple(charges.shape)}; it must be (N,) = ({n},), one per position")
+    cells = cell.reshape(1, 3) if cell.shape == (3,) else cell
+    if cells.ndim != 2 or cells.shape[1] != 3 or cells.shape[0] == 0:
+        raise ValueError(f"cell has shape {tuple(cell.shape)}; it must be (3,) or (B, 3): box lengths per system")
+    if batch is None:
+        if cells.shape[0] != 1:
+            raise ValueError(f"cell has {cells.shape[0]} systems and batch is None: give batch, each charge's system")
+    else:
+        if not isinstance(batch, torch.Tensor) or batch.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"batch must be an int64 or int32 tensor, not {getattr(batch, 'dtype', type(batch).__name__)}")
+        if tuple(batch.shape) != (n,):
+            raise ValueError(f"batch has shape {tuple(batch.shape)}; it must be (N,) = ({n},), one per position")
+        if batch.device != positions.device:
+            raise ValueError(f"batch is on {batch.device}; it must be on the positions' device {positions.device}")
+    return cells
+
+
+# --- The evaluation: the operator's body, on detached tensors.
+
+
+def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[float]]]:
+    """Each system's first charge (B + 1 offsets) and its cell's lengths, after the
+    checks of values that need the device's answer, all read back in one transfer: finite
+    positions and charges, positions inside their cell, batch sorted and in range, finite
+    positive cells."""
+    b = cells.shape[0]
+    n = positions.shape[0]
+    if batch is None:
+        system_cells = cells.expand(n, 3)
+        counts = torch.full((1,), n, dtype=torch.int64, device=positions.device)
+        ordered = in_range = torch.ones((), dtype=torch.bool, device=positions.device)
+    else:
+        in_range = ((batch >= 0) & (batch < b)).all()
+        clamped = batch.clamp(0, b - 1).long()
+        system_cells = cells[clamped]
+        counts = torch.bincount(clamped, minlength=b)
+        ordered = (batch[1:] >= batch[:-1]).all() if n > 1 else in_range.new_ones(())
+    flags = torch.stack(
+        [
+            in_range,
+            ordered,
+            torch.isfinite(positions).all(),
+            torch.isfinite(charges).all(),
+            ((positions >= 0) & (positions <= system_cells)).all(),
+            (torch.isfinite(cells) & (cells > 0)).all(),
+        ]
+    )
+    host = torch.cat([flags.double(), counts.double(), cells.double().flatten()]).tolist()
+    messages = [
+        f"batch has values outside [0, {b}): each charge's system, an index into cell's {b} rows",
+        "batch is not sorted: give each system's charges consecutively (sort positions, charges and batch by batch)",
+        "positions has a value that is not finite (NaN or infinite)",
+        "charges has a value that is not finite (NaN or infinite)",
+        "positions has a charge outside its cell: each must lie in [0, L] on each axis (wrap them first: "
+        "torch.remainder(positions, cell[batch]))",
+        "cell has a box length that is not positive and finite",
+    ]
+    for ok, message in zip(host[:6], messages):
+        if not ok:
+            raise ValueError(message)
+    offsets = [0] + list(itertools.accumulate(int(c) for c in host[6 : 6 + b]))
+    return offsets, [host[6 + b + 3 * s : 9 + b + 3 * s] for s in range(b)]
+
+
+def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bool):
+    """Energy (B,), potential (N,), forces (N, 3) and virial (B, 6) in the positions'
+    dtype, each system on its plan, its slices written in place."""
+    offsets, boxes = _segments(positions, charges, cells, batch)
+    b = cells.shape[0]
+    n = positions.shape[0]
+    energy = torch.zeros(b, dtype=torch.float64, device=positions.device)
+    virial = torch.zeros(b, 6, dtype=torch.float64, device=positions.device)
+    potential = positions.new_empty(n)
+    forces = positions.new_empty(n, 3)
+    for s in range(b):
+        start, end = offsets[s], offsets[s + 1]
+        if start == end:
+            continue
+        plan = module.plan(tuple(boxes[s]), positions.dtype, positions.device)
+        plan.set_points(positions[start:end])
+        plan.compute(
+            charges[start:end],
+            forces=forces[start:end],
+            energy=energy[s : s + 1],
+            potential=potential[start:end],
+            virial=virial[s],
+            reciprocal_only=reciprocal_only,
+        )
+    return energy.to(positions.dtype), potential, forces, virial.to(positions.dtype)
+
+
+@torch.library.custom_op("pmkit::pme", mutates_args=())
+def _pme_op(
+    key: str,
+    positions: torch.Tensor,
+    charges: torch.Tensor,
+    cells: torch.Tensor,
+    batch: Optional[torch.Tensor],
+    reciprocal_only: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _evaluate(_MODULES[key], positions, charges, cells, batch, reciprocal_only)
+
+
+@_pme_op.register_fake
+def _(key, positions, charges, cells, batch, reciprocal_only):
+    n, b = positions.shape[0], cells.shape[0]
+    return positions.new_empty(b), positions.new_empty(n), positions.new_empty(n, 3), positions.new_empty(b, 6)
+
+
+# --- The derivatives.
+
+
+def _per_system(values: torch.Tensor, batch: Optional[torch.Tensor], b: int) -> torch.Tensor:
+    """Sums of per-charge rows over each system: (N, K) -> (B, K)."""
+    if batch is None:
+        return values.sum(0, keepdim=True)
+    return values.new_zeros(b, values.shape[1]).index_add_(0, batch.long(), values)
+
+
+def _cell_derivative(positions, cells, batch, forces, virial) -> torch.Tensor:
+    """dE/dL_a at fixed positions, (B, 3): (-W_aa + sum_i x_ia F_ia) / L_a."""
+    return (-virial[:, :3] + _per_system(positions * forces, batch, cells.shape[0])) / cells
+
+
+def _setup(ctx, inputs, output) -> None:
+    key, positions, charges, cells, batch, reciprocal_only = inputs
+    energy, potential, forces, virial = output
+    ctx.key, ctx.reciprocal_only = key, reciprocal_only
+    ctx.has_batch = batch is not None
+    ctx.save_for_backward(positions, charges, cells, batch if batch is not None else positions.new_empty(0), potential,
+                          forces, virial)
+    ctx.mark_non_differentiable(forces, virial)
+    ctx.set_materialize_grads(False)  # an output the loss does not use has no gradient: None
+
+
+class _FirstDerivativeOnly(torch.autograd.Function):
+    """The identity on t, whose derivative raises: the backward pass's results under
+    create_graph=True, so that differentiating them again fails loudly instead of
+    missing the terms through the forces and potentials, which are constants there. The
+    operator's inputs come along so that the result depends on them, as the true
+    derivative does."""
+
+    @staticmethod
+    def forward(ctx, t, *inputs):
+        return t.clone()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError(
+            "pmkit.torch.pme: second derivatives (forces by autograd with create_graph=True and a loss on them) "
+            "are not supported"
+        )
+
+
+def _backward(ctx, grad_energy, grad_potential, grad_forces, grad_virial):
+    grads = _first_derivatives(ctx, grad_energy, grad_potential)
+    if torch.is_grad_enabled():
+        inputs = ctx.saved_tensors[:3]
+        grads = tuple(None if g is None else _FirstDerivativeOnly.apply(g, *inputs) for g in grads)
+    return (None,) + grads + (None, None)
+
+
+def _first_derivatives(ctx, grad_energy, grad_potential):
+    """The gradients of positions, charges and cells."""
+    positions, charges, cells, batch, potential, forces, virial = ctx.saved_tensors
+    batch = batch if ctx.has_batch else None
+    system = (lambda t: t[batch.long()]) if batch is not None else (lambda t: t.expand(positions.shape[0], *t.shape[1:]))
+    grad_x = grad_q = grad_cell = None
+    need_x, need_q, need_cell = ctx.needs_input_grad[1:4]
+    if grad_energy is not None:
+        ge = grad_energy.to(positions.dtype)
+        per_charge = system(ge)
+        grad_q = per_charge * potential if need_q else None
+        grad_x = -per_charge[:, None] * forces if need_x else None
+        if need_cell:
+            grad_cell = ge[:, None] * _cell_derivative(positions, cells, batch, forces, virial)
+    largest = float(grad_potential.abs().max()) if grad_potential is not None and grad_potential.numel() else 0.0
+    if largest > 0:
+        # g^T phi(q) = g^T A q, with A the PME matrix (E = q^T A q / 2): its derivative in q is
+        # A g = phi(g), and in x and L that of (E(q + s g) - E(q - s g)) / (2 s), for any s
+        # (here one that makes s g as large as q, for the differences' rounding).
+        g = grad_potential.to(positions.dtype)
+        scale = max(float(charges.abs().max()), 1e-30) / largest
+        module = _MODULES[ctx.key]
+        plus = _evaluate(module, positions, charges + scale * g, cells, batch, ctx.reciprocal_only)
+        minus = _evaluate(module, positions, charges - scale * g, cells, batch, ctx.reciprocal_only)
+        if need_q:
+            term = (plus[1] - minus[1]) / (2 * scale)
+            grad_q = term if grad_q is None else grad_q + term
+        f = (plus[2] - minus[2]) / (2 * scale)
+        w = (plus[3] - minus[3]) / (2 * scale)
+        if need_x:
+            grad_x = -f if grad_x is None else grad_x - f
+        if need_cell:
+            term = _cell_derivative(positions, cells, batch, f, w)
+            grad_cell = term if grad_cell is None else grad_cell + term
+    return grad_x, grad_q, grad_cell
+
+
+_pme_op.register_autograd(_backward, setup_context=_setup)
