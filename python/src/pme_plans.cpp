@@ -22,14 +22,7 @@ class PmePlanBinding {
       : plan_(box, params, options), where_(placement(options.backend, false, options.device)) {}
 
   void set_points(const nb::list& positions, Stream stream, bool update) {
-    const Views<const T> views(positions, "positions", Layout::Components, where_);
-    const auto xyz = position_views<const T, 3>(views, "positions");
-    follow(stream);
-    nb::gil_scoped_release release;
-    if (update)
-      plan_.update_points(xyz);
-    else
-      plan_.set_points(xyz);
+    bind_positions<T, 3>(plan_, positions, where_, stream, update);
   }
 
   // charges: one (N,) array; forces: one (N, 3) array or three of N; energy: none or one
@@ -48,7 +41,7 @@ class PmePlanBinding {
     const View<double> e_view = e.size() ? e[0] : View<double>();
     const View<T> phi_view = phi.size() ? phi[0] : View<T>();
     const View<double> w_view = w.size() ? w[0] : View<double>();
-    follow(stream);
+    follow_stream(plan_, where_.device, stream);
     nb::gil_scoped_release release;
     if (reciprocal_only)
       plan_.compute_reciprocal(q[0], fxyz, e_view, phi_view, w_view);
@@ -63,8 +56,6 @@ class PmePlanBinding {
   const PmePlan<T>& plan() const { return plan_; }
 
  private:
-  void follow(Stream stream) { follow_stream(plan_, where_.device, stream); }
-
   PmePlan<T> plan_;
   Placement where_;
 };
