@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import weakref
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -42,7 +43,7 @@ class PmeOutput(NamedTuple):
     energy: torch.Tensor  # (B,): each system's energy
     potential: torch.Tensor  # (N,): dE/dq_i
     forces: torch.Tensor  # (N, 3): -dE/dx_i
-    virial: torch.Tensor  # (B, 6): W = -dE/d(strain), Voigt order xx, yy, zz, yz, xz, xy
+    virial: Optional[torch.Tensor]  # (B, 6): W = -dE/d(strain), Voigt xx, yy, zz, yz, xz, xy; None unless asked
 
 
 # Every Pme by its key: the operator takes the settings by key (a custom operator takes
@@ -128,15 +129,20 @@ class Pme(torch.nn.Module):
         charges: torch.Tensor,
         cell: torch.Tensor,
         batch: Optional[torch.Tensor] = None,
+        *,
+        virial: bool = False,
     ) -> PmeOutput:
         """positions (N, 3), charges (N,), cell (3,) or (B, 3) box lengths, batch (N,)
         integers in [0, B), sorted (None: one system). Positions lie in their cell,
-        0 <= x_a <= L_a (wrap them first, ``torch.remainder(x, cell[batch])``)."""
+        0 <= x_a <= L_a (wrap them first, ``torch.remainder(x, cell[batch])``). The virial
+        is computed where the cell requires grad or ``virial=True`` (its real-space pairs
+        cost a little more); otherwise ``PmeOutput.virial`` is None."""
         cells = _check(positions, charges, cell, batch)
-        energy, potential, forces, virial = torch.ops.pmkit.pme(
-            self._key, positions, charges, cells, batch, self.reciprocal_only
+        with_virial = bool(virial) or cell.requires_grad
+        energy, potential, forces, virials = torch.ops.pmkit.pme(
+            self._key, positions, charges, cells, batch, self.reciprocal_only, with_virial
         )
-        return PmeOutput(energy, potential, forces, virial)
+        return PmeOutput(energy, potential, forces, virials if with_virial else None)
 
     def extra_repr(self) -> str:
         what = f"parameters={self.parameters!r}" if self.parameters else (
@@ -159,16 +165,17 @@ def pme(
     order: int = 5,
     coulomb_constant: float = 1.0,
     reciprocal_only: bool = False,
+    virial: bool = False,
 ) -> PmeOutput:
-    """``Pme(cutoff, tolerance, order, ...)(positions, charges, cell, batch)``, with one
-    cached Pme (and its plans) per setting."""
+    """``Pme(cutoff, tolerance, order, ...)(positions, charges, cell, batch, virial=virial)``,
+    with one cached Pme (and its plans) per setting."""
     key = (float(cutoff), float(tolerance), int(order), float(coulomb_constant), bool(reciprocal_only))
     module = _DEFAULT_MODULES.get(key)
     if module is None:
         module = _DEFAULT_MODULES[key] = Pme(
             cutoff, tolerance, order, coulomb_constant=coulomb_constant, reciprocal_only=reciprocal_only
         )
-    return module(positions, charges, cell, batch)
+    return module(positions, charges, cell, batch, virial=virial)
 
 
 # --- Checks of what the metadata tells (no wait for the device).
@@ -213,61 +220,71 @@ def _check(positions, charges, cell, batch) -> torch.Tensor:
 
 def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[float]]]:
     """Each system's first charge (B + 1 offsets) and its cell's lengths, after the
-    checks of values that need the device's answer, all read back in one transfer: finite
-    positions and charges, positions inside their cell, batch sorted and in range, finite
-    positive cells."""
+    checks of values that need the device's answer: finite positions and charges,
+    positions inside their cell, batch sorted and in range, finite positive cells. A few
+    reductions (NaN and infinities carry through min, max and sum) read back in one
+    transfer with the sizes and cells, which the call needs on the host anyway."""
     b = cells.shape[0]
     n = positions.shape[0]
+    parts = []
     if batch is None:
-        system_cells = cells.expand(n, 3)
-        counts = torch.full((1,), n, dtype=torch.int64, device=positions.device)
-        ordered = in_range = torch.ones((), dtype=torch.bool, device=positions.device)
+        system_cells = cells
+        parts.append(torch.tensor([0.0, 0.0, 0.0, n], dtype=torch.float64, device=positions.device))
     else:
-        in_range = ((batch >= 0) & (batch < b)).all()
         clamped = batch.clamp(0, b - 1).long()
         system_cells = cells[clamped]
-        counts = torch.bincount(clamped, minlength=b)
-        ordered = (batch[1:] >= batch[:-1]).all() if n > 1 else in_range.new_ones(())
-    flags = torch.stack(
-        [
-            in_range,
-            ordered,
-            torch.isfinite(positions).all(),
-            torch.isfinite(charges).all(),
-            ((positions >= 0) & (positions <= system_cells)).all(),
-            (torch.isfinite(cells) & (cells > 0)).all(),
+        step = (batch[1:] - batch[:-1]).amin().reshape(1) if n > 1 else batch.new_zeros(1)
+        ends = torch.stack([batch.amin(), batch.amax()]) if n else batch.new_tensor([0, 0])
+        parts += [step.double(), ends.double(), torch.bincount(clamped, minlength=b).double()]
+    if n:
+        parts += [
+            positions.amin(0).double(),
+            (positions - system_cells).amax(0).double(),
+            charges.sum().double().reshape(1),
         ]
-    )
-    host = torch.cat([flags.double(), counts.double(), cells.double().flatten()]).tolist()
-    messages = [
-        f"batch has values outside [0, {b}): each charge's system, an index into cell's {b} rows",
-        "batch is not sorted: give each system's charges consecutively (sort positions, charges and batch by batch)",
-        "positions has a value that is not finite (NaN or infinite)",
-        "charges has a value that is not finite (NaN or infinite)",
-        "positions has a charge outside its cell: each must lie in [0, L] on each axis (wrap them first: "
-        "torch.remainder(positions, cell[batch]))",
-        "cell has a box length that is not positive and finite",
-    ]
-    for ok, message in zip(host[:6], messages):
-        if not ok:
-            raise ValueError(message)
-    offsets = [0] + list(itertools.accumulate(int(c) for c in host[6 : 6 + b]))
-    return offsets, [host[6 + b + 3 * s : 9 + b + 3 * s] for s in range(b)]
+    else:
+        parts.append(torch.zeros(7, dtype=torch.float64, device=positions.device))
+    parts.append(cells.double().flatten())
+    host = torch.cat(parts).tolist()
+    step, lowest, highest = host[:3]
+    counts = host[3 : 3 + b]
+    low, high, total = host[3 + b : 6 + b], host[6 + b : 9 + b], host[9 + b]
+    lengths = host[10 + b :]
+    if batch is not None and n and not (0 <= lowest and highest < b):
+        raise ValueError(f"batch has values outside [0, {b}): each charge's system, an index into cell's {b} rows")
+    if batch is not None and step < 0:
+        raise ValueError(
+            "batch is not sorted: give each system's charges consecutively (sort positions, charges and batch by batch)"
+        )
+    if not all(math.isfinite(v) and v > 0 for v in lengths):
+        raise ValueError("cell has a box length that is not positive and finite")
+    if not all(math.isfinite(v) for v in low + high):
+        raise ValueError("positions has a value that is not finite (NaN or infinite)")
+    if not math.isfinite(total):
+        raise ValueError("charges has a value that is not finite (NaN or infinite)")
+    if min(low) < 0 or max(high) > 0:
+        raise ValueError(
+            "positions has a charge outside its cell: each must lie in [0, L] on each axis (wrap them first: "
+            "torch.remainder(positions, cell[batch]))"
+        )
+    offsets = [0] + list(itertools.accumulate(int(c) for c in counts))
+    return offsets, [lengths[3 * s : 3 * s + 3] for s in range(b)]
 
 
-def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bool):
-    """Energy (B,), potential (N,), forces (N, 3) and virial (B, 6) in the positions'
-    dtype, each system on its plan, its slices written in place."""
+def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bool, virial: bool):
+    """Energy (B,), potential (N,), forces (N, 3) and, where asked, virial (B, 6) (else
+    zeros) in the positions' dtype, each system on its plan, its slices written in place."""
     offsets, boxes = _segments(positions, charges, cells, batch)
     b = cells.shape[0]
     n = positions.shape[0]
-    energy = torch.zeros(b, dtype=torch.float64, device=positions.device)
-    virial = torch.zeros(b, 6, dtype=torch.float64, device=positions.device)
+    energy = torch.empty(b, dtype=torch.float64, device=positions.device)
+    virials = torch.zeros(b, 6, dtype=torch.float64, device=positions.device)
     potential = positions.new_empty(n)
     forces = positions.new_empty(n, 3)
     for s in range(b):
         start, end = offsets[s], offsets[s + 1]
         if start == end:
+            energy[s] = 0
             continue
         plan = module.plan(tuple(boxes[s]), positions.dtype, positions.device)
         plan.set_points(positions[start:end])
@@ -276,10 +293,10 @@ def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bo
             forces=forces[start:end],
             energy=energy[s : s + 1],
             potential=potential[start:end],
-            virial=virial[s],
+            virial=virials[s] if virial else False,
             reciprocal_only=reciprocal_only,
         )
-    return energy.to(positions.dtype), potential, forces, virial.to(positions.dtype)
+    return energy.to(positions.dtype), potential, forces, virials.to(positions.dtype)
 
 
 @torch.library.custom_op("pmkit::pme", mutates_args=())
@@ -290,12 +307,13 @@ def _pme_op(
     cells: torch.Tensor,
     batch: Optional[torch.Tensor],
     reciprocal_only: bool,
+    virial: bool,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _evaluate(_MODULES[key], positions, charges, cells, batch, reciprocal_only)
+    return _evaluate(_MODULES[key], positions, charges, cells, batch, reciprocal_only, virial)
 
 
 @_pme_op.register_fake
-def _(key, positions, charges, cells, batch, reciprocal_only):
+def _(key, positions, charges, cells, batch, reciprocal_only, virial):
     n, b = positions.shape[0], cells.shape[0]
     return positions.new_empty(b), positions.new_empty(n), positions.new_empty(n, 3), positions.new_empty(b, 6)
 
@@ -316,7 +334,7 @@ def _cell_derivative(positions, cells, batch, forces, virial) -> torch.Tensor:
 
 
 def _setup(ctx, inputs, output) -> None:
-    key, positions, charges, cells, batch, reciprocal_only = inputs
+    key, positions, charges, cells, batch, reciprocal_only, _ = inputs
     energy, potential, forces, virial = output
     ctx.key, ctx.reciprocal_only = key, reciprocal_only
     ctx.has_batch = batch is not None
@@ -350,7 +368,7 @@ def _backward(ctx, grad_energy, grad_potential, grad_forces, grad_virial):
     if torch.is_grad_enabled():
         inputs = ctx.saved_tensors[:3]
         grads = tuple(None if g is None else _FirstDerivativeOnly.apply(g, *inputs) for g in grads)
-    return (None,) + grads + (None, None)
+    return (None,) + grads + (None, None, None)
 
 
 def _first_derivatives(ctx, grad_energy, grad_potential):
@@ -367,27 +385,54 @@ def _first_derivatives(ctx, grad_energy, grad_potential):
         grad_x = -per_charge[:, None] * forces if need_x else None
         if need_cell:
             grad_cell = ge[:, None] * _cell_derivative(positions, cells, batch, forces, virial)
-    largest = float(grad_potential.abs().max()) if grad_potential is not None and grad_potential.numel() else 0.0
-    if largest > 0:
-        # g^T phi(q) = g^T A q, with A the PME matrix (E = q^T A q / 2): its derivative in q is
-        # A g = phi(g), and in x and L that of (E(q + s g) - E(q - s g)) / (2 s), for any s
-        # (here one that makes s g as large as q, for the differences' rounding).
-        g = grad_potential.to(positions.dtype)
-        scale = max(float(charges.abs().max()), 1e-30) / largest
-        module = _MODULES[ctx.key]
-        plus = _evaluate(module, positions, charges + scale * g, cells, batch, ctx.reciprocal_only)
-        minus = _evaluate(module, positions, charges - scale * g, cells, batch, ctx.reciprocal_only)
-        if need_q:
-            term = (plus[1] - minus[1]) / (2 * scale)
-            grad_q = term if grad_q is None else grad_q + term
-        f = (plus[2] - minus[2]) / (2 * scale)
-        w = (plus[3] - minus[3]) / (2 * scale)
-        if need_x:
-            grad_x = -f if grad_x is None else grad_x - f
-        if need_cell:
-            term = _cell_derivative(positions, cells, batch, f, w)
-            grad_cell = term if grad_cell is None else grad_cell + term
+    if grad_potential is not None:
+        terms = torch.ops.pmkit.pme_potential_backward(
+            ctx.key, positions, charges, cells, batch, grad_potential.to(positions.dtype), ctx.reciprocal_only,
+            need_cell,
+        )
+        add = lambda total, term: term if total is None else total + term  # noqa: E731
+        grad_x = add(grad_x, terms[0]) if need_x else None
+        grad_q = add(grad_q, terms[1]) if need_q else None
+        grad_cell = add(grad_cell, terms[2]) if need_cell else None
     return grad_x, grad_q, grad_cell
+
+
+@torch.library.custom_op("pmkit::pme_potential_backward", mutates_args=())
+def _potential_backward(
+    key: str,
+    positions: torch.Tensor,
+    charges: torch.Tensor,
+    cells: torch.Tensor,
+    batch: Optional[torch.Tensor],
+    grad_potential: torch.Tensor,
+    reciprocal_only: bool,
+    cell: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of g^T phi (g the potentials' gradient) in positions, charges and
+    cells (zeros unless `cell`). g^T phi(q) = g^T A q, with A the PME matrix (E = q^T A q /
+    2): its derivative in q is A g = phi(g), and in x and L that of (E(q + s g) - E(q - s
+    g)) / (2 s) for any s (here one that makes s g as large as q, for the differences'
+    rounding): two more evaluations. An operator of its own, as its scale is read on the
+    host."""
+    largest = float(grad_potential.abs().max()) if grad_potential.numel() else 0.0
+    if largest == 0:
+        return torch.zeros_like(positions), torch.zeros_like(charges), torch.zeros_like(cells)
+    scale = max(float(charges.abs().max()), 1e-30) / largest
+    module = _MODULES[key]
+    plus = _evaluate(module, positions, charges + scale * grad_potential, cells, batch, reciprocal_only, cell)
+    minus = _evaluate(module, positions, charges - scale * grad_potential, cells, batch, reciprocal_only, cell)
+    forces = (plus[2] - minus[2]) / (2 * scale)
+    grad_cell = (
+        _cell_derivative(positions, cells, batch, forces, (plus[3] - minus[3]) / (2 * scale))
+        if cell
+        else torch.zeros_like(cells)
+    )
+    return -forces, (plus[1] - minus[1]) / (2 * scale), grad_cell
+
+
+@_potential_backward.register_fake
+def _(key, positions, charges, cells, batch, grad_potential, reciprocal_only, cell):
+    return torch.empty_like(positions), torch.empty_like(charges), torch.empty_like(cells)
 
 
 _pme_op.register_autograd(_backward, setup_context=_setup)

@@ -38,7 +38,8 @@ def test_batch_matches_ewald_sums(rng, device, dtype):
     x, q, cell, batch, refs = batch_of(rng, device, dtype)
     pme = pt.Pme(cutoff=0.7, tolerance=1e-5, order=6, threads=1)
     x.requires_grad_()
-    out = pme(x, q, cell, batch)
+    assert pme(x, q, cell, batch).virial is None  # not asked, the cell not requiring grad
+    out = pme(x, q, cell, batch, virial=True)
     assert out.energy.shape == (3,) and out.energy.dtype == dtype and out.potential.shape == (98,)
     (forces,) = torch.autograd.grad(-out.energy.sum(), x)
     tolerance = 1e-4 if dtype == torch.float64 else 1e-3
@@ -103,19 +104,24 @@ def test_reciprocal_only(rng):
 
 
 def test_torch_compile_fullgraph(rng):
+    # The forward and backward graphs traced (aot_eager: the fake kernels and the
+    # autograd formulas under tracing), with gradients through the energy and the potentials.
     x, q, cell, batch, _ = batch_of(rng, "cpu")
     pme = pt.Pme(cutoff=0.7, tolerance=1e-4, threads=1)
 
-    def energy_and_forces(x, q):
-        x = x.detach().requires_grad_()
-        e = pme(x, q, cell, batch).energy.sum()
-        (g,) = torch.autograd.grad(e, x)
-        return e, -g
+    def loss(x, q):
+        out = pme(x, q, cell, batch)
+        return out.energy.sum() + out.potential.square().sum()
 
-    compiled = torch.compile(lambda x, q: pme(x, q, cell, batch).energy, fullgraph=True, backend="eager")
-    torch.testing.assert_close(compiled(x, q), pme(x, q, cell, batch).energy)
-    e, f = energy_and_forces(x, q)
-    torch.testing.assert_close(f, pme(x, q, cell, batch).forces)
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    grads = []
+    for f in (compiled, loss):
+        xg, qg = x.clone().requires_grad_(), q.clone().requires_grad_()
+        value = f(xg, qg)
+        value.backward()
+        grads.append((value.detach(), xg.grad, qg.grad))
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want)
 
 
 def test_second_derivatives_are_refused(rng):
@@ -155,6 +161,12 @@ def test_bad_input(rng):
     bad[7, 0] = -0.1
     with pytest.raises(ValueError, match="outside its cell"):
         pme(bad, q, cell, batch)
+    bad = q.clone()
+    bad[3] = float("inf")
+    with pytest.raises(ValueError, match="charges has a value that is not finite"):
+        pme(x, bad, cell, batch)
+    with pytest.raises(ValueError, match="cell has a box length"):
+        pme(x, q, -cell, batch)
     with pytest.raises(ValueError, match="cell has shape"):
         pme(x, q, cell[:, :2], batch)
     with pytest.raises(TypeError, match="cutoff"):
