@@ -295,6 +295,57 @@ void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& force
   s.backend->finish(parts);
 }
 
+template <class T>
+void PmePlan<T>::charge_gradient_of_forces(View<const T> charges, const Positions& weights, View<T> out,
+                                           bool reciprocal_only) {
+  detail::PmeState<T>& s = *state_;
+  if (!s.mesh.has_points()) fail(ErrorCode::NotReady, "PmePlan::charge_gradient_of_forces called before set_points");
+  const std::size_t n = s.mesh.num_points();
+  detail::check_particle_arrays("charges", Span<View<const T>>({charges}), n);
+  detail::check_particle_arrays("weights", Span<View<const T>>({weights[0], weights[1], weights[2]}), n);
+  detail::check_particle_arrays("out", Span<View<T>>({out}), n);
+  if (n == 0) return;
+  // Scratch, n values each: real space 4 (the field, the dipoles' potential), the
+  // reciprocal gradient 3, the reciprocal dipoles' potential 1, the dipoles 3.
+  T* scratch = s.backend->particle_scratch(n, detail::kPmeVirialScratch);
+  auto at = [&](int k) { return View<T>(scratch + k * n, n); };
+  const View<T> mesh(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()));
+  auto convolve = [&] {  // the mesh's potential, in place
+    s.fft.forward(s.backend->mesh(), s.backend->spectrum());
+    s.backend->convolve(false);
+    s.fft.inverse(s.backend->spectrum(), s.backend->mesh());
+  };
+  // The field: the charges' mesh potential and its gradient at the charges.
+  s.mesh.spread({charges}, {mesh});
+  convolve();
+  s.mesh.interp_gradient({View<const T>(mesh)}, {at(4), at(5), at(6)});
+  // The dipoles' potential: their spread (spread_gradient), the same convolution, interp.
+  s.backend->dipoles(charges, weights, scratch + 8 * n);
+  const View<const T> dipoles[3] = {at(8), at(9), at(10)};
+  s.mesh.spread_gradient(Span<View<const T>>(dipoles, 3), {mesh});
+  convolve();
+  s.mesh.interp({View<const T>(mesh)}, {at(7)});
+
+  detail::ChargeGradientParts<T> parts;
+  parts.n = n;
+  parts.weights = weights;
+  parts.gradient = scratch + 4 * n;
+  parts.rec_dipole = scratch + 7 * n;
+  parts.out = out;
+  parts.coulomb = options_.coulomb_constant;
+  if (!reciprocal_only) {
+    if (!s.pairs_binned) {
+      s.pairs.set_points(s.mesh);
+      s.pairs_binned = true;
+    }
+    const View<const T> inputs[4] = {charges, at(8), at(9), at(10)};
+    View<T> outputs[4] = {at(0), at(1), at(2), at(3)};
+    s.backend->real_space_field(s.pairs, params_.alpha, Span<View<const T>>(inputs, 4), Span<View<T>>(outputs, 4));
+    parts.real = scratch;
+  }
+  s.backend->finish_charge_gradient(parts);
+}
+
 template class PmePlan<float>;
 template class PmePlan<double>;
 

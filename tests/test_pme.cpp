@@ -1,3 +1,4 @@
+// Over 600 lines: one suite of PmePlan's checks on every backend variant, sharing run_pme.
 // Smooth particle-mesh Ewald (PmePlan) against the Ewald sum of src/verify/ewald.hpp
 // on fresh random charges: accuracy at order 6, the error's fall with order and mesh
 // (measured rates), the Madelung constant of rock salt, the net force, translations,
@@ -434,6 +435,61 @@ TEST_P(PmeTest, VirialIsTheStrainDerivative) {
     }
     const double derivative = (energy[1] - energy[0]) / (2 * h);
     EXPECT_NEAR(-derivative, got.virial[a], 1e-6 * std::abs(got.virial[a]) + 1e-8) << "axis " << a;
+  }
+}
+
+// PmePlan::charge_gradient_of_forces on either backend, in double.
+std::vector<double> charge_gradient(const ChargeSystem& s, const PmeParameters& p, PmeOptions o,
+                                    const std::array<std::vector<double>, 3>& w, bool reciprocal_only) {
+  const std::size_t n = s.size();
+  std::vector<double> out(n, -7.0);
+  PmePlan<double> plan(s.box, p, o);
+  if (o.backend == Backend::Cpu) {
+    plan.set_points({s.x[0], s.x[1], s.x[2]});
+    plan.charge_gradient_of_forces(s.q, {w[0], w[1], w[2]}, out, reciprocal_only);
+  } else {
+#if defined(PMKIT_WITH_CUDA)
+    DeviceBuffer<double> dx(s.x[0]), dy(s.x[1]), dz(s.x[2]), dq(s.q), wx(w[0]), wy(w[1]), wz(w[2]), dout(out);
+    plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
+    plan.charge_gradient_of_forces(device_cview(dq), {device_cview(wx), device_cview(wy), device_cview(wz)},
+                                   device_view(dout), reciprocal_only);
+    plan.synchronize();
+    out = dout.download();
+#endif
+  }
+  return out;
+}
+
+// The forces are quadratic in the charges, so a central difference of sum_j w_j . F_j
+// along any change of the charges is exact but for rounding, at any step: the charge
+// gradient of the forces against it, for the whole interaction and its reciprocal part.
+TEST_P(PmeTest, ChargeGradientOfForcesIsExact) {
+  const SmallCase c = small_case(120, 0.5);
+  SCOPED_TRACE(seed_note(c.seed));
+  std::mt19937_64 rng(c.seed + 1);
+  std::normal_distribution<double> normal;
+  std::array<std::vector<double>, 3> w;
+  std::vector<double> direction(c.system.size());
+  for (auto& component : w)
+    for (std::size_t i = 0; i < c.system.size(); ++i) component.push_back(normal(rng));
+  for (double& d : direction) d = normal(rng);
+  for (bool reciprocal_only : {false, true}) {
+    const std::vector<double> gradient = charge_gradient(c.system, c.params, options(), w, reciprocal_only);
+    double along = 0;
+    for (std::size_t i = 0; i < direction.size(); ++i) along += direction[i] * gradient[i];
+    double weighted[2], scale = 0;
+    for (int side = 0; side < 2; ++side) {
+      ChargeSystem changed = c.system;
+      for (std::size_t i = 0; i < direction.size(); ++i) changed.q[i] += (side ? 0.5 : -0.5) * direction[i];
+      const CoulombResult r = run_pme<double>(changed, c.params, options(), reciprocal_only);
+      weighted[side] = 0;
+      for (int d = 0; d < 3; ++d)
+        for (std::size_t i = 0; i < direction.size(); ++i) {
+          weighted[side] += w[d][i] * r.force[d][i];
+          scale += std::abs(w[d][i] * r.force[d][i]);
+        }
+    }
+    EXPECT_NEAR(weighted[1] - weighted[0], along, 1e-11 * scale) << "reciprocal only: " << reciprocal_only;
   }
 }
 

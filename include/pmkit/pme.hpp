@@ -120,6 +120,16 @@ class PmePlan {
   void compute_reciprocal(View<const T> charges, const Forces& forces, View<double> energy = {},
                           View<T> potential = {}, View<double> virial = {});
 
+  // The gradient in the charges of a weighted sum of the forces, out[i] = d/dq_i sum_j
+  // weights[.][j] . F_j, for the forces compute (or compute_reciprocal, with
+  // `reciprocal_only`) gives: a loss on forces backpropagated to the charges that a model
+  // predicts. F_j = q_j E_j is quadratic in the charges, so out_i = w_i . E_i - psi_i, with
+  // E_i the field at charge i and psi_i the potential at i of the dipoles q_j w_j (their
+  // reciprocal part by spread_gradient on the mesh), both of the method as compute runs it:
+  // the exact derivative of its forces. Costs about two computes.
+  void charge_gradient_of_forces(View<const T> charges, const Positions& weights, View<T> out,
+                                 bool reciprocal_only = false);
+
   // CUDA: waits for the work queued on PmeOptions::stream, then throws the error of a
   // position the device rejected (as set_points throws it on the CPU backend). CPU:
   // returns (every call is synchronous).

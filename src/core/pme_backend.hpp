@@ -40,6 +40,58 @@ struct PmeParts {
   double background = 0;
 };
 
+// The parts of PmePlan::charge_gradient_of_forces: out_i = coulomb (w_i . E_i - psi_i),
+// with the field E_i = -gradient_i (+ real_field_i) and the dipoles' potential psi_i =
+// rec_dipole_i (+ real_dipole_i). Arrays of n values a component, in the caller's order.
+template <class T>
+struct ChargeGradientParts {
+  std::size_t n = 0;
+  std::array<View<const T>, 3> weights;
+  const T* gradient = nullptr;     // the reciprocal potential's gradient, x, y, z
+  const T* rec_dipole = nullptr;   // the reciprocal potential of the dipoles
+  const T* real = nullptr;         // real space: the field x, y, z, then the dipoles' potential; null: none
+  View<T> out;
+  double coulomb = 1;
+};
+
+// out_i of ChargeGradientParts.
+template <class T>
+PMKIT_HD inline T charge_gradient(const ChargeGradientParts<T>& p, std::size_t i) {
+  double g = -double(p.rec_dipole[i]);
+  for (int d = 0; d < 3; ++d) g -= double(p.weights[d][i]) * p.gradient[d * p.n + i];
+  if (p.real) {
+    g -= p.real[3 * p.n + i];
+    for (int d = 0; d < 3; ++d) g += double(p.weights[d][i]) * p.real[d * p.n + i];
+  }
+  return T(p.coulomb * g);
+}
+
+// The real-space pair's field and dipole potential, for the charges' gradient of a
+// weighted sum of forces. With A = erfc(alpha r) / r, r = x_i - x_j and g = -(dA/dr) / r
+// (EwaldRealSpace::pair): the field at i of charge j is q_j g r, and the potential at i of
+// dipole mu_j is mu_j . grad_{x_j} A = g mu_j . r. Inputs: the charge and the dipole (3).
+// Outputs: the field (3), then the dipoles' potential.
+struct EwaldFieldDipole {
+  static constexpr int inputs = 4;
+  static constexpr int outputs = 4;
+  pair_kernels::EwaldRealSpace<3> ewald;
+
+  template <class T>
+  PMKIT_HD void operator()(const T* r, T r2, const T* in_i, const T* in_j, T* out_i, T* out_j) const {
+    T phi, g;
+    ewald.pair(r2, phi, g);
+    T mu_i_r = 0, mu_j_r = 0;
+    for (int d = 0; d < 3; ++d) {
+      out_i[d] += in_j[0] * g * r[d];
+      out_j[d] -= in_i[0] * g * r[d];
+      mu_i_r += in_i[1 + d] * r[d];
+      mu_j_r += in_j[1 + d] * r[d];
+    }
+    out_i[3] += g * mu_j_r;
+    out_j[3] -= g * mu_i_r;
+  }
+};
+
 template <class T>
 class PmeBackend {
  public:
@@ -58,6 +110,14 @@ class PmeBackend {
   // traversal: inputs the charges, outputs kEwaldVirialOutputs views.
   virtual void real_space_virial(PairPlan<T, 3>& pairs, double alpha, View<const T> charges,
                                  Span<View<T>> outputs) = 0;
+  // The real-space pairs' fields and dipole potentials (EwaldFieldDipole): inputs the
+  // charges and the dipoles' three components, outputs four views.
+  virtual void real_space_field(PairPlan<T, 3>& pairs, double alpha, Span<View<const T>> inputs,
+                                Span<View<T>> outputs) = 0;
+  // PmePlan::charge_gradient_of_forces' first step, dipoles[d * n + i] = q_i w_d[i], and
+  // its last (ChargeGradientParts).
+  virtual void dipoles(View<const T> charges, const std::array<View<const T>, 3>& weights, T* dipoles) = 0;
+  virtual void finish_charge_gradient(const ChargeGradientParts<T>& parts) = 0;
   virtual void finish(const PmeParts<T>& parts) = 0;
   // The stream of later calls (PmePlan::set_stream; the plans that share the work order
   // the handover). The CPU backend has none.

@@ -48,6 +48,24 @@ class CpuPmeBackend final : public PmeBackend<T> {
     pairs.compute(EwaldRealSpaceVirial{pair_kernels::EwaldRealSpace<3>{alpha}}, {charges}, outputs);
   }
 
+  void real_space_field(PairPlan<T, 3>& pairs, double alpha, Span<View<const T>> inputs,
+                        Span<View<T>> outputs) override {
+    pairs.compute(EwaldFieldDipole{pair_kernels::EwaldRealSpace<3>{alpha}}, inputs, outputs);
+  }
+
+  void dipoles(View<const T> charges, const std::array<View<const T>, 3>& weights, T* dipoles) override {
+    const std::int64_t n = static_cast<std::int64_t>(charges.size);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i)
+      for (int d = 0; d < 3; ++d) dipoles[d * n + i] = charges[i] * weights[d][i];
+  }
+
+  void finish_charge_gradient(const ChargeGradientParts<T>& p) override {
+    const std::int64_t n = static_cast<std::int64_t>(p.n);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) p.out[i] = charge_gradient(p, i);
+  }
+
   void finish(const PmeParts<T>& p) override {
     const std::int64_t n = static_cast<std::int64_t>(p.n);
     double q = 0, q2 = 0, work = 0, w[6] = {};

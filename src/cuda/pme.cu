@@ -107,6 +107,25 @@ __global__ void potential_kernel(const PmeParts<T> p, double* sums, unsigned* do
   finish_sums(p, sums, done);
 }
 
+template <class T>
+__global__ void dipoles_kernel(View<const T> charges, const View<const T> wx, const View<const T> wy,
+                               const View<const T> wz, T* dipoles) {
+  const std::size_t n = charges.size;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    dipoles[i] = charges[i] * wx[i];
+    dipoles[n + i] = charges[i] * wy[i];
+    dipoles[2 * n + i] = charges[i] * wz[i];
+  }
+}
+
+template <class T>
+__global__ void charge_gradient_kernel(const ChargeGradientParts<T> p) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    p.out[i] = charge_gradient(p, i);
+}
+
 // At most kPmeBlocksPerSm blocks a multiprocessor of `device`.
 std::size_t max_blocks(int device) {
   int sms = 0;
@@ -144,6 +163,26 @@ class CudaPmeBackend final : public PmeBackend<T> {
   void real_space_virial(PairPlan<T, 3>& pairs, double alpha, View<const T> charges,
                          Span<View<T>> outputs) override {
     cuda::compute(pairs, EwaldRealSpaceVirial{pair_kernels::EwaldRealSpace<3>{alpha}}, {charges}, outputs);
+  }
+
+  void real_space_field(PairPlan<T, 3>& pairs, double alpha, Span<View<const T>> inputs,
+                        Span<View<T>> outputs) override {
+    cuda::compute(pairs, EwaldFieldDipole{pair_kernels::EwaldRealSpace<3>{alpha}}, inputs, outputs);
+  }
+
+  void dipoles(View<const T> charges, const std::array<View<const T>, 3>& weights, T* dipoles) override {
+    const cuda::DeviceScope on_device(device_);
+    for (int d = 0; d < 3; ++d) pointers_.require(weights[d].data, "PmePlan::charge_gradient_of_forces: weights", d);
+    dipoles_kernel<T><<<blocks_for(charges.size), kPmeBlock, 0, stream_>>>(charges, weights[0], weights[1], weights[2],
+                                                                           dipoles);
+    cuda::check_launch("pmkit PME: dipoles");
+  }
+
+  void finish_charge_gradient(const ChargeGradientParts<T>& p) override {
+    const cuda::DeviceScope on_device(device_);
+    pointers_.require(p.out.data, "PmePlan::charge_gradient_of_forces: out", 0);
+    charge_gradient_kernel<T><<<blocks_for(p.n), kPmeBlock, 0, stream_>>>(p);
+    cuda::check_launch("pmkit PME: charge gradient");
   }
 
   void set_stream(StreamHandle stream) override { stream_ = cuda::to_cuda_stream(stream); }
