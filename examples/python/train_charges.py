@@ -2,9 +2,10 @@
 
 A batch of random periodic systems (a few species of atoms at random places) gets its
 "true" charges from a fixed model of each atom's species and neighbourhood; the targets
-are the systems' Ewald energies and the electrostatic potential at each atom (what
-charge models are fitted to). A small torch model predicts the charges from the same
-features and is trained by backpropagation through pmkit.torch.pme into its weights.
+are the systems' Ewald energies and the forces on the atoms. A small torch model
+predicts the charges from the same features and is trained by backpropagation through
+pmkit.torch.pme into its weights: the energies' gradient in the charges is the
+potentials, the forces' is PmePlan.charge_gradient_of_forces.
 
     python examples/python/train_charges.py [--steps 300] [--systems 8] [--device cuda]
 
@@ -81,7 +82,7 @@ def main(argv=None):
     for step in range(args.steps):
         q = neutral(model(x).squeeze(1), batch, args.systems)
         out = pme(positions, q, cell, batch)
-        loss = (out.energy - target.energy).square().mean() + (out.potential - target.potential).square().mean()
+        loss = (out.energy - target.energy).square().mean() + (out.forces - target.forces).square().mean()
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()

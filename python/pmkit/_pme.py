@@ -160,6 +160,24 @@ class PmePlan(_PlanBase):
             energy_result = energy_result.reshape(())
         return PmeResult(energy_result, result(f, forces), result(phi, potential), result(w, virial))
 
+    def charge_gradient_of_forces(
+        self, charges: Array, weights: Array, *, out: Optional[Array] = None, reciprocal_only: bool = False
+    ) -> Array:
+        """The gradient in the charges of sum_j weights_j . F_j, (N,), for the forces that
+        ``compute`` gives (``reciprocal_only``: compute(reciprocal_only=True)'s): a loss on
+        forces backpropagated to charges a model predicts. ``weights`` is (N, 3). Exact
+        (the forces are quadratic in the charges); about two computes."""
+        if not self._impl.has_points:
+            self._impl.charge_gradient_of_forces([], [], [], False, None)  # pmkit.Error NotReady
+        library = library_of(charges)
+        library.before([charges, weights], "charges")
+        result = library.empty(charges, (self.num_points,), self._dtype) if out is None else out
+        self._impl.charge_gradient_of_forces(
+            library.exported([charges]), library.exported([weights]), library.exported([result]),
+            bool(reciprocal_only), self._call_stream(library, charges),
+        )
+        return result if out is not None else library.result(result, self._impl)
+
     def __repr__(self) -> str:
         return (
             f"pmkit.PmePlan(box={self.box}, {self.parameters!r}, dtype={self._dtype!r}, backend={self._backend!r}, "

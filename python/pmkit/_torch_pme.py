@@ -16,8 +16,11 @@ takes it. Its derivatives are exact derivatives of the PME energy at the plan's 
 - the potentials' own derivatives (where a loss uses them) by the polarisation identity
   g^T phi(q) = (E(q + s g) - E(q - s g)) / (2 s), two more PME evaluations.
 
-Second derivatives (forces by autograd with ``create_graph=True`` and a loss on them)
-are not supported and raise NotImplementedError.
+Second derivatives: a loss on forces taken by autograd (``create_graph=True``) reaches the
+charges exactly (``torch.ops.pmkit.pme_forces``, by PmePlan.charge_gradient_of_forces),
+so a charge model trains on forces; the positions' and cell's second derivatives (the
+Hessian) are not computed, which a warning says once. Any other second derivative
+(through the potentials, the charges' or the cell's gradient) raises NotImplementedError.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import collections
 import itertools
 import math
+import warnings
 import weakref
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -37,8 +41,9 @@ __all__ = ["Pme", "PmeOutput", "pme"]
 
 class PmeOutput(NamedTuple):
     """What ``Pme`` returns. ``energy`` and ``potential`` are differentiable (with
-    respect to positions, charges and cell); ``forces`` and ``virial`` are the values the
-    same evaluation computed, given for use without autograd (they carry no gradient)."""
+    respect to positions, charges and cell); ``forces`` (the same as -dE/dx by autograd)
+    in the charges only, so that a loss on them trains a charge model; ``virial`` carries
+    no gradient."""
 
     energy: torch.Tensor  # (B,): each system's energy
     potential: torch.Tensor  # (N,): dE/dq_i
@@ -142,6 +147,10 @@ class Pme(torch.nn.Module):
         energy, potential, forces, virials = torch.ops.pmkit.pme(
             self._key, positions, charges, cells, batch, self.reciprocal_only, with_virial
         )
+        if charges.requires_grad:
+            forces = torch.ops.pmkit.pme_forces(
+                self._key, positions, charges, cells, batch, forces, self.reciprocal_only
+            )
         return PmeOutput(energy, potential, forces, virials if with_virial else None)
 
     def extra_repr(self) -> str:
@@ -358,21 +367,27 @@ class _FirstDerivativeOnly(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         raise NotImplementedError(
-            "pmkit.torch.pme: second derivatives (forces by autograd with create_graph=True and a loss on them) "
-            "are not supported"
+            "pmkit.torch.pme: this second derivative is not supported (a loss on forces reaches the charges; "
+            "one through the potentials, the charges' or the cell's gradient does not)"
         )
 
 
 def _backward(ctx, grad_energy, grad_potential, grad_forces, grad_virial):
-    grads = _first_derivatives(ctx, grad_energy, grad_potential)
-    if torch.is_grad_enabled():
+    # Under create_graph=True the positions' gradient (the forces) stays differentiable in
+    # the charges (pme_forces); the rest refuses a second derivative.
+    twice = torch.is_grad_enabled()
+    grad_x, grad_q, grad_cell = _first_derivatives(ctx, grad_energy, grad_potential, twice)
+    if twice:
         inputs = ctx.saved_tensors[:3]
-        grads = tuple(None if g is None else _FirstDerivativeOnly.apply(g, *inputs) for g in grads)
-    return (None,) + grads + (None, None, None)
+        grad_q, grad_cell = (None if g is None else _FirstDerivativeOnly.apply(g, *inputs) for g in (grad_q, grad_cell))
+        if grad_potential is not None and grad_x is not None:
+            grad_x = _FirstDerivativeOnly.apply(grad_x, *inputs)
+    return None, grad_x, grad_q, grad_cell, None, None, None
 
 
-def _first_derivatives(ctx, grad_energy, grad_potential):
-    """The gradients of positions, charges and cells."""
+def _first_derivatives(ctx, grad_energy, grad_potential, twice: bool):
+    """The gradients of positions, charges and cells; with `twice`, the positions' through
+    pme_forces."""
     positions, charges, cells, batch, potential, forces, virial = ctx.saved_tensors
     batch = batch if ctx.has_batch else None
     system = (lambda t: t[batch.long()]) if batch is not None else (lambda t: t.expand(positions.shape[0], *t.shape[1:]))
@@ -382,6 +397,10 @@ def _first_derivatives(ctx, grad_energy, grad_potential):
         ge = grad_energy.to(positions.dtype)
         per_charge = system(ge)
         grad_q = per_charge * potential if need_q else None
+        if need_x and twice:
+            forces = torch.ops.pmkit.pme_forces(
+                ctx.key, positions, charges, cells, batch, forces, ctx.reciprocal_only
+            )
         grad_x = -per_charge[:, None] * forces if need_x else None
         if need_cell:
             grad_cell = ge[:, None] * _cell_derivative(positions, cells, batch, forces, virial)
@@ -433,6 +452,89 @@ def _potential_backward(
 @_potential_backward.register_fake
 def _(key, positions, charges, cells, batch, grad_potential, reciprocal_only, cell):
     return torch.empty_like(positions), torch.empty_like(charges), torch.empty_like(cells)
+
+
+@torch.library.custom_op("pmkit::pme_forces", mutates_args=())
+def _forces_op(
+    key: str,
+    positions: torch.Tensor,
+    charges: torch.Tensor,
+    cells: torch.Tensor,
+    batch: Optional[torch.Tensor],
+    forces: torch.Tensor,
+    reciprocal_only: bool,
+) -> torch.Tensor:
+    """The forces of an evaluation (a copy of `forces`), differentiable in the charges:
+    the backward pass's positions' gradient under create_graph=True, so that a loss on
+    forces by autograd reaches the charges."""
+    return forces.clone()
+
+
+@_forces_op.register_fake
+def _(key, positions, charges, cells, batch, forces, reciprocal_only):
+    return torch.empty_like(forces)
+
+
+@torch.library.custom_op("pmkit::pme_charge_gradient_of_forces", mutates_args=())
+def _charge_gradient_op(
+    key: str,
+    positions: torch.Tensor,
+    charges: torch.Tensor,
+    cells: torch.Tensor,
+    batch: Optional[torch.Tensor],
+    weights: torch.Tensor,
+    reciprocal_only: bool,
+) -> torch.Tensor:
+    """d/dq of sum_i weights_i . F_i, each system on its plan (PmePlan.charge_gradient_of_forces)."""
+    offsets, boxes = _segments(positions, charges, cells, batch)
+    module = _MODULES[key]
+    out = torch.zeros_like(charges)
+    for s in range(cells.shape[0]):
+        start, end = offsets[s], offsets[s + 1]
+        if start == end:
+            continue
+        plan = module.plan(tuple(boxes[s]), positions.dtype, positions.device)
+        plan.set_points(positions[start:end])
+        plan.charge_gradient_of_forces(
+            charges[start:end], weights[start:end], out=out[start:end], reciprocal_only=reciprocal_only
+        )
+    return out
+
+
+@_charge_gradient_op.register_fake
+def _(key, positions, charges, cells, batch, weights, reciprocal_only):
+    return torch.empty_like(charges)
+
+
+_warned_hessian = False
+
+
+def _forces_setup(ctx, inputs, output) -> None:
+    key, positions, charges, cells, batch, _, reciprocal_only = inputs
+    ctx.key, ctx.reciprocal_only, ctx.has_batch = key, reciprocal_only, batch is not None
+    ctx.save_for_backward(positions, charges, cells, batch if batch is not None else positions.new_empty(0))
+
+
+def _forces_backward(ctx, grad):
+    global _warned_hessian
+    positions, charges, cells, batch = ctx.saved_tensors
+    batch = batch if ctx.has_batch else None
+    grad_q = None
+    if ctx.needs_input_grad[2]:
+        grad_q = torch.ops.pmkit.pme_charge_gradient_of_forces(
+            ctx.key, positions, charges, cells, batch, grad.contiguous(), ctx.reciprocal_only
+        )
+    if (ctx.needs_input_grad[1] or ctx.needs_input_grad[3]) and not _warned_hessian:
+        _warned_hessian = True
+        warnings.warn(
+            "pmkit.torch.pme: a loss on forces reaches the charges exactly, but not the positions or the cell: "
+            "their second derivatives (the Hessian) are not computed, and their gradients lack those terms",
+            stacklevel=2,
+        )
+    return None, None, grad_q, None, None, None, None
+
+
+_forces_op.register_autograd(_forces_backward, setup_context=_forces_setup)
 
 
 _pme_op.register_autograd(_backward, setup_context=_setup)

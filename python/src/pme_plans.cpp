@@ -49,6 +49,22 @@ class PmePlanBinding {
       plan_.compute(q[0], fxyz, e_view, phi_view, w_view);
   }
 
+  // charges: one (N,) array; weights: one (N, 3) array or three of N; out: one (N,) array.
+  void charge_gradient_of_forces(const nb::list& charges, const nb::list& weights, const nb::list& out,
+                                 bool reciprocal_only, Stream stream) {
+    if (!plan_.has_points())
+      throw Error(ErrorCode::NotReady, "PmePlan::charge_gradient_of_forces called before set_points");
+    const Views<const T> q(charges, "charges", Layout::Particles, where_);
+    require_count("charges", q.size(), 1, "arrays", "one (N,) array");
+    const Views<const T> w(weights, "weights", Layout::Components, where_);
+    const auto wxyz = position_views<const T, 3>(w, "weights");
+    const Views<T> result(out, "out", Layout::Particles, where_);
+    require_count("out", result.size(), 1, "arrays", "one (N,) array");
+    follow_stream(plan_, where_.device, stream);
+    nb::gil_scoped_release release;
+    plan_.charge_gradient_of_forces(q[0], wxyz, result[0], reciprocal_only);
+  }
+
   void synchronize() {
     nb::gil_scoped_release release;
     plan_.synchronize();
@@ -71,6 +87,8 @@ void bind_pme_plan(nb::module_& m, const char* name) {
       .def("update_points", [](P& p, const nb::list& x, Stream s) { p.set_points(x, s, true); }, "positions"_a,
            "stream"_a.none())
       .def("compute", &P::compute, "charges"_a, "forces"_a, "energy"_a, "potential"_a, "virial"_a,
+           "reciprocal_only"_a, "stream"_a.none())
+      .def("charge_gradient_of_forces", &P::charge_gradient_of_forces, "charges"_a, "weights"_a, "out"_a,
            "reciprocal_only"_a, "stream"_a.none())
       .def("synchronize", &P::synchronize, "Waits for the work queued on the plan's stream.")
       .def_prop_ro("num_points", [](const P& p) { return p.plan().num_points(); })

@@ -92,3 +92,16 @@ def test_bad_input(system):
         plan.compute(q[:-1])
     with pytest.raises(pmkit.Error, match="virial"):
         plan.compute(q, virial=np.empty(5))
+
+
+def test_charge_gradient_of_forces(system, rng):
+    # F is quadratic in q: a central difference of w . F along any change of the charges is
+    # exact but for rounding.
+    x, q, _ = system
+    plan = pmkit.PmePlan(BOX, pmkit.PmeParameters.choose(BOX, 0.7, 1e-3), threads=1)
+    plan.set_points(x)
+    w, direction = rng.standard_normal((120, 3)), rng.standard_normal(120)
+    for reciprocal_only in (False, True):
+        gradient = plan.charge_gradient_of_forces(q, w, reciprocal_only=reciprocal_only)
+        forces = [plan.compute(q + s * direction, reciprocal_only=reciprocal_only).forces for s in (0.5, -0.5)]
+        assert np.sum(w * (forces[0] - forces[1])) == pytest.approx(direction @ gradient, rel=1e-9)

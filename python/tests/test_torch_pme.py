@@ -124,13 +124,34 @@ def test_torch_compile_fullgraph(rng):
         torch.testing.assert_close(got, want)
 
 
-def test_second_derivatives_are_refused(rng):
-    x, q, cell, batch, _ = batch_of(rng, "cpu")
+@pytest.mark.parametrize("device", DEVICES)
+def test_loss_on_forces_reaches_the_charges(rng, device):
+    # Forces by autograd with create_graph=True, then their gradient in the charges:
+    # gradcheck of q -> forces (finite differences of the forces themselves).
+    x, q, cell, batch, _ = batch_of(rng, device, sizes=[7, 6], cells=CELLS[:2])
+    pme = pt.Pme(cutoff=0.7, tolerance=1e-3, order=4, threads=1)
     x.requires_grad_()
+
+    def forces(q):
+        energy = pme(x, q, cell, batch).energy.sum()
+        (g,) = torch.autograd.grad(energy, x, create_graph=True)
+        return -g
+
+    q.requires_grad_()
+    # The forces the evaluation returns: differentiable in the charges without create_graph.
+    assert torch.autograd.gradcheck(
+        lambda q: pme(x.detach(), q, cell, batch).forces, (q,), eps=1e-6, atol=1e-6, rtol=1e-5
+    )
+    with pytest.warns(UserWarning, match="Hessian"):
+        assert torch.autograd.gradcheck(forces, (q,), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_other_second_derivatives_are_refused(rng):
+    x, q, cell, batch, _ = batch_of(rng, "cpu")
     q.requires_grad_()
     e = pt.pme(x, q, cell, batch, cutoff=0.7).energy.sum()
-    (g,) = torch.autograd.grad(e, x, create_graph=True)
-    with pytest.raises(NotImplementedError, match="second derivatives"):
+    (g,) = torch.autograd.grad(e, q, create_graph=True)
+    with pytest.raises(NotImplementedError, match="second derivative is not supported"):
         torch.autograd.grad(g.square().sum(), q)
 
 
