@@ -235,30 +235,34 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
     transfer with the sizes and cells, which the call needs on the host anyway."""
     b = cells.shape[0]
     n = positions.shape[0]
-    parts = []
     if batch is None:
-        system_cells = cells
-        parts.append(torch.tensor([0.0, 0.0, 0.0, n], dtype=torch.float64, device=positions.device))
+        # One system: its sums in the positions' dtype, compared with its cell on the host.
+        values = [cells.flatten()]
+        if n:
+            values = [positions.amin(0), positions.amax(0), charges.sum().reshape(1)] + values
+        host = torch.cat(values).tolist() if n else [0.0] * 7 + torch.cat(values).tolist()
+        step, lowest, highest, counts = 0, 0, 0, [n]
+        low, high, total, lengths = host[:3], host[3:6], host[6], host[7:]
+        high = [h - length for h, length in zip(high, lengths)]
     else:
         clamped = batch.clamp(0, b - 1).long()
-        system_cells = cells[clamped]
         step = (batch[1:] - batch[:-1]).amin().reshape(1) if n > 1 else batch.new_zeros(1)
-        ends = torch.stack([batch.amin(), batch.amax()]) if n else batch.new_tensor([0, 0])
-        parts += [step.double(), ends.double(), torch.bincount(clamped, minlength=b).double()]
-    if n:
-        parts += [
-            positions.amin(0).double(),
-            (positions - system_cells).amax(0).double(),
-            charges.sum().double().reshape(1),
-        ]
-    else:
-        parts.append(torch.zeros(7, dtype=torch.float64, device=positions.device))
-    parts.append(cells.double().flatten())
-    host = torch.cat(parts).tolist()
-    step, lowest, highest = host[:3]
-    counts = host[3 : 3 + b]
-    low, high, total = host[3 + b : 6 + b], host[6 + b : 9 + b], host[9 + b]
-    lengths = host[10 + b :]
+        ends = torch.stack([batch.amin(), batch.amax()]) if n else batch.new_zeros(2)
+        parts = [step.double(), ends.double(), torch.bincount(clamped, minlength=b).double()]
+        if n:
+            parts += [
+                positions.amin(0).double(),
+                (positions - cells[clamped]).amax(0).double(),
+                charges.sum().double().reshape(1),
+            ]
+        else:
+            parts.append(torch.zeros(7, dtype=torch.float64, device=positions.device))
+        parts.append(cells.double().flatten())
+        host = torch.cat(parts).tolist()
+        step, lowest, highest = host[:3]
+        counts = host[3 : 3 + b]
+        low, high, total = host[3 + b : 6 + b], host[6 + b : 9 + b], host[9 + b]
+        lengths = host[10 + b :]
     if batch is not None and n and not (0 <= lowest and highest < b):
         raise ValueError(f"batch has values outside [0, {b}): each charge's system, an index into cell's {b} rows")
     if batch is not None and step < 0:

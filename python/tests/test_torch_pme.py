@@ -182,6 +182,13 @@ def test_bad_input(rng):
     bad[7, 0] = -0.1
     with pytest.raises(ValueError, match="outside its cell"):
         pme(bad, q, cell, batch)
+    bad = x[:40].clone()
+    bad[9, 2] = cell[0, 2] + 0.01
+    with pytest.raises(ValueError, match="outside its cell"):
+        pme(bad, q[:40], cell[0])
+    bad[9, 2] = float("inf")
+    with pytest.raises(ValueError, match="positions has a value that is not finite"):
+        pme(bad, q[:40], cell[0])
     bad = q.clone()
     bad[3] = float("inf")
     with pytest.raises(ValueError, match="charges has a value that is not finite"):
