@@ -555,6 +555,9 @@ TEST(Pme, BadInput) {
   EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, {}, phi), ErrorCode::SizeMismatch, "potential");
   std::vector<double> two(2);
   EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, two), ErrorCode::SizeMismatch, "energy");
+  std::vector<double> five(5);
+  EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, {}, {}, five), ErrorCode::SizeMismatch, "virial");
+  EXPECT_PMKIT_ERROR(plan.charge_gradient_of_forces(q, {fx, fy, short_q}, phi), ErrorCode::SizeMismatch, "weights");
   for (double v : fx) EXPECT_EQ(v, 7.0);  // nothing written by a failed call
   plan.compute(q, {fx, fy, fz}, View<double>(&energy, 1));
   EXPECT_NE(energy, 7.0);
