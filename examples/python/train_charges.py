@@ -59,9 +59,11 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu", help="cpu, or cuda with a CUDA build of pmkit")
     parser.add_argument("--check", action="store_true", help="exit non-zero unless the loss falls by --factor")
     parser.add_argument("--factor", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=7, help="of the systems and the models' weights")
     args = parser.parse_args(argv)
     dtype = torch.float64
-    generator = torch.Generator().manual_seed(7)
+    torch.manual_seed(args.seed)  # the models' initial weights
+    generator = torch.Generator().manual_seed(args.seed)
     positions, species, cell, batch = make_batch(args.systems, generator, args.device, dtype)
     x = features(positions, species, cell, batch)
     # Systems of a few dozen charges: one CPU thread each is fastest.
