@@ -129,11 +129,17 @@ class PmeState {
   static std::unique_ptr<PmeBackend<T>> make_pme_backend(const std::array<double, 3>& box, const PmeParameters& p,
                                                          const PmeOptions& o) {
     const std::size_t mesh_size = static_cast<std::size_t>(p.mesh[0] * p.mesh[1] * p.mesh[2]);
-    const std::int64_t half = p.mesh[0] / 2 + 1;
+    PmeSpectrum spectrum;
+    spectrum.half_x = p.mesh[0] / 2 + 1;
+    for (int d = 0; d < 3; ++d) {
+      spectrum.mesh[d] = p.mesh[d];
+      spectrum.box[d] = box[d];
+    }
+    spectrum.pi2_over_alpha2 = kPi * kPi / (p.alpha * p.alpha);
     auto influence = [&] { return influence_function<T>(box, p); };
     return make_backend(
-        o, "options", [&] { return make_cpu_pme_backend<T>(influence(), mesh_size, half, p.mesh[0], o); },
-        [&] { return make_cuda_pme_backend<T>(influence(), mesh_size, half, p.mesh[0], o); });
+        o, "options", [&] { return make_cpu_pme_backend<T>(influence(), mesh_size, spectrum, o); },
+        [&] { return make_cuda_pme_backend<T>(influence(), mesh_size, spectrum, o); });
   }
   static Grid<3> grid(const std::array<double, 3>& box, const PmeParameters& p) {
     Grid<3> g = Grid<3>::periodic(p.mesh);
@@ -207,19 +213,30 @@ void PmePlan<T>::synchronize() {
 }
 
 template <class T>
-void PmePlan<T>::compute(View<const T> charges, const Forces& forces, View<double> energy, View<T> potential) {
-  run(true, charges, forces, energy, potential);
+void PmePlan<T>::set_stream(StreamHandle stream) {
+  // Every part orders its own handover after the work queued on the previous stream.
+  state_->mesh.set_stream(stream);
+  state_->pairs.set_stream(stream);
+  state_->fft.set_stream(stream);
+  state_->backend->set_stream(stream);
+  options_.stream = stream;
+}
+
+template <class T>
+void PmePlan<T>::compute(View<const T> charges, const Forces& forces, View<double> energy, View<T> potential,
+                         View<double> virial) {
+  run(true, charges, forces, energy, potential, virial);
 }
 
 template <class T>
 void PmePlan<T>::compute_reciprocal(View<const T> charges, const Forces& forces, View<double> energy,
-                                    View<T> potential) {
-  run(false, charges, forces, energy, potential);
+                                    View<T> potential, View<double> virial) {
+  run(false, charges, forces, energy, potential, virial);
 }
 
 template <class T>
 void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& forces, View<double> energy,
-                     View<T> potential) {
+                     View<T> potential, View<double> virial) {
   detail::PmeState<T>& s = *state_;
   if (!s.mesh.has_points()) fail(ErrorCode::NotReady, "PmePlan::compute called before set_points");
   const std::size_t n = s.mesh.num_points();
@@ -229,14 +246,18 @@ void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& force
   if ((energy.data || energy.size) && (energy.size != 1 || !energy.data))
     fail(ErrorCode::SizeMismatch, "PmePlan::compute: energy has ", energy.size,
          " values; it takes one (or none, an empty view, when the energy is not wanted)");
+  const bool with_virial = virial.data || virial.size;
+  if (with_virial && (virial.size != 6 || !virial.data))
+    fail(ErrorCode::SizeMismatch, "PmePlan::compute: virial has ", virial.size,
+         " values; it takes six, xx yy zz yz xz xy (or none, an empty view, when it is not wanted)");
 
   // The reciprocal part: the mesh potential phi = IFFT(C FFT(spread(q))).
   s.mesh.spread({charges}, {View<T>(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()))});
   s.fft.forward(s.backend->mesh(), s.backend->spectrum());
-  s.backend->convolve();
+  s.backend->convolve(with_virial);
   s.fft.inverse(s.backend->spectrum(), s.backend->mesh());
 
-  T* scratch = s.backend->particle_scratch(n);
+  T* scratch = s.backend->particle_scratch(n, with_virial ? detail::kPmeVirialScratch : detail::kPmeScratch);
   detail::PmeParts<T> parts;
   parts.n = n;
   parts.charges = charges;
@@ -244,6 +265,7 @@ void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& force
   parts.forces = forces;
   parts.energy = energy;
   parts.potential = potential;
+  parts.virial = virial;
   parts.coulomb = options_.coulomb_constant;
   const View<const T> phi(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()));
   if (n > 0) {
@@ -258,15 +280,70 @@ void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& force
       s.pairs.set_points(s.mesh);
       s.pairs_binned = true;
     }
-    if (n > 0)
-      s.pairs.compute(pair_kernels::EwaldRealSpace<3>{params_.alpha}, {charges},
-                      {View<T>(scratch, n), View<T>(scratch + n, n), View<T>(scratch + 2 * n, n),
-                       View<T>(scratch + 3 * n, n)});
+    View<T> out[4 + 6];
+    for (int k = 0; k < 4; ++k) out[k] = View<T>(scratch + k * n, n);
+    for (int v = 0; v < 6; ++v) out[4 + v] = View<T>(scratch + (detail::kPmeScratch + v) * n, n);
+    if (n > 0 && with_virial)
+      s.backend->real_space_virial(s.pairs, params_.alpha, charges, Span<View<T>>(out, 10));
+    else if (n > 0)
+      s.pairs.compute(pair_kernels::EwaldRealSpace<3>{params_.alpha}, {charges}, Span<View<T>>(out, 4));
+    if (with_virial) parts.real_virial = scratch + detail::kPmeScratch * n;
     parts.real = scratch;
     parts.self = params_.alpha / std::sqrt(kPi);
     parts.background = kPi / (box_[0] * box_[1] * box_[2] * params_.alpha * params_.alpha);
   }
   s.backend->finish(parts);
+}
+
+template <class T>
+void PmePlan<T>::charge_gradient_of_forces(View<const T> charges, const Positions& weights, View<T> out,
+                                           bool reciprocal_only) {
+  detail::PmeState<T>& s = *state_;
+  if (!s.mesh.has_points()) fail(ErrorCode::NotReady, "PmePlan::charge_gradient_of_forces called before set_points");
+  const std::size_t n = s.mesh.num_points();
+  detail::check_particle_arrays("charges", Span<View<const T>>({charges}), n);
+  detail::check_particle_arrays("weights", Span<View<const T>>({weights[0], weights[1], weights[2]}), n);
+  detail::check_particle_arrays("out", Span<View<T>>({out}), n);
+  if (n == 0) return;
+  // Scratch, n values each: real space 4 (the field, the dipoles' potential), the
+  // reciprocal gradient 3, the reciprocal dipoles' potential 1, the dipoles 3.
+  T* scratch = s.backend->particle_scratch(n, detail::kPmeVirialScratch);
+  auto at = [&](int k) { return View<T>(scratch + k * n, n); };
+  const View<T> mesh(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()));
+  auto convolve = [&] {  // the mesh's potential, in place
+    s.fft.forward(s.backend->mesh(), s.backend->spectrum());
+    s.backend->convolve(false);
+    s.fft.inverse(s.backend->spectrum(), s.backend->mesh());
+  };
+  // The field: the charges' mesh potential and its gradient at the charges.
+  s.mesh.spread({charges}, {mesh});
+  convolve();
+  s.mesh.interp_gradient({View<const T>(mesh)}, {at(4), at(5), at(6)});
+  // The dipoles' potential: their spread (spread_gradient), the same convolution, interp.
+  s.backend->dipoles(charges, weights, scratch + 8 * n);
+  const View<const T> dipoles[3] = {at(8), at(9), at(10)};
+  s.mesh.spread_gradient(Span<View<const T>>(dipoles, 3), {mesh});
+  convolve();
+  s.mesh.interp({View<const T>(mesh)}, {at(7)});
+
+  detail::ChargeGradientParts<T> parts;
+  parts.n = n;
+  parts.weights = weights;
+  parts.gradient = scratch + 4 * n;
+  parts.rec_dipole = scratch + 7 * n;
+  parts.out = out;
+  parts.coulomb = options_.coulomb_constant;
+  if (!reciprocal_only) {
+    if (!s.pairs_binned) {
+      s.pairs.set_points(s.mesh);
+      s.pairs_binned = true;
+    }
+    const View<const T> inputs[4] = {charges, at(8), at(9), at(10)};
+    View<T> outputs[4] = {at(0), at(1), at(2), at(3)};
+    s.backend->real_space_field(s.pairs, params_.alpha, Span<View<const T>>(inputs, 4), Span<View<T>>(outputs, 4));
+    parts.real = scratch;
+  }
+  s.backend->finish_charge_gradient(parts);
 }
 
 template class PmePlan<float>;

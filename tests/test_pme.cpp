@@ -1,3 +1,4 @@
+// Over 600 lines: one suite of PmePlan's checks on every backend variant, sharing run_pme.
 // Smooth particle-mesh Ewald (PmePlan) against the Ewald sum of src/verify/ewald.hpp
 // on fresh random charges: accuracy at order 6, the error's fall with order and mesh
 // (measured rates), the Madelung constant of rock salt, the net force, translations,
@@ -49,7 +50,7 @@ ChargeSystem random_system(std::mt19937_64& rng, std::array<double, 3> box, std:
 // moves to s's by update_points.
 template <class T>
 CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions o, bool reciprocal_only = false,
-                      const ChargeSystem* from = nullptr) {
+                      const ChargeSystem* from = nullptr, bool with_virial = false) {
   const std::size_t n = s.size();
   std::array<std::vector<T>, 3> x, x0;
   std::vector<T> q(s.q.begin(), s.q.end());
@@ -61,9 +62,10 @@ CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions 
   std::vector<T> phi(n, T(-7));
   for (auto& v : f) v.assign(n, T(-7));
   double energy = -7;
+  std::vector<double> virial(with_virial ? 6 : 0, -7.0);
   PmePlan<T> plan(s.box, p, o);
   auto compute = [&](auto&& pos, auto&& start, View<const T> charges, auto&& forces, View<double> e,
-                     View<T> potential) {
+                     View<T> potential, View<double> w) {
     if (from) {
       plan.set_points(start);
       plan.compute(charges, forces);  // bins the cell list at the old positions
@@ -72,34 +74,36 @@ CoulombResult run_pme(const ChargeSystem& s, const PmeParameters& p, PmeOptions 
       plan.set_points(pos);
     }
     if (reciprocal_only)
-      plan.compute_reciprocal(charges, forces, e, potential);
+      plan.compute_reciprocal(charges, forces, e, potential, w);
     else
-      plan.compute(charges, forces, e, potential);
+      plan.compute(charges, forces, e, potential, w);
   };
   if (o.backend == Backend::Cpu) {
     compute(typename PmePlan<T>::Positions{View<const T>(x[0]), View<const T>(x[1]), View<const T>(x[2])},
             typename PmePlan<T>::Positions{View<const T>(x0[0]), View<const T>(x0[1]), View<const T>(x0[2])},
             View<const T>(q), typename PmePlan<T>::Forces{View<T>(f[0]), View<T>(f[1]), View<T>(f[2])},
-            View<double>(&energy, 1), View<T>(phi));
+            View<double>(&energy, 1), View<T>(phi), View<double>(virial));
   } else {
 #if defined(PMKIT_WITH_CUDA)
     DeviceBuffer<T> dx(x[0]), dy(x[1]), dz(x[2]), sx(x0[0]), sy(x0[1]), sz(x0[2]), dq(q), fx(f[0]), fy(f[1]),
         fz(f[2]), dphi(phi);
-    DeviceBuffer<double> de(std::vector<double>{energy});
+    DeviceBuffer<double> de(std::vector<double>{energy}), dw(std::vector<double>(6, -7.0));
     compute(typename PmePlan<T>::Positions{device_cview(dx), device_cview(dy), device_cview(dz)},
             typename PmePlan<T>::Positions{device_cview(sx), device_cview(sy), device_cview(sz)}, device_cview(dq),
             typename PmePlan<T>::Forces{device_view(fx), device_view(fy), device_view(fz)}, device_view(de),
-            device_view(dphi));
+            device_view(dphi), with_virial ? device_view(dw) : View<double>());
     cuda::check(cudaStreamSynchronize(cuda::to_cuda_stream(o.stream)), "run_pme");
     f = {fx.download(), fy.download(), fz.download()};
     phi = dphi.download();
     energy = de.download()[0];
+    if (with_virial) virial = dw.download();
 #endif
   }
   CoulombResult r;
   r.energy = energy;
   for (int d = 0; d < 3; ++d) r.force[d].assign(f[d].begin(), f[d].end());
   r.potential.assign(phi.begin(), phi.end());
+  for (std::size_t v = 0; v < virial.size(); ++v) r.virial[v] = virial[v];
   return r;
 }
 
@@ -380,6 +384,115 @@ TEST_P(PmeTest, ReciprocalPartPlusTheRestIsTheWhole) {
   EXPECT_LE(force_error(whole, rest), 1e-12);
 }
 
+// The largest difference of the six virial components over the largest component.
+double virial_error(const CoulombResult& got, const CoulombResult& want) {
+  double e = 0, w = 0;
+  for (int v = 0; v < 6; ++v) {
+    e = std::max(e, std::abs(got.virial[v] - want.virial[v]));
+    w = std::max(w, std::abs(want.virial[v]));
+  }
+  return e / w;
+}
+
+// The virial, all six components, against the Ewald sum's (real-space pairs r_a F_b, the
+// reciprocal sum's strain derivative, the background's); the reciprocal part's alone
+// plus the real-space pairs' and the background's is the whole.
+TEST_P(PmeTest, VirialMatchesEwaldSum) {
+  const Case& c = thousand_charges();
+  SCOPED_TRACE(seed_note(c.seed));
+  const PmeParameters p = parameters(kAlpha, 48, 6, kCutoff);
+  const CoulombResult got = run_pme<double>(c.system, p, options(), false, nullptr, true);
+  EXPECT_LE(virial_error(got, c.reference), 1e-4);
+  const CoulombResult single = run_pme<float>(c.system, p, options(), false, nullptr, true);
+  EXPECT_LE(virial_error(single, c.reference), 1e-3);
+  const CoulombResult rec = run_pme<double>(c.system, p, options(), true, nullptr, true);
+  CoulombResult rest = zero_result(c.system.size());
+  real_space_sum(c.system, p.alpha, p.cutoff, 0, rest);
+  for (int v = 0; v < 6; ++v) rest.virial[v] += rec.virial[v];
+  EXPECT_LE(virial_error(got, rest), 1e-10);
+}
+
+// The virial is the energy's strain derivative: stretching axis a of the box and the
+// positions with it by (1 +- h) changes the energy by -/+ W_aa h, to O(h^2) (central
+// differences in double). PME's mesh part is a smooth function of the box at a fixed
+// mesh, so its virial is exact, not within the method's error; with a net charge the
+// background's share is in it too. erfc(alpha r_c) = 7e-15: a pair that the strain moves
+// across the cutoff changes the energy by far less than the differences resolve.
+TEST_P(PmeTest, VirialIsTheStrainDerivative) {
+  const SmallCase c = small_case(150, 1.5);
+  SCOPED_TRACE(seed_note(c.seed));
+  const PmeParameters p = parameters(5.5 / 0.7, 32, 5, 0.7);
+  const CoulombResult got = run_pme<double>(c.system, p, options(), false, nullptr, true);
+  const double h = 1e-5;
+  for (int a = 0; a < 3; ++a) {
+    double energy[2];
+    for (int side = 0; side < 2; ++side) {
+      ChargeSystem strained = c.system;
+      const double scale = side ? 1 + h : 1 - h;
+      strained.box[a] *= scale;
+      for (double& x : strained.x[a]) x *= scale;
+      energy[side] = run_pme<double>(strained, p, options()).energy;
+    }
+    const double derivative = (energy[1] - energy[0]) / (2 * h);
+    EXPECT_NEAR(-derivative, got.virial[a], 1e-6 * std::abs(got.virial[a]) + 1e-8) << "axis " << a;
+  }
+}
+
+// PmePlan::charge_gradient_of_forces on either backend, in double.
+std::vector<double> charge_gradient(const ChargeSystem& s, const PmeParameters& p, PmeOptions o,
+                                    const std::array<std::vector<double>, 3>& w, bool reciprocal_only) {
+  const std::size_t n = s.size();
+  std::vector<double> out(n, -7.0);
+  PmePlan<double> plan(s.box, p, o);
+  if (o.backend == Backend::Cpu) {
+    plan.set_points({s.x[0], s.x[1], s.x[2]});
+    plan.charge_gradient_of_forces(s.q, {w[0], w[1], w[2]}, out, reciprocal_only);
+  } else {
+#if defined(PMKIT_WITH_CUDA)
+    DeviceBuffer<double> dx(s.x[0]), dy(s.x[1]), dz(s.x[2]), dq(s.q), wx(w[0]), wy(w[1]), wz(w[2]), dout(out);
+    plan.set_points({device_cview(dx), device_cview(dy), device_cview(dz)});
+    plan.charge_gradient_of_forces(device_cview(dq), {device_cview(wx), device_cview(wy), device_cview(wz)},
+                                   device_view(dout), reciprocal_only);
+    plan.synchronize();
+    out = dout.download();
+#endif
+  }
+  return out;
+}
+
+// The forces are quadratic in the charges, so a central difference of sum_j w_j . F_j
+// along any change of the charges is exact but for rounding, at any step: the charge
+// gradient of the forces against it, for the whole interaction and its reciprocal part.
+TEST_P(PmeTest, ChargeGradientOfForcesIsExact) {
+  const SmallCase c = small_case(120, 0.5);
+  SCOPED_TRACE(seed_note(c.seed));
+  std::mt19937_64 rng(c.seed + 1);
+  std::normal_distribution<double> normal;
+  std::array<std::vector<double>, 3> w;
+  std::vector<double> direction(c.system.size());
+  for (auto& component : w)
+    for (std::size_t i = 0; i < c.system.size(); ++i) component.push_back(normal(rng));
+  for (double& d : direction) d = normal(rng);
+  for (bool reciprocal_only : {false, true}) {
+    const std::vector<double> gradient = charge_gradient(c.system, c.params, options(), w, reciprocal_only);
+    double along = 0;
+    for (std::size_t i = 0; i < direction.size(); ++i) along += direction[i] * gradient[i];
+    double weighted[2], scale = 0;
+    for (int side = 0; side < 2; ++side) {
+      ChargeSystem changed = c.system;
+      for (std::size_t i = 0; i < direction.size(); ++i) changed.q[i] += (side ? 0.5 : -0.5) * direction[i];
+      const CoulombResult r = run_pme<double>(changed, c.params, options(), reciprocal_only);
+      weighted[side] = 0;
+      for (int d = 0; d < 3; ++d)
+        for (std::size_t i = 0; i < direction.size(); ++i) {
+          weighted[side] += w[d][i] * r.force[d][i];
+          scale += std::abs(w[d][i] * r.force[d][i]);
+        }
+    }
+    EXPECT_NEAR(weighted[1] - weighted[0], along, 1e-11 * scale) << "reciprocal only: " << reciprocal_only;
+  }
+}
+
 // The choice from a tolerance: OpenMM's meshes for its water-density cases (81^3 for a
 // 10 nm box, 175^3 for 21.54 nm, cutoff 1 nm, tolerance 5e-4), alpha = sqrt(-ln(2 tol)) / r_c;
 // on the test system the relative RMS force error at order 5 stays below the tolerance
@@ -442,6 +555,9 @@ TEST(Pme, BadInput) {
   EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, {}, phi), ErrorCode::SizeMismatch, "potential");
   std::vector<double> two(2);
   EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, two), ErrorCode::SizeMismatch, "energy");
+  std::vector<double> five(5);
+  EXPECT_PMKIT_ERROR(plan.compute(q, {fx, fy, fz}, {}, {}, five), ErrorCode::SizeMismatch, "virial");
+  EXPECT_PMKIT_ERROR(plan.charge_gradient_of_forces(q, {fx, fy, short_q}, phi), ErrorCode::SizeMismatch, "weights");
   for (double v : fx) EXPECT_EQ(v, 7.0);  // nothing written by a failed call
   plan.compute(q, {fx, fy, fz}, View<double>(&energy, 1));
   EXPECT_NE(energy, 7.0);

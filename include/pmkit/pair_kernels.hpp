@@ -138,15 +138,22 @@ struct EwaldRealSpace {
   static constexpr int outputs = D + 1;
   double alpha = 1.0;
 
+  // The pair's potential phi = erfc(alpha r) / r and its force factor g: the force on i is
+  // q_i q_j g r with g = -(d phi / dr) / r.
   template <class T>
-  PMKIT_HD void operator()(const T* r, T r2, const T* q_i, const T* q_j, T* out_i, T* out_j) const {
+  PMKIT_HD void pair(T r2, T& phi, T& g) const {
     const T inv_r = detail::rsqrt(r2);
     const T alpha_r = T(alpha) * r2 * inv_r;
-    const T phi = PMKIT_PAIR_MATH(erfc)(alpha_r) * inv_r;  // erfc(alpha r) / r
-    // F_i = -q_i q_j d/dr(erfc(alpha r) / r) r / |r|
-    //     = q_i q_j (erfc(alpha r) / r + 2 alpha / sqrt(pi) exp(-alpha^2 r^2)) r / r^2.
+    phi = PMKIT_PAIR_MATH(erfc)(alpha_r) * inv_r;
+    // -(d/dr)(erfc(alpha r) / r) / r = (erfc(alpha r) / r + 2 alpha / sqrt(pi) exp(-alpha^2 r^2)) / r^2.
     const T two_alpha_over_sqrt_pi = T(alpha * 1.1283791670955126);
-    const T g = (phi + two_alpha_over_sqrt_pi * PMKIT_PAIR_MATH(exp)(-alpha_r * alpha_r)) * inv_r * inv_r;
+    g = (phi + two_alpha_over_sqrt_pi * PMKIT_PAIR_MATH(exp)(-alpha_r * alpha_r)) * inv_r * inv_r;
+  }
+
+  template <class T>
+  PMKIT_HD void operator()(const T* r, T r2, const T* q_i, const T* q_j, T* out_i, T* out_j) const {
+    T phi, g;
+    pair(r2, phi, g);
     const T f = q_i[0] * q_j[0] * g;
     for (int d = 0; d < D; ++d) {
       out_i[d] += f * r[d];

@@ -105,18 +105,40 @@ class PmePlan {
   // The full Coulomb interaction: forces[d][i] (overwritten) is component d of the force
   // on charge i; energy, if given (one value), receives the total energy; potential, if
   // given, receives dE/dq_i (the electrostatic potential at charge i, its own charge's
-  // self term and the background included). Nothing is written if a check fails.
-  void compute(View<const T> charges, const Forces& forces, View<double> energy = {}, View<T> potential = {});
+  // self term and the background included); virial, if given (six values),
+  // receives the virial W = -dE/de, the energy's derivative under a homogeneous strain e
+  // of the box and the positions with it, in Voigt order xx, yy, zz, yz, xz, xy: for pair
+  // forces, W_ab = sum over pairs of r_a F_b (r = x_i - x_j, F the force on i), so that
+  // the pressure is (2 K + trace W) / (3 V) and the stress sigma_ab = -W_ab / V; the
+  // derivative with respect to box length L_a at fixed positions is
+  // dE/dL_a = -(W_aa - sum_i x_ia F_ia) / L_a. Nothing is written if a check fails.
+  void compute(View<const T> charges, const Forces& forces, View<double> energy = {}, View<T> potential = {},
+               View<double> virial = {});
 
-  // The reciprocal part alone (E_rec, its forces and potentials), for codes that compute
-  // the real-space pairs, the self term and the background themselves.
+  // The reciprocal part alone (E_rec, its forces, potentials and virial), for codes that
+  // compute the real-space pairs, the self term and the background themselves.
   void compute_reciprocal(View<const T> charges, const Forces& forces, View<double> energy = {},
-                          View<T> potential = {});
+                          View<T> potential = {}, View<double> virial = {});
+
+  // The gradient in the charges of a weighted sum of the forces, out[i] = d/dq_i sum_j
+  // weights[.][j] . F_j, for the forces compute (or compute_reciprocal, with
+  // `reciprocal_only`) gives: a loss on forces backpropagated to the charges that a model
+  // predicts. F_j = q_j E_j is quadratic in the charges, so out_i = w_i . E_i - psi_i, with
+  // E_i the field at charge i and psi_i the potential at i of the dipoles q_j w_j (their
+  // reciprocal part by spread_gradient on the mesh), both of the method as compute runs it:
+  // the exact derivative of its forces. Costs about two computes.
+  void charge_gradient_of_forces(View<const T> charges, const Positions& weights, View<T> out,
+                                 bool reciprocal_only = false);
 
   // CUDA: waits for the work queued on PmeOptions::stream, then throws the error of a
   // position the device rejected (as set_points throws it on the CPU backend). CPU:
   // returns (every call is synchronous).
   void synchronize();
+
+  // CUDA: later calls run on `stream` (options().stream becomes it), in order after the
+  // work queued so far on the previous stream, with no host wait (as Plan::set_stream).
+  // The CPU backend keeps the handle.
+  void set_stream(StreamHandle stream);
 
   const PmeParameters& parameters() const { return params_; }
   const std::array<double, 3>& box() const { return box_; }
@@ -125,7 +147,8 @@ class PmePlan {
   bool has_points() const;
 
  private:
-  void run(bool real_space, View<const T> charges, const Forces& forces, View<double> energy, View<T> potential);
+  void run(bool real_space, View<const T> charges, const Forces& forces, View<double> energy, View<T> potential,
+           View<double> virial);
 
   std::array<double, 3> box_;
   PmeParameters params_;

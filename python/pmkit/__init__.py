@@ -17,6 +17,8 @@ from ._geometry import Box, Grid
 from ._plan import PairPlan, Plan
 from ._fft import RealFft
 from ._distributed import DistributedPlan
+from ._pme import PmeParameters, PmePlan, PmeResult
 
 __all__ = ["Box", "Error", "ErrorCode", "Grid", "Kernel", "PairPlan", "Plan", "built_with_cuda", "__version__"]
 __all__ += ["DistributedPlan", "RealFft", "built_with_mpi"]
+__all__ += ["PmeParameters", "PmePlan", "PmeResult"]

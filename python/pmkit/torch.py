@@ -1,5 +1,5 @@
 """pmkit for PyTorch: spread, interp, interp_gradient and spread_gradient as differentiable
-operators.
+operators, and batched, differentiable PME (``pme`` and ``Pme``, in _torch_pme.py).
 
     import pmkit, pmkit.torch
     plan = pmkit.Plan(pmkit.Grid.periodic((64, 64, 64), h=1 / 64), "mp4", backend="cuda")
@@ -38,7 +38,9 @@ import torch
 
 from ._plan import Plan, plan_of_key
 
-__all__ = ["spread", "interp", "interp_gradient", "spread_gradient"]
+from ._torch_pme import Pme, PmeOutput, pme
+
+__all__ = ["Pme", "PmeOutput", "pme", "spread", "interp", "interp_gradient", "spread_gradient"]
 
 
 def _bind(plan: Plan, positions: torch.Tensor, reuse: bool) -> None:

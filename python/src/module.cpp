@@ -135,4 +135,5 @@ NB_MODULE(_pmkit, m) {
   pmkit::python::bind_pair_plans(m);
   pmkit::python::bind_ffts(m);
   pmkit::python::bind_distributed_plans(m);
+  pmkit::python::bind_pme_plans(m);
 }

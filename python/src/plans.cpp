@@ -21,14 +21,7 @@ Placement placement(Backend backend, bool host_arrays, int device) {
 
 template <class T, int D>
 void MeshPlan<T, D>::set_points(const nb::list& positions, Stream stream, bool update) {
-  const Views<const T> views(positions, "positions", Layout::Components, where_);
-  const auto xyz = position_views<const T, D>(views, "positions");
-  follow(stream);
-  nb::gil_scoped_release release;
-  if (update)
-    plan_.update_points(xyz);
-  else
-    plan_.set_points(xyz);
+  bind_positions<T, D>(plan_, positions, where_, stream, update);
 }
 
 template <class T, int D>

@@ -79,9 +79,24 @@ std::array<View<E>, D> position_views(const Views<E>& views, const char* what) {
   return result;
 }
 
+// set_points, or update_points where `update`, of a plan (Plan or PmePlan) on the
+// positions of a Python argument, on the caller's stream.
+template <class T, int D, class AnyPlan>
+void bind_positions(AnyPlan& plan, const nb::list& positions, const Placement& where, Stream stream, bool update) {
+  const Views<const T> views(positions, "positions", Layout::Components, where);
+  const auto xyz = position_views<const T, D>(views, "positions");
+  follow_stream(plan, where.device, stream);
+  nb::gil_scoped_release release;
+  if (update)
+    plan.update_points(xyz);
+  else
+    plan.set_points(xyz);
+}
+
 void bind_plans(nb::module_& m);
 void bind_pair_plans(nb::module_& m);
 void bind_ffts(nb::module_& m);
 void bind_distributed_plans(nb::module_& m);
+void bind_pme_plans(nb::module_& m);
 
 }  // namespace pmkit::python

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "pmkit/config.hpp"
+#include "pmkit/pair_kernels.hpp"
+#include "pmkit/pairs.hpp"
 #include "pmkit/pme.hpp"
 
 namespace pmkit::detail {
@@ -23,15 +25,71 @@ struct PmeParts {
   const T* real = nullptr;           // real space: n forces x, y, z, then n potentials; null: none
   const T* gradient = nullptr;       // the reciprocal potential's gradient: n values x, y, z
   const T* rec_potential = nullptr;  // the reciprocal potential at the particles; null unless asked
+  // Real space with the virial asked: each particle's half of its pairs' virial, n values
+  // for each Voigt component (kVirialAxes); null: none.
+  const T* real_virial = nullptr;
   std::array<View<T>, 3> forces;
-  View<double> energy;  // empty: not asked
-  View<T> potential;    // empty: not asked
+  View<double> energy;   // empty: not asked
+  View<T> potential;     // empty: not asked
+  View<double> virial;   // six values (Voigt order); empty: not asked
   double coulomb = 1;
   // The self term's and the background's coefficients, zero for the reciprocal part alone:
   // E_self = -self sum q^2, E_background = -background Q^2 / 2 (self = alpha / sqrt(pi),
   // background = pi / (V alpha^2)).
   double self = 0;
   double background = 0;
+};
+
+// The parts of PmePlan::charge_gradient_of_forces: out_i = coulomb (w_i . E_i - psi_i),
+// with the field E_i = -gradient_i (+ real_field_i) and the dipoles' potential psi_i =
+// rec_dipole_i (+ real_dipole_i). Arrays of n values a component, in the caller's order.
+template <class T>
+struct ChargeGradientParts {
+  std::size_t n = 0;
+  std::array<View<const T>, 3> weights;
+  const T* gradient = nullptr;     // the reciprocal potential's gradient, x, y, z
+  const T* rec_dipole = nullptr;   // the reciprocal potential of the dipoles
+  const T* real = nullptr;         // real space: the field x, y, z, then the dipoles' potential; null: none
+  View<T> out;
+  double coulomb = 1;
+};
+
+// out_i of ChargeGradientParts.
+template <class T>
+PMKIT_HD inline T charge_gradient(const ChargeGradientParts<T>& p, std::size_t i) {
+  double g = -double(p.rec_dipole[i]);
+  for (int d = 0; d < 3; ++d) g -= double(p.weights[d][i]) * p.gradient[d * p.n + i];
+  if (p.real) {
+    g -= p.real[3 * p.n + i];
+    for (int d = 0; d < 3; ++d) g += double(p.weights[d][i]) * p.real[d * p.n + i];
+  }
+  return T(p.coulomb * g);
+}
+
+// The real-space pair's field and dipole potential, for the charges' gradient of a
+// weighted sum of forces. With A = erfc(alpha r) / r, r = x_i - x_j and g = -(dA/dr) / r
+// (EwaldRealSpace::pair): the field at i of charge j is q_j g r, and the potential at i of
+// dipole mu_j is mu_j . grad_{x_j} A = g mu_j . r. Inputs: the charge and the dipole (3).
+// Outputs: the field (3), then the dipoles' potential.
+struct EwaldFieldDipole {
+  static constexpr int inputs = 4;
+  static constexpr int outputs = 4;
+  pair_kernels::EwaldRealSpace<3> ewald;
+
+  template <class T>
+  PMKIT_HD void operator()(const T* r, T r2, const T* in_i, const T* in_j, T* out_i, T* out_j) const {
+    T phi, g;
+    ewald.pair(r2, phi, g);
+    T mu_i_r = 0, mu_j_r = 0;
+    for (int d = 0; d < 3; ++d) {
+      out_i[d] += in_j[0] * g * r[d];
+      out_j[d] -= in_i[0] * g * r[d];
+      mu_i_r += in_i[1 + d] * r[d];
+      mu_j_r += in_j[1 + d] * r[d];
+    }
+    out_i[3] += g * mu_j_r;
+    out_j[3] -= g * mu_i_r;
+  }
 };
 
 template <class T>
@@ -41,24 +99,110 @@ class PmeBackend {
   // The real mesh (mesh_size values) and its spectrum (spectrum_size values).
   virtual T* mesh() = 0;
   virtual std::complex<T>* spectrum() = 0;
-  // Scratch of 8 values a particle (real space 4, gradient 3, potential 1), kept between calls.
-  virtual T* particle_scratch(std::size_t n) = 0;
+  // Scratch of `values` values a particle (kPmeScratch or kPmeVirialScratch), kept
+  // between calls.
+  virtual T* particle_scratch(std::size_t n, int values) = 0;
   // Clears the energy's sums, then multiplies the spectrum by the influence function and
-  // adds the reciprocal energy 1/2 sum over the full spectrum of C(m) |Q(m)|^2.
-  virtual void convolve() = 0;
+  // adds the reciprocal energy 1/2 sum over the full spectrum of C(m) |Q(m)|^2, and with
+  // `virial` the reciprocal virial (reciprocal_virial).
+  virtual void convolve(bool virial) = 0;
+  // The real-space pairs with their virial (EwaldRealSpaceVirial) on the backend's
+  // traversal: inputs the charges, outputs kEwaldVirialOutputs views.
+  virtual void real_space_virial(PairPlan<T, 3>& pairs, double alpha, View<const T> charges,
+                                 Span<View<T>> outputs) = 0;
+  // The real-space pairs' fields and dipole potentials (EwaldFieldDipole): inputs the
+  // charges and the dipoles' three components, outputs four views.
+  virtual void real_space_field(PairPlan<T, 3>& pairs, double alpha, Span<View<const T>> inputs,
+                                Span<View<T>> outputs) = 0;
+  // PmePlan::charge_gradient_of_forces' first step, dipoles[d * n + i] = q_i w_d[i], and
+  // its last (ChargeGradientParts).
+  virtual void dipoles(View<const T> charges, const std::array<View<const T>, 3>& weights, T* dipoles) = 0;
+  virtual void finish_charge_gradient(const ChargeGradientParts<T>& parts) = 0;
   virtual void finish(const PmeParts<T>& parts) = 0;
+  // The stream of later calls (PmePlan::set_stream; the plans that share the work order
+  // the handover). The CPU backend has none.
+  virtual void set_stream(StreamHandle) {}
 };
+
+// A particle's scratch: real space 4 (forces, potential), the reciprocal gradient 3, the
+// reciprocal potential 1; with the virial, 6 more for the real-space virial.
+constexpr int kPmeScratch = 8;
+constexpr int kPmeVirialScratch = kPmeScratch + 6;
+
+// The axes (a, b) of Voigt component v of a symmetric 3 x 3 tensor: xx, yy, zz, yz, xz, xy.
+PMKIT_HD inline void virial_axes(int v, int& a, int& b) {
+  a = v < 3 ? v : (v == 3 ? 1 : 0);
+  b = v < 3 ? v : (v == 5 ? 1 : 2);
+}
+
+// The real-space pair of EwaldRealSpace with each pair's virial f r_a r_b (the force on i
+// is f r, r = x_i - x_j) shared half and half between its particles. Outputs: forces (3),
+// the potential, then the six Voigt components.
+struct EwaldRealSpaceVirial {
+  static constexpr int inputs = 1;
+  static constexpr int outputs = 10;
+  pair_kernels::EwaldRealSpace<3> ewald;
+
+  template <class T>
+  PMKIT_HD void operator()(const T* r, T r2, const T* q_i, const T* q_j, T* out_i, T* out_j) const {
+    T phi, g;
+    ewald.pair(r2, phi, g);
+    const T f = q_i[0] * q_j[0] * g;
+    for (int d = 0; d < 3; ++d) {
+      out_i[d] += f * r[d];
+      out_j[d] -= f * r[d];
+    }
+    out_i[3] += q_j[0] * phi;
+    out_j[3] += q_i[0] * phi;
+    for (int v = 0; v < 6; ++v) {
+      int a, b;
+      virial_axes(v, a, b);
+      const T w = T(0.5) * f * r[a] * r[b];
+      out_i[4 + v] += w;
+      out_j[4 + v] += w;
+    }
+  }
+};
+
+// The spectrum's geometry, for the reciprocal virial: spectrum point k (x fastest over
+// half_x points, then y over mesh[1], then z) is the wave vector m_d = k_d / L_d, with k_d
+// signed (above half the mesh: k_d - mesh[d]).
+struct PmeSpectrum {
+  std::int64_t half_x = 0;
+  std::int64_t mesh[3] = {};
+  double box[3] = {};
+  double pi2_over_alpha2 = 0;  // pi^2 / alpha^2
+};
+
+// Adds spectrum point k's share of the reciprocal virial to w (six values): with its
+// energy e_k (its weight in the full spectrum included), under a strain e the wave vector
+// becomes (1 - e) m and the volume (1 + tr e) V, so W_ab = -dE/de_ab =
+// e_k (delta_ab - 2 (1 + pi^2 m^2 / alpha^2) m_a m_b / m^2).
+PMKIT_HD inline void reciprocal_virial(const PmeSpectrum& s, std::int64_t k, double e_k, double* w) {
+  const std::int64_t index[3] = {k % s.half_x, (k / s.half_x) % s.mesh[1], k / (s.half_x * s.mesh[1])};
+  double m[3], m2 = 0;
+  for (int d = 0; d < 3; ++d) {
+    const std::int64_t signed_k = 2 * index[d] > s.mesh[d] ? index[d] - s.mesh[d] : index[d];
+    m[d] = double(signed_k) / s.box[d];
+    m2 += m[d] * m[d];
+  }
+  if (m2 == 0) return;
+  const double factor = 2 * (1 + s.pi2_over_alpha2 * m2) / m2;
+  for (int v = 0; v < 6; ++v) {
+    int a, b;
+    virial_axes(v, a, b);
+    w[v] += e_k * ((a == b ? 1.0 : 0.0) - factor * m[a] * m[b]);
+  }
+}
 
 // influence: C(m) over the Hermitian half spectrum (spectrum_size values, x fastest);
 // half_x: the spectrum's points along x (mesh x / 2 + 1), for the Hermitian weights.
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cpu_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
-                                                    std::int64_t half_x, std::int64_t mesh_x,
-                                                    const ExecutionOptions& options);
+                                                    const PmeSpectrum& spectrum, const ExecutionOptions& options);
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cuda_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
-                                                     std::int64_t half_x, std::int64_t mesh_x,
-                                                     const ExecutionOptions& options);
+                                                     const PmeSpectrum& spectrum, const ExecutionOptions& options);
 
 // The weight of spectrum point k0 (along x) in a sum over the full spectrum: 1 where it is
 // its own conjugate (k0 = 0, and k0 = mesh_x / 2 for an even mesh), 2 elsewhere.
@@ -66,9 +210,18 @@ PMKIT_HD inline double hermitian_weight(std::int64_t k0, std::int64_t mesh_x) {
   return (k0 == 0 || 2 * k0 == mesh_x) ? 1.0 : 2.0;
 }
 
-// The sums a compute's energy needs, accumulated in double: the reciprocal energy (the
-// convolution's), then over the particles sum q, sum q^2 and sum q phi_real.
-enum PmeSum { kReciprocalEnergy, kChargeSum, kChargeSquares, kRealSpaceWork, kPmeSums };
+// The sums a compute's energy and virial need, accumulated in double: the reciprocal
+// energy (the convolution's), then over the particles sum q, sum q^2 and sum q phi_real,
+// then the reciprocal virial's six components (the convolution's) and the real space's.
+enum PmeSum {
+  kReciprocalEnergy,
+  kChargeSum,
+  kChargeSquares,
+  kRealSpaceWork,
+  kReciprocalVirial,
+  kRealVirial = kReciprocalVirial + 6,
+  kPmeSums = kRealVirial + 6
+};
 
 // Component d of the force on particle i.
 template <class T>
@@ -92,6 +245,23 @@ PMKIT_HD inline double pme_energy(const PmeParts<T>& p, const double* sums) {
   const double q = sums[kChargeSum];
   return p.coulomb * (sums[kReciprocalEnergy] + 0.5 * sums[kRealSpaceWork] - p.self * sums[kChargeSquares] -
                       0.5 * p.background * q * q);
+}
+
+// The virial from the sums into p.virial: reciprocal, real space, and the background's
+// energy, which is proportional to 1 / V (W_aa = E_background).
+template <class T>
+PMKIT_HD inline void pme_virial(const PmeParts<T>& p, const double* sums) {
+  const double q = sums[kChargeSum];
+  for (int v = 0; v < 6; ++v)
+    p.virial[v] = p.coulomb * (sums[kReciprocalVirial + v] + sums[kRealVirial + v] -
+                               (v < 3 ? 0.5 * p.background * q * q : 0.0));
+}
+
+// Both from the sums, where asked.
+template <class T>
+PMKIT_HD inline void pme_totals(const PmeParts<T>& p, const double* sums) {
+  if (p.energy.data) p.energy[0] = pme_energy(p, sums);
+  if (p.virial.data) pme_virial(p, sums);
 }
 
 }  // namespace pmkit::detail

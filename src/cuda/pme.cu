@@ -4,6 +4,7 @@
 
 #include "core/pme_backend.hpp"
 #include "cuda/runtime.hpp"
+#include "pmkit/cuda/pairs.cuh"
 
 namespace pmkit::detail {
 namespace {
@@ -31,19 +32,25 @@ __device__ inline void block_add(double v, double* out) {
   __syncthreads();  // partial is reused by the caller's next block_add
 }
 
+// virial: whether to sum the reciprocal virial too (the same for every block).
 template <class T>
 __global__ void convolve_kernel(T* __restrict__ spectrum, const T* __restrict__ influence, std::int64_t size,
-                                std::int64_t half_x, std::int64_t mesh_x, double* sums) {
-  double energy = 0;
+                                const PmeSpectrum geometry, bool virial, double* sums) {
+  double energy = 0, w[6] = {};
   for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < size;
        k += std::int64_t(gridDim.x) * blockDim.x) {
     const T c = influence[k];
     const T re = spectrum[2 * k], im = spectrum[2 * k + 1];
-    energy += hermitian_weight(k % half_x, mesh_x) * double(c) * (double(re) * re + double(im) * im);
+    const double e_k =
+        0.5 * hermitian_weight(k % geometry.half_x, geometry.mesh[0]) * double(c) * (double(re) * re + double(im) * im);
+    energy += e_k;
+    if (virial) reciprocal_virial(geometry, k, e_k, w);
     spectrum[2 * k] = re * c;
     spectrum[2 * k + 1] = im * c;
   }
-  block_add(0.5 * energy, sums + kReciprocalEnergy);
+  block_add(energy, sums + kReciprocalEnergy);
+  if (virial)
+    for (int v = 0; v < 6; ++v) block_add(w[v], sums + kReciprocalVirial + v);
 }
 
 // The end of a finishing kernel: the grid's last block to get here (its count in *done)
@@ -63,14 +70,14 @@ __device__ void finish_sums(const PmeParts<T>& p, double* sums, unsigned* done) 
   __threadfence();
   double total[kPmeSums];
   for (int k = 0; k < kPmeSums; ++k) total[k] = static_cast<volatile const double*>(sums)[k];
-  if (p.energy.data) p.energy[0] = pme_energy(p, total);
+  pme_totals(p, total);
   for (int k = 0; k < kPmeSums; ++k) sums[k] = 0;
   *done = 0;
 }
 
 template <class T>
 __global__ void forces_kernel(const PmeParts<T> p, double* sums, unsigned* done) {
-  double q = 0, q2 = 0, work = 0;
+  double q = 0, q2 = 0, work = 0, w[6] = {};
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < p.n;
        i += std::size_t(gridDim.x) * blockDim.x) {
     for (int d = 0; d < 3; ++d) p.forces[d][i] = pme_force(p, d, i);
@@ -78,10 +85,14 @@ __global__ void forces_kernel(const PmeParts<T> p, double* sums, unsigned* done)
     q += qi;
     q2 += qi * qi;
     if (p.real) work += qi * double(p.real[3 * p.n + i]);
+    if (p.real_virial)
+      for (int v = 0; v < 6; ++v) w[v] += p.real_virial[v * p.n + i];
   }
   block_add(q, sums + kChargeSum);
   block_add(q2, sums + kChargeSquares);
   block_add(work, sums + kRealSpaceWork);
+  if (p.real_virial)
+    for (int v = 0; v < 6; ++v) block_add(w[v], sums + kRealVirial + v);
   finish_sums(p, sums, done);
 }
 
@@ -96,6 +107,25 @@ __global__ void potential_kernel(const PmeParts<T> p, double* sums, unsigned* do
   finish_sums(p, sums, done);
 }
 
+template <class T>
+__global__ void dipoles_kernel(View<const T> charges, const View<const T> wx, const View<const T> wy,
+                               const View<const T> wz, T* dipoles) {
+  const std::size_t n = charges.size;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    dipoles[i] = charges[i] * wx[i];
+    dipoles[n + i] = charges[i] * wy[i];
+    dipoles[2 * n + i] = charges[i] * wz[i];
+  }
+}
+
+template <class T>
+__global__ void charge_gradient_kernel(const ChargeGradientParts<T> p) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    p.out[i] = charge_gradient(p, i);
+}
+
 // At most kPmeBlocksPerSm blocks a multiprocessor of `device`.
 std::size_t max_blocks(int device) {
   int sms = 0;
@@ -106,9 +136,9 @@ std::size_t max_blocks(int device) {
 template <class T>
 class CudaPmeBackend final : public PmeBackend<T> {
  public:
-  CudaPmeBackend(const std::vector<T>& influence, std::size_t mesh_size, std::int64_t half_x, std::int64_t mesh_x,
+  CudaPmeBackend(const std::vector<T>& influence, std::size_t mesh_size, const PmeSpectrum& geometry,
                  const ExecutionOptions& options)
-      : device_(options.device), stream_(cuda::to_cuda_stream(options.stream)), half_x_(half_x), mesh_x_(mesh_x) {
+      : device_(options.device), stream_(cuda::to_cuda_stream(options.stream)), geometry_(geometry) {
     const cuda::DeviceScope on_device(device_);
     influence_.reserve(influence.size(), "PmePlan: influence function");
     influence_.upload(influence);
@@ -124,19 +154,46 @@ class CudaPmeBackend final : public PmeBackend<T> {
 
   T* mesh() override { return mesh_.get(); }
   std::complex<T>* spectrum() override { return reinterpret_cast<std::complex<T>*>(spectrum_.get()); }
-  T* particle_scratch(std::size_t n) override {
+  T* particle_scratch(std::size_t n, int values) override {
     const cuda::DeviceScope on_device(device_);
-    scratch_.reserve(8 * n, "PmePlan: particle scratch");
+    scratch_.reserve(static_cast<std::size_t>(values) * n, "PmePlan: particle scratch");
     return scratch_.get();
   }
 
-  void convolve() override {
+  void real_space_virial(PairPlan<T, 3>& pairs, double alpha, View<const T> charges,
+                         Span<View<T>> outputs) override {
+    cuda::compute(pairs, EwaldRealSpaceVirial{pair_kernels::EwaldRealSpace<3>{alpha}}, {charges}, outputs);
+  }
+
+  void real_space_field(PairPlan<T, 3>& pairs, double alpha, Span<View<const T>> inputs,
+                        Span<View<T>> outputs) override {
+    cuda::compute(pairs, EwaldFieldDipole{pair_kernels::EwaldRealSpace<3>{alpha}}, inputs, outputs);
+  }
+
+  void dipoles(View<const T> charges, const std::array<View<const T>, 3>& weights, T* dipoles) override {
+    const cuda::DeviceScope on_device(device_);
+    for (int d = 0; d < 3; ++d) pointers_.require(weights[d].data, "PmePlan::charge_gradient_of_forces: weights", d);
+    dipoles_kernel<T><<<blocks_for(charges.size), kPmeBlock, 0, stream_>>>(charges, weights[0], weights[1], weights[2],
+                                                                           dipoles);
+    cuda::check_launch("pmkit PME: dipoles");
+  }
+
+  void finish_charge_gradient(const ChargeGradientParts<T>& p) override {
+    const cuda::DeviceScope on_device(device_);
+    pointers_.require(p.out.data, "PmePlan::charge_gradient_of_forces: out", 0);
+    charge_gradient_kernel<T><<<blocks_for(p.n), kPmeBlock, 0, stream_>>>(p);
+    cuda::check_launch("pmkit PME: charge gradient");
+  }
+
+  void set_stream(StreamHandle stream) override { stream_ = cuda::to_cuda_stream(stream); }
+
+  void convolve(bool virial) override {
     const cuda::DeviceScope on_device(device_);
     if (!sums_clear_)
       cuda::check(cudaMemsetAsync(sums_.get(), 0, kPmeSums * sizeof(double), stream_), "pmkit PME: clear the sums");
     sums_clear_ = false;
     convolve_kernel<T><<<spectrum_blocks_, kPmeBlock, 0, stream_>>>(
-        spectrum_.get(), influence_.get(), static_cast<std::int64_t>(influence_.size()), half_x_, mesh_x_, sums_.get());
+        spectrum_.get(), influence_.get(), static_cast<std::int64_t>(influence_.size()), geometry_, virial, sums_.get());
     cuda::check_launch("pmkit PME: convolve");
   }
 
@@ -145,6 +202,7 @@ class CudaPmeBackend final : public PmeBackend<T> {
     for (int d = 0; d < 3; ++d) pointers_.require(p.forces[d].data, "PmePlan::compute: forces", d);
     pointers_.require(p.potential.data, "PmePlan::compute: potential", 0);
     pointers_.require(p.energy.data, "PmePlan::compute: energy", 0);
+    pointers_.require(p.virial.data, "PmePlan::compute: virial", 0);
     // The last kernel's last block writes the energy and clears the sums (finish_sums).
     const unsigned blocks = blocks_for(p.n);
     const bool potential = p.potential.data && p.n > 0;
@@ -166,7 +224,7 @@ class CudaPmeBackend final : public PmeBackend<T> {
 
   int device_;
   cudaStream_t stream_;
-  std::int64_t half_x_, mesh_x_;
+  PmeSpectrum geometry_;
   std::size_t max_blocks_ = 1;  // fixed by the device, read once
   unsigned spectrum_blocks_ = 1;
   cuda::DeviceBuffer<T> influence_, mesh_, spectrum_, scratch_;
@@ -183,16 +241,13 @@ class CudaPmeBackend final : public PmeBackend<T> {
 
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cuda_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
-                                                     std::int64_t half_x, std::int64_t mesh_x,
-                                                     const ExecutionOptions& options) {
-  return std::make_unique<CudaPmeBackend<T>>(influence, mesh_size, half_x, mesh_x, options);
+                                                     const PmeSpectrum& spectrum, const ExecutionOptions& options) {
+  return std::make_unique<CudaPmeBackend<T>>(influence, mesh_size, spectrum, options);
 }
 
 template std::unique_ptr<PmeBackend<float>> make_cuda_pme_backend<float>(const std::vector<float>&, std::size_t,
-                                                                        std::int64_t, std::int64_t,
-                                                                        const ExecutionOptions&);
+                                                                        const PmeSpectrum&, const ExecutionOptions&);
 template std::unique_ptr<PmeBackend<double>> make_cuda_pme_backend<double>(const std::vector<double>&, std::size_t,
-                                                                          std::int64_t, std::int64_t,
-                                                                          const ExecutionOptions&);
+                                                                          const PmeSpectrum&, const ExecutionOptions&);
 
 }  // namespace pmkit::detail

@@ -7,6 +7,11 @@
 
 namespace pmkit::verify {
 
+namespace {
+// The axes (a, b) of each Voigt component.
+constexpr int kVoigt[6][2] = {{0, 0}, {1, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 1}};
+}  // namespace
+
 double real_space_sum(const ChargeSystem& s, double alpha, double rc, int images, CoulombResult& out) {
   constexpr double pi = 3.14159265358979323846;
   const std::size_t n = s.size();
@@ -33,6 +38,9 @@ double real_space_sum(const ChargeSystem& s, double alpha, double rc, int images
               out.force[d][i] += s.q[i] * s.q[j] * g * r[d];
               out.force[d][j] -= s.q[i] * s.q[j] * g * r[d];
             }
+            // The pair's force on i is f r: W_ab += f r_a r_b.
+            for (int v = 0; v < 6; ++v)
+              out.virial[v] += s.q[i] * s.q[j] * g * r[kVoigt[v][0]] * r[kVoigt[v][1]];
           }
     }
   return energy;
@@ -91,6 +99,13 @@ CoulombResult ewald_sum(const ChargeSystem& s) {
         // E = 1/2 sum_m g |S|^2; dE/dq_i = sum_m g Re(conj(S) e_i);
         // F_i = -dE/dx_i = 2 pi q_i sum_m g m Im(conj(S) e_i).
         energy += 0.5 * g * std::norm(structure);
+        // Under a strain e, m -> (1 - e) m and V -> (1 + tr e) V: W_ab = -dE_m/de_ab =
+        // E_m (delta_ab - 2 (1 + pi^2 m^2 / alpha^2) m_a m_b / m^2).
+        for (int v = 0; v < 6; ++v) {
+          const int a = kVoigt[v][0], b = kVoigt[v][1];
+          out.virial[v] += 0.5 * g * std::norm(structure) *
+                           ((a == b ? 1.0 : 0.0) - 2 * (1 + pi * pi * m2 / (alpha * alpha)) * m[a] * m[b] / m2);
+        }
         for (std::size_t i = 0; i < n; ++i) {
           const std::complex<double> c = std::conj(structure) * e[i];
           out.potential[i] += g * c.real();
@@ -104,6 +119,8 @@ CoulombResult ewald_sum(const ChargeSystem& s) {
     squares += qi * qi;
   }
   energy += -alpha / std::sqrt(pi) * squares - pi * total * total / (2 * volume * alpha * alpha);
+  // The background's energy is proportional to 1 / V: W_aa = E_background.
+  for (int a = 0; a < 3; ++a) out.virial[a] += -pi * total * total / (2 * volume * alpha * alpha);
   for (std::size_t i = 0; i < n; ++i)
     out.potential[i] += -2 * alpha / std::sqrt(pi) * s.q[i] - pi * total / (volume * alpha * alpha);
   out.energy = energy;

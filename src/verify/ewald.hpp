@@ -21,6 +21,8 @@ struct CoulombResult {
   double energy = 0;
   std::array<std::vector<double>, 3> force;
   std::vector<double> potential;  // dE/dq_i
+  // W = -dE/d(strain) (PmePlan's virial), Voigt order xx, yy, zz, yz, xz, xy.
+  std::array<double, 6> virial{};
 };
 
 // Zero forces and potentials for n charges.
