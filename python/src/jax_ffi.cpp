@@ -1,0 +1,390 @@
+// The mesh plan's operations as XLA FFI handlers (pmkit.jax): spread, interp,
+// interp_gradient and spread_gradient on the buffers XLA passes, without copies, on the
+// CPU and on the CUDA stream XLA gives.
+//
+// A call takes two buffers, the positions (N, D) and the input, and writes one result,
+// all of one dtype in C order:
+//
+//   spread:          values  (F, N)        -> meshes  (F, *mesh_shape)
+//   interp:          meshes  (F, *mesh)    -> values  (F, N)
+//   interp_gradient: meshes  (F, *mesh)    -> vectors (F, N, D)
+//   spread_gradient: vectors (F, N, D)     -> meshes  (F, *mesh_shape)
+//
+// Under vmap (vmap_method "expand_dims") every buffer has the same number of leading
+// batch axes as the result, each of the result's extent or 1 (broadcast). The handler
+// bins the positions of each batch entry once and runs the fields of all the entries
+// that share those positions in one plan call: one call for unbatched positions.
+//
+// The grid, kernel and options come as attributes. Plans are cached per grid, kernel,
+// options, dtype, particle count and device, so that a steady loop of calls allocates
+// nothing; every call bins its positions (set_points), as XLA's buffers say nothing of
+// whether the positions are those of an earlier call.
+#include "jax_ffi.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pmkit/plan.hpp"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+namespace nb = nanobind;
+
+namespace pmkit::python {
+namespace {
+
+enum class Op { Spread, Interp, InterpGradient, SpreadGradient };
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Spread: return "spread";
+    case Op::Interp: return "interp";
+    case Op::InterpGradient: return "interp_gradient";
+    default: return "spread_gradient";
+  }
+}
+
+// Where a call runs: the backend, the CUDA device and stream XLA gives.
+struct Place {
+  Backend backend = Backend::Cpu;
+  int device = 0;
+  StreamHandle stream = nullptr;
+};
+
+// The attributes every call carries (pmkit/jax.py, _attributes).
+struct Attributes {
+  std::string_view kernel;
+  ffi::Span<const std::int64_t> cells;
+  ffi::Span<const double> spacing;
+  ffi::Span<const double> origin;
+  ffi::Span<const std::int64_t> bounded;  // per axis: 1 bounded, 0 periodic
+  std::int64_t keep_ghosts = 0;
+  std::int64_t deterministic = 0;
+  std::int64_t threads = 0;
+};
+
+template <class T>
+void append_bytes(std::string& key, const T* data, std::size_t count) {
+  key.append(reinterpret_cast<const char*>(data), count * sizeof(T));
+}
+
+// The cache key of a plan: everything its construction reads, and the particle count.
+std::string plan_key(const Place& place, const Attributes& a, std::int64_t n) {
+  std::string key(a.kernel);
+  key.push_back('\0');
+  const std::int64_t scalars[] = {static_cast<std::int64_t>(place.backend), place.device, n, a.keep_ghosts,
+                                  a.deterministic, a.threads};
+  append_bytes(key, scalars, 6);
+  append_bytes(key, a.cells.begin(), a.cells.size());
+  append_bytes(key, a.spacing.begin(), a.spacing.size());
+  append_bytes(key, a.origin.begin(), a.origin.size());
+  append_bytes(key, a.bounded.begin(), a.bounded.size());
+  return key;
+}
+
+template <int D>
+Grid<D> grid_of(const Attributes& a) {
+  Grid<D> grid;
+  for (int d = 0; d < D; ++d) {
+    grid.cells[d] = a.cells[d];
+    grid.spacing[d] = a.spacing[d];
+    grid.origin[d] = a.origin[d];
+    grid.boundary[d] = a.bounded[d] ? Boundary::Bounded : Boundary::Periodic;
+  }
+  grid.ghosts = a.keep_ghosts ? Ghosts::Keep : Ghosts::Fold;
+  return grid;
+}
+
+// A cached plan and the lock that one call holds while it uses it.
+template <class T, int D>
+struct CachedPlan {
+  CachedPlan(const Grid<D>& grid, const Kernel& kernel, const Options& options) : plan(grid, kernel, options) {}
+  std::mutex mutex;
+  Plan<T, D> plan;
+};
+
+template <class T, int D>
+class PlanCache {
+ public:
+  static PlanCache& instance() {
+    static PlanCache cache;
+    return cache;
+  }
+  std::shared_ptr<CachedPlan<T, D>> get(const Place& place, const Attributes& a, std::int64_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = plans_[plan_key(place, a, n)];
+    if (!slot) {
+      Options options;
+      options.backend = place.backend;
+      options.device = place.device;
+      options.stream = place.stream;
+      options.num_threads = static_cast<int>(a.threads);
+      options.deterministic = a.deterministic != 0;
+      slot = std::make_shared<CachedPlan<T, D>>(grid_of<D>(a), Kernel::from_name(std::string(a.kernel)), options);
+    }
+    return slot;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<CachedPlan<T, D>>> plans_;
+};
+
+void clear_plans() {
+  PlanCache<float, 2>::instance().clear();
+  PlanCache<float, 3>::instance().clear();
+  PlanCache<double, 2>::instance().clear();
+  PlanCache<double, 3>::instance().clear();
+}
+
+ffi::Error invalid(const std::string& message) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, message); }
+
+std::string shape_text(ffi::Span<const std::int64_t> dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+// A buffer's batch axes against the result's: the element offset of each batch entry
+// (0 along an axis of extent 1, which broadcasts).
+std::vector<std::int64_t> batch_offsets(ffi::Span<const std::int64_t> dims, ffi::Span<const std::int64_t> batch,
+                                        std::int64_t entry_size) {
+  const std::size_t k = batch.size();
+  std::int64_t entries = 1;
+  for (std::size_t j = 0; j < k; ++j) entries *= batch[j];
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(entries), 0);
+  for (std::int64_t b = 0; b < entries; ++b) {
+    std::int64_t rest = b, stride = entry_size, offset = 0;
+    for (std::size_t j = k; j-- > 0;) {
+      const std::int64_t index = rest % batch[j];
+      rest /= batch[j];
+      if (dims[j] != 1) offset += index * stride;
+      stride *= dims[j];
+    }
+    offsets[static_cast<std::size_t>(b)] = offset;
+  }
+  return offsets;
+}
+
+// The shape a buffer has past its batch axes, checked against the one it must have.
+ffi::Error check_tail(const char* name, ffi::Span<const std::int64_t> dims, std::size_t k,
+                      const std::vector<std::int64_t>& tail, ffi::Span<const std::int64_t> batch) {
+  bool ok = dims.size() == k + tail.size();
+  for (std::size_t j = 0; ok && j < k; ++j) ok = dims[j] == 1 || dims[j] == batch[j];
+  for (std::size_t j = 0; ok && j < tail.size(); ++j) ok = dims[k + j] == tail[j];
+  if (ok) return ffi::Error::Success();
+  return invalid(std::string("pmkit.jax: ") + name + " has shape " + shape_text(dims) + "; expected " +
+                 std::to_string(k) + " batch axes (extent 1 or the result's) then " +
+                 shape_text(ffi::Span<const std::int64_t>(tail.data(), tail.size())));
+}
+
+template <class T, int D>
+ffi::Error run(Op op, const Place& place, const Attributes& a, ffi::AnyBuffer positions, ffi::AnyBuffer input,
+               ffi::Result<ffi::AnyBuffer> result) {
+  const auto out_dims = result->dimensions();
+  const std::size_t out_rank = (op == Op::Spread || op == Op::SpreadGradient) ? 1 + D : (op == Op::Interp ? 2 : 3);
+  if (out_dims.size() < out_rank) return invalid("pmkit.jax: the result has too few axes");
+  const std::size_t k = out_dims.size() - out_rank;
+  const ffi::Span<const std::int64_t> batch(out_dims.begin(), k);
+  const auto x_dims = positions.dimensions();
+  if (x_dims.size() != k + 2) return invalid("pmkit.jax: positions has shape " + shape_text(x_dims) + "; expected (N, D)");
+  const std::int64_t n = x_dims[k];
+  const std::int64_t fields = out_dims[k];
+
+  // Check the shapes before a plan is made or a buffer is read.
+  std::vector<std::int64_t> mesh_shape;  // C order
+  {
+    Grid<D> grid = grid_of<D>(a);
+    const auto shape = pmkit::mesh_shape(grid, Kernel::from_name(std::string(a.kernel)).ghost_width());
+    mesh_shape.assign(shape.rbegin(), shape.rend());
+  }
+  std::int64_t mesh_size = 1;
+  for (auto e : mesh_shape) mesh_size *= e;
+  std::vector<std::int64_t> mesh_tail{fields};
+  mesh_tail.insert(mesh_tail.end(), mesh_shape.begin(), mesh_shape.end());
+  const std::vector<std::int64_t> values_tail{fields, n}, vectors_tail{fields, n, D};
+  const bool mesh_in = op == Op::Interp || op == Op::InterpGradient;
+  const auto& in_tail = mesh_in ? mesh_tail : (op == Op::Spread ? values_tail : vectors_tail);
+  const auto& out_tail = mesh_in ? (op == Op::Interp ? values_tail : vectors_tail) : mesh_tail;
+  if (auto e = check_tail("positions", x_dims, k, {n, D}, batch); e.failure()) return e;
+  if (auto e = check_tail("the input", input.dimensions(), k, in_tail, batch); e.failure()) return e;
+  if (auto e = check_tail("the result", out_dims, k, out_tail, batch); e.failure()) return e;
+
+  auto cached = PlanCache<T, D>::instance().get(place, a, n);
+  std::lock_guard<std::mutex> lock(cached->mutex);
+  Plan<T, D>& plan = cached->plan;
+  if (place.backend == Backend::Cuda && plan.options().stream != place.stream) plan.set_stream(place.stream);
+
+  const T* x = static_cast<const T*>(positions.untyped_data());
+  const T* in = static_cast<const T*>(input.untyped_data());
+  T* out = static_cast<T*>(result->untyped_data());
+  const std::int64_t in_entry = fields * (mesh_in ? mesh_size : (op == Op::Spread ? n : n * D));
+  const std::int64_t out_entry = fields * (mesh_in ? (op == Op::Interp ? n : n * D) : mesh_size);
+  const auto x_offsets = batch_offsets(x_dims, batch, n * D);
+  const auto in_offsets = batch_offsets(input.dimensions(), batch, in_entry);
+
+  // A field's views: particle values (N), a mesh, or D strided components of vectors (N, D).
+  auto add_views = [&](auto& views, auto* base, bool mesh, bool vectors) {
+    for (std::int64_t f = 0; f < fields; ++f) {
+      if (mesh) {
+        views.emplace_back(base + f * mesh_size, static_cast<std::size_t>(mesh_size));
+      } else if (vectors) {
+        for (int d = 0; d < D; ++d) views.emplace_back(base + f * n * D + d, static_cast<std::size_t>(n), D);
+      } else {
+        views.emplace_back(base + f * n, static_cast<std::size_t>(n));
+      }
+    }
+  };
+  std::vector<View<const T>> ins;
+  std::vector<View<T>> outs;
+  auto flush = [&]() {
+    if (op == Op::Spread) plan.spread(ins, outs);
+    if (op == Op::Interp) plan.interp(ins, outs);
+    if (op == Op::InterpGradient) plan.interp_gradient(ins, outs);
+    if (op == Op::SpreadGradient) plan.spread_gradient(ins, outs);
+    ins.clear();
+    outs.clear();
+  };
+  try {
+    std::int64_t bound = -1;  // the positions' offset the plan holds
+    for (std::size_t b = 0; b < x_offsets.size(); ++b) {
+      if (x_offsets[b] != bound) {
+        if (!ins.empty()) flush();
+        typename Plan<T, D>::Positions xs;
+        for (int d = 0; d < D; ++d) xs[d] = View<const T>(x + x_offsets[b] + d, static_cast<std::size_t>(n), D);
+        plan.set_points(xs);
+        bound = x_offsets[b];
+      }
+      add_views(ins, in + in_offsets[b], mesh_in, op == Op::SpreadGradient);
+      add_views(outs, out + static_cast<std::int64_t>(b) * out_entry, !mesh_in, op == Op::InterpGradient);
+    }
+    if (!ins.empty()) flush();
+  } catch (const Error& e) {
+    return invalid(std::string("pmkit.jax.") + op_name(op) + ": " + e.what());
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("pmkit.jax.") + op_name(op) + ": " + e.what());
+  }
+  return ffi::Error::Success();
+}
+
+// One attribute into `into`; the first missing or mistyped one is kept in `error`.
+template <class T>
+void take(const ffi::Dictionary& attrs, const char* name, T& into, ffi::Error& error) {
+  auto value = attrs.get<T>(name);
+  if (value.has_value()) {
+    into = *value;
+  } else if (error.success()) {
+    error = invalid(std::string("pmkit.jax: attribute ") + name + ": " + value.error().message());
+  }
+}
+
+ffi::Error decode(const ffi::Dictionary& attrs, Attributes& a) {
+  ffi::Error error = ffi::Error::Success();
+  take(attrs, "kernel", a.kernel, error);
+  take(attrs, "cells", a.cells, error);
+  take(attrs, "spacing", a.spacing, error);
+  take(attrs, "origin", a.origin, error);
+  take(attrs, "bounded", a.bounded, error);
+  take(attrs, "keep_ghosts", a.keep_ghosts, error);
+  take(attrs, "deterministic", a.deterministic, error);
+  take(attrs, "threads", a.threads, error);
+  if (error.failure()) return error;
+  const std::size_t dim = a.cells.size();
+  if ((dim != 2 && dim != 3) || a.spacing.size() != dim || a.origin.size() != dim || a.bounded.size() != dim) {
+    return invalid("pmkit.jax: cells, spacing, origin and bounded must have 2 or 3 values each, one per axis");
+  }
+  return ffi::Error::Success();
+}
+
+template <Op op>
+ffi::Error call(const Place& place, const ffi::Dictionary& attrs, ffi::AnyBuffer positions, ffi::AnyBuffer input,
+                ffi::Result<ffi::AnyBuffer> result) {
+  Attributes a;
+  if (auto e = decode(attrs, a); e.failure()) return e;
+  const auto dtype = positions.element_type();
+  if (input.element_type() != dtype || result->element_type() != dtype ||
+      (dtype != ffi::DataType::F32 && dtype != ffi::DataType::F64)) {
+    return invalid(std::string("pmkit.jax.") + op_name(op) +
+                   ": positions, input and result must all be float32 or all float64");
+  }
+  const bool f32 = dtype == ffi::DataType::F32;
+  if (a.cells.size() == 2) {
+    return f32 ? run<float, 2>(op, place, a, positions, input, result)
+               : run<double, 2>(op, place, a, positions, input, result);
+  }
+  return f32 ? run<float, 3>(op, place, a, positions, input, result)
+             : run<double, 3>(op, place, a, positions, input, result);
+}
+
+template <Op op>
+ffi::Error cpu_call(ffi::Dictionary attrs, ffi::AnyBuffer positions, ffi::AnyBuffer input,
+                    ffi::Result<ffi::AnyBuffer> result) {
+  return call<op>(Place{}, attrs, positions, input, result);
+}
+
+template <Op op>
+ffi::Error cuda_call(void* stream, std::int32_t device, ffi::Dictionary attrs, ffi::AnyBuffer positions,
+                     ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> result) {
+  return call<op>(Place{Backend::Cuda, device, stream}, attrs, positions, input, result);
+}
+
+template <Op op>
+XLA_FFI_Error* cpu_handler(XLA_FFI_CallFrame* frame) {
+  static auto* handler = ffi::Ffi::Bind()
+                             .Attrs<ffi::Dictionary>()
+                             .Arg<ffi::AnyBuffer>()
+                             .Arg<ffi::AnyBuffer>()
+                             .Ret<ffi::AnyBuffer>()
+                             .To(cpu_call<op>)
+                             .release();
+  return handler->Call(frame);
+}
+
+template <Op op>
+XLA_FFI_Error* cuda_handler(XLA_FFI_CallFrame* frame) {
+  static auto* handler = ffi::Ffi::Bind()
+                             .Ctx<ffi::PlatformStream<void*>>()
+                             .Ctx<ffi::DeviceOrdinal>()
+                             .Attrs<ffi::Dictionary>()
+                             .Arg<ffi::AnyBuffer>()
+                             .Arg<ffi::AnyBuffer>()
+                             .Ret<ffi::AnyBuffer>()
+                             .To(cuda_call<op>)
+                             .release();
+  return handler->Call(frame);
+}
+
+template <Op op>
+nb::tuple handlers() {
+  return nb::make_tuple(nb::capsule(reinterpret_cast<void*>(&cpu_handler<op>)),
+                        nb::capsule(reinterpret_cast<void*>(&cuda_handler<op>)));
+}
+
+}  // namespace
+
+void bind_jax(nb::module_& m) {
+  m.def(
+      "jax_handlers",
+      []() {
+        nb::dict d;
+        d[op_name(Op::Spread)] = handlers<Op::Spread>();
+        d[op_name(Op::Interp)] = handlers<Op::Interp>();
+        d[op_name(Op::InterpGradient)] = handlers<Op::InterpGradient>();
+        d[op_name(Op::SpreadGradient)] = handlers<Op::SpreadGradient>();
+        return d;
+      },
+      "The XLA FFI handlers of pmkit.jax: {operation: (CPU handler, CUDA handler)} as PyCapsules.");
+  m.def("jax_clear_plans", &clear_plans, "Frees the plans that pmkit.jax's handlers keep.");
+}
+
+}  // namespace pmkit::python
