@@ -1,0 +1,281 @@
+"""pmkit for JAX: spread, interp, interp_gradient and spread_gradient as XLA FFI custom
+calls, differentiable, under ``jit``, ``grad`` and ``vmap``.
+
+    import jax, jax.numpy as jnp, pmkit, pmkit.jax as pj
+    plan = pj.Plan(pmkit.Grid.periodic((32, 32, 32), h=1 / 32), "mp4")
+    rho = pj.spread(plan, x, q)            # x: (N, 3) positions, q: (N,) or (F, N)
+    energy = lambda x, q: 0.5 * jnp.vdot(q, pj.interp(plan, x, pj.spread(plan, x, q)))
+    forces = -jax.jit(jax.grad(energy))(x, q)
+
+A ``pmkit.jax.Plan`` describes the operations (grid, kernel, options) and holds no
+arrays; it is hashable, so it is a static argument under ``jit``. A ``pmkit.Plan`` is
+taken as well (its grid, kernel and deterministic option). The dtype (float32 or
+float64) and the device (CPU, or a CUDA GPU with a CUDA build of pmkit) are those of the
+arrays. XLA's buffers go to the C++ plan as they are, and on the GPU the calls run on
+the stream XLA gives; the C++ plans are cached per grid, kernel, dtype, particle count
+and device, so that a steady loop allocates nothing. Every call bins its positions.
+
+Shapes, as ``pmkit.Plan``'s with N particles, D dimensions and F fields: positions (N,
+D); particle values (N,) or (F, N); meshes ``plan.mesh_shape`` or (F, *mesh_shape);
+vectors (N, D) or (F, N, D).
+
+Derivatives (``jax.custom_vjp``, reverse mode):
+
+- ``spread`` and ``interp`` with respect to the values and meshes through their adjoints
+  (each other), and with respect to the positions through ``interp_gradient``;
+- ``interp_gradient`` and ``spread_gradient`` with respect to meshes and vectors through
+  their adjoints (each other). Their derivative with respect to the positions needs the
+  kernels' second derivatives, which pmkit does not have: differentiating them with
+  respect to the positions raises NotImplementedError rather than giving a wrong zero.
+
+Under ``vmap`` the custom call takes the batch whole (``vmap_method="expand_dims"``):
+one call bins each batch entry's positions once and runs the fields of every entry
+that shares them in one plan call, so a batch of fields over one set of positions is
+one binning and one pass over the particles.
+
+On the GPU a position that the plan rejects (NaN, outside a bounded axis) is reported by
+the next call of the same plan (grid, kernel, dtype, count, device), as the C++ plan
+reports it; on the CPU by the call itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple, Union
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
+
+from . import _pmkit
+from ._geometry import Grid
+from ._plan import Plan as _MeshPlan
+
+__all__ = ["Plan", "spread", "interp", "interp_gradient", "spread_gradient", "clear_plans"]
+
+_OPERATIONS = ("spread", "interp", "interp_gradient", "spread_gradient")
+
+
+def _register() -> None:
+    """Registers the handlers of the compiled module with XLA, for the CPU and CUDA."""
+    if not hasattr(_pmkit, "jax_handlers"):
+        raise ImportError(
+            "pmkit.jax: this build of pmkit has no XLA FFI handlers (jax was not found when it was built); "
+            "reinstall pmkit with jax installed (pip install 'pmkit[jax]')"
+        )
+    for name, (cpu, cuda) in _pmkit.jax_handlers().items():
+        jax.ffi.register_ffi_target(f"pmkit_{name}", cpu, platform="cpu")
+        if _pmkit.built_with_cuda():
+            jax.ffi.register_ffi_target(f"pmkit_{name}", cuda, platform="CUDA")
+
+
+_register()
+
+
+class Plan:
+    """The operations on one grid with one kernel: what the custom calls are told.
+
+    ``grid`` is a pmkit.Grid, ``kernel`` a name ('mp4', 'tsc', 'bspline4', ...) or a
+    pmkit.Kernel. ``deterministic`` asks the CUDA backend for a bit-for-bit identical
+    spread across runs; ``threads`` is the CPU backend's OpenMP threads (0: OpenMP's
+    default). Equal plans are equal keys: the C++ plans behind them are shared."""
+
+    __slots__ = ("_key", "_mesh_shape", "_grid", "_kernel")
+
+    def __init__(self, grid: Grid, kernel: Union[str, _pmkit.Kernel] = "mp4", *, deterministic: bool = False,
+                 threads: int = 0) -> None:
+        # A mesh plan checks the grid and kernel (pmkit.Error naming them) and gives the mesh shape.
+        mesh = _MeshPlan(grid, kernel)
+        self._grid = grid
+        self._kernel = mesh.kernel
+        self._mesh_shape: Tuple[int, ...] = mesh.mesh_shape
+        self._key = (
+            self._kernel.name, tuple(grid.cells), tuple(grid.spacing), tuple(grid.origin),
+            tuple(b == "bounded" for b in grid.boundary), grid.ghosts == "keep", bool(deterministic), int(threads),
+        )
+
+    @classmethod
+    def of(cls, plan: Any) -> "Plan":
+        """A pmkit.jax.Plan as is; a pmkit.Plan's grid, kernel and deterministic option."""
+        if isinstance(plan, Plan):
+            return plan
+        if isinstance(plan, _MeshPlan):
+            return cls(plan.grid, plan.kernel, deterministic=plan._impl.options.deterministic)
+        raise TypeError(f"plan must be a pmkit.jax.Plan or a pmkit.Plan, not {type(plan).__name__}")
+
+    @property
+    def grid(self) -> Grid:
+        return self._grid
+
+    @property
+    def kernel(self) -> _pmkit.Kernel:
+        return self._kernel
+
+    @property
+    def dim(self) -> int:
+        return len(self._key[1])
+
+    @property
+    def mesh_shape(self) -> Tuple[int, ...]:
+        """The shape of one mesh array: (nz, ny, nx) in 3D, (ny, nx) in 2D (C order, x last)."""
+        return self._mesh_shape
+
+    def _attributes(self) -> dict:
+        kernel, cells, spacing, origin, bounded, keep, deterministic, threads = self._key
+        return dict(
+            kernel=kernel,
+            cells=np.array(cells, dtype=np.int64),
+            spacing=np.array(spacing, dtype=np.float64),
+            origin=np.array(origin, dtype=np.float64),
+            bounded=np.array(bounded, dtype=np.int64),
+            keep_ghosts=np.int64(keep),
+            deterministic=np.int64(deterministic),
+            threads=np.int64(threads),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"pmkit.jax.Plan({self._grid!r}, {self._kernel!r})"
+
+
+def clear_plans() -> None:
+    """Frees the C++ plans that the custom calls keep (they are made again when needed)."""
+    _pmkit.jax_clear_plans()
+
+
+# --- The custom calls, on the canonical shapes: positions (N, D), values (F, N), meshes
+# (F, *mesh_shape), vectors (F, N, D).
+
+
+def _call(name: str, plan: Plan, positions, operand, shape: Tuple[int, ...]):
+    result = jax.ShapeDtypeStruct(shape, operand.dtype)
+    call = jax.ffi.ffi_call(f"pmkit_{name}", result, vmap_method="expand_dims")
+    return call(positions, operand, **plan._attributes())
+
+
+def _mesh_result(plan: Plan, operand):
+    return operand.shape[:1] + plan.mesh_shape
+
+
+# Each operation as a custom_vjp function of (plan, positions, operand). Forward passes see
+# whether the positions are differentiated (symbolic zeros): the residuals keep what the
+# backward pass needs, and nothing for the positions where they are not.
+
+
+def _operation(name: str, shape, backward):
+    def call(plan, positions, operand):
+        return _call(name, plan, positions, operand, shape(plan, positions, operand))
+
+    call.__name__ = call.__qualname__ = f"pmkit_{name}"
+    op = jax.custom_vjp(call, nondiff_argnums=(0,))
+
+    def forward(plan, positions, operand):
+        x, v = positions.value, operand.value
+        if positions.perturbed and name in ("interp_gradient", "spread_gradient"):
+            raise NotImplementedError(
+                f"pmkit.jax.{name}: the derivative with respect to the positions needs the kernels' second "
+                "derivatives, which pmkit does not compute; stop the positions' gradient (jax.lax.stop_gradient)"
+            )
+        return op(plan, x, v), (x, v if positions.perturbed else None)
+
+    def backward_or_zero(plan, residuals, cotangent):
+        if isinstance(cotangent, SymbolicZero):
+            return None, None
+        return backward(plan, residuals, cotangent)
+
+    op.defvjp(forward, backward_or_zero, symbolic_zeros=True)
+    return op
+
+
+def _positions_gradient(plan, x, weights, mesh):
+    """d/dx_p = sum over fields of weights[f, p] * interp_gradient(mesh)[f, p]."""
+    return jnp.einsum("fn,fnd->nd", weights, _interp_gradient(plan, x, mesh))
+
+
+# spread: d/dq = interp(g); d/dx_p = sum_f q[f, p] * interp_gradient(g)[f, p].
+def _spread_backward(plan, residuals, g):
+    x, q = residuals
+    return (None if q is None else _positions_gradient(plan, x, q, g)), _interp(plan, x, g)
+
+
+# interp: d/dm = spread(g); d/dx_p = sum_f g[f, p] * interp_gradient(m)[f, p].
+def _interp_backward(plan, residuals, g):
+    x, m = residuals
+    return (None if m is None else _positions_gradient(plan, x, g, m)), _spread(plan, x, g)
+
+
+_spread = _operation("spread", lambda plan, x, q: _mesh_result(plan, q), _spread_backward)
+_interp = _operation("interp", lambda plan, x, m: m.shape[:1] + x.shape[:1], _interp_backward)
+_interp_gradient = _operation(
+    "interp_gradient", lambda plan, x, m: m.shape[:1] + x.shape,
+    lambda plan, residuals, g: (None, _spread_gradient(plan, residuals[0], g)),
+)
+_spread_gradient = _operation(
+    "spread_gradient", lambda plan, x, v: _mesh_result(plan, v),
+    lambda plan, residuals, g: (None, _interp_gradient(plan, residuals[0], g)),
+)
+
+
+# --- The public functions: argument checks at trace time, the optional field axis.
+
+
+def _checked(plan: Any, positions, name: str, operand, forms: Tuple[Tuple[int, ...], ...]):
+    """The plan as a pmkit.jax.Plan, the arrays as JAX arrays, and whether the operand has
+    a field axis. A wrong type, dtype or shape is a TypeError or ValueError naming the
+    argument and what is accepted."""
+    plan = Plan.of(plan)
+    positions, operand = jnp.asarray(positions), jnp.asarray(operand)
+    if positions.dtype not in (jnp.float32, jnp.float64):
+        raise TypeError(f"positions has dtype {positions.dtype}; pmkit.jax takes float32 or float64")
+    if positions.ndim != 2 or positions.shape[1] != plan.dim:
+        raise ValueError(f"positions has shape {positions.shape}; it must be (N, {plan.dim})")
+    if operand.dtype != positions.dtype:
+        raise TypeError(f"{name} has dtype {operand.dtype}; it must be the positions' dtype, {positions.dtype}")
+    n = positions.shape[0]
+    single, fielded = (tuple(n if s == "N" else s for s in form) for form in forms)
+    if operand.shape == single:
+        return plan, positions, operand[None], False
+    if operand.ndim == len(fielded) and operand.shape[1:] == fielded[1:]:
+        return plan, positions, operand, True
+    text = " or ".join(str(tuple(form)).replace("'", "") for form in forms)
+    raise ValueError(f"{name} has shape {operand.shape}; it must be {text} (N = {n}, the positions' count)")
+
+
+def _forms(plan: Any, kind: str) -> Tuple[Tuple, Tuple]:
+    plan = Plan.of(plan)
+    if kind == "values":
+        return ("N",), ("F", "N")
+    if kind == "vectors":
+        return ("N", plan.dim), ("F", "N", plan.dim)
+    return plan.mesh_shape, ("F",) + plan.mesh_shape
+
+
+def _public(op, name: str, kind: str):
+    def function(plan, positions, operand):
+        plan, positions, operand, fields = _checked(plan, positions, name, operand, _forms(plan, kind))
+        result = op(plan, positions, operand)
+        return result if fields else result[0]
+
+    return function
+
+
+spread = _public(_spread, "values", "values")
+spread.__doc__ = """P2M: (N,) or (F, N) values at the (N, D) positions onto ``plan.mesh_shape`` or
+(F, *mesh_shape) meshes. Differentiable in the values and the positions."""
+interp = _public(_interp, "meshes", "meshes")
+interp.__doc__ = """M2P: meshes (``plan.mesh_shape`` or (F, *mesh_shape)) at the (N, D) positions:
+(N,) or (F, N). Differentiable in the meshes and the positions."""
+interp_gradient = _public(_interp_gradient, "meshes", "meshes")
+interp_gradient.__doc__ = """The gradient of ``interp`` with respect to the positions: (N, D) or
+(F, N, D). Differentiable in the meshes."""
+spread_gradient = _public(_spread_gradient, "vectors", "vectors")
+spread_gradient.__doc__ = """The adjoint of ``interp_gradient``: (N, D) or (F, N, D) vectors onto
+``plan.mesh_shape`` or (F, *mesh_shape) meshes. Differentiable in the vectors."""
+for _function, _name in zip((spread, interp, interp_gradient, spread_gradient), _OPERATIONS):
+    _function.__name__ = _function.__qualname__ = _name
