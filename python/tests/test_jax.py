@@ -1,0 +1,244 @@
+"""JAX: pmkit.jax's custom calls under jit, grad and vmap, against the NumPy path
+(pmkit.Plan) in float64 and float32; gradients against finite differences. The tests skip
+where jax is not installed; the GPU ones also where JAX has no GPU or pmkit no CUDA."""
+
+import numpy as np
+import pytest
+from conftest import needs_gradients, positions_in
+
+import pmkit
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+from jax.test_util import check_grads  # noqa: E402
+
+import pmkit.jax as pj  # noqa: E402  (needs jax)
+
+GRIDS = {
+    "periodic3d": (pmkit.Grid.periodic((8, 6, 5), h=0.25), "mp4"),
+    "bounded2d": (pmkit.Grid.bounded((7, 9), h=0.5, origin=-1.0), "tsc"),
+    "keep3d": (pmkit.Grid((6, 5, 4), 0.5, 0.0, ("bounded", "periodic", "bounded"), ghosts="keep"), "bspline4"),
+}
+TOLERANCE = {"float64": 1e-12, "float32": 2e-5}
+
+
+def data(grid, dtype, n=40, fields=(), seed=1):
+    rng = np.random.default_rng(seed)
+    x = positions_in(grid, n, rng).astype(dtype)
+    return x, rng.standard_normal(fields + (n,)).astype(dtype)
+
+
+def numpy_plan(grid, kernel, x, dtype):
+    plan = pmkit.Plan(grid, kernel, dtype=dtype)
+    plan.set_points(x)
+    return plan
+
+
+def close(actual, expected, dtype):
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(np.asarray(actual), expected, rtol=0, atol=TOLERANCE[dtype] * scale)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", GRIDS)
+@pytest.mark.parametrize("fields", [(), (3,)])
+def test_spread_and_interp_match_the_numpy_plan(case, dtype, fields):
+    grid, kernel = GRIDS[case]
+    plan = pj.Plan(grid, kernel)
+    x, q = data(grid, dtype, fields=fields)
+    ref = numpy_plan(grid, kernel, x, dtype)
+    rho = jax.jit(pj.spread, static_argnums=0)(plan, x, q)
+    assert rho.dtype == dtype and rho.shape == fields + plan.mesh_shape
+    close(rho, ref.spread(q), dtype)
+    phi = jax.jit(pj.interp, static_argnums=0)(plan, x, rho)
+    assert phi.shape == q.shape
+    close(phi, ref.interp(np.asarray(rho)), dtype)
+
+
+@needs_gradients
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", GRIDS)
+def test_gradients_match_the_numpy_plan(case, dtype):
+    grid, kernel = GRIDS[case]
+    plan = pj.Plan(grid, kernel)
+    x, _ = data(grid, dtype)
+    ref = numpy_plan(grid, kernel, x, dtype)
+    mesh = np.random.default_rng(2).standard_normal((2,) + plan.mesh_shape).astype(dtype)
+    g = jax.jit(pj.interp_gradient, static_argnums=0)(plan, x, mesh)
+    assert g.shape == (2,) + x.shape
+    close(g, ref.interp_gradient(mesh), dtype)
+    v = np.random.default_rng(3).standard_normal(x.shape).astype(dtype)
+    close(jax.jit(pj.spread_gradient, static_argnums=0)(plan, x, v), ref.spread_gradient(v), dtype)
+
+
+def test_a_pmkit_plan_is_taken():
+    grid, kernel = GRIDS["periodic3d"]
+    x, q = data(grid, "float64")
+    ref = numpy_plan(grid, kernel, x, "float64")
+    close(pj.spread(ref, x, q), ref.spread(q), "float64")
+    assert pj.Plan.of(ref) == pj.Plan(grid, kernel) and hash(pj.Plan.of(ref)) == hash(pj.Plan(grid, kernel))
+
+
+# --- vmap: the batch goes to one custom call, positions shared or batched.
+
+
+def loop(grid, kernel, xs, qs, method):
+    """The NumPy path per batch entry: xs (B, N, D) or (N, D), qs (B, ...)."""
+    results = []
+    for b in range(len(qs)):
+        ref = numpy_plan(grid, kernel, xs[b] if xs.ndim == 3 else xs, "float64")
+        results.append(getattr(ref, method)(qs[b]))
+    return np.stack(results)
+
+
+@pytest.mark.parametrize("batched_positions", [False, True])
+def test_vmap_spread(batched_positions):
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    x, qs = data(grid, "float64", fields=(4,))
+    xs = np.stack([positions_in(grid, 40, np.random.default_rng(s)) for s in range(4)]) if batched_positions else x
+    f = jax.jit(jax.vmap(lambda x, q: pj.spread(plan, x, q), in_axes=(0 if batched_positions else None, 0)))
+    close(f(xs, qs), loop(grid, kernel, xs, qs, "spread"), "float64")
+
+
+def test_vmap_nested_and_off_axis():
+    grid, kernel = GRIDS["bounded2d"]
+    plan = pj.Plan(grid, kernel)
+    x, _ = data(grid, "float64")
+    meshes = np.random.default_rng(4).standard_normal((3, 2) + plan.mesh_shape)
+    # The outer batch on axis 1 of the meshes, the inner on axis 0: results (2, 3, N).
+    f = jax.vmap(jax.vmap(lambda m: pj.interp(plan, x, m)), in_axes=1)
+    expected = loop(grid, kernel, x, meshes.reshape((6,) + plan.mesh_shape), "interp").reshape(3, 2, -1)
+    close(jax.jit(f)(meshes), expected.transpose(1, 0, 2), "float64")
+
+
+def test_vmap_of_positions_only():
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    _, q = data(grid, "float64")
+    xs = np.stack([positions_in(grid, 40, np.random.default_rng(10 + s)) for s in range(3)])
+    result = jax.vmap(lambda x: pj.spread(plan, x, q))(xs)
+    close(result, loop(grid, kernel, xs, np.stack([q] * 3), "spread"), "float64")
+
+
+# --- Gradients: finite differences, adjoints, and what is not differentiable.
+
+
+def energy(plan, x, q):
+    """A PME-like energy: half the values times the interpolated spread of them."""
+    return 0.5 * jnp.vdot(q, pj.interp(plan, x, pj.spread(plan, x, q)))
+
+
+@needs_gradients
+@pytest.mark.parametrize("case", ["periodic3d", "keep3d"])
+def test_grad_matches_finite_differences(case):
+    grid, kernel = GRIDS[case]
+    plan = pj.Plan(grid, kernel)
+    x, q = data(grid, "float64", n=12)
+    if grid.boundary[0] == "bounded":  # finite differences stay inside the closed box
+        x = np.clip(x, 0.05, 2.95)
+    check_grads(lambda x, q: energy(plan, x, q), (x, q), order=1, modes=("rev",), eps=1e-6)
+    mesh = np.random.default_rng(5).standard_normal(plan.mesh_shape)
+    w = np.random.default_rng(6).standard_normal(x.shape)
+    check_grads(lambda x, m: jnp.vdot(q, pj.interp(plan, x, m)), (x, mesh), order=1, modes=("rev",), eps=1e-6)
+    check_grads(lambda m: jnp.vdot(w, pj.interp_gradient(plan, x, m)), (mesh,), order=1, modes=("rev",))
+    check_grads(lambda v: jnp.vdot(mesh, pj.spread_gradient(plan, x, v)), (w,), order=1, modes=("rev",))
+
+
+@needs_gradients
+def test_forces_are_minus_the_energy_gradient():
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    x, q = data(grid, "float64", n=50)
+    forces = -jax.jit(jax.grad(energy, argnums=1), static_argnums=0)(plan, x, q)
+    # The same from the plan's calls: -q_p * grad(phi)(x_p), phi = interp of the spread charges.
+    ref = numpy_plan(grid, kernel, x, "float64")
+    expected = -q[:, None] * ref.interp_gradient(ref.spread(q))
+    close(forces, expected, "float64")
+
+
+@needs_gradients
+def test_grad_under_vmap():
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    xs = np.stack([positions_in(grid, 20, np.random.default_rng(20 + s)) for s in range(3)])
+    qs = np.random.default_rng(7).standard_normal((3, 20))
+    batched = jax.jit(jax.vmap(jax.grad(lambda x, q: energy(plan, x, q))))(xs, qs)
+    single = [jax.grad(lambda x, q: energy(plan, x, q))(xs[b], qs[b]) for b in range(3)]
+    close(batched, np.stack(single), "float64")
+
+
+@needs_gradients
+@pytest.mark.parametrize("name", ["interp_gradient", "spread_gradient"])
+def test_gradient_ops_are_not_differentiable_in_the_positions(name):
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    x, _ = data(grid, "float64")
+    operand = np.ones(plan.mesh_shape) if name == "interp_gradient" else np.ones(x.shape)
+    op = getattr(pj, name)
+    with pytest.raises(NotImplementedError, match="second derivatives"):
+        jax.grad(lambda x: op(plan, x, operand).sum())(x)
+    # With respect to the operand only, it is.
+    assert jax.grad(lambda v: op(plan, x, v).sum())(operand).shape == operand.shape
+
+
+# --- Bad input: errors that name the argument.
+
+
+def test_bad_input_names_the_argument():
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    x, q = data(grid, "float64")
+    with pytest.raises(ValueError, match=r"positions has shape \(40, 2\); it must be \(N, 3\)"):
+        pj.spread(plan, x[:, :2], q)
+    with pytest.raises(ValueError, match=r"values has shape \(39,\)"):
+        pj.spread(plan, x, q[:39])
+    with pytest.raises(TypeError, match="values has dtype float32"):
+        pj.spread(plan, x, q.astype(np.float32))
+    with pytest.raises(TypeError, match="positions has dtype int"):
+        pj.spread(plan, x.astype(np.int32), q)
+    with pytest.raises(ValueError, match=r"meshes has shape \(8, 6, 5\)"):
+        pj.interp(plan, x, np.zeros((8, 6, 5)))
+    with pytest.raises(ValueError, match=r"vectors has shape \(40,\)"):
+        pj.spread_gradient(plan, x, q)
+    with pytest.raises(TypeError, match="plan must be a pmkit.jax.Plan or a pmkit.Plan"):
+        pj.spread(grid, x, q)
+    with pytest.raises(pmkit.Error, match="kernel name = 'nonsense'"):
+        pj.Plan(grid, "nonsense")
+
+
+def test_a_rejected_position_is_an_error():
+    grid, kernel = GRIDS["bounded2d"]
+    plan = pj.Plan(grid, kernel)
+    x, q = data(grid, "float64")
+    x[7, 0] = 100.0
+    with pytest.raises(Exception, match="pmkit.jax.spread: .*position") as raised:
+        jax.jit(pj.spread, static_argnums=0)(plan, x, q).block_until_ready()
+    assert "7" in str(raised.value)
+    pj.clear_plans()
+
+
+# --- GPU: the same calls on JAX's GPU arrays, on its stream.
+
+
+def has_gpu():
+    return pmkit.built_with_cuda() and any(d.platform == "gpu" for d in jax.devices())
+
+
+@pytest.mark.skipif(not has_gpu(), reason="needs a JAX GPU and a CUDA build of pmkit")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_gpu_matches_the_numpy_plan(dtype):
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    x, q = data(grid, dtype, n=2000, fields=(2,))
+    ref = numpy_plan(grid, kernel, x, dtype)
+    gpu = jax.devices("gpu")[0]
+    xg, qg = jax.device_put(x, gpu), jax.device_put(q, gpu)
+    rho = jax.jit(pj.spread, static_argnums=0)(plan, xg, qg)
+    assert rho.devices() == {gpu}
+    close(rho, ref.spread(q), dtype)
+    close(jax.jit(pj.interp, static_argnums=0)(plan, xg, rho), ref.interp(np.asarray(rho)), dtype)
+    grad = jax.jit(jax.grad(lambda x, q: energy(plan, x, q)))
+    cpu = jax.devices("cpu")[0]
+    close(grad(xg, qg[0]), np.asarray(grad(jax.device_put(x, cpu), jax.device_put(q[0], cpu))), dtype)
