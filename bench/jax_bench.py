@@ -1,0 +1,148 @@
+"""pmkit.jax under jit, next to the C++ plan's call on the same data and to jax-finufft's
+type-1 NUFFT as a reference point, in one run.
+
+Case: 3D periodic, float32, M'4, uniform random particles, --n particles (2^24) on
+--cells^3 cells (h = 1), one field. For each call (spread, interp, interp_gradient):
+  - jax: pmkit.jax's custom call under jax.jit (it bins the positions, then runs the
+    call), then block_until_ready; wall time, median of --reps;
+  - c++: the C++ plan of pmkit.Plan on the same JAX arrays (zero-copy), set_points and
+    the call, which wait for their results as pmkit.Plan does with JAX arrays; median
+    of --reps, the two taking turns within each rep.
+Ratio jax / c++ (target <= 1.10).
+
+jax-finufft (where installed; PyPI has CPU wheels only): its jitted nufft1 of the same
+points and values (as complex64) to (--cells / 2)^3 modes at eps 1e-3, whose fine grid
+(upsampling 2) is the --cells^3 grid and whose kernel (width 4 at that eps) has M'4's
+support: the spread it contains corresponds to pmkit's. On the device of the JAX arrays
+where jax-finufft runs there, else on the CPU, next to pmkit.jax on that device: its
+spread alone and its spread followed by jnp.fft.rfftn (the NUFFT's other large part).
+Ratios pmkit / jax-finufft.
+
+    python bench/jax_bench.py [--quick] [--n 16777216] [--cells 128] [--reps 11]
+
+--quick: 2^16 particles on 32^3 cells, 3 reps, on the CPU (a check that it runs).
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the plans' own buffers need room too
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import pmkit  # noqa: E402
+import pmkit.jax as pj  # noqa: E402
+
+CALLS = ("spread", "interp", "interp_gradient")
+
+
+def medians(reps, timings):
+    """The median seconds of each named function (one timed run per call), after one
+    warm-up each; they take turns within each rep."""
+    times = {name: [] for name in timings}
+    for rep in range(reps + 1):
+        for name, f in timings.items():
+            start = time.perf_counter()
+            f()
+            seconds = time.perf_counter() - start
+            if rep:
+                times[name].append(seconds)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def problem(n, cells, device, seed=1):
+    rng = np.random.default_rng(seed)
+    x = jax.device_put((rng.random((n, 3)) * cells).astype(np.float32), device)
+    q = jax.device_put(rng.random(n).astype(np.float32), device)
+    grid = pmkit.Grid.periodic((cells, cells, cells), h=1.0)
+    return grid, x, q
+
+
+def against_cpp(grid, x, q, device, reps):
+    """pmkit.jax under jit against pmkit.Plan's C++ call on the same arrays."""
+    backend = "cuda" if device.platform == "gpu" else "cpu"
+    plan = pj.Plan(grid, "mp4")
+    cpp = pmkit.Plan(grid, "mp4", dtype="float32", backend=backend, device=device.id if backend == "cuda" else 0)
+    rho = jax.jit(pj.spread, static_argnums=0)(plan, x, q).block_until_ready()
+    inputs = {"spread": q, "interp": rho, "interp_gradient": rho}
+    rows = []
+    for call in CALLS:
+        jitted = jax.jit(getattr(pj, call), static_argnums=0)
+        operand = inputs[call]
+
+        def run_cpp(call=call, operand=operand):
+            cpp.set_points(x)
+            getattr(cpp, call)(operand)
+            cpp.synchronize()
+
+        t = medians(reps, {"jax": lambda: jitted(plan, x, operand).block_until_ready(), "c++": run_cpp})
+        rows.append((call, t["jax"], t["c++"]))
+    print(f"\npmkit.jax under jit against the C++ call (set_points + call), {device}, N = {x.shape[0]}, "
+          f"{grid.cells[0]}^3 cells, float32, mp4")
+    print(f"{'call':<18}{'jax ms':>10}{'c++ ms':>10}{'jax/c++':>10}")
+    for call, tj, tc in rows:
+        print(f"{call:<18}{tj * 1e3:>10.3f}{tc * 1e3:>10.3f}{tj / tc:>10.3f}")
+
+
+def against_finufft(grid, x, q, device, reps):
+    """pmkit.jax's spread (and spread + rfftn) against jax-finufft's nufft1 on the grid
+    that its spread fills."""
+    try:
+        import jax_finufft
+    except ImportError:
+        print("\njax-finufft: not installed (pip install jax-finufft==1.3.1); no reference point")
+        return
+    cells = grid.cells[0]
+    modes = (cells // 2,) * 3
+    scale = 2 * np.pi / cells
+    c = (q + 0j).astype(jnp.complex64)
+    xs = [x[:, d] * scale - np.pi for d in range(3)]
+    nufft = jax.jit(lambda c, *xs: jax_finufft.nufft1(modes, c, *xs, eps=1e-3, iflag=1))
+    try:
+        nufft(c, *xs).block_until_ready()
+        where = str(device)
+    except Exception as error:  # no GPU build: the same data on the CPU for both
+        cpu = jax.devices("cpu")[0]
+        print(f"\njax-finufft on {device}: {type(error).__name__}; both on the CPU instead")
+        x, q, c = (jax.device_put(a, cpu) for a in (x, q, c))
+        xs = [x[:, d] * scale - np.pi for d in range(3)]
+        where = str(cpu)
+    plan = pj.Plan(grid, "mp4")
+    spread = jax.jit(lambda x, q: pj.spread(plan, x, q))
+    spread_fft = jax.jit(lambda x, q: jnp.fft.rfftn(pj.spread(plan, x, q)))
+    t = medians(reps, {
+        "finufft": lambda: nufft(c, *xs).block_until_ready(),
+        "spread": lambda: spread(x, q).block_until_ready(),
+        "spread+fft": lambda: spread_fft(x, q).block_until_ready(),
+    })
+    print(f"\npmkit.jax against jax-finufft {jax_finufft.__version__} nufft1 (eps 1e-3, {modes[0]}^3 modes, "
+          f"fine grid {cells}^3), {where}, N = {x.shape[0]}, float32")
+    print(f"{'pmkit.jax':<22}{'ms':>10}{'finufft ms':>12}{'pmkit/finufft':>15}")
+    for name in ("spread", "spread+fft"):
+        print(f"{name:<22}{t[name] * 1e3:>10.3f}{t['finufft'] * 1e3:>12.3f}{t[name] / t['finufft']:>15.3f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="2^16 particles, 32^3 cells, 3 reps, CPU")
+    parser.add_argument("--n", type=int, default=1 << 24)
+    parser.add_argument("--cells", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=11)
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.cells, args.reps = 1 << 16, 32, 3
+    device = jax.devices("cpu")[0] if args.quick else jax.devices()[0]
+    if device.platform == "gpu" and not pmkit.built_with_cuda():
+        raise SystemExit("JAX has a GPU but this pmkit has no CUDA backend: build it with CUDA")
+    print(f"pmkit {pmkit.__version__}, jax {jax.__version__}, device {device}")
+    grid, x, q = problem(args.n, args.cells, device)
+    against_cpp(grid, x, q, device, args.reps)
+    against_finufft(grid, x, q, device, args.reps)
+
+
+if __name__ == "__main__":
+    main()
