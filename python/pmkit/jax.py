@@ -40,6 +40,8 @@ reports it; on the CPU by the call itself.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any, Tuple, Union
 
 import numpy as np
@@ -52,7 +54,10 @@ from . import _pmkit
 from ._geometry import Grid
 from ._plan import Plan as _MeshPlan
 
-__all__ = ["Plan", "spread", "interp", "interp_gradient", "spread_gradient", "clear_plans"]
+__all__ = [
+    "Plan", "spread", "interp", "interp_gradient", "spread_gradient", "clear_plans", "pme_reciprocal_energy",
+    "ewald_self_energy",
+]
 
 _OPERATIONS = ("spread", "interp", "interp_gradient", "spread_gradient")
 
@@ -279,3 +284,85 @@ spread_gradient.__doc__ = """The adjoint of ``interp_gradient``: (N, D) or (F, N
 ``plan.mesh_shape`` or (F, *mesh_shape) meshes. Differentiable in the vectors."""
 for _function, _name in zip((spread, interp, interp_gradient, spread_gradient), _OPERATIONS):
     _function.__name__ = _function.__qualname__ = _name
+
+
+# --- PME's mesh part: the reciprocal Ewald energy from the custom calls and jnp.fft.
+
+
+@functools.lru_cache(maxsize=64)
+def _pme_plan(box: Tuple[float, ...], mesh: Tuple[int, ...], order: int) -> Plan:
+    grid = Grid(mesh, tuple(length / nodes for length, nodes in zip(box, mesh)), 0.0, "periodic")
+    return Plan(grid, f"bspline{order}")
+
+
+def _bspline_factor(nodes: int, order: int) -> np.ndarray:
+    """c(m) = sum_j M(j) cos(2 pi m j / K) for m = 0 .. K-1: the centred B-spline's
+    discrete transform, by which the spread charges' transform divides."""
+    j = np.arange(-(order // 2), order // 2 + 1)
+    x = j + order / 2.0
+    # M(j) of the centred cardinal B-spline of the order, by its truncated-power sum.
+    weights = sum((-1) ** k * math.comb(order, k) * np.where(x > k, (x - k) ** (order - 1), 0.0)
+                  for k in range(order + 1)) / math.factorial(order - 1)
+    m = np.arange(nodes)
+    return (weights[None, :] * np.cos(2 * np.pi * np.outer(m, j) / nodes)).sum(axis=1)
+
+
+@functools.lru_cache(maxsize=64)
+def _influence(box: Tuple[float, ...], mesh: Tuple[int, ...], order: int, alpha: float) -> np.ndarray:
+    """exp(-pi^2 mu^2 / alpha^2) / mu^2 / prod_d c_d(m_d)^2 over the real-to-complex half
+    spectrum (z, y, x//2 + 1 in 3D), times 2 for the x frequencies whose conjugates it
+    leaves out; 0 at m = 0."""
+    axes = []
+    for d, (length, nodes) in enumerate(zip(box, mesh)):
+        count = nodes // 2 + 1 if d == 0 else nodes
+        m = np.arange(count)
+        m = np.where(m <= nodes // 2, m, m - nodes)
+        axes.append((m / length, _bspline_factor(nodes, order)[np.arange(count)]))
+    # The half spectrum's axes in C order: x last.
+    mus = np.meshgrid(*[a[0] for a in reversed(axes)], indexing="ij")
+    factors = np.meshgrid(*[a[1] for a in reversed(axes)], indexing="ij")
+    mu2 = sum(mu**2 for mu in mus)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.exp(-np.pi**2 * mu2 / alpha**2) / mu2 / np.prod(factors, axis=0) ** 2
+    g.flat[0] = 0.0
+    nx = mesh[0]
+    twice = np.full(nx // 2 + 1, 2.0)
+    twice[0] = 1.0
+    if nx % 2 == 0:
+        twice[-1] = 1.0
+    return g * twice
+
+
+def pme_reciprocal_energy(positions, charges, box, *, alpha: float, mesh, order: int = 5,
+                          coulomb_constant: float = 1.0):
+    """Smooth PME's reciprocal energy of point charges in the periodic orthorhombic box
+    ``box`` (D lengths, from the origin): 1/(2 pi V) sum_{m != 0} exp(-pi^2 mu^2 / alpha^2)
+    / mu^2 |S(m)|^2 (mu = m / box), with S from the charges spread onto ``mesh`` nodes per
+    axis by B-splines of ``order`` (pmkit.jax.spread), a real-to-complex FFT and the
+    B-splines' factors, times ``coulomb_constant``. As pmkit::PmePlan's E_rec; the Ewald
+    energy adds the real-space pairs (the caller's) and ``ewald_self_energy``.
+
+    Differentiable in the positions (the forces, through interp_gradient) and the charges
+    (through interp), under jit, grad and vmap (a batch of systems of one size in one
+    box). The box, mesh, order and alpha are static: no derivative with respect to the
+    cell."""
+    box = tuple(float(b) for b in box)
+    mesh = tuple(int(m) for m in mesh)
+    if len(box) != 3 or len(mesh) != 3:
+        raise ValueError(f"box and mesh have {len(box)} and {len(mesh)} values; PME takes 3 each (x, y, z)")
+    plan = _pme_plan(box, mesh, int(order))
+    rho = spread(plan, positions, charges)
+    power = jnp.abs(jnp.fft.rfftn(rho)) ** 2
+    g = jnp.asarray(_influence(box, mesh, int(order), float(alpha)), dtype=rho.dtype)
+    volume = float(np.prod(box))
+    return coulomb_constant / (2 * np.pi * volume) * jnp.sum(g * power)
+
+
+def ewald_self_energy(charges, box, *, alpha: float, coulomb_constant: float = 1.0):
+    """Ewald's self energy, -alpha / sqrt(pi) sum q^2, and a net charge's uniform
+    background's, -pi Q^2 / (2 V alpha^2), times ``coulomb_constant`` (pmkit::PmePlan's
+    E_self + E_background)."""
+    volume = float(np.prod([float(b) for b in box]))
+    total = jnp.sum(charges)
+    return coulomb_constant * (-alpha / np.sqrt(np.pi) * jnp.sum(charges**2)
+                               - np.pi * total**2 / (2 * volume * alpha**2))
