@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pmkit/plan.hpp"
@@ -338,29 +339,29 @@ ffi::Error cuda_call(void* stream, std::int32_t device, ffi::Dictionary attrs, f
   return call<op>(Place{Backend::Cuda, device, stream}, attrs, positions, input, result);
 }
 
+// A binding (with the CUDA context or without) completed with what every call takes: the
+// attributes, the positions and the input, and the result.
+template <class Binding>
+auto with_buffers(Binding&& binding) {
+  return std::move(binding)
+      .template Attrs<ffi::Dictionary>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>();
+}
+
 template <Op op>
 XLA_FFI_Error* cpu_handler(XLA_FFI_CallFrame* frame) {
-  static auto* handler = ffi::Ffi::Bind()
-                             .Attrs<ffi::Dictionary>()
-                             .Arg<ffi::AnyBuffer>()
-                             .Arg<ffi::AnyBuffer>()
-                             .Ret<ffi::AnyBuffer>()
-                             .To(cpu_call<op>)
-                             .release();
+  static auto* handler = with_buffers(ffi::Ffi::Bind()).To(cpu_call<op>).release();
   return handler->Call(frame);
 }
 
 template <Op op>
 XLA_FFI_Error* cuda_handler(XLA_FFI_CallFrame* frame) {
-  static auto* handler = ffi::Ffi::Bind()
-                             .Ctx<ffi::PlatformStream<void*>>()
-                             .Ctx<ffi::DeviceOrdinal>()
-                             .Attrs<ffi::Dictionary>()
-                             .Arg<ffi::AnyBuffer>()
-                             .Arg<ffi::AnyBuffer>()
-                             .Ret<ffi::AnyBuffer>()
-                             .To(cuda_call<op>)
-                             .release();
+  static auto* handler =
+      with_buffers(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>().Ctx<ffi::DeviceOrdinal>())
+          .To(cuda_call<op>)
+          .release();
   return handler->Call(frame);
 }
 
