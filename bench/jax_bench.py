@@ -7,8 +7,11 @@ Case: 3D periodic, float32, M'4, uniform random particles, --n particles (2^24) 
     call), then block_until_ready; wall time, median of --reps;
   - c++: the C++ plan of pmkit.Plan on the same JAX arrays (zero-copy), set_points and
     the call, which wait for their results as pmkit.Plan does with JAX arrays; median
-    of --reps, the two taking turns within each rep.
-Ratio jax / c++ (target <= 1.10).
+    of --reps, the two taking turns within each rep;
+  - call: the call alone from C++ on views made once, positions binned before
+    (Plan._impl.time_calls, one call and the synchronisation), to show the binning's share.
+Ratio jax / c++ (target <= 1.10). On the GPU, pmkit.Plan's results from JAX arrays are
+torch or CuPy arrays: one of them must be installed.
 
 jax-finufft (where installed; PyPI has CPU wheels only): its jitted nufft1 of the same
 points and values (as complex64) to (--cells / 2)^3 modes at eps 1e-3, whose fine grid
@@ -36,6 +39,7 @@ import numpy as np  # noqa: E402
 
 import pmkit  # noqa: E402
 import pmkit.jax as pj  # noqa: E402
+from pmkit._arrays import library_of  # noqa: E402
 
 CALLS = ("spread", "interp", "interp_gradient")
 
@@ -68,6 +72,7 @@ def against_cpp(grid, x, q, device, reps):
     plan = pj.Plan(grid, "mp4")
     cpp = pmkit.Plan(grid, "mp4", dtype="float32", backend=backend, device=device.id if backend == "cuda" else 0)
     rho = jax.jit(pj.spread, static_argnums=0)(plan, x, q).block_until_ready()
+    cpp.set_points(x)
     inputs = {"spread": q, "interp": rho, "interp_gradient": rho}
     rows = []
     for call in CALLS:
@@ -79,13 +84,20 @@ def against_cpp(grid, x, q, device, reps):
             getattr(cpp, call)(operand)
             cpp.synchronize()
 
+        out = library_of(x).empty(x, getattr(cpp, call)(operand).shape, "float32")
+
+        def run_call(call=call, operand=operand, out=out):
+            cpp.set_points(x)
+            cpp.synchronize()
+            return cpp._impl.time_calls(call, [operand], [out], 1)
+
         t = medians(reps, {"jax": lambda: jitted(plan, x, operand).block_until_ready(), "c++": run_cpp})
-        rows.append((call, t["jax"], t["c++"]))
+        rows.append((call, t["jax"], t["c++"], statistics.median(run_call() for _ in range(reps))))
     print(f"\npmkit.jax under jit against the C++ call (set_points + call), {device}, N = {x.shape[0]}, "
           f"{grid.cells[0]}^3 cells, float32, mp4")
-    print(f"{'call':<18}{'jax ms':>10}{'c++ ms':>10}{'jax/c++':>10}")
-    for call, tj, tc in rows:
-        print(f"{call:<18}{tj * 1e3:>10.3f}{tc * 1e3:>10.3f}{tj / tc:>10.3f}")
+    print(f"{'call':<18}{'jax ms':>10}{'c++ ms':>10}{'jax/c++':>10}{'call ms':>10}")
+    for call, tj, tc, alone in rows:
+        print(f"{call:<18}{tj * 1e3:>10.3f}{tc * 1e3:>10.3f}{tj / tc:>10.3f}{alone * 1e3:>10.3f}")
 
 
 def against_finufft(grid, x, q, device, reps):
