@@ -106,7 +106,10 @@ class Plan:
         if isinstance(plan, Plan):
             return plan
         if isinstance(plan, _MeshPlan):
-            return cls(plan.grid, plan.kernel, deterministic=plan._impl.options.deterministic)
+            # Kept on the mesh plan, whose grid, kernel and options do not change.
+            if getattr(plan, "_jax_plan", None) is None:
+                plan._jax_plan = cls(plan.grid, plan.kernel, deterministic=plan._impl.options.deterministic)
+            return plan._jax_plan
         raise TypeError(f"plan must be a pmkit.jax.Plan or a pmkit.Plan, not {type(plan).__name__}")
 
     @property
