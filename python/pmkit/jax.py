@@ -55,8 +55,8 @@ from ._geometry import Grid
 from ._plan import Plan as _MeshPlan
 
 __all__ = [
-    "Plan", "spread", "interp", "interp_gradient", "spread_gradient", "clear_plans", "pme_reciprocal_energy",
-    "ewald_self_energy",
+    "Plan", "spread", "interp", "interp_gradient", "spread_gradient", "clear_plans", "cached_plans",
+    "pme_reciprocal_energy", "ewald_self_energy",
 ]
 
 _OPERATIONS = ("spread", "interp", "interp_gradient", "spread_gradient")
@@ -155,6 +155,12 @@ class Plan:
 def clear_plans() -> None:
     """Frees the C++ plans that the custom calls keep (they are made again when needed)."""
     _pmkit.jax_clear_plans()
+
+
+def cached_plans() -> int:
+    """The number of C++ plans that the custom calls keep: one per grid, kernel, options,
+    dtype, particle count and device in use."""
+    return _pmkit.jax_cached_plans()
 
 
 # --- The custom calls, on the canonical shapes: positions (N, D), values (F, N), meshes

@@ -135,6 +135,10 @@ class PlanCache {
     std::lock_guard<std::mutex> lock(mutex_);
     plans_.clear();
   }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return plans_.size();
+  }
 
  private:
   std::mutex mutex_;
@@ -146,6 +150,11 @@ void clear_plans() {
   PlanCache<float, 3>::instance().clear();
   PlanCache<double, 2>::instance().clear();
   PlanCache<double, 3>::instance().clear();
+}
+
+std::size_t cached_plans() {
+  return PlanCache<float, 2>::instance().size() + PlanCache<float, 3>::instance().size() +
+         PlanCache<double, 2>::instance().size() + PlanCache<double, 3>::instance().size();
 }
 
 ffi::Error invalid(const std::string& message) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, message); }
@@ -386,6 +395,7 @@ void bind_jax(nb::module_& m) {
       },
       "The XLA FFI handlers of pmkit.jax: {operation: (CPU handler, CUDA handler)} as PyCapsules.");
   m.def("jax_clear_plans", &clear_plans, "Frees the plans that pmkit.jax's handlers keep.");
+  m.def("jax_cached_plans", &cached_plans, "The number of plans that pmkit.jax's handlers keep.");
 }
 
 }  // namespace pmkit::python

@@ -80,6 +80,20 @@ def test_a_pmkit_plan_is_taken():
     assert pj.Plan.of(ref) == pj.Plan(grid, kernel) and hash(pj.Plan.of(ref)) == hash(pj.Plan(grid, kernel))
 
 
+def test_plans_are_cached_per_dtype_and_count():
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    pj.clear_plans()
+    assert pj.cached_plans() == 0
+    for n, dtype in [(40, "float64"), (40, "float64"), (41, "float64"), (40, "float32")]:
+        x, q = data(grid, dtype, n=n)
+        rho = pj.spread(plan, x, q)
+        pj.interp(plan, x, rho)  # the same plan as spread's
+    assert pj.cached_plans() == 3
+    pj.clear_plans()
+    assert pj.cached_plans() == 0
+
+
 # --- vmap: the batch goes to one custom call, positions shared or batched.
 
 
@@ -100,6 +114,16 @@ def test_vmap_spread(batched_positions):
     xs = np.stack([positions_in(grid, 40, np.random.default_rng(s)) for s in range(4)]) if batched_positions else x
     f = jax.jit(jax.vmap(lambda x, q: pj.spread(plan, x, q), in_axes=(0 if batched_positions else None, 0)))
     close(f(xs, qs), loop(grid, kernel, xs, qs, "spread"), "float64")
+
+
+def test_vmap_is_one_custom_call():
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    x, qs = data(grid, "float64", fields=(4,))
+    text = str(jax.make_jaxpr(jax.vmap(lambda q: pj.spread(plan, x, q)))(qs))
+    # One ffi_call of the whole batch, (4, 1, *mesh_shape), and no loop around it.
+    assert text.count("ffi_call[") == 1 and "while[" not in text and "scan[" not in text
+    assert "f64[4,1,5,6,8] = ffi_call" in text
 
 
 def test_vmap_nested_and_off_axis():
