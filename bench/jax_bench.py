@@ -16,10 +16,10 @@ torch or CuPy arrays: one of them must be installed.
 jax-finufft (where installed; PyPI has CPU wheels only): its jitted nufft1 of the same
 points and values (as complex64) to (--cells / 2)^3 modes at eps 1e-3, whose fine grid
 (upsampling 2) is the --cells^3 grid and whose kernel (width 4 at that eps) has M'4's
-support: the spread it contains corresponds to pmkit's. On the device of the JAX arrays
-where jax-finufft runs there, else on the CPU, next to pmkit.jax on that device: its
-spread alone and its spread followed by jnp.fft.rfftn (the NUFFT's other large part).
-Ratios pmkit / jax-finufft.
+support: the spread it contains corresponds to pmkit's. Next to it, pmkit.jax's spread
+alone and its spread followed by jnp.fft.rfftn (the NUFFT's other large part), on the
+device of the JAX arrays; where jax-finufft does not run there (a CPU-only build), it
+runs on the CPU, and pmkit.jax on the CPU too. Ratios pmkit / jax-finufft.
 
     python bench/jax_bench.py [--quick] [--n 16777216] [--cells 128] [--reps 11]
 
@@ -100,9 +100,21 @@ def against_cpp(grid, x, q, device, reps):
         print(f"{call:<18}{tj * 1e3:>10.3f}{tc * 1e3:>10.3f}{tj / tc:>10.3f}{alone * 1e3:>10.3f}")
 
 
+def pmkit_timings(grid, x, q, reps):
+    """pmkit.jax's spread and spread + rfftn on the arrays' device: {name: seconds}."""
+    plan = pj.Plan(grid, "mp4")
+    spread = jax.jit(lambda x, q: pj.spread(plan, x, q))
+    spread_fft = jax.jit(lambda x, q: jnp.fft.rfftn(pj.spread(plan, x, q)))
+    return medians(reps, {
+        "spread": lambda: spread(x, q).block_until_ready(),
+        "spread+fft": lambda: spread_fft(x, q).block_until_ready(),
+    })
+
+
 def against_finufft(grid, x, q, device, reps):
     """pmkit.jax's spread (and spread + rfftn) against jax-finufft's nufft1 on the grid
-    that its spread fills."""
+    that its spread fills: on the arrays' device where jax-finufft runs there, and on the
+    CPU (both) where it does not, with pmkit.jax on the arrays' device beside it."""
     try:
         import jax_finufft
     except ImportError:
@@ -110,32 +122,31 @@ def against_finufft(grid, x, q, device, reps):
         return
     cells = grid.cells[0]
     modes = (cells // 2,) * 3
-    scale = 2 * np.pi / cells
-    c = (q + 0j).astype(jnp.complex64)
-    xs = [x[:, d] * scale - np.pi for d in range(3)]
     nufft = jax.jit(lambda c, *xs: jax_finufft.nufft1(modes, c, *xs, eps=1e-3, iflag=1))
+
+    def finufft_seconds(x, q):
+        c = (q + 0j).astype(jnp.complex64)
+        xs = [x[:, d] * (2 * np.pi / cells) - np.pi for d in range(3)]
+        return medians(reps, {"finufft": lambda: nufft(c, *xs).block_until_ready()})["finufft"]
+
+    rows = []  # (pmkit.jax's call, its device, its seconds, jax-finufft's device, its seconds)
+    ours = pmkit_timings(grid, x, q, reps)
     try:
-        nufft(c, *xs).block_until_ready()
-        where = str(device)
-    except Exception as error:  # no GPU build: the same data on the CPU for both
+        theirs, where = finufft_seconds(x, q), device
+    except Exception as error:  # a CPU-only jax-finufft: both on the CPU too
         cpu = jax.devices("cpu")[0]
-        print(f"\njax-finufft on {device}: {type(error).__name__}; both on the CPU instead")
-        x, q, c = (jax.device_put(a, cpu) for a in (x, q, c))
-        xs = [x[:, d] * scale - np.pi for d in range(3)]
-        where = str(cpu)
-    plan = pj.Plan(grid, "mp4")
-    spread = jax.jit(lambda x, q: pj.spread(plan, x, q))
-    spread_fft = jax.jit(lambda x, q: jnp.fft.rfftn(pj.spread(plan, x, q)))
-    t = medians(reps, {
-        "finufft": lambda: nufft(c, *xs).block_until_ready(),
-        "spread": lambda: spread(x, q).block_until_ready(),
-        "spread+fft": lambda: spread_fft(x, q).block_until_ready(),
-    })
+        print(f"\njax-finufft on {device}: {type(error).__name__}; it runs on the CPU, and pmkit.jax there too")
+        xc, qc = jax.device_put(x, cpu), jax.device_put(q, cpu)
+        theirs, where = finufft_seconds(xc, qc), cpu
+        if cpu != device:
+            rows += [(name, cpu, t, cpu, theirs) for name, t in pmkit_timings(grid, xc, qc, reps).items()]
+    rows = [(name, device, t, where, theirs) for name, t in ours.items()] + rows
     print(f"\npmkit.jax against jax-finufft {jax_finufft.__version__} nufft1 (eps 1e-3, {modes[0]}^3 modes, "
-          f"fine grid {cells}^3), {where}, N = {x.shape[0]}, float32")
-    print(f"{'pmkit.jax':<22}{'ms':>10}{'finufft ms':>12}{'pmkit/finufft':>15}")
-    for name in ("spread", "spread+fft"):
-        print(f"{name:<22}{t[name] * 1e3:>10.3f}{t['finufft'] * 1e3:>12.3f}{t[name] / t['finufft']:>15.3f}")
+          f"fine grid {cells}^3), N = {x.shape[0]}, float32")
+    print(f"{'pmkit.jax':<14}{'on':>8}{'ms':>10}{'finufft on':>12}{'ms':>10}{'pmkit/finufft':>15}")
+    for name, on, t, their_device, t_theirs in rows:
+        print(f"{name:<14}{on.platform:>8}{t * 1e3:>10.3f}{their_device.platform:>12}{t_theirs * 1e3:>10.3f}"
+              f"{t / t_theirs:>15.3f}")
 
 
 def main():
