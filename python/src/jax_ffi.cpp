@@ -265,25 +265,19 @@ ffi::Error run(Op op, const Place& place, const Attributes& a, ffi::AnyBuffer po
     ins.clear();
     outs.clear();
   };
-  try {
-    std::int64_t bound = -1;  // the positions' offset the plan holds
-    for (std::size_t b = 0; b < x_offsets.size(); ++b) {
-      if (x_offsets[b] != bound) {
-        if (!ins.empty()) flush();
-        typename Plan<T, D>::Positions xs;
-        for (int d = 0; d < D; ++d) xs[d] = View<const T>(x + x_offsets[b] + d, static_cast<std::size_t>(n), D);
-        plan.set_points(xs);
-        bound = x_offsets[b];
-      }
-      add_views(ins, in + in_offsets[b], mesh_in, op == Op::SpreadGradient);
-      add_views(outs, out + static_cast<std::int64_t>(b) * out_entry, !mesh_in, op == Op::InterpGradient);
+  std::int64_t bound = -1;  // the positions' offset the plan holds
+  for (std::size_t b = 0; b < x_offsets.size(); ++b) {
+    if (x_offsets[b] != bound) {
+      if (!ins.empty()) flush();
+      typename Plan<T, D>::Positions xs;
+      for (int d = 0; d < D; ++d) xs[d] = View<const T>(x + x_offsets[b] + d, static_cast<std::size_t>(n), D);
+      plan.set_points(xs);
+      bound = x_offsets[b];
     }
-    if (!ins.empty()) flush();
-  } catch (const Error& e) {
-    return invalid(std::string("pmkit.jax.") + op_name(op) + ": " + e.what());
-  } catch (const std::exception& e) {
-    return ffi::Error::Internal(std::string("pmkit.jax.") + op_name(op) + ": " + e.what());
+    add_views(ins, in + in_offsets[b], mesh_in, op == Op::SpreadGradient);
+    add_views(outs, out + static_cast<std::int64_t>(b) * out_entry, !mesh_in, op == Op::InterpGradient);
   }
+  if (!ins.empty()) flush();
   return ffi::Error::Success();
 }
 
@@ -328,12 +322,20 @@ ffi::Error call(const Place& place, const ffi::Dictionary& attrs, ffi::AnyBuffer
                    ": positions, input and result must all be float32 or all float64");
   }
   const bool f32 = dtype == ffi::DataType::F32;
-  if (a.cells.size() == 2) {
-    return f32 ? run<float, 2>(op, place, a, positions, input, result)
-               : run<double, 2>(op, place, a, positions, input, result);
+  // No exception leaves a handler: a pmkit::Error (a plan's construction or call, a
+  // position rejected now or, on the GPU, by an earlier call) is XLA's InvalidArgument.
+  try {
+    if (a.cells.size() == 2) {
+      return f32 ? run<float, 2>(op, place, a, positions, input, result)
+                 : run<double, 2>(op, place, a, positions, input, result);
+    }
+    return f32 ? run<float, 3>(op, place, a, positions, input, result)
+               : run<double, 3>(op, place, a, positions, input, result);
+  } catch (const Error& e) {
+    return invalid(std::string("pmkit.jax.") + op_name(op) + ": " + e.what());
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("pmkit.jax.") + op_name(op) + ": " + e.what());
   }
-  return f32 ? run<float, 3>(op, place, a, positions, input, result)
-             : run<double, 3>(op, place, a, positions, input, result);
 }
 
 template <Op op>

@@ -233,6 +233,29 @@ def test_bad_input_names_the_argument():
         pj.Plan(grid, "nonsense")
 
 
+def test_the_handler_checks_what_it_is_given():
+    """Calls made past pmkit.jax's own checks: the handler refuses them with an error
+    naming what is wrong, rather than reading out of bounds or aborting."""
+    grid, kernel = GRIDS["periodic3d"]
+    attributes = pj.Plan(grid, kernel)._attributes()
+    x, q = data(grid, "float64")
+
+    def call(name, operand, shape, **changes):
+        result = jax.ShapeDtypeStruct(shape, operand.dtype)
+        return jax.ffi.ffi_call(f"pmkit_{name}", result)(x, operand, **{**attributes, **changes})
+
+    with pytest.raises(Exception, match="kernel name = 'nonsense'"):
+        call("spread", q[None], (1, 5, 6, 8), kernel="nonsense")
+    with pytest.raises(Exception, match=r"the input has shape \(1, 39\)"):
+        call("spread", q[None, :39], (1, 5, 6, 8))
+    with pytest.raises(Exception, match=r"the result has shape \(1, 5, 6, 7\)"):
+        call("spread", q[None], (1, 5, 6, 7))
+    with pytest.raises(Exception, match="must all be float32 or all float64"):
+        call("spread", q[None].astype(np.float32), (1, 5, 6, 8))
+    with pytest.raises(Exception, match="attribute threads"):
+        call("spread", q[None], (1, 5, 6, 8), threads=1.5)
+
+
 def test_a_rejected_position_is_an_error():
     grid, kernel = GRIDS["bounded2d"]
     plan = pj.Plan(grid, kernel)
