@@ -363,3 +363,17 @@ def test_pme_under_vmap_is_per_system():
         e, g = jax.value_and_grad(lambda x: pj.pme_reciprocal_energy(x, qs[b], BOX, alpha=3.0, mesh=(24, 24, 24)))(xs[b])
         close(energies[b], float(e), "float64")
         close(forces[b], np.asarray(g), "float64")
+
+
+@needs_gradients
+def test_a_loss_on_forces_differentiates_in_the_charges():
+    """A model's charges q(theta) trained on forces: the gradient of a loss on
+    -grad_x E goes through the backward pass again, in the charges (not the positions)."""
+    x, w = charges(10, 50)
+
+    def loss(theta):
+        q = jnp.tanh(theta * w)
+        e = lambda x, q: pj.pme_reciprocal_energy(x, q, BOX, alpha=3.0, mesh=(16, 16, 16))
+        return jnp.sum(jax.grad(e)(x, q) ** 2) + e(x, q)
+
+    check_grads(loss, (0.7,), order=1, modes=("rev",), eps=1e-5)
