@@ -167,10 +167,14 @@ def cached_plans() -> int:
 # (F, *mesh_shape), vectors (F, N, D).
 
 
-def _call(name: str, plan: Plan, positions, operand, shape: Tuple[int, ...]):
-    result = jax.ShapeDtypeStruct(shape, operand.dtype)
-    call = jax.ffi.ffi_call(f"pmkit_{name}", result, vmap_method="expand_dims")
-    return call(positions, operand, **plan._attributes())
+def _call(name: str, plan: Plan, positions, operand, shapes):
+    """The custom call of one operation: its result, or its results where ``shapes`` is a
+    list (interp_both)."""
+    many = isinstance(shapes, list)
+    results = [jax.ShapeDtypeStruct(shape, operand.dtype) for shape in (shapes if many else [shapes])]
+    call = jax.ffi.ffi_call(f"pmkit_{name}", results, vmap_method="expand_dims")
+    outputs = call(positions, operand, **plan._attributes())
+    return tuple(outputs) if many else outputs[0]
 
 
 def _mesh_result(plan: Plan, operand):
@@ -191,7 +195,7 @@ def _operation(name: str, shape, backward):
 
     def forward(plan, positions, operand):
         x, v = positions.value, operand.value
-        if positions.perturbed and name in ("interp_gradient", "spread_gradient"):
+        if positions.perturbed and name in ("interp_gradient", "spread_gradient", "interp_both"):
             raise NotImplementedError(
                 f"pmkit.jax.{name}: the derivative with respect to the positions needs the kernels' second "
                 "derivatives, which pmkit does not compute; stop the positions' gradient (jax.lax.stop_gradient)"
@@ -199,7 +203,8 @@ def _operation(name: str, shape, backward):
         return op(plan, x, v), (x, v if positions.perturbed else None)
 
     def backward_or_zero(plan, residuals, cotangent):
-        if isinstance(cotangent, SymbolicZero):
+        parts = cotangent if isinstance(cotangent, tuple) else (cotangent,)
+        if all(isinstance(part, SymbolicZero) for part in parts):
             return None, None
         return backward(plan, residuals, cotangent)
 
@@ -207,21 +212,29 @@ def _operation(name: str, shape, backward):
     return op
 
 
-def _positions_gradient(plan, x, weights, mesh):
-    """d/dx_p = sum over fields of weights[f, p] * interp_gradient(mesh)[f, p]."""
-    return jnp.einsum("fn,fnd->nd", weights, _interp_gradient(plan, x, mesh))
-
-
-# spread: d/dq = interp(g); d/dx_p = sum_f q[f, p] * interp_gradient(g)[f, p].
+# spread: d/dq = interp(g); d/dx_p = sum_f q[f, p] * interp_gradient(g)[f, p], both on
+# one binning where the positions are differentiated.
 def _spread_backward(plan, residuals, g):
     x, q = residuals
-    return (None if q is None else _positions_gradient(plan, x, q, g)), _interp(plan, x, g)
+    if q is None:
+        return None, _interp(plan, x, g)
+    values, vectors = _interp_both(plan, x, g)
+    return jnp.einsum("fn,fnd->nd", q, vectors), values
+
+
+# interp_both (interp and interp_gradient): d/dm = spread(g_values) + spread_gradient(g_vectors).
+def _interp_both_backward(plan, residuals, cotangents):
+    x = residuals[0]
+    parts = [op(plan, x, g) for op, g in zip((_spread, _spread_gradient), cotangents)
+             if not isinstance(g, SymbolicZero)]
+    return None, sum(parts[1:], parts[0])
 
 
 # interp: d/dm = spread(g); d/dx_p = sum_f g[f, p] * interp_gradient(m)[f, p].
 def _interp_backward(plan, residuals, g):
     x, m = residuals
-    return (None if m is None else _positions_gradient(plan, x, g, m)), _spread(plan, x, g)
+    d_x = None if m is None else jnp.einsum("fn,fnd->nd", g, _interp_gradient(plan, x, m))
+    return d_x, _spread(plan, x, g)
 
 
 _spread = _operation("spread", lambda plan, x, q: _mesh_result(plan, q), _spread_backward)
@@ -233,6 +246,9 @@ _interp_gradient = _operation(
 _spread_gradient = _operation(
     "spread_gradient", lambda plan, x, v: _mesh_result(plan, v),
     lambda plan, residuals, g: (None, _interp_gradient(plan, residuals[0], g)),
+)
+_interp_both = _operation(
+    "interp_both", lambda plan, x, m: [m.shape[:1] + x.shape[:1], m.shape[:1] + x.shape], _interp_both_backward
 )
 
 

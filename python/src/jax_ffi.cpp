@@ -2,13 +2,15 @@
 // interp_gradient and spread_gradient on the buffers XLA passes, without copies, on the
 // CPU and on the CUDA stream XLA gives.
 //
-// A call takes two buffers, the positions (N, D) and the input, and writes one result,
+// A call takes two buffers, the positions (N, D) and the input, and writes its results,
 // all of one dtype in C order:
 //
 //   spread:          values  (F, N)        -> meshes  (F, *mesh_shape)
 //   interp:          meshes  (F, *mesh)    -> values  (F, N)
 //   interp_gradient: meshes  (F, *mesh)    -> vectors (F, N, D)
 //   spread_gradient: vectors (F, N, D)     -> meshes  (F, *mesh_shape)
+//   interp_both:     meshes  (F, *mesh)    -> values  (F, N) and vectors (F, N, D),
+//                    interp and interp_gradient on one binning (spread's derivative)
 //
 // Under vmap (vmap_method "expand_dims") every buffer has the same number of leading
 // batch axes as the result, each of the result's extent or 1 (broadcast). The handler
@@ -40,14 +42,35 @@ namespace nb = nanobind;
 namespace pmkit::python {
 namespace {
 
-enum class Op { Spread, Interp, InterpGradient, SpreadGradient };
+enum class Op { Spread, Interp, InterpGradient, SpreadGradient, InterpBoth };
 
 const char* op_name(Op op) {
   switch (op) {
     case Op::Spread: return "spread";
     case Op::Interp: return "interp";
     case Op::InterpGradient: return "interp_gradient";
-    default: return "spread_gradient";
+    case Op::SpreadGradient: return "spread_gradient";
+    default: return "interp_both";
+  }
+}
+
+// What a buffer holds per field: N particle values, N vectors of D, or a mesh.
+enum class Kind { Values, Vectors, Meshes };
+
+Kind input_kind(Op op) {
+  if (op == Op::Spread) return Kind::Values;
+  if (op == Op::SpreadGradient) return Kind::Vectors;
+  return Kind::Meshes;
+}
+
+// The plan calls of an operation, each with the kind of its result, in result order.
+std::vector<std::pair<Op, Kind>> steps(Op op) {
+  switch (op) {
+    case Op::Spread:
+    case Op::SpreadGradient: return {{op, Kind::Meshes}};
+    case Op::Interp: return {{op, Kind::Values}};
+    case Op::InterpGradient: return {{op, Kind::Vectors}};
+    default: return {{Op::Interp, Kind::Values}, {Op::InterpGradient, Kind::Vectors}};
   }
 }
 
@@ -198,72 +221,89 @@ ffi::Error check_tail(const char* name, ffi::Span<const std::int64_t> dims, std:
                  shape_text(ffi::Span<const std::int64_t>(tail.data(), tail.size())));
 }
 
+// The shape of one field's buffer of a kind, and its number of elements.
+template <int D>
+std::vector<std::int64_t> field_shape(Kind kind, std::int64_t n, const std::vector<std::int64_t>& mesh_shape) {
+  if (kind == Kind::Values) return {n};
+  if (kind == Kind::Vectors) return {n, D};
+  return mesh_shape;
+}
+
+std::int64_t product(const std::vector<std::int64_t>& shape) {
+  std::int64_t p = 1;
+  for (auto e : shape) p *= e;
+  return p;
+}
+
 template <class T, int D>
 ffi::Error run(Op op, const Place& place, const Attributes& a, ffi::AnyBuffer positions, ffi::AnyBuffer input,
-               ffi::Result<ffi::AnyBuffer> result) {
-  const auto out_dims = result->dimensions();
-  const std::size_t out_rank = (op == Op::Spread || op == Op::SpreadGradient) ? 1 + D : (op == Op::Interp ? 2 : 3);
-  if (out_dims.size() < out_rank) return invalid("pmkit.jax: the result has too few axes");
-  const std::size_t k = out_dims.size() - out_rank;
-  const ffi::Span<const std::int64_t> batch(out_dims.begin(), k);
+               const std::vector<ffi::AnyBuffer>& results) {
+  const auto calls = steps(op);
+  const Kind in_kind = input_kind(op);
   const auto x_dims = positions.dimensions();
-  if (x_dims.size() != k + 2) return invalid("pmkit.jax: positions has shape " + shape_text(x_dims) + "; expected (N, D)");
+  if (x_dims.size() < 2) return invalid("pmkit.jax: positions has shape " + shape_text(x_dims) + "; expected (N, D)");
+  const std::size_t k = x_dims.size() - 2;  // batch axes
+  const auto first = results[0].dimensions();
+  if (first.size() <= k) return invalid("pmkit.jax: the result has shape " + shape_text(first) + ", too few axes");
+  const ffi::Span<const std::int64_t> batch(first.begin(), k);
   const std::int64_t n = x_dims[k];
-  const std::int64_t fields = out_dims[k];
+  const std::int64_t fields = first[k];
 
   // Check the shapes before a plan is made or a buffer is read.
   std::vector<std::int64_t> mesh_shape;  // C order
   {
-    Grid<D> grid = grid_of<D>(a);
-    const auto shape = pmkit::mesh_shape(grid, Kernel::from_name(std::string(a.kernel)).ghost_width());
+    const auto shape = pmkit::mesh_shape(grid_of<D>(a), Kernel::from_name(std::string(a.kernel)).ghost_width());
     mesh_shape.assign(shape.rbegin(), shape.rend());
   }
-  std::int64_t mesh_size = 1;
-  for (auto e : mesh_shape) mesh_size *= e;
-  std::vector<std::int64_t> mesh_tail{fields};
-  mesh_tail.insert(mesh_tail.end(), mesh_shape.begin(), mesh_shape.end());
-  const std::vector<std::int64_t> values_tail{fields, n}, vectors_tail{fields, n, D};
-  const bool mesh_in = op == Op::Interp || op == Op::InterpGradient;
-  const auto& in_tail = mesh_in ? mesh_tail : (op == Op::Spread ? values_tail : vectors_tail);
-  const auto& out_tail = mesh_in ? (op == Op::Interp ? values_tail : vectors_tail) : mesh_tail;
+  auto tail = [&](Kind kind) {
+    std::vector<std::int64_t> t{fields};
+    const auto shape = field_shape<D>(kind, n, mesh_shape);
+    t.insert(t.end(), shape.begin(), shape.end());
+    return t;
+  };
   if (auto e = check_tail("positions", x_dims, k, {n, D}, batch); e.failure()) return e;
-  if (auto e = check_tail("the input", input.dimensions(), k, in_tail, batch); e.failure()) return e;
-  if (auto e = check_tail("the result", out_dims, k, out_tail, batch); e.failure()) return e;
+  if (auto e = check_tail("the input", input.dimensions(), k, tail(in_kind), batch); e.failure()) return e;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (auto e = check_tail("the result", results[i].dimensions(), k, tail(calls[i].second), batch); e.failure()) {
+      return e;
+    }
+  }
 
   auto cached = PlanCache<T, D>::instance().get(place, a, n);
   std::lock_guard<std::mutex> lock(cached->mutex);
   Plan<T, D>& plan = cached->plan;
   if (place.backend == Backend::Cuda && plan.options().stream != place.stream) plan.set_stream(place.stream);
 
-  const T* x = static_cast<const T*>(positions.untyped_data());
-  const T* in = static_cast<const T*>(input.untyped_data());
-  T* out = static_cast<T*>(result->untyped_data());
-  const std::int64_t in_entry = fields * (mesh_in ? mesh_size : (op == Op::Spread ? n : n * D));
-  const std::int64_t out_entry = fields * (mesh_in ? (op == Op::Interp ? n : n * D) : mesh_size);
-  const auto x_offsets = batch_offsets(x_dims, batch, n * D);
-  const auto in_offsets = batch_offsets(input.dimensions(), batch, in_entry);
-
   // A field's views: particle values (N), a mesh, or D strided components of vectors (N, D).
-  auto add_views = [&](auto& views, auto* base, bool mesh, bool vectors) {
+  const std::int64_t mesh_size = product(mesh_shape);
+  auto add_views = [&](auto& views, auto* base, Kind kind) {
     for (std::int64_t f = 0; f < fields; ++f) {
-      if (mesh) {
+      if (kind == Kind::Meshes) {
         views.emplace_back(base + f * mesh_size, static_cast<std::size_t>(mesh_size));
-      } else if (vectors) {
+      } else if (kind == Kind::Vectors) {
         for (int d = 0; d < D; ++d) views.emplace_back(base + f * n * D + d, static_cast<std::size_t>(n), D);
       } else {
         views.emplace_back(base + f * n, static_cast<std::size_t>(n));
       }
     }
   };
+  auto entry = [&](Kind kind) { return fields * product(field_shape<D>(kind, n, mesh_shape)); };
+  const T* x = static_cast<const T*>(positions.untyped_data());
+  const T* in = static_cast<const T*>(input.untyped_data());
+  const auto x_offsets = batch_offsets(x_dims, batch, n * D);
+  const auto in_offsets = batch_offsets(input.dimensions(), batch, entry(in_kind));
   std::vector<View<const T>> ins;
-  std::vector<View<T>> outs;
+  std::vector<std::vector<View<T>>> outs(calls.size());
   auto flush = [&]() {
-    if (op == Op::Spread) plan.spread(ins, outs);
-    if (op == Op::Interp) plan.interp(ins, outs);
-    if (op == Op::InterpGradient) plan.interp_gradient(ins, outs);
-    if (op == Op::SpreadGradient) plan.spread_gradient(ins, outs);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const Op step = calls[i].first;
+      if (step == Op::Spread) plan.spread(ins, outs[i]);
+      if (step == Op::Interp) plan.interp(ins, outs[i]);
+      if (step == Op::InterpGradient) plan.interp_gradient(ins, outs[i]);
+      if (step == Op::SpreadGradient) plan.spread_gradient(ins, outs[i]);
+      outs[i].clear();
+    }
     ins.clear();
-    outs.clear();
   };
   std::int64_t bound = -1;  // the positions' offset the plan holds
   for (std::size_t b = 0; b < x_offsets.size(); ++b) {
@@ -274,8 +314,11 @@ ffi::Error run(Op op, const Place& place, const Attributes& a, ffi::AnyBuffer po
       plan.set_points(xs);
       bound = x_offsets[b];
     }
-    add_views(ins, in + in_offsets[b], mesh_in, op == Op::SpreadGradient);
-    add_views(outs, out + static_cast<std::int64_t>(b) * out_entry, !mesh_in, op == Op::InterpGradient);
+    add_views(ins, in + in_offsets[b], in_kind);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      T* out = static_cast<T*>(results[i].untyped_data());
+      add_views(outs[i], out + static_cast<std::int64_t>(b) * entry(calls[i].second), calls[i].second);
+    }
   }
   if (!ins.empty()) flush();
   return ffi::Error::Success();
@@ -312,25 +355,37 @@ ffi::Error decode(const ffi::Dictionary& attrs, Attributes& a) {
 
 template <Op op>
 ffi::Error call(const Place& place, const ffi::Dictionary& attrs, ffi::AnyBuffer positions, ffi::AnyBuffer input,
-                ffi::Result<ffi::AnyBuffer> result) {
+                ffi::RemainingRets rets) {
   Attributes a;
   if (auto e = decode(attrs, a); e.failure()) return e;
+  const std::size_t count = steps(op).size();
+  if (rets.size() != count) {
+    return invalid(std::string("pmkit.jax.") + op_name(op) + ": " + std::to_string(rets.size()) +
+                   " results; it writes " + std::to_string(count));
+  }
+  std::vector<ffi::AnyBuffer> results;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto result = rets.get<ffi::AnyBuffer>(i);
+    if (result.has_error()) return result.error();
+    results.push_back(*result.value());
+  }
   const auto dtype = positions.element_type();
-  if (input.element_type() != dtype || result->element_type() != dtype ||
-      (dtype != ffi::DataType::F32 && dtype != ffi::DataType::F64)) {
+  bool same = input.element_type() == dtype && (dtype == ffi::DataType::F32 || dtype == ffi::DataType::F64);
+  for (const auto& result : results) same = same && result.element_type() == dtype;
+  if (!same) {
     return invalid(std::string("pmkit.jax.") + op_name(op) +
-                   ": positions, input and result must all be float32 or all float64");
+                   ": positions, input and results must all be float32 or all float64");
   }
   const bool f32 = dtype == ffi::DataType::F32;
   // No exception leaves a handler: a pmkit::Error (a plan's construction or call, a
   // position rejected now or, on the GPU, by an earlier call) is XLA's InvalidArgument.
   try {
     if (a.cells.size() == 2) {
-      return f32 ? run<float, 2>(op, place, a, positions, input, result)
-                 : run<double, 2>(op, place, a, positions, input, result);
+      return f32 ? run<float, 2>(op, place, a, positions, input, results)
+                 : run<double, 2>(op, place, a, positions, input, results);
     }
-    return f32 ? run<float, 3>(op, place, a, positions, input, result)
-               : run<double, 3>(op, place, a, positions, input, result);
+    return f32 ? run<float, 3>(op, place, a, positions, input, results)
+               : run<double, 3>(op, place, a, positions, input, results);
   } catch (const Error& e) {
     return invalid(std::string("pmkit.jax.") + op_name(op) + ": " + e.what());
   } catch (const std::exception& e) {
@@ -339,26 +394,25 @@ ffi::Error call(const Place& place, const ffi::Dictionary& attrs, ffi::AnyBuffer
 }
 
 template <Op op>
-ffi::Error cpu_call(ffi::Dictionary attrs, ffi::AnyBuffer positions, ffi::AnyBuffer input,
-                    ffi::Result<ffi::AnyBuffer> result) {
-  return call<op>(Place{}, attrs, positions, input, result);
+ffi::Error cpu_call(ffi::Dictionary attrs, ffi::AnyBuffer positions, ffi::AnyBuffer input, ffi::RemainingRets rets) {
+  return call<op>(Place{}, attrs, positions, input, rets);
 }
 
 template <Op op>
 ffi::Error cuda_call(void* stream, std::int32_t device, ffi::Dictionary attrs, ffi::AnyBuffer positions,
-                     ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> result) {
-  return call<op>(Place{Backend::Cuda, device, stream}, attrs, positions, input, result);
+                     ffi::AnyBuffer input, ffi::RemainingRets rets) {
+  return call<op>(Place{Backend::Cuda, device, stream}, attrs, positions, input, rets);
 }
 
 // A binding (with the CUDA context or without) completed with what every call takes: the
-// attributes, the positions and the input, and the result.
+// attributes, the positions and the input, and the results (one, or two for interp_both).
 template <class Binding>
 auto with_buffers(Binding&& binding) {
   return std::move(binding)
       .template Attrs<ffi::Dictionary>()
       .template Arg<ffi::AnyBuffer>()
       .template Arg<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>();
+      .RemainingRets();
 }
 
 template <Op op>
@@ -393,6 +447,7 @@ void bind_jax(nb::module_& m) {
         d[op_name(Op::Interp)] = handlers<Op::Interp>();
         d[op_name(Op::InterpGradient)] = handlers<Op::InterpGradient>();
         d[op_name(Op::SpreadGradient)] = handlers<Op::SpreadGradient>();
+        d[op_name(Op::InterpBoth)] = handlers<Op::InterpBoth>();
         return d;
       },
       "The XLA FFI handlers of pmkit.jax: {operation: (CPU handler, CUDA handler)} as PyCapsules.");

@@ -184,6 +184,18 @@ def test_forces_are_minus_the_energy_gradient():
 
 
 @needs_gradients
+def test_spread_backward_bins_once():
+    """spread's derivative in values and positions: interp and interp_gradient of the
+    cotangent in one custom call, on one binning."""
+    grid, kernel = GRIDS["periodic3d"]
+    plan = pj.Plan(grid, kernel)
+    x, q = data(grid, "float64")
+    text = str(jax.make_jaxpr(jax.grad(lambda x, q: jnp.sum(pj.spread(plan, x, q) ** 2), argnums=(0, 1)))(x, q))
+    assert [line.split("=")[1] for line in text.splitlines() if "target_name=" in line] == [
+        "pmkit_spread", "pmkit_interp_both"]
+
+
+@needs_gradients
 def test_grad_under_vmap():
     grid, kernel = GRIDS["periodic3d"]
     plan = pj.Plan(grid, kernel)
