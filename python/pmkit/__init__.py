@@ -9,7 +9,8 @@ without copies.
     rho = plan.spread(np.ones(1000))       # (32, 32, 32): mesh[k, j, i] is node (i, j, k)
     phi = plan.interp(rho)                 # (1000,)
 
-``pmkit.torch`` has the differentiable versions for PyTorch.
+``pmkit.torch`` has the differentiable versions for PyTorch, ``pmkit.jax`` for JAX (XLA
+custom calls under jit, grad and vmap).
 """
 
 from ._pmkit import Error, ErrorCode, Kernel, __version__, built_with_cuda, built_with_mpi

@@ -9,6 +9,9 @@
 
 #include "pmkit/pmkit.hpp"
 #include "plans.hpp"
+#ifdef PMKIT_PYTHON_JAX
+#include "jax_ffi.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -136,4 +139,7 @@ NB_MODULE(_pmkit, m) {
   pmkit::python::bind_ffts(m);
   pmkit::python::bind_distributed_plans(m);
   pmkit::python::bind_pme_plans(m);
+#ifdef PMKIT_PYTHON_JAX
+  pmkit::python::bind_jax(m);
+#endif
 }
