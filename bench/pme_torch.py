@@ -47,7 +47,8 @@ DENSITY = 100.0  # charges per nm^3
 def system(n, generator, device, dtype, cutoff):
     box = (n / DENSITY) ** (1 / 3)
     cutoff = min(cutoff, 0.49 * box)
-    x = torch.rand(n, 3, generator=generator, dtype=torch.float64) * box
+    # Strictly inside [0, box) also once rounded to float32.
+    x = torch.rand(n, 3, generator=generator, dtype=torch.float64) * (box * (1 - 1e-6))
     q = torch.rand(n, generator=generator, dtype=torch.float64) * 2 - 1
     q -= q.mean()
     return x.to(device, dtype), q.to(device, dtype), box, cutoff

@@ -68,7 +68,9 @@ def test_gradcheck_positions_charges_cell(rng, device):
         return out.energy, (out.potential * weights).sum()
 
     inputs = (x.requires_grad_(), q.requires_grad_(), cell.requires_grad_())
-    assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-4)
+    # On the GPU the spread adds with atomics, so a repeated backward differs by rounding.
+    nondet = 1e-10 if device == "cuda" else 0.0
+    assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-4, nondet_tol=nondet)
 
 
 @pytest.mark.parametrize("device", DEVICES)
