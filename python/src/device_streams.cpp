@@ -68,6 +68,17 @@ void synchronize_stream(StreamHandle stream, int device) {
   check(cudaStreamSynchronize(cuda_stream(stream)), "cudaStreamSynchronize");
 }
 
+void copy_device_to_host(void* host, const void* source, std::size_t bytes, StreamHandle stream, int device) {
+  DeviceScope scope(device);
+  check(cudaMemcpyAsync(host, source, bytes, cudaMemcpyDeviceToHost, cuda_stream(stream)), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(cuda_stream(stream)), "cudaStreamSynchronize");
+}
+
+void copy_host_to_device(void* target, const void* host, std::size_t bytes, StreamHandle stream, int device) {
+  DeviceScope scope(device);
+  check(cudaMemcpyAsync(target, host, bytes, cudaMemcpyHostToDevice, cuda_stream(stream)), "cudaMemcpyAsync");
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (data_) cudaFree(data_);
 }
@@ -97,6 +108,12 @@ void StreamBridge::order(int, StreamHandle, StreamHandle) {}
 void StreamBridge::enter(StreamHandle, StreamHandle) {}
 void StreamBridge::leave(StreamHandle, StreamHandle) {}
 void synchronize_stream(StreamHandle, int) {}
+void copy_device_to_host(void*, const void*, std::size_t, StreamHandle, int) {
+  detail::fail(ErrorCode::Unsupported, "device memory: this build of pmkit's Python module has no CUDA backend");
+}
+void copy_host_to_device(void* target, const void* host, std::size_t bytes, StreamHandle stream, int device) {
+  copy_device_to_host(target, host, bytes, stream, device);
+}
 DeviceBuffer::~DeviceBuffer() = default;
 void* DeviceBuffer::reserve(std::size_t) {
   detail::fail(ErrorCode::Unsupported, "device memory: this build of pmkit's Python module has no CUDA backend");

@@ -35,6 +35,13 @@ class StreamBridge {
 // Waits on the host for the work queued on `stream` of `device`.
 void synchronize_stream(StreamHandle stream, int device);
 
+// Copies `bytes` from device memory to the host, in order after the work queued on
+// `stream`, and waits for it.
+void copy_device_to_host(void* host, const void* source, std::size_t bytes, StreamHandle stream, int device);
+// Copies `bytes` from the host to device memory, queued on `stream`; `host` may be freed
+// when it returns (pageable memory is staged before the call returns).
+void copy_host_to_device(void* target, const void* host, std::size_t bytes, StreamHandle stream, int device);
+
 // Device memory of one device, kept for reuse; grows on demand.
 class DeviceBuffer {
  public:

@@ -33,14 +33,16 @@
 #include <utility>
 #include <vector>
 
+#include "jax_ffi_shared.hpp"
 #include "pmkit/plan.hpp"
-#include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
 namespace nb = nanobind;
 
 namespace pmkit::python {
 namespace {
+
+using namespace jax_ffi;
 
 enum class Op { Spread, Interp, InterpGradient, SpreadGradient, InterpBoth };
 
@@ -92,11 +94,6 @@ struct Attributes {
   std::int64_t deterministic = 0;
   std::int64_t threads = 0;
 };
-
-template <class T>
-void append_bytes(std::string& key, const T* data, std::size_t count) {
-  key.append(reinterpret_cast<const char*>(data), count * sizeof(T));
-}
 
 // The cache key of a plan: everything its construction reads, and the particle count.
 std::string plan_key(const Place& place, const Attributes& a, std::int64_t n) {
@@ -173,52 +170,12 @@ void clear_plans() {
   PlanCache<float, 3>::instance().clear();
   PlanCache<double, 2>::instance().clear();
   PlanCache<double, 3>::instance().clear();
+  clear_pme_plans();
 }
 
 std::size_t cached_plans() {
   return PlanCache<float, 2>::instance().size() + PlanCache<float, 3>::instance().size() +
-         PlanCache<double, 2>::instance().size() + PlanCache<double, 3>::instance().size();
-}
-
-ffi::Error invalid(const std::string& message) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, message); }
-
-std::string shape_text(ffi::Span<const std::int64_t> dims) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + (dims.size() == 1 ? ",)" : ")");
-}
-
-// A buffer's batch axes against the result's: the element offset of each batch entry
-// (0 along an axis of extent 1, which broadcasts).
-std::vector<std::int64_t> batch_offsets(ffi::Span<const std::int64_t> dims, ffi::Span<const std::int64_t> batch,
-                                        std::int64_t entry_size) {
-  const std::size_t k = batch.size();
-  std::int64_t entries = 1;
-  for (std::size_t j = 0; j < k; ++j) entries *= batch[j];
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(entries), 0);
-  for (std::int64_t b = 0; b < entries; ++b) {
-    std::int64_t rest = b, stride = entry_size, offset = 0;
-    for (std::size_t j = k; j-- > 0;) {
-      const std::int64_t index = rest % batch[j];
-      rest /= batch[j];
-      if (dims[j] != 1) offset += index * stride;
-      stride *= dims[j];
-    }
-    offsets[static_cast<std::size_t>(b)] = offset;
-  }
-  return offsets;
-}
-
-// The shape a buffer has past its batch axes, checked against the one it must have.
-ffi::Error check_tail(const char* name, ffi::Span<const std::int64_t> dims, std::size_t k,
-                      const std::vector<std::int64_t>& tail, ffi::Span<const std::int64_t> batch) {
-  bool ok = dims.size() == k + tail.size();
-  for (std::size_t j = 0; ok && j < k; ++j) ok = dims[j] == 1 || dims[j] == batch[j];
-  for (std::size_t j = 0; ok && j < tail.size(); ++j) ok = dims[k + j] == tail[j];
-  if (ok) return ffi::Error::Success();
-  return invalid(std::string("pmkit.jax: ") + name + " has shape " + shape_text(dims) + "; expected " +
-                 std::to_string(k) + " batch axes (extent 1 or the result's) then " +
-                 shape_text(ffi::Span<const std::int64_t>(tail.data(), tail.size())));
+         PlanCache<double, 2>::instance().size() + PlanCache<double, 3>::instance().size() + cached_pme_plans();
 }
 
 // The shape of one field's buffer of a kind, and its number of elements.
@@ -227,12 +184,6 @@ std::vector<std::int64_t> field_shape(Kind kind, std::int64_t n, const std::vect
   if (kind == Kind::Values) return {n};
   if (kind == Kind::Vectors) return {n, D};
   return mesh_shape;
-}
-
-std::int64_t product(const std::vector<std::int64_t>& shape) {
-  std::int64_t p = 1;
-  for (auto e : shape) p *= e;
-  return p;
 }
 
 template <class T, int D>
@@ -322,17 +273,6 @@ ffi::Error run(Op op, const Place& place, const Attributes& a, ffi::AnyBuffer po
   }
   if (!ins.empty()) flush();
   return ffi::Error::Success();
-}
-
-// One attribute into `into`; the first missing or mistyped one is kept in `error`.
-template <class T>
-void take(const ffi::Dictionary& attrs, const char* name, T& into, ffi::Error& error) {
-  auto value = attrs.get<T>(name);
-  if (value.has_value()) {
-    into = *value;
-  } else if (error.success()) {
-    error = invalid(std::string("pmkit.jax: attribute ") + name + ": " + value.error().message());
-  }
 }
 
 ffi::Error decode(const ffi::Dictionary& attrs, Attributes& a) {
@@ -448,6 +388,7 @@ void bind_jax(nb::module_& m) {
         d[op_name(Op::InterpGradient)] = handlers<Op::InterpGradient>();
         d[op_name(Op::SpreadGradient)] = handlers<Op::SpreadGradient>();
         d[op_name(Op::InterpBoth)] = handlers<Op::InterpBoth>();
+        add_pme_handlers(d);
         return d;
       },
       "The XLA FFI handlers of pmkit.jax: {operation: (CPU handler, CUDA handler)} as PyCapsules.");
