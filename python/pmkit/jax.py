@@ -56,7 +56,7 @@ from ._plan import Plan as _MeshPlan
 
 __all__ = [
     "Plan", "spread", "interp", "interp_gradient", "spread_gradient", "clear_plans", "cached_plans",
-    "pme_reciprocal_energy", "ewald_self_energy",
+    "pme", "PmeOutput", "pme_reciprocal_energy", "ewald_self_energy",
 ]
 
 _OPERATIONS = ("spread", "interp", "interp_gradient", "spread_gradient")
@@ -76,6 +76,8 @@ def _register() -> None:
 
 
 _register()
+
+from ._jax_pme import PmeOutput, pme  # noqa: E402  (needs the handlers registered)
 
 
 class Plan:

@@ -14,7 +14,7 @@
 //
 // Each system runs on a PmePlan cached per cell, parameters (given, or chosen by
 // PmeParameters::choose from the cutoff, tolerance and order), options, dtype, system
-// size and device; the cache keeps the plans of the last kMaxPlans cells and sizes, so that
+// size and device; each dtype's cache keeps the last kMaxPlans plans used, so that
 // a cell that changes every call (a barostat, a cell being trained) does not grow it
 // without bound. The cells are read on the host (the plans need them there): on the GPU
 // that is one copy and wait before the plans run, and the energies and virials come
