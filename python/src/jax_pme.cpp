@@ -178,6 +178,13 @@ void from_host(const Place& place, void* data, const void* host, std::size_t byt
   }
 }
 
+// The x, y and z components of (count, 3) vectors in C order.
+template <class E>
+std::array<View<E>, 3> components(E* data, std::int64_t count) {
+  const auto n = static_cast<std::size_t>(count);
+  return {View<E>(data, n, 3), View<E>(data + 1, n, 3), View<E>(data + 2, n, 3)};
+}
+
 // The buffers of a call: inputs, then results in order.
 struct Buffers {
   ffi::AnyBuffer positions, charges, cells;
@@ -273,7 +280,7 @@ ffi::Error run(PmeOp op, const Place& place, const PmeAttributes& a, const Buffe
       if (place.backend == Backend::Cuda && plan.options().stream != place.stream) plan.set_stream(place.stream);
       const T* xs = x + x_offsets[b] + 3 * start;
       if (bound[cached.get()] != xs) {
-        plan.set_points({View<const T>(xs, count, 3), View<const T>(xs + 1, count, 3), View<const T>(xs + 2, count, 3)});
+        plan.set_points(components(xs, count));
         bound[cached.get()] = xs;
       }
       const View<const T> charges(q + q_offsets[b] + start, count);
@@ -281,15 +288,12 @@ ffi::Error run(PmeOp op, const Place& place, const PmeAttributes& a, const Buffe
       if (op == PmeOp::ChargeGradient) {
         const T* w = static_cast<const T*>(io.extra[0].untyped_data()) + w_offsets[b] + 3 * start;
         T* out = static_cast<T*>(io.results[0].untyped_data()) + b * n + start;
-        plan.charge_gradient_of_forces(
-            charges, {View<const T>(w, count, 3), View<const T>(w + 1, count, 3), View<const T>(w + 2, count, 3)},
-            View<T>(out, count), reciprocal);
+        plan.charge_gradient_of_forces(charges, components(w, count), View<T>(out, count), reciprocal);
         continue;
       }
       T* phi = static_cast<T*>(io.results[1].untyped_data()) + b * n + start;
       T* f = static_cast<T*>(io.results[2].untyped_data()) + (b * n + start) * 3;
-      const typename PmePlan<T>::Forces forces{View<T>(f, count, 3), View<T>(f + 1, count, 3),
-                                               View<T>(f + 2, count, 3)};
+      const auto forces = components(f, count);
       const std::int64_t system = b * systems + s;
       const View<double> energy(energy_out + system, 1);
       const View<double> w = virial ? View<double>(virial_out + 6 * system, 6) : View<double>();
