@@ -23,11 +23,12 @@ runs on the CPU, and pmkit.jax on the CPU too. Ratios pmkit / jax-finufft.
 
     python bench/jax_bench.py [--quick] [--n 16777216] [--cells 128] [--reps 11]
 
-PME's mesh part: energy and forces by jax.value_and_grad of pmkit.jax.pme_reciprocal_energy
-at 10^4, 10^5 and 10^6 charges (float32, order 4, OpenMM's alpha and mesh for a 1 nm
-cutoff and a tolerance of 5e-4, 100 charges per nm^3), against pmkit.PmePlan's
-compute(reciprocal_only=True) (set_points, energy and forces) where the package has
-PmePlan. Ratio jax / c++.
+PME: energy and forces by jax.value_and_grad of pmkit.jax.pme's energy under jit at 10^4,
+10^5 and 10^6 charges (float32, order 4, OpenMM's alpha and mesh for a 1 nm cutoff and a
+tolerance of 5e-4, 100 charges per nm^3), against pmkit.PmePlan's step (set_points and
+compute: energy and forces) on the same arrays, ratio jax / c++; and against torch-pme's
+PMECalculator (energy and forces by autograd, as bench/pme_torch.py runs it, on the same
+charges through DLPack) where torch and torch-pme are installed, ratio torch-pme / jax.
 
 --quick: 2^16 particles on 32^3 cells, 3 reps, on the CPU (a check that it runs); PME at
 10^3 and 10^4 charges.
@@ -156,60 +157,63 @@ def against_finufft(grid, x, q, device, reps):
               f"{t / t_theirs:>15.3f}")
 
 
-def smooth_size(n):
-    """The least size >= n with no prime factor above 7 (as PmeParameters.choose rounds)."""
-    while True:
-        m = n
-        for p in (2, 3, 5, 7):
-            while m % p == 0:
-                m //= p
-        if m == 1:
-            return n
-        n += 1
+def torch_pme_step(x, q, box, params):
+    """torch-pme's step (energy and forces by autograd, bench/pme_torch.py's) on the same
+    charges through DLPack, or None where torch or torch-pme is not installed."""
+    try:
+        import torch
+        import torchpme
 
+        import pme_torch
+    except ImportError:
+        return None
+    xt, qt = (torch.from_dlpack(a) for a in (x, q))
+    pairs = pme_torch.neighbour_pairs(xt, box, params.cutoff)
+    step = pme_torch.torchpme_step(torchpme, params, box, params.cutoff, xt, qt, pairs)
 
-def pme_parameters(box, cutoff, tolerance, order):
-    """(alpha, mesh): pmkit.PmeParameters.choose's where the package has it, else the same
-    rule (OpenMM's) here."""
-    if hasattr(pmkit, "PmeParameters"):
-        p = pmkit.PmeParameters.choose(box, cutoff, tolerance, order)
-        return p.alpha, tuple(p.mesh)
-    alpha = np.sqrt(-np.log(2 * tolerance)) / cutoff
-    return alpha, tuple(smooth_size(int(np.ceil(2 * alpha * length / (3 * tolerance**0.2)))) for length in box)
+    def run():
+        step()
+        if xt.is_cuda:
+            torch.cuda.synchronize()
+
+    return run
 
 
 def pme(device, reps, counts):
-    """PME's mesh part, energy and forces (jax.value_and_grad of pmkit.jax's
-    pme_reciprocal_energy) against pmkit.PmePlan's compute(reciprocal_only=True) on the
-    same charges, where the package has it: float32, B-splines of order 4, OpenMM's
-    alpha and mesh for a cutoff of 1 nm and a tolerance of 5e-4, 100 charges per nm^3."""
-    print(f"\nPME's mesh part, energy and forces, {device}, float32, order 4, cutoff 1 nm, tolerance 5e-4")
-    print(f"{'charges':>9}{'mesh':>16}{'jax ms':>10}{'c++ ms':>10}{'jax/c++':>10}")
+    """PME, energy and forces: pmkit.jax.pme under jit (jax.value_and_grad of the energy)
+    against pmkit.PmePlan's step (set_points, compute) on the same JAX arrays and against
+    torch-pme where installed: float32, B-splines of order 4, OpenMM's alpha and mesh for a
+    cutoff of 1 nm and a tolerance of 5e-4, 100 charges per nm^3."""
+    print(f"\nPME, energy and forces, {device}, float32, order 4, cutoff 1 nm, tolerance 5e-4")
+    print(f"{'charges':>9}{'mesh':>14}{'jax ms':>10}{'c++ ms':>10}{'jax/c++':>10}{'torch-pme ms':>14}"
+          f"{'torch-pme/jax':>15}")
     backend = "cuda" if device.platform == "gpu" else "cpu"
     for n in counts:
         box = ((n / 100) ** (1 / 3),) * 3
-        alpha, mesh = pme_parameters(box, 1.0, 5e-4, 4)
+        cutoff = min(1.0, 0.49 * box[0])
+        params = pmkit.PmeParameters.choose(box, cutoff, 5e-4, 4)
         rng = np.random.default_rng(n)
-        x = jax.device_put((rng.random((n, 3)) * box[0]).astype(np.float32), device)
-        q = rng.standard_normal(n)
+        x = jax.device_put((rng.random((n, 3)) * box[0] * (1 - 1e-6)).astype(np.float32), device)
+        q = rng.uniform(-1, 1, n)
         q = jax.device_put((q - q.mean()).astype(np.float32), device)
-        step = jax.jit(jax.value_and_grad(
-            lambda x, q: pj.pme_reciprocal_energy(x, q, box, alpha=alpha, mesh=mesh, order=4)))
-        timings = {"jax": lambda: jax.block_until_ready(step(x, q))}
-        if hasattr(pmkit, "PmePlan"):
-            params = pmkit.PmeParameters.choose(box, 1.0, 5e-4, 4)
-            plan = pmkit.PmePlan(box, params, dtype="float32", backend=backend,
-                                 device=device.id if backend == "cuda" else 0)
+        cell = jax.device_put(np.array(box, dtype=np.float32), device)
+        step = jax.jit(jax.value_and_grad(lambda x, q, c: pj.pme(x, q, c, parameters=params).energy))
+        plan = pmkit.PmePlan(box, params, dtype="float32", backend=backend, device=device.id if backend == "cuda" else 0)
 
-            def cpp_step(plan=plan):
-                plan.set_points(x)
-                plan.compute(q, reciprocal_only=True)
-                plan.synchronize()
+        def cpp_step():
+            plan.set_points(x)
+            plan.compute(q)
+            plan.synchronize()
 
-            timings["c++"] = cpp_step
+        timings = {"jax": lambda: jax.block_until_ready(step(x, q, cell)), "c++": cpp_step}
+        theirs = torch_pme_step(x, q, box[0], params)
+        if theirs is not None:
+            timings["torch-pme"] = theirs
         t = medians(reps, timings)
-        cpp = f"{t['c++'] * 1e3:>10.3f}{t['jax'] / t['c++']:>10.3f}" if "c++" in t else f"{'-':>10}{'-':>10}"
-        print(f"{n:>9}{'x'.join(map(str, mesh)):>16}{t['jax'] * 1e3:>10.3f}{cpp}")
+        torch_pme = (f"{t['torch-pme'] * 1e3:>14.3f}{t['torch-pme'] / t['jax']:>15.1f}" if "torch-pme" in t
+                     else f"{'-':>14}{'-':>15}")
+        print(f"{n:>9}{'x'.join(map(str, params.mesh)):>14}{t['jax'] * 1e3:>10.3f}{t['c++'] * 1e3:>10.3f}"
+              f"{t['jax'] / t['c++']:>10.3f}{torch_pme}")
 
 
 def main():
