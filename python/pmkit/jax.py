@@ -1,5 +1,6 @@
-"""pmkit for JAX: spread, interp, interp_gradient and spread_gradient as XLA FFI custom
-calls, differentiable, under ``jit``, ``grad`` and ``vmap``.
+"""pmkit for JAX: spread, interp, interp_gradient, spread_gradient and PME (``pme``,
+pmkit::PmePlan) as XLA FFI custom calls, differentiable, under ``jit``, ``grad`` and
+``vmap``.
 
     import jax, jax.numpy as jnp, pmkit, pmkit.jax as pj
     plan = pj.Plan(pmkit.Grid.periodic((32, 32, 32), h=1 / 32), "mp4")
@@ -313,7 +314,9 @@ for _function, _name in zip((spread, interp, interp_gradient, spread_gradient), 
     _function.__name__ = _function.__qualname__ = _name
 
 
-# --- PME's mesh part: the reciprocal Ewald energy from the custom calls and jnp.fft.
+# --- PME's mesh part composed in JAX: the reciprocal Ewald energy from the custom calls and
+# jnp.fft. ``pme`` (pmkit._jax_pme) is PmePlan whole as one custom call; this composition is
+# a template for other influence functions and a check of pme(reciprocal_only=True).
 
 
 @functools.lru_cache(maxsize=64)
@@ -372,7 +375,8 @@ def pme_reciprocal_energy(positions, charges, box, *, alpha: float, mesh, order:
     Differentiable in the positions (the forces, through interp_gradient) and the charges
     (through interp), under jit, grad and vmap (a batch of systems of one size in one
     box). The box, mesh, order and alpha are static: no derivative with respect to the
-    cell."""
+    cell. ``pmkit.jax.pme(..., reciprocal_only=True)`` is the same energy from
+    pmkit::PmePlan in one custom call (one binning), with the cell's derivative."""
     box = tuple(float(b) for b in box)
     mesh = tuple(int(m) for m in mesh)
     if len(box) != 3 or len(mesh) != 3:
