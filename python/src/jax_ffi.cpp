@@ -339,41 +339,15 @@ ffi::Error cpu_call(ffi::Dictionary attrs, ffi::AnyBuffer positions, ffi::AnyBuf
 }
 
 template <Op op>
-ffi::Error cuda_call(void* stream, std::int32_t device, ffi::Dictionary attrs, ffi::AnyBuffer positions,
-                     ffi::AnyBuffer input, ffi::RemainingRets rets) {
+ffi::Error cuda_call(void* stream, std::int32_t device, ffi::ScratchAllocator, ffi::Dictionary attrs,
+                     ffi::AnyBuffer positions, ffi::AnyBuffer input, ffi::RemainingRets rets) {
   return call<op>(Place{Backend::Cuda, device, stream}, attrs, positions, input, rets);
-}
-
-// A binding (with the CUDA context or without) completed with what every call takes: the
-// attributes, the positions and the input, and the results (one, or two for interp_both).
-template <class Binding>
-auto with_buffers(Binding&& binding) {
-  return std::move(binding)
-      .template Attrs<ffi::Dictionary>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .RemainingRets();
-}
-
-template <Op op>
-XLA_FFI_Error* cpu_handler(XLA_FFI_CallFrame* frame) {
-  static auto* handler = with_buffers(ffi::Ffi::Bind()).To(cpu_call<op>).release();
-  return handler->Call(frame);
-}
-
-template <Op op>
-XLA_FFI_Error* cuda_handler(XLA_FFI_CallFrame* frame) {
-  static auto* handler =
-      with_buffers(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>().Ctx<ffi::DeviceOrdinal>())
-          .To(cuda_call<op>)
-          .release();
-  return handler->Call(frame);
 }
 
 template <Op op>
 nb::tuple handlers() {
-  return nb::make_tuple(nb::capsule(reinterpret_cast<void*>(&cpu_handler<op>)),
-                        nb::capsule(reinterpret_cast<void*>(&cuda_handler<op>)));
+  // The positions and the input; one result, or two for interp_both.
+  return capsules<BufferBinding<2, false>, &cpu_call<op>, &cuda_call<op>>();
 }
 
 }  // namespace

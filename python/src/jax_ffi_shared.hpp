@@ -1,9 +1,13 @@
 #pragma once
 // What pmkit.jax's XLA FFI handlers share (jax_ffi.cpp, the mesh operations; jax_pme.cpp,
-// PME): errors, shapes under vmap's batch axes, attributes, cache keys.
+// PME): errors, shapes under vmap's batch axes, attributes, cache keys, the handlers'
+// bindings.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nanobind/nanobind.h>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -74,6 +78,58 @@ void take(const ffi::Dictionary& attrs, const char* name, T& into, ffi::Error& e
   } else if (error.success()) {
     error = invalid(std::string("pmkit.jax: attribute ") + name + ": " + value.error().message());
   }
+}
+
+// A binding completed with `count` buffers (one or more: a binding does not move).
+template <int count, class Binding>
+auto with_arguments(Binding&& binding) {
+  static_assert(count >= 1, "with_arguments adds at least one buffer");
+  if constexpr (count == 1) {
+    return std::move(binding).template Arg<ffi::AnyBuffer>();
+  } else {
+    return with_arguments<count - 1>(std::move(binding).template Arg<ffi::AnyBuffer>());
+  }
+}
+
+// What an operation's calls take: the attributes, `count` buffers, with `more` any
+// further ones, then its results.
+template <int count, bool more>
+struct BufferBinding {
+  template <class Binding>
+  static auto bind(Binding&& binding) {
+    auto arguments = with_arguments<count>(std::move(binding).template Attrs<ffi::Dictionary>());
+    if constexpr (more) {
+      return std::move(arguments).RemainingArgs().RemainingRets();
+    } else {
+      return std::move(arguments).RemainingRets();
+    }
+  }
+};
+
+// An operation's handlers: `cpu` and `cuda` its functions, Buffers::bind(binding) (a
+// BufferBinding) the binding completed with its attributes and buffers. The CUDA function
+// takes first the stream XLA gives, the device ordinal and XLA's scratch allocator.
+template <class Buffers, auto cpu>
+XLA_FFI_Error* cpu_handler(XLA_FFI_CallFrame* frame) {
+  static auto* handler = Buffers::bind(ffi::Ffi::Bind()).To(cpu).release();
+  return handler->Call(frame);
+}
+
+template <class Buffers, auto cuda>
+XLA_FFI_Error* cuda_handler(XLA_FFI_CallFrame* frame) {
+  static auto* handler =
+      Buffers::bind(
+          ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>().Ctx<ffi::DeviceOrdinal>().Ctx<ffi::ScratchAllocator>())
+          .To(cuda)
+          .release();
+  return handler->Call(frame);
+}
+
+// (CPU handler, CUDA handler) as PyCapsules for jax.ffi.register_ffi_target.
+template <class Buffers, auto cpu, auto cuda>
+nanobind::tuple capsules() {
+  return nanobind::make_tuple(nanobind::capsule(reinterpret_cast<void*>(&cpu_handler<Buffers, cpu>)),
+                              nanobind::capsule(reinterpret_cast<void*>(&cuda_handler<Buffers, cuda>)));
 }
 
 }  // namespace pmkit::python::jax_ffi

@@ -374,38 +374,10 @@ ffi::Error cuda_call(void* stream, std::int32_t device, ffi::ScratchAllocator sc
   return call<op>(Place{Backend::Cuda, device, stream, &scratch}, attrs, positions, charges, cells, args, rets);
 }
 
-template <class Binding>
-auto with_buffers(Binding&& binding) {
-  return std::move(binding)
-      .template Attrs<ffi::Dictionary>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .RemainingArgs()
-      .RemainingRets();
-}
-
-template <PmeOp op>
-XLA_FFI_Error* cpu_handler(XLA_FFI_CallFrame* frame) {
-  static auto* handler = with_buffers(ffi::Ffi::Bind()).To(cpu_call<op>).release();
-  return handler->Call(frame);
-}
-
-template <PmeOp op>
-XLA_FFI_Error* cuda_handler(XLA_FFI_CallFrame* frame) {
-  static auto* handler = with_buffers(ffi::Ffi::Bind()
-                                          .Ctx<ffi::PlatformStream<void*>>()
-                                          .Ctx<ffi::DeviceOrdinal>()
-                                          .Ctx<ffi::ScratchAllocator>())
-                             .To(cuda_call<op>)
-                             .release();
-  return handler->Call(frame);
-}
-
 template <PmeOp op>
 nb::tuple pme_handlers() {
-  return nb::make_tuple(nb::capsule(reinterpret_cast<void*>(&cpu_handler<op>)),
-                        nb::capsule(reinterpret_cast<void*>(&cuda_handler<op>)));
+  // Positions, charges and cells, then the weights (pme_charge_gradient).
+  return capsules<BufferBinding<3, true>, &cpu_call<op>, &cuda_call<op>>();
 }
 
 }  // namespace

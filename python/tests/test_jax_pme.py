@@ -32,6 +32,14 @@ def systems(seed, sizes=SIZES, cells=CELLS):
     return [random_system(rng, n, cell, net=0.3) for n, cell in zip(sizes, cells)]
 
 
+def concatenated(seed, dtype="float64", sizes=SIZES, cells=CELLS):
+    """The systems as one batch: positions, charges, cells (S, 3), and the systems."""
+    parts = systems(seed, sizes, cells)
+    x = np.concatenate([p[0] for p in parts]).astype(dtype)
+    q = np.concatenate([p[1] for p in parts]).astype(dtype)
+    return x, q, np.array(cells, dtype=dtype), parts
+
+
 def relative(actual, expected):
     return np.linalg.norm(np.asarray(actual, dtype=np.float64) - expected) / np.linalg.norm(expected)
 
@@ -86,10 +94,7 @@ def test_reciprocal_part_matches_the_jax_composed_one():
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_batch_of_different_sizes_and_cells(dtype):
-    parts = systems(4)
-    x = np.concatenate([p[0] for p in parts]).astype(dtype)
-    q = np.concatenate([p[1] for p in parts]).astype(dtype)
-    cells = np.array(CELLS, dtype=dtype)
+    x, q, cells, parts = concatenated(4, dtype)
     f = jax.jit(lambda x, q, c: pj.pme(x, q, c, sizes=SIZES, virial=True, **SETTINGS))
     out = f(x, q, cells)
     assert out.energy.shape == (3,) and out.virial.shape == (3, 6) and out.forces.shape == (98, 3)
@@ -124,10 +129,7 @@ PARAMS = pmkit.PmeParameters(alpha=4.0, mesh=(16, 16, 16), order=6, cutoff=0.7)
 
 
 def small_batch(seed=7):
-    parts = systems(seed, sizes=(8, 6), cells=CELLS[:2])
-    x = np.concatenate([p[0] for p in parts])
-    q = np.concatenate([p[1] for p in parts])
-    return x, q, np.array(CELLS[:2])
+    return concatenated(seed, sizes=(8, 6), cells=CELLS[:2])[:3]
 
 
 def test_gradients_match_finite_differences():
@@ -303,10 +305,7 @@ def has_gpu():
 @pytest.mark.skipif(not has_gpu(), reason="needs a JAX GPU and a CUDA build of pmkit")
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_gpu_matches_the_cpu(dtype):
-    parts = systems(18)
-    x = np.concatenate([p[0] for p in parts]).astype(dtype)
-    q = np.concatenate([p[1] for p in parts]).astype(dtype)
-    cells = np.array(CELLS, dtype=dtype)
+    x, q, cells, _ = concatenated(18, dtype)
 
     def run(device):
         put = lambda a: jax.device_put(a, device)  # noqa: E731
