@@ -316,6 +316,7 @@ def test_gpu_matches_the_cpu(dtype):
         return [np.asarray(a, dtype=np.float64) for a in (energy, *grads, *out)]
 
     gpu, cpu = run(jax.devices("gpu")[0]), run(jax.devices("cpu")[0])
-    tolerance = 1e-9 if dtype == "float64" else 1e-4
+    # The GPU sums in another order; the cell's gradient is a difference of sums.
+    tolerance = 1e-9 if dtype == "float64" else 1e-3
     for got, want in zip(gpu, cpu):
         np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * max(1.0, np.abs(want).max()))
