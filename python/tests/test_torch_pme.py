@@ -127,9 +127,13 @@ def test_torch_compile_fullgraph(rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_loss_on_forces_reaches_the_charges(rng, device):
+def test_loss_on_forces_reaches_the_charges(rng, device, monkeypatch):
     # Forces by autograd with create_graph=True, then their gradient in the charges:
-    # gradcheck of q -> forces (finite differences of the forces themselves).
+    # gradcheck of q -> forces (finite differences of the forces themselves). The warning
+    # comes once a process: made to come again for each device.
+    import pmkit._torch_pme as torch_pme
+
+    monkeypatch.setattr(torch_pme, "_warned_hessian", False)
     x, q, cell, batch, _ = batch_of(rng, device, sizes=[7, 6], cells=CELLS[:2])
     pme = pt.Pme(cutoff=0.7, tolerance=1e-3, order=4, threads=1)
     x.requires_grad_()
