@@ -5,6 +5,7 @@
 #include <complex>
 
 #include "distributed_support.hpp"
+#include "rank_array.hpp"
 #include "pmkit/distributed_fft.hpp"
 #include "pmkit/fft.hpp"
 
@@ -14,41 +15,6 @@
 
 namespace pmkit::test {
 namespace {
-
-// A rank's arrays, on the host or (CUDA ranks) staged through device memory.
-template <class V>
-class RankArray {
- public:
-  RankArray(std::vector<V> host, bool device) : host_(std::move(host)), device_(device) {
-#if defined(PMKIT_WITH_CUDA)
-    if (device_) buffer_ = cuda::DeviceBuffer<V>(host_);
-#endif
-  }
-  V* data() {
-#if defined(PMKIT_WITH_CUDA)
-    if (device_) return buffer_.get();
-#endif
-    return host_.data();
-  }
-  std::vector<V> values() const {
-#if defined(PMKIT_WITH_CUDA)
-    if (device_) {
-      cuda::check(cudaDeviceSynchronize(), "the transforms");
-      std::vector<V> out = buffer_.download();
-      out.resize(host_.size());
-      return out;
-    }
-#endif
-    return host_;
-  }
-
- private:
-  std::vector<V> host_;
-  bool device_;
-#if defined(PMKIT_WITH_CUDA)
-  cuda::DeviceBuffer<V> buffer_;
-#endif
-};
 
 struct FftRanks {
   Backend backend;
