@@ -129,7 +129,11 @@ void PmeGhosts<T>::exchange(View<const T> charges) {
   if (memory_->device) {
     const cuda::DeviceScope on_device(memory_->device_id);
     memory_->device_arrays.reserve(host.size(), "DistributedPmePlan: ghosts");
-    memory_->device_arrays.upload(host);
+    // On the plan's stream, in order before the pair plan reads them; `host` stays until
+    // the next exchange, whose first copy waits for the stream.
+    cuda::check(cudaMemcpyAsync(memory_->device_arrays.get(), host.data(), host.size() * sizeof(T),
+                                cudaMemcpyHostToDevice, cuda::to_cuda_stream(memory_->stream)),
+                "DistributedPmePlan: the ghosts to the device");
   }
 #endif
 }
