@@ -15,7 +15,30 @@
 #include "pmkit/pme.hpp"
 #include "pmkit/view.hpp"
 
+#if defined(PMKIT_WITH_CUDA)
+#include "cuda/runtime.hpp"
+#endif
+
 namespace pmkit::distributed {
+
+#if defined(PMKIT_WITH_CUDA)
+// A CUDA rank's charges (device memory) for device_near_faces, and its scratch.
+template <class T>
+struct GhostDeviceArrays {
+  const T *x, *y, *z, *q;
+  cuda::DeviceBuffer<T>* values;
+  cuda::DeviceBuffer<unsigned long long>* indices;
+  cuda::DeviceBuffer<unsigned long long>* count;
+  int device;
+  StreamHandle stream;
+};
+
+// The charges of n within `reach` of a face of the slab [lo, hi) (cuda/pme_ghosts.cu):
+// on the host, x, y, z and q of each, in the charges' order. Waits for the stream.
+template <class T>
+void device_near_faces(const GhostDeviceArrays<T>& arrays, std::size_t n, double lo, double hi, double reach,
+                       std::vector<T>& values);
+#endif
 
 template <class T>
 class PmeGhosts {
@@ -46,8 +69,7 @@ class PmeGhosts {
   std::vector<double> slabs_;
   double length_, reach_;
   int rank_ = 0, size_ = 1;
-  std::array<std::vector<T>, 3> own_;
-  std::size_t count_ = 0, ghosts_ = 0;
+  std::size_t own_count_ = 0, count_ = 0, ghosts_ = 0;
   std::unique_ptr<Memory> memory_;
 };
 
