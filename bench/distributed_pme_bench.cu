@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/runtime.hpp"
@@ -97,9 +98,11 @@ struct Charges {
 };
 
 // The medians (ms) of a step's parts: move + migrate + update_points, compute, and
-// compute_reciprocal in steps of their own.
+// compute_reciprocal in steps of their own; and the phases of a profiled step, each the
+// slowest rank's (DistributedPmePlan only).
 struct Step {
   double update = 0, full = 0, reciprocal = 0;
+  DistributedPmeTimings phases;
 };
 
 // Times `steps` steps after `warmup`: update() then compute (full) and, in a second run of
@@ -126,7 +129,9 @@ Step time_steps(MPI_Comm comm, cudaStream_t stream, int warmup, int steps, U&& u
     const double tr = timed(reciprocal);
     if (s >= warmup) r.push_back(tr);
   }
-  return {median(u), median(f), median(r)};
+  Step step;
+  step.update = median(u), step.full = median(f), step.reciprocal = median(r);
+  return step;
 }
 
 PmeOptions gpu_options(cudaStream_t stream) {
@@ -174,15 +179,22 @@ Step distributed(MPI_Comm comm, std::size_t n, double length, PmeParameters p, T
   };
   migrate();
   pme.set_points(c.positions());
-  return time_steps(
-      comm, stream, warmup, steps,
-      [&] {
-        c.move(stream);
-        migrate();
-        pme.update_points(c.positions());
-      },
-      [&] { pme.compute(View<const float>(c.q.get(), c.n), c.forces(), View<double>(c.energy.get(), 1)); },
-      [&] { pme.compute_reciprocal(View<const float>(c.q.get(), c.n), c.forces(), View<double>(c.energy.get(), 1)); });
+  auto update = [&] {
+    c.move(stream);
+    migrate();
+    pme.update_points(c.positions());
+  };
+  auto full = [&] { pme.compute(View<const float>(c.q.get(), c.n), c.forces(), View<double>(c.energy.get(), 1)); };
+  Step step = time_steps(comm, stream, warmup, steps, update, full, [&] {
+    pme.compute_reciprocal(View<const float>(c.q.get(), c.n), c.forces(), View<double>(c.energy.get(), 1));
+  });
+  // A profiled step (a wait after each phase): each phase's slowest rank.
+  pme.set_profiling(true);
+  update();
+  full();
+  step.phases = pme.last_timings();
+  MPI_Allreduce(MPI_IN_PLACE, &step.phases, sizeof(DistributedPmeTimings) / sizeof(double), MPI_DOUBLE, MPI_MAX, comm);
+  return step;
 }
 
 const char* name(Transport t) { return t == Transport::Nccl ? "NCCL" : "host-staged MPI"; }
@@ -233,6 +245,7 @@ int main(int argc, char** argv) {
     std::printf("| PmePlan | 1 | %.3f | %.3f | %.3f | %.3f |\n", base.update, base.full, base.reciprocal,
                 base.update + base.full);
   }
+  std::vector<std::pair<std::string, DistributedPmeTimings>> phases;
   for (int gpus = 1; gpus <= size; gpus *= 2) {
     MPI_Comm comm;
     MPI_Comm_split(MPI_COMM_WORLD, rank < gpus ? 0 : MPI_UNDEFINED, rank, &comm);
@@ -245,10 +258,20 @@ int main(int argc, char** argv) {
       if (rank == 0) {
         const std::string what = "DistributedPmePlan, " + std::string(gpus == 1 ? "one rank" : name(taken));
         print_row(what.c_str(), gpus, s, base);
+        phases.push_back({what + ", " + std::to_string(gpus) + " GPUs", s.phases});
       }
     }
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
     MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (rank == 0) {
+    std::printf("\nPhases of one profiled step (ms, the slowest rank's each; a wait for the stream after each):\n"
+                "| run | migrate | spread | FFT (its exchange) | convolve | gather | ghosts | real space | finish |\n"
+                "|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto& [what, t] : phases)
+      std::printf("| %s | %.3f | %.3f | %.3f (%.3f) | %.3f | %.3f | %.3f | %.3f | %.3f |\n", what.c_str(),
+                  1e3 * t.migrate_s, 1e3 * t.spread_s, 1e3 * t.fft_s, 1e3 * t.fft_exchange_s, 1e3 * t.convolve_s,
+                  1e3 * t.gather_s, 1e3 * t.ghosts_s, 1e3 * t.real_space_s, 1e3 * t.finish_s);
   }
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
   MPI_Finalize();

@@ -194,6 +194,46 @@ TEST_P(DistributedPmeTest, FullComputeMatchesSingleRank) {
   compute_and_compare(pme, sh, single_rank(s, true), true);
   if (world_size() > 1) EXPECT_GT(sum_over_ranks(static_cast<long long>(pme.num_ghosts())), 0);
   else EXPECT_EQ(pme.num_ghosts(), 0u);
+  // Profiled: the same results, and each phase's time.
+  pme.set_profiling(true);
+  compute_and_compare(pme, sh, single_rank(s, true), true);
+  const DistributedPmeTimings t = pme.last_timings();
+  for (double phase : {t.spread_s, t.fft_s, t.convolve_s, t.gather_s, t.ghosts_s, t.real_space_s, t.finish_s})
+    EXPECT_GT(phase, 0.0);
+}
+
+// A float plan against the double single-rank plan, to float's rounding.
+TEST_P(DistributedPmeTest, FloatMatchesSingleRank) {
+  const System s = make_system(seed_, {2.0, 2.2, 2.5}, {10, 12, 14}, 0.9, 300);
+  const Results expected = single_rank(s, true);
+  DistributedPmePlan<float> pme(MPI_COMM_WORLD, s.box, s.params, options(), GetParam().transport);
+  std::vector<float> x[3], q;
+  std::vector<std::size_t> ids;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (pme.owner({s.x[0][i], s.x[1][i], s.x[2][i]}) != world_rank()) continue;
+    ids.push_back(i);
+    for (int d = 0; d < 3; ++d) x[d].push_back(float(s.x[d][i]));
+    q.push_back(float(s.q[i]));
+  }
+  const std::size_t n = ids.size();
+  RankArray<float> dx[3] = {RankArray<float>(x[0], on_device()), RankArray<float>(x[1], on_device()),
+                            RankArray<float>(x[2], on_device())};
+  RankArray<float> dq(q, on_device()), f(std::vector<float>(3 * n), on_device());
+  RankArray<double> energy(std::vector<double>(1), on_device());
+  pme.set_points({View<const float>(dx[0].data(), n), View<const float>(dx[1].data(), n),
+                  View<const float>(dx[2].data(), n)});
+  pme.compute(View<const float>(dq.data(), n),
+              {View<float>(f.data(), n), View<float>(f.data() + n, n), View<float>(f.data() + 2 * n, n)},
+              View<double>(energy.data(), 1));
+  const std::vector<float> got = f.values();
+  double scale = 0, error = 0;
+  for (int d = 0; d < 3; ++d)
+    for (std::size_t k = 0; k < n; ++k) {
+      scale = std::max(scale, std::fabs(expected.f[d][ids[k]]));
+      error = std::max(error, std::fabs(double(got[d * n + k]) - expected.f[d][ids[k]]));
+    }
+  EXPECT_LE(error, 1e-4 * scale) << "rank " << world_rank() << ", seed " << seed_;
+  EXPECT_NEAR(energy.values()[0], expected.energy, 1e-5 * std::fabs(expected.energy));
 }
 
 // Charges dealt round-robin migrate to their owners, then move across slabs (and out of

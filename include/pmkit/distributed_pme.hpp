@@ -48,6 +48,21 @@
 
 namespace pmkit {
 
+// Seconds of each rank's phases of the last compute (and of the last migrate), measured
+// where profiling is on (DistributedPmePlan::set_profiling: CUDA ranks then wait for their
+// stream after each phase); zero elsewhere, but migrate's.
+struct DistributedPmeTimings {
+  double migrate_s = 0;       // migrate: owners, counts, messages, compaction
+  double spread_s = 0;        // the charges' spread, its ghost layers summed across ranks
+  double fft_s = 0;           // the forward and inverse transforms, their exchanges included
+  double fft_exchange_s = 0;  // the transforms' slab exchanges (CUDA ranks; 0 on CPU ranks)
+  double convolve_s = 0;      // the influence function on the spectrum slab, its sums
+  double gather_s = 0;        // the potential's gradient (and value) at the charges
+  double ghosts_s = 0;        // the ghost charges' choice and exchange
+  double real_space_s = 0;    // the pair plan: binning and pairs
+  double finish_s = 0;        // forces, potentials, the sums added over the ranks
+};
+
 namespace detail {
 template <class T>
 class DistributedPmeState;
@@ -100,6 +115,11 @@ class DistributedPmePlan {
   // Waits for this rank's work and throws, on every rank, an error the device found in
   // an earlier call. Collective.
   void synchronize();
+
+  // Whether computes time their phases (last_timings), off at first: on CUDA ranks each
+  // phase then ends with a wait for the stream, which a step otherwise avoids.
+  void set_profiling(bool on);
+  DistributedPmeTimings last_timings() const;
 
   const PmeParameters& parameters() const { return params_; }
   const std::array<double, 3>& box() const { return box_; }

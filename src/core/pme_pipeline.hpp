@@ -28,22 +28,34 @@ bool check_pme_arrays(const char* call, std::size_t n, View<const T> charges, co
   return with_virial;
 }
 
+// The phases of the reciprocal part, and a caller's marks that time nothing.
+enum PmePhase { kPmeSpread, kPmeForward, kPmeConvolve, kPmeInverse, kPmeGather };
+
+struct NoMarks {
+  void operator()(PmePhase) const {}
+};
+
 // The reciprocal part of a compute on the mesh plan's n points: the mesh potential phi =
 // IFFT(C FFT(spread(q))) in the backend's mesh (mesh_size values), its gradient (and, with
 // a potential asked, its value) at the charges in the backend's particle scratch. Returns
 // the parts of the last step without the real space (PmeParts::real null).
 // collective: the mesh plan's interp is collective (DistributedPlan), so every rank makes
 // the calls whatever its n; otherwise they are skipped for no charges.
-template <class T, class MeshPlan, class Fft>
+// mark(phase) follows each phase (PmePhase), for a caller that times them.
+template <class T, class MeshPlan, class Fft, class Mark = NoMarks>
 PmeParts<T> pme_reciprocal(PmeBackend<T>& backend, MeshPlan& mesh, Fft& fft, bool collective, std::size_t mesh_size,
-                           std::size_t n,
-                           View<const T> charges, const std::array<View<T>, 3>& forces, View<double> energy,
-                           View<T> potential, View<double> virial, double coulomb) {
+                           std::size_t n, View<const T> charges, const std::array<View<T>, 3>& forces,
+                           View<double> energy, View<T> potential, View<double> virial, double coulomb,
+                           Mark&& mark = {}) {
   const bool with_virial = virial.data != nullptr;
   mesh.spread({charges}, {View<T>(backend.mesh(), mesh_size)});
+  mark(kPmeSpread);
   fft.forward(backend.mesh(), backend.spectrum());
+  mark(kPmeForward);
   backend.convolve(with_virial);
+  mark(kPmeConvolve);
   fft.inverse(backend.spectrum(), backend.mesh());
+  mark(kPmeInverse);
 
   T* scratch = backend.particle_scratch(n, with_virial ? kPmeVirialScratch : kPmeScratch);
   PmeParts<T> parts;
@@ -63,6 +75,7 @@ PmeParts<T> pme_reciprocal(PmeBackend<T>& backend, MeshPlan& mesh, Fft& fft, boo
       parts.rec_potential = scratch + 7 * n;
     }
   }
+  mark(kPmeGather);
   return parts;
 }
 

@@ -13,6 +13,11 @@
 #include "pmkit/distributed_pme.hpp"
 #include "pmkit/pairs.hpp"
 
+#if defined(PMKIT_WITH_CUDA)
+#include "cuda/runtime.hpp"
+#include "pmkit/cuda/runtime.hpp"
+#endif
+
 namespace pmkit {
 
 using detail::fail;
@@ -73,6 +78,18 @@ std::vector<double> z_slabs(MPI_Comm comm, const Block<3>& block, double spacing
   return slabs;
 }
 
+// Waits for a CUDA rank's stream (profiling's laps); CPU ranks' calls return done.
+void wait_for_stream(const ExecutionOptions& o) {
+#if defined(PMKIT_WITH_CUDA)
+  if (o.backend == Backend::Cuda) {
+    const cuda::DeviceScope on_device(o.device);
+    cuda::check(cudaStreamSynchronize(cuda::to_cuda_stream(o.stream)), "DistributedPmePlan: profiling");
+  }
+#else
+  (void)o;
+#endif
+}
+
 // The sums of the backend's last step, added over the ranks.
 class RankSums final : public detail::PmeSumReduction {
  public:
@@ -129,6 +146,8 @@ class DistributedPmeState {
   std::unique_ptr<distributed::PmeGhosts<T>> ghosts;
   std::unique_ptr<RankSums> sums;
   bool has_points = false;
+  bool profiling = false;
+  DistributedPmeTimings timings;
 };
 
 }  // namespace detail
@@ -186,9 +205,20 @@ std::size_t DistributedPmePlan<T>::num_ghosts() const {
 }
 
 template <class T>
+void DistributedPmePlan<T>::set_profiling(bool on) {
+  state_->profiling = on;
+}
+template <class T>
+DistributedPmeTimings DistributedPmePlan<T>::last_timings() const {
+  return state_->timings;
+}
+
+template <class T>
 std::size_t DistributedPmePlan<T>::migrate(const MutablePositions& positions, Span<View<T>> props,
                                            std::size_t count) {
-  return state_->mesh.migrate(positions, props, count);
+  const std::size_t n = state_->mesh.migrate(positions, props, count);
+  state_->timings.migrate_s = state_->mesh.last_timings().migrate_s;
+  return n;
 }
 
 template <class T>
@@ -247,20 +277,49 @@ void DistributedPmePlan<T>::run(bool real_space, View<const T> charges, const Fo
       fail(ErrorCode::InvalidArgument, call, ": some ranks ask for the ", names[k],
            " and some do not; every rank asks for the same outputs");
 
+  // Profiling: each phase's seconds into `into`, after a wait for this rank's work.
+  DistributedPmeTimings& t = s.timings;
+  t = DistributedPmeTimings{t.migrate_s};
+  double last = MPI_Wtime();
+  auto lap = [&](double& into) {
+    if (!s.profiling) return;
+    wait_for_stream(options_);
+    const double now = MPI_Wtime();
+    into += now - last;
+    last = now;
+  };
+  auto mark = [&](detail::PmePhase phase) {
+    switch (phase) {
+      case detail::kPmeSpread: return lap(t.spread_s);
+      case detail::kPmeForward:
+        lap(t.fft_s);
+        if (s.profiling) t.fft_exchange_s += s.fft.last_timings().exchange_s;
+        return;
+      case detail::kPmeConvolve: return lap(t.convolve_s);
+      case detail::kPmeInverse:
+        lap(t.fft_s);
+        if (s.profiling) t.fft_exchange_s += s.fft.last_timings().exchange_s;
+        return;
+      case detail::kPmeGather: return lap(t.gather_s);
+    }
+  };
   detail::PmeParts<T> parts =
       detail::pme_reciprocal(*s.backend, s.mesh, s.fft, true, static_cast<std::size_t>(s.fft.real_size()), n, charges,
-                             forces, energy, potential, virial, options_.coulomb_constant);
+                             forces, energy, potential, virial, options_.coulomb_constant, mark);
   if (real_space) {
     s.ghosts->exchange(charges);
+    lap(t.ghosts_s);
     s.pairs->set_points(s.ghosts->positions());
     const std::size_t stride = s.ghosts->count();
     T* real = s.ghosts->outputs(4 + 6);
     detail::pme_real_space(*s.backend, *s.pairs, params_.alpha, s.ghosts->charges(), real, real + 4 * stride, stride,
                            parts);
     detail::pme_self_terms(box_, params_.alpha, parts);
+    lap(t.real_space_s);
   }
   parts.reduce = s.sums.get();
   s.backend->finish(parts);
+  lap(t.finish_s);
 }
 
 template class DistributedPmePlan<float>;
