@@ -34,9 +34,10 @@
 // before any work; a call whose arguments fail on any rank throws pmkit::Error on every
 // rank (the failing rank's own error, on the others one that names it) before any message
 // of the work, and writes nothing. On CUDA ranks every array is device memory on
-// options.device and the work runs on options.stream; a compute waits for the stream
-// once, for the sums of the energy, and once more for each exchange of ghosts (staged
-// through host memory).
+// options.device and the work runs on options.stream; a compute waits for the stream for
+// the sums it adds over the ranks and, on more than one rank, for the charges near the
+// slab's faces (found on the device; only they cross to the host for the ghosts'
+// messages), so a step is not captured into a CUDA graph.
 #include <array>
 #include <cstddef>
 #include <memory>
