@@ -4,8 +4,8 @@
 # where present, bench/distributed_fft_bench and bench/distributed_pme_bench in the folder
 # given): the distributed tests at TEST_RANKS ranks, then distributed_bench and
 # distributed_fft_bench at each of BENCH_RANKS and distributed_pme_bench once at the
-# largest (it runs 1, 2, 4... GPUs in one launch), through the image's Open MPI (not CUDA-aware) and the NCCL of its Python nvidia
-# packages. Output into $OUT.
+# largest (it runs 1, 2, 4... GPUs in one launch), through the image's Open MPI (not
+# CUDA-aware) and the NCCL of its Python nvidia packages. Output into $OUT.
 #   OUT=... bash bench/distributed_device.sh PROGRAMS "TEST_RANKS" "BENCH_RANKS" [bench args...]
 set -u
 programs="$1" test_ranks="$2" bench_ranks="$3"
