@@ -5,7 +5,7 @@
 #include <complex>
 
 #include "distributed_support.hpp"
-#include "rank_array.hpp"
+#include "rank_kinds.hpp"
 #include "pmkit/distributed_fft.hpp"
 #include "pmkit/fft.hpp"
 
@@ -16,17 +16,7 @@
 namespace pmkit::test {
 namespace {
 
-struct FftRanks {
-  Backend backend;
-  Transport transport;
-  const char* label;
-};
-
-void PrintTo(const FftRanks& ranks, std::ostream* out) { *out << ranks.label; }
-
-std::string fft_label(const ::testing::TestParamInfo<FftRanks>& info) { return info.param.label; }
-
-class DistributedFftTest : public ::testing::TestWithParam<FftRanks> {
+class DistributedFftTest : public ::testing::TestWithParam<RankKind> {
  protected:
   void SetUp() override {
     // The single-rank RealFft of the comparisons, and CPU ranks, run FFTW.
@@ -239,16 +229,7 @@ TEST_P(DistributedFftTest, BadArgumentsFailOnEveryRank) {
   for (double v : real.values()) EXPECT_NEAR(v, 64.0, 1e-9);
 }
 
-std::vector<FftRanks> fft_rank_kinds() {
-  std::vector<FftRanks> kinds = {{Backend::Cpu, Transport::Auto, "CpuRanks"}};
-#if defined(PMKIT_WITH_CUDA)
-  kinds.push_back({Backend::Cuda, Transport::Auto, "CudaRanks"});
-  kinds.push_back({Backend::Cuda, Transport::HostMpi, "CudaRanksHostMpi"});
-#endif
-  return kinds;
-}
-
-INSTANTIATE_TEST_SUITE_P(Ranks, DistributedFftTest, ::testing::ValuesIn(fft_rank_kinds()), fft_label);
+INSTANTIATE_TEST_SUITE_P(Ranks, DistributedFftTest, ::testing::ValuesIn(rank_kinds()), rank_kind_label);
 
 }  // namespace
 }  // namespace pmkit::test

@@ -7,7 +7,7 @@
 
 #include "distributed_support.hpp"
 #include "pmkit/distributed_pme.hpp"
-#include "rank_array.hpp"
+#include "rank_kinds.hpp"
 
 namespace pmkit::test {
 namespace {
@@ -61,17 +61,7 @@ Results single_rank(const System& s, bool real_space) {
   return r;
 }
 
-struct PmeRanks {
-  Backend backend;
-  Transport transport;
-  const char* label;
-};
-
-void PrintTo(const PmeRanks& ranks, std::ostream* out) { *out << ranks.label; }
-
-std::string pme_label(const ::testing::TestParamInfo<PmeRanks>& info) { return info.param.label; }
-
-class DistributedPmeTest : public ::testing::TestWithParam<PmeRanks> {
+class DistributedPmeTest : public ::testing::TestWithParam<RankKind> {
  protected:
   void SetUp() override {
     PMKIT_REQUIRE_FFTW();
@@ -316,16 +306,7 @@ TEST_P(DistributedPmeTest, BadArgumentsFailOnEveryRank) {
   compute_and_compare(pme, sh, single_rank(s, true), true);
 }
 
-std::vector<PmeRanks> pme_rank_kinds() {
-  std::vector<PmeRanks> kinds = {{Backend::Cpu, Transport::Auto, "CpuRanks"}};
-#if defined(PMKIT_WITH_CUDA)
-  kinds.push_back({Backend::Cuda, Transport::Auto, "CudaRanks"});
-  kinds.push_back({Backend::Cuda, Transport::HostMpi, "CudaRanksHostMpi"});
-#endif
-  return kinds;
-}
-
-INSTANTIATE_TEST_SUITE_P(Ranks, DistributedPmeTest, ::testing::ValuesIn(pme_rank_kinds()), pme_label);
+INSTANTIATE_TEST_SUITE_P(Ranks, DistributedPmeTest, ::testing::ValuesIn(rank_kinds()), rank_kind_label);
 
 }  // namespace
 }  // namespace pmkit::test
