@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "distributed_support.hpp"
 #include "pmkit/distributed.hpp"
 
 #if defined(PMKIT_WITH_CUDA)
@@ -26,6 +27,21 @@ struct RankKind {
 inline void PrintTo(const RankKind& kind, std::ostream* out) { *out << kind.label; }
 
 inline std::string rank_kind_label(const ::testing::TestParamInfo<RankKind>& info) { return info.param.label; }
+
+// A kind's options (FftOptions, PmeOptions...) on this rank: CUDA ranks take GPU rank mod
+// the GPUs there are, made current.
+template <class Options>
+Options rank_kind_options(const RankKind& kind) {
+  Options o;
+  o.backend = kind.backend;
+#if defined(PMKIT_WITH_CUDA)
+  if (o.backend == Backend::Cuda) {
+    o.device = world_rank() % visible_gpus();
+    cuda::check(cudaSetDevice(o.device), "cudaSetDevice");
+  }
+#endif
+  return o;
+}
 
 // CPU ranks; with the CUDA backend, CUDA ranks through Transport::Auto and host-staged MPI.
 inline std::vector<RankKind> rank_kinds() {

@@ -27,17 +27,7 @@ class DistributedFftTest : public ::testing::TestWithParam<RankKind> {
     seed_ = shared_seed();
     rng_.seed(seed_);
   }
-  FftOptions options() const {
-    FftOptions o;
-    o.backend = GetParam().backend;
-#if defined(PMKIT_WITH_CUDA)
-    if (o.backend == Backend::Cuda) {
-      o.device = world_rank() % visible_gpus();
-      cuda::check(cudaSetDevice(o.device), "cudaSetDevice");
-    }
-#endif
-    return o;
-  }
+  FftOptions options() const { return rank_kind_options<FftOptions>(GetParam()); }
   bool on_device() const { return GetParam().backend == Backend::Cuda; }
 
   // forward and inverse of a random mesh of `shape` against RealFft's on the whole mesh.

@@ -68,17 +68,7 @@ class DistributedPmeTest : public ::testing::TestWithParam<RankKind> {
     if (GetParam().backend == Backend::Cuda && visible_gpus() == 0) GTEST_SKIP() << "no GPU for CUDA ranks";
     seed_ = shared_seed();
   }
-  PmeOptions options() const {
-    PmeOptions o;
-    o.backend = GetParam().backend;
-#if defined(PMKIT_WITH_CUDA)
-    if (o.backend == Backend::Cuda) {
-      o.device = world_rank() % visible_gpus();
-      cuda::check(cudaSetDevice(o.device), "cudaSetDevice");
-    }
-#endif
-    return o;
-  }
+  PmeOptions options() const { return rank_kind_options<PmeOptions>(GetParam()); }
   bool on_device() const { return GetParam().backend == Backend::Cuda; }
   DistributedPmePlan<double> plan(const System& s) {
     return DistributedPmePlan<double>(MPI_COMM_WORLD, s.box, s.params, options(), GetParam().transport);
