@@ -264,7 +264,8 @@ void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& force
   detail::check_pme_arrays("PmePlan::compute", n, charges, forces, energy, potential, virial);
   detail::PmeParts<T> parts =
       detail::pme_reciprocal(*s.backend, s.mesh, s.fft, false, static_cast<std::size_t>(s.mesh.mesh_size()), n,
-                             charges, forces, energy, potential, virial, options_.coulomb_constant);
+                             charges, forces, energy, potential, virial, options_.coulomb_constant,
+                             potential.data != nullptr);
   if (real_space) {
     if (!s.pairs_binned) {
       s.pairs.set_points(s.mesh);

@@ -29,8 +29,8 @@
 // options.deterministic the spread is the same bit for bit at any rank count.
 //
 // Collective calls. Every call but the accessors is collective: every rank makes it, in
-// the same order, with the same choice of outputs (energy, potential, virial asked or
-// not). The constructor agrees the box, the parameters and the options over the ranks
+// the same order; each rank chooses its outputs (energy, potential, virial) for itself.
+// The constructor agrees the box, the parameters and the options over the ranks
 // before any work; a call whose arguments fail on any rank throws pmkit::Error on every
 // rank (the failing rank's own error, on the others one that names it) before any message
 // of the work, and writes nothing. On CUDA ranks every array is device memory on
@@ -105,8 +105,8 @@ class DistributedPmePlan {
 
   // PmePlan::compute for this rank's charges: forces[d][i] of its charge i, potential[i]
   // (if given) dE/dq_i, energy (one value, if given) the total energy of all ranks'
-  // charges, virial (six values, if given) the total virial. Every rank asks for the same
-  // outputs.
+  // charges, virial (six values, if given) the total virial. A rank without charges may
+  // pass empty views for its forces and potential.
   void compute(View<const T> charges, const Forces& forces, View<double> energy = {}, View<T> potential = {},
                View<double> virial = {});
   // The reciprocal part alone (PmePlan::compute_reciprocal), with no ghost exchange.

@@ -40,13 +40,14 @@ struct NoMarks {
 // a potential asked, its value) at the charges in the backend's particle scratch. Returns
 // the parts of the last step without the real space (PmeParts::real null).
 // collective: the mesh plan's interp is collective (DistributedPlan), so every rank makes
-// the calls whatever its n; otherwise they are skipped for no charges.
+// the calls whatever its n; otherwise they are skipped for no charges. with_potential:
+// the potential is interpolated too (on every rank of a collective plan where any asks).
 // mark(phase) follows each phase (PmePhase), for a caller that times them.
 template <class T, class MeshPlan, class Fft, class Mark = NoMarks>
 PmeParts<T> pme_reciprocal(PmeBackend<T>& backend, MeshPlan& mesh, Fft& fft, bool collective, std::size_t mesh_size,
                            std::size_t n, View<const T> charges, const std::array<View<T>, 3>& forces,
                            View<double> energy, View<T> potential, View<double> virial, double coulomb,
-                           Mark&& mark = {}) {
+                           bool with_potential, Mark&& mark = {}) {
   const bool with_virial = virial.data != nullptr;
   mesh.spread({charges}, {View<T>(backend.mesh(), mesh_size)});
   mark(kPmeSpread);
@@ -70,7 +71,7 @@ PmeParts<T> pme_reciprocal(PmeBackend<T>& backend, MeshPlan& mesh, Fft& fft, boo
   const View<const T> phi(backend.mesh(), mesh_size);
   if (n > 0 || collective) {
     mesh.interp_gradient({phi}, {View<T>(scratch + 4 * n, n), View<T>(scratch + 5 * n, n), View<T>(scratch + 6 * n, n)});
-    if (potential.data) {
+    if (with_potential) {
       mesh.interp({phi}, {View<T>(scratch + 7 * n, n)});
       parts.rec_potential = scratch + 7 * n;
     }

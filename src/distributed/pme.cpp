@@ -258,24 +258,15 @@ void DistributedPmePlan<T>::run(bool real_space, View<const T> charges, const Fo
   detail::DistributedPmeState<T>& s = *state_;
   const char* call = real_space ? "DistributedPmePlan::compute" : "DistributedPmePlan::compute_reciprocal";
   const std::size_t n = s.mesh.num_points();
-  // The outputs asked, each with its negation: the same on every rank where the largest
-  // of each pair is minus the other.
-  const long long asked[3] = {energy.data || energy.size, potential.data || potential.size,
-                              virial.data || virial.size};
-  std::array<long long, 6> flags;
-  for (int k = 0; k < 3; ++k) flags[2 * k] = asked[k], flags[2 * k + 1] = -asked[k];
-  const auto agreed = distributed::agree_on_max(
+  // Whether any rank asks for the potential: all then interpolate it (a collective call).
+  std::array<long long, 1> potential_asked = {potential.data || potential.size};
+  const bool with_potential = distributed::agree_on_max(
       s.own, call,
       [&] {
         if (!s.has_points) fail(ErrorCode::NotReady, call, " called before set_points");
         detail::check_pme_arrays(call, n, charges, forces, energy, potential, virial);
       },
-      flags);
-  static const char* const names[3] = {"energy", "potential", "virial"};
-  for (int k = 0; k < 3; ++k)
-    if (agreed[2 * k] != -agreed[2 * k + 1])
-      fail(ErrorCode::InvalidArgument, call, ": some ranks ask for the ", names[k],
-           " and some do not; every rank asks for the same outputs");
+      potential_asked)[0] != 0;
 
   // Profiling: each phase's seconds into `into`, after a wait for this rank's work.
   DistributedPmeTimings& t = s.timings;
@@ -305,7 +296,7 @@ void DistributedPmePlan<T>::run(bool real_space, View<const T> charges, const Fo
   };
   detail::PmeParts<T> parts =
       detail::pme_reciprocal(*s.backend, s.mesh, s.fft, true, static_cast<std::size_t>(s.fft.real_size()), n, charges,
-                             forces, energy, potential, virial, options_.coulomb_constant, mark);
+                             forces, energy, potential, virial, options_.coulomb_constant, with_potential, mark);
   if (real_space) {
     s.ghosts->exchange(charges);
     lap(t.ghosts_s);
