@@ -34,10 +34,11 @@
 // before any work; a call whose arguments fail on any rank throws pmkit::Error on every
 // rank (the failing rank's own error, on the others one that names it) before any message
 // of the work, and writes nothing. On CUDA ranks every array is device memory on
-// options.device and the work runs on options.stream; a compute waits for the stream for
-// the sums it adds over the ranks and, on more than one rank, for the charges near the
+// options.device and the work runs on options.stream. On more than one rank a compute
+// waits for the stream for the sums it adds over the ranks and for the charges near the
 // slab's faces (found on the device; only they cross to the host for the ghosts'
-// messages), so a step is not captured into a CUDA graph.
+// messages), and set_points and update_points wait as DistributedPlan's do, so a step is
+// not captured into a CUDA graph; on one rank a compute waits for nothing.
 #include <array>
 #include <cstddef>
 #include <memory>

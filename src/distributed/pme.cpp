@@ -308,7 +308,8 @@ void DistributedPmePlan<T>::run(bool real_space, View<const T> charges, const Fo
     detail::pme_self_terms(box_, params_.alpha, parts);
     lap(t.real_space_s);
   }
-  parts.reduce = s.sums.get();
+  // One rank's sums are the totals: its compute then waits for nothing.
+  parts.reduce = s.mesh.size() > 1 ? s.sums.get() : nullptr;
   s.backend->finish(parts);
   lap(t.finish_s);
 }
