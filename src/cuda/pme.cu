@@ -209,19 +209,17 @@ class CudaPmeBackend final : public PmeBackend<T> {
     forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), last_forces ? blocks_done_.get() : nullptr);
     cuda::check_launch("pmkit PME: forces");
     if (p.reduce) {
-      double host[kPmeSums];
-      cuda::check(cudaMemcpyAsync(host, sums_.get(), sizeof host, cudaMemcpyDeviceToHost, stream_),
+      // host_sums_ is written again only after the next compute's wait, its copy done.
+      cuda::check(cudaMemcpyAsync(host_sums_, sums_.get(), sizeof host_sums_, cudaMemcpyDeviceToHost, stream_),
                   "pmkit PME: the sums to the host");
       cuda::check(cudaStreamSynchronize(stream_), "pmkit PME: the sums to the host");
-      (*p.reduce)(host, kPmeSums);
-      cuda::check(cudaMemcpyAsync(sums_.get(), host, sizeof host, cudaMemcpyHostToDevice, stream_),
+      (*p.reduce)(host_sums_, kPmeSums);
+      cuda::check(cudaMemcpyAsync(sums_.get(), host_sums_, sizeof host_sums_, cudaMemcpyHostToDevice, stream_),
                   "pmkit PME: the sums from the host");
       PmeParts<T> last = p;
       if (!potential) last.n = 0;
       potential_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(last, sums_.get(), blocks_done_.get());
       cuda::check_launch("pmkit PME: potential");
-      // The copy from `host` completes before this function returns its storage.
-      cuda::check(cudaStreamSynchronize(stream_), "pmkit PME: the sums from the host");
     } else if (potential) {
       potential_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), blocks_done_.get());
       cuda::check_launch("pmkit PME: potential");
@@ -248,6 +246,7 @@ class CudaPmeBackend final : public PmeBackend<T> {
   // compute stopped between its convolution and its last step (a refused argument):
   // convolve clears them then.
   bool sums_clear_ = true;
+  double host_sums_[kPmeSums] = {};  // across ranks: the sums on their way through the host
   cuda::DevicePointerCheck pointers_;
 };
 
