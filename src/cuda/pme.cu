@@ -209,7 +209,7 @@ class CudaPmeBackend final : public PmeBackend<T> {
     forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), last_forces ? blocks_done_.get() : nullptr);
     cuda::check_launch("pmkit PME: forces");
     if (p.reduce) {
-      // host_sums_ is written again only after the next compute's wait, its copy done.
+      // The next compute writes host_sums_ by a copy queued after this one reads it.
       cuda::check(cudaMemcpyAsync(host_sums_, sums_.get(), sizeof host_sums_, cudaMemcpyDeviceToHost, stream_),
                   "pmkit PME: the sums to the host");
       cuda::check(cudaStreamSynchronize(stream_), "pmkit PME: the sums to the host");
