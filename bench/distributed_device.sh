@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The distributed plan's GPU runs on the device machine, one rank per GPU, with programs
 # built elsewhere and carried (tests/pmkit_distributed_tests, bench/distributed_bench and,
-# where present, bench/distributed_fft_bench in the folder given): the distributed tests at
-# TEST_RANKS ranks, then distributed_bench and distributed_fft_bench at each of BENCH_RANKS,
-# through the image's Open MPI (not CUDA-aware) and the NCCL of its Python nvidia
-# packages. Output into $OUT.
+# where present, bench/distributed_fft_bench and bench/distributed_pme_bench in the folder
+# given): the distributed tests at TEST_RANKS ranks, then distributed_bench and
+# distributed_fft_bench at each of BENCH_RANKS and distributed_pme_bench once at the
+# largest (it runs 1, 2, 4... GPUs in one launch), through the image's Open MPI (not
+# CUDA-aware) and the NCCL of its Python nvidia packages. Output into $OUT.
 #   OUT=... bash bench/distributed_device.sh PROGRAMS "TEST_RANKS" "BENCH_RANKS" [bench args...]
 set -u
 programs="$1" test_ranks="$2" bench_ranks="$3"
@@ -31,6 +32,12 @@ for np in $bench_ranks; do
   echo "== bench ($np ranks)" | tee -a "$out/bench.txt"
   "${launch[@]}" -np "$np" "$programs/distributed_bench" "$@" 2>&1 | tee -a "$out/bench.txt" || status=1
 done
+# DistributedPmePlan's weak scaling (all rank counts in one launch), where the folder has it.
+if [ -x "$programs/distributed_pme_bench" ]; then
+  echo "== pme bench" | tee -a "$out/pme_bench.txt"
+  np_max=$(echo $bench_ranks | tr ' ' '\n' | sort -n | tail -1)
+  "${launch[@]}" -np "$np_max" "$programs/distributed_pme_bench" 2>&1 | tee -a "$out/pme_bench.txt" || status=1
+fi
 # DistributedRealFft's weak and strong scaling, where the folder has its program.
 if [ -x "$programs/distributed_fft_bench" ]; then
   for np in $bench_ranks; do

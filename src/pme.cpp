@@ -7,7 +7,7 @@
 
 #include "core/arguments.hpp"
 #include "core/make_backend.hpp"
-#include "core/pme_backend.hpp"
+#include "core/pme_pipeline.hpp"
 #include "pmkit/fft.hpp"
 #include "pmkit/pairs.hpp"
 #include "pmkit/plan.hpp"
@@ -45,36 +45,11 @@ std::vector<double> bspline_factor(const Kernel& kernel, std::int64_t mesh) {
   return factor;
 }
 
-// C(m) = exp(-pi^2 m^2 / alpha^2) / (pi V m^2) / (D_x D_y D_z)^2 over the Hermitian half
-// spectrum (x fastest, x in [0, K_x / 2]), C(0) = 0: the inverse FFT of C times the
-// charges' spectrum, both unnormalised, is the reciprocal potential on the mesh.
-template <class T>
-std::vector<T> influence_function(const std::array<double, 3>& box, const PmeParameters& p) {
-  const Kernel kernel = Kernel::bspline(p.order);
-  std::array<std::vector<double>, 3> factor;
-  for (int d = 0; d < 3; ++d) factor[d] = bspline_factor(kernel, p.mesh[d]);
-  const double volume = box[0] * box[1] * box[2];
-  const std::int64_t half = p.mesh[0] / 2 + 1;
-  std::vector<T> c(static_cast<std::size_t>(half * p.mesh[1] * p.mesh[2]));
-  for (std::int64_t k2 = 0; k2 < p.mesh[2]; ++k2)
-    for (std::int64_t k1 = 0; k1 < p.mesh[1]; ++k1)
-      for (std::int64_t k0 = 0; k0 < half; ++k0) {
-        const std::int64_t k[3] = {k0, k1, k2};
-        double m2 = 0, b = 1;
-        for (int d = 0; d < 3; ++d) {
-          const std::int64_t signed_k = 2 * k[d] > p.mesh[d] ? k[d] - p.mesh[d] : k[d];
-          const double m = double(signed_k) / box[d];
-          m2 += m * m;
-          const double f = factor[d][static_cast<std::size_t>(k[d])];
-          b *= f * f;
-        }
-        const std::size_t index = static_cast<std::size_t>(k0 + half * (k1 + p.mesh[1] * k2));
-        c[index] = m2 == 0 ? T(0) : static_cast<T>(std::exp(-kPi * kPi * m2 / (p.alpha * p.alpha)) / (kPi * volume * m2 * b));
-      }
-  return c;
-}
+}  // namespace
 
-void check_parameters(const std::array<double, 3>& box, const PmeParameters& p) {
+namespace detail {
+
+void check_pme_parameters(const std::array<double, 3>& box, const PmeParameters& p) {
   for (int d = 0; d < 3; ++d)
     if (!(box[d] > 0) || !std::isfinite(box[d]))
       fail(ErrorCode::InvalidArgument, "PME box[", d, "] = ", box[d], ": box lengths must be positive and finite");
@@ -92,7 +67,84 @@ void check_parameters(const std::array<double, 3>& box, const PmeParameters& p) 
   }
 }
 
-}  // namespace
+void check_pme_options(const PmeOptions& options) {
+  if (!std::isfinite(options.coulomb_constant))
+    fail(ErrorCode::InvalidArgument, "options.coulomb_constant = ", options.coulomb_constant, ": it must be finite");
+  if (!(options.max_away_fraction >= 0.0 && options.max_away_fraction <= 1.0))
+    fail(ErrorCode::InvalidArgument, "options.max_away_fraction = ", options.max_away_fraction,
+         ": a fraction of the charges, in [0, 1]");
+}
+
+PmeSpectrum PmeSpectrum::whole(const std::array<double, 3>& box, const std::array<std::int64_t, 3>& mesh,
+                               double alpha) {
+  PmeSpectrum s;
+  for (int d = 0; d < 3; ++d) {
+    s.mesh[d] = s.shape[d] = mesh[d];
+    s.box[d] = box[d];
+  }
+  s.shape[0] = mesh[0] / 2 + 1;
+  s.pi2_over_alpha2 = kPi * kPi / (alpha * alpha);
+  return s;
+}
+
+// C(m) = exp(-pi^2 m^2 / alpha^2) / (pi V m^2) / (D_x D_y D_z)^2 at the spectrum's points,
+// C(0) = 0: the inverse FFT of C times the charges' spectrum, both unnormalised, is the
+// reciprocal potential on the mesh.
+template <class T>
+std::vector<T> influence_function(const std::array<double, 3>& box, const PmeParameters& p, const PmeSpectrum& s) {
+  const Kernel kernel = Kernel::bspline(p.order);
+  std::array<std::vector<double>, 3> factor;
+  for (int d = 0; d < 3; ++d) factor[d] = bspline_factor(kernel, p.mesh[d]);
+  const double volume = box[0] * box[1] * box[2];
+  std::vector<T> c(static_cast<std::size_t>(s.size()));
+  for (std::int64_t i = 0; i < s.size(); ++i) {
+    std::int64_t k[3];
+    spectrum_index(s, i, k);
+    double m2 = 0, b = 1;
+    for (int d = 0; d < 3; ++d) {
+      const std::int64_t signed_k = 2 * k[d] > p.mesh[d] ? k[d] - p.mesh[d] : k[d];
+      const double m = double(signed_k) / box[d];
+      m2 += m * m;
+      const double f = factor[d][static_cast<std::size_t>(k[d])];
+      b *= f * f;
+    }
+    c[static_cast<std::size_t>(i)] =
+        m2 == 0 ? T(0) : static_cast<T>(std::exp(-kPi * kPi * m2 / (p.alpha * p.alpha)) / (kPi * volume * m2 * b));
+  }
+  return c;
+}
+
+Grid<3> pme_grid(const std::array<double, 3>& box, const PmeParameters& p) {
+  Grid<3> g = Grid<3>::periodic(p.mesh);
+  for (int d = 0; d < 3; ++d) g.spacing[d] = box[d] / double(p.mesh[d]);
+  return g;
+}
+
+Options pme_mesh_options(const PmeOptions& o) {
+  Options m{o};
+  m.deterministic = o.deterministic;
+  m.max_away_fraction = o.max_away_fraction;
+  return m;
+}
+
+template <class T>
+std::unique_ptr<PmeBackend<T>> make_pme_backend(const std::array<double, 3>& box, const PmeParameters& p,
+                                                const PmeSpectrum& spectrum, std::size_t mesh_size,
+                                                const PmeOptions& o) {
+  auto influence = [&] { return influence_function<T>(box, p, spectrum); };
+  return make_backend(
+      o, "options", [&] { return make_cpu_pme_backend<T>(influence(), mesh_size, spectrum, o); },
+      [&] { return make_cuda_pme_backend<T>(influence(), mesh_size, spectrum, o); });
+}
+
+template std::unique_ptr<PmeBackend<float>> make_pme_backend<float>(const std::array<double, 3>&,
+                                                                   const PmeParameters&, const PmeSpectrum&,
+                                                                   std::size_t, const PmeOptions&);
+template std::unique_ptr<PmeBackend<double>> make_pme_backend<double>(const std::array<double, 3>&,
+                                                                     const PmeParameters&, const PmeSpectrum&,
+                                                                     std::size_t, const PmeOptions&);
+
+}  // namespace detail
 
 PmeParameters PmeParameters::choose(const std::array<double, 3>& box, double cutoff, double tolerance, int order) {
   if (!(tolerance > 0) || !(tolerance < 0.5))
@@ -109,7 +161,7 @@ PmeParameters PmeParameters::choose(const std::array<double, 3>& box, double cut
     const double nodes = 2 * p.alpha * box[d] / (3 * std::pow(tolerance, 0.2));
     p.mesh[d] = smooth_size(std::max<std::int64_t>(order, static_cast<std::int64_t>(std::ceil(nodes))));
   }
-  check_parameters(box, p);
+  detail::check_pme_parameters(box, p);
   return p;
 }
 
@@ -121,38 +173,11 @@ class PmeState {
  public:
   // The backend first: it checks the execution options before any plan is built.
   PmeState(const std::array<double, 3>& box, const PmeParameters& p, const PmeOptions& o)
-      : backend(make_pme_backend(box, p, o)),
-        mesh(grid(box, p), Kernel::bspline(p.order), mesh_options(o)),
+      : backend(make_pme_backend<T>(box, p, PmeSpectrum::whole(box, p.mesh, p.alpha),
+                                    static_cast<std::size_t>(p.mesh[0] * p.mesh[1] * p.mesh[2]), o)),
+        mesh(pme_grid(box, p), Kernel::bspline(p.order), pme_mesh_options(o)),
         pairs(Box<3>::periodic(box), p.cutoff, PairOptions{o}),
         fft(p.mesh, FftOptions{o}) {}
-
-  static std::unique_ptr<PmeBackend<T>> make_pme_backend(const std::array<double, 3>& box, const PmeParameters& p,
-                                                         const PmeOptions& o) {
-    const std::size_t mesh_size = static_cast<std::size_t>(p.mesh[0] * p.mesh[1] * p.mesh[2]);
-    PmeSpectrum spectrum;
-    spectrum.half_x = p.mesh[0] / 2 + 1;
-    for (int d = 0; d < 3; ++d) {
-      spectrum.mesh[d] = p.mesh[d];
-      spectrum.box[d] = box[d];
-    }
-    spectrum.pi2_over_alpha2 = kPi * kPi / (p.alpha * p.alpha);
-    auto influence = [&] { return influence_function<T>(box, p); };
-    return make_backend(
-        o, "options", [&] { return make_cpu_pme_backend<T>(influence(), mesh_size, spectrum, o); },
-        [&] { return make_cuda_pme_backend<T>(influence(), mesh_size, spectrum, o); });
-  }
-  static Grid<3> grid(const std::array<double, 3>& box, const PmeParameters& p) {
-    Grid<3> g = Grid<3>::periodic(p.mesh);
-    for (int d = 0; d < 3; ++d) g.spacing[d] = box[d] / double(p.mesh[d]);
-    return g;
-  }
-  // The mesh plan's options: the PME plan's execution options and its spread settings.
-  static Options mesh_options(const PmeOptions& o) {
-    Options m{o};
-    m.deterministic = o.deterministic;
-    m.max_away_fraction = o.max_away_fraction;
-    return m;
-  }
 
   std::unique_ptr<PmeBackend<T>> backend;
   Plan<T, 3> mesh;
@@ -166,12 +191,8 @@ class PmeState {
 template <class T>
 PmePlan<T>::PmePlan(const std::array<double, 3>& box, const PmeParameters& params, PmeOptions options)
     : box_(box), params_(params), options_(options) {
-  check_parameters(box, params);
-  if (!std::isfinite(options.coulomb_constant))
-    fail(ErrorCode::InvalidArgument, "options.coulomb_constant = ", options.coulomb_constant, ": it must be finite");
-  if (!(options.max_away_fraction >= 0.0 && options.max_away_fraction <= 1.0))
-    fail(ErrorCode::InvalidArgument, "options.max_away_fraction = ", options.max_away_fraction,
-         ": a fraction of the charges, in [0, 1]");
+  detail::check_pme_parameters(box, params);
+  detail::check_pme_options(options);
   state_ = std::make_unique<detail::PmeState<T>>(box, params, options);
 }
 
@@ -240,57 +261,21 @@ void PmePlan<T>::run(bool real_space, View<const T> charges, const Forces& force
   detail::PmeState<T>& s = *state_;
   if (!s.mesh.has_points()) fail(ErrorCode::NotReady, "PmePlan::compute called before set_points");
   const std::size_t n = s.mesh.num_points();
-  detail::check_particle_arrays("charges", Span<View<const T>>({charges}), n);
-  detail::check_particle_arrays("forces", Span<View<T>>({forces[0], forces[1], forces[2]}), n);
-  if (potential.data || potential.size) detail::check_particle_arrays("potential", Span<View<T>>({potential}), n);
-  if ((energy.data || energy.size) && (energy.size != 1 || !energy.data))
-    fail(ErrorCode::SizeMismatch, "PmePlan::compute: energy has ", energy.size,
-         " values; it takes one (or none, an empty view, when the energy is not wanted)");
-  const bool with_virial = virial.data || virial.size;
-  if (with_virial && (virial.size != 6 || !virial.data))
-    fail(ErrorCode::SizeMismatch, "PmePlan::compute: virial has ", virial.size,
-         " values; it takes six, xx yy zz yz xz xy (or none, an empty view, when it is not wanted)");
-
-  // The reciprocal part: the mesh potential phi = IFFT(C FFT(spread(q))).
-  s.mesh.spread({charges}, {View<T>(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()))});
-  s.fft.forward(s.backend->mesh(), s.backend->spectrum());
-  s.backend->convolve(with_virial);
-  s.fft.inverse(s.backend->spectrum(), s.backend->mesh());
-
-  T* scratch = s.backend->particle_scratch(n, with_virial ? detail::kPmeVirialScratch : detail::kPmeScratch);
-  detail::PmeParts<T> parts;
-  parts.n = n;
-  parts.charges = charges;
-  parts.gradient = scratch + 4 * n;
-  parts.forces = forces;
-  parts.energy = energy;
-  parts.potential = potential;
-  parts.virial = virial;
-  parts.coulomb = options_.coulomb_constant;
-  const View<const T> phi(s.backend->mesh(), static_cast<std::size_t>(s.mesh.mesh_size()));
-  if (n > 0) {
-    s.mesh.interp_gradient({phi}, {View<T>(scratch + 4 * n, n), View<T>(scratch + 5 * n, n), View<T>(scratch + 6 * n, n)});
-    if (potential.data) {
-      s.mesh.interp({phi}, {View<T>(scratch + 7 * n, n)});
-      parts.rec_potential = scratch + 7 * n;
-    }
-  }
+  detail::check_pme_arrays("PmePlan::compute", n, charges, forces, energy, potential, virial);
+  detail::PmeParts<T> parts =
+      detail::pme_reciprocal(*s.backend, s.mesh, s.fft, false, static_cast<std::size_t>(s.mesh.mesh_size()), n,
+                             charges, forces, energy, potential, virial, options_.coulomb_constant,
+                             potential.data != nullptr);
   if (real_space) {
     if (!s.pairs_binned) {
       s.pairs.set_points(s.mesh);
       s.pairs_binned = true;
     }
-    View<T> out[4 + 6];
-    for (int k = 0; k < 4; ++k) out[k] = View<T>(scratch + k * n, n);
-    for (int v = 0; v < 6; ++v) out[4 + v] = View<T>(scratch + (detail::kPmeScratch + v) * n, n);
-    if (n > 0 && with_virial)
-      s.backend->real_space_virial(s.pairs, params_.alpha, charges, Span<View<T>>(out, 10));
-    else if (n > 0)
-      s.pairs.compute(pair_kernels::EwaldRealSpace<3>{params_.alpha}, {charges}, Span<View<T>>(out, 4));
-    if (with_virial) parts.real_virial = scratch + detail::kPmeScratch * n;
-    parts.real = scratch;
-    parts.self = params_.alpha / std::sqrt(kPi);
-    parts.background = kPi / (box_[0] * box_[1] * box_[2] * params_.alpha * params_.alpha);
+    // In the particle scratch: forces and potential before the reciprocal parts, the virial after.
+    T* scratch = s.backend->particle_scratch(n, virial.data ? detail::kPmeVirialScratch : detail::kPmeScratch);
+    detail::pme_real_space(*s.backend, s.pairs, params_.alpha, charges, scratch, scratch + detail::kPmeScratch * n, n,
+                           parts);
+    detail::pme_self_terms(box_, params_.alpha, parts);
   }
   s.backend->finish(parts);
 }

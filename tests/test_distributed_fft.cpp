@@ -5,6 +5,7 @@
 #include <complex>
 
 #include "distributed_support.hpp"
+#include "rank_kinds.hpp"
 #include "pmkit/distributed_fft.hpp"
 #include "pmkit/fft.hpp"
 
@@ -15,52 +16,7 @@
 namespace pmkit::test {
 namespace {
 
-// A rank's arrays, on the host or (CUDA ranks) staged through device memory.
-template <class V>
-class RankArray {
- public:
-  RankArray(std::vector<V> host, bool device) : host_(std::move(host)), device_(device) {
-#if defined(PMKIT_WITH_CUDA)
-    if (device_) buffer_ = cuda::DeviceBuffer<V>(host_);
-#endif
-  }
-  V* data() {
-#if defined(PMKIT_WITH_CUDA)
-    if (device_) return buffer_.get();
-#endif
-    return host_.data();
-  }
-  std::vector<V> values() const {
-#if defined(PMKIT_WITH_CUDA)
-    if (device_) {
-      cuda::check(cudaDeviceSynchronize(), "the transforms");
-      std::vector<V> out = buffer_.download();
-      out.resize(host_.size());
-      return out;
-    }
-#endif
-    return host_;
-  }
-
- private:
-  std::vector<V> host_;
-  bool device_;
-#if defined(PMKIT_WITH_CUDA)
-  cuda::DeviceBuffer<V> buffer_;
-#endif
-};
-
-struct FftRanks {
-  Backend backend;
-  Transport transport;
-  const char* label;
-};
-
-void PrintTo(const FftRanks& ranks, std::ostream* out) { *out << ranks.label; }
-
-std::string fft_label(const ::testing::TestParamInfo<FftRanks>& info) { return info.param.label; }
-
-class DistributedFftTest : public ::testing::TestWithParam<FftRanks> {
+class DistributedFftTest : public ::testing::TestWithParam<RankKind> {
  protected:
   void SetUp() override {
     // The single-rank RealFft of the comparisons, and CPU ranks, run FFTW.
@@ -71,17 +27,7 @@ class DistributedFftTest : public ::testing::TestWithParam<FftRanks> {
     seed_ = shared_seed();
     rng_.seed(seed_);
   }
-  FftOptions options() const {
-    FftOptions o;
-    o.backend = GetParam().backend;
-#if defined(PMKIT_WITH_CUDA)
-    if (o.backend == Backend::Cuda) {
-      o.device = world_rank() % visible_gpus();
-      cuda::check(cudaSetDevice(o.device), "cudaSetDevice");
-    }
-#endif
-    return o;
-  }
+  FftOptions options() const { return rank_kind_options<FftOptions>(GetParam()); }
   bool on_device() const { return GetParam().backend == Backend::Cuda; }
 
   // forward and inverse of a random mesh of `shape` against RealFft's on the whole mesh.
@@ -273,16 +219,7 @@ TEST_P(DistributedFftTest, BadArgumentsFailOnEveryRank) {
   for (double v : real.values()) EXPECT_NEAR(v, 64.0, 1e-9);
 }
 
-std::vector<FftRanks> fft_rank_kinds() {
-  std::vector<FftRanks> kinds = {{Backend::Cpu, Transport::Auto, "CpuRanks"}};
-#if defined(PMKIT_WITH_CUDA)
-  kinds.push_back({Backend::Cuda, Transport::Auto, "CudaRanks"});
-  kinds.push_back({Backend::Cuda, Transport::HostMpi, "CudaRanksHostMpi"});
-#endif
-  return kinds;
-}
-
-INSTANTIATE_TEST_SUITE_P(Ranks, DistributedFftTest, ::testing::ValuesIn(fft_rank_kinds()), fft_label);
+INSTANTIATE_TEST_SUITE_P(Ranks, DistributedFftTest, ::testing::ValuesIn(rank_kinds()), rank_kind_label);
 
 }  // namespace
 }  // namespace pmkit::test

@@ -12,9 +12,21 @@
 #include "pmkit/config.hpp"
 #include "pmkit/pair_kernels.hpp"
 #include "pmkit/pairs.hpp"
+#include "pmkit/plan.hpp"
 #include "pmkit/pme.hpp"
 
 namespace pmkit::detail {
+
+// Sums over the ranks of a distributed PME plan: the last step adds each of the `count`
+// sums (PmeSum) of every rank, in place, once this rank's are complete and before the
+// potentials (which need the net charge) and the totals.
+class PmeSumReduction {
+ public:
+  virtual void operator()(double* sums, int count) const = 0;
+
+ protected:
+  ~PmeSumReduction() = default;
+};
 
 // The parts of a compute, and where its results go. Every particle array is in the
 // caller's order.
@@ -22,11 +34,14 @@ template <class T>
 struct PmeParts {
   std::size_t n = 0;
   View<const T> charges;
-  const T* real = nullptr;           // real space: n forces x, y, z, then n potentials; null: none
+  // Real space: forces x, y, z, then potentials, real_stride values each (the first n
+  // this plan's particles); null: none.
+  const T* real = nullptr;
+  std::size_t real_stride = 0;
   const T* gradient = nullptr;       // the reciprocal potential's gradient: n values x, y, z
   const T* rec_potential = nullptr;  // the reciprocal potential at the particles; null unless asked
-  // Real space with the virial asked: each particle's half of its pairs' virial, n values
-  // for each Voigt component (kVirialAxes); null: none.
+  // Real space with the virial asked: each particle's half of its pairs' virial, for each
+  // Voigt component (kVirialAxes) real_stride values; null: none.
   const T* real_virial = nullptr;
   std::array<View<T>, 3> forces;
   View<double> energy;   // empty: not asked
@@ -38,6 +53,7 @@ struct PmeParts {
   // background = pi / (V alpha^2)).
   double self = 0;
   double background = 0;
+  const PmeSumReduction* reduce = nullptr;  // null: one rank's sums are the totals
 };
 
 // The parts of PmePlan::charge_gradient_of_forces: out_i = coulomb (w_i . E_i - psi_i),
@@ -124,8 +140,9 @@ class PmeBackend {
   virtual void set_stream(StreamHandle) {}
 };
 
-// A particle's scratch: real space 4 (forces, potential), the reciprocal gradient 3, the
-// reciprocal potential 1; with the virial, 6 more for the real-space virial.
+// A particle's scratch: the reciprocal gradient 3 and potential 1 after 4 values of real
+// space (forces, potential; PmePlan::charge_gradient_of_forces' field); with the virial, 6
+// more (the real-space virial where PmePlan computes its real space in the scratch).
 constexpr int kPmeScratch = 8;
 constexpr int kPmeVirialScratch = kPmeScratch + 6;
 
@@ -164,22 +181,38 @@ struct EwaldRealSpaceVirial {
   }
 };
 
-// The spectrum's geometry, for the reciprocal virial: spectrum point k (x fastest over
-// half_x points, then y over mesh[1], then z) is the wave vector m_d = k_d / L_d, with k_d
-// signed (above half the mesh: k_d - mesh[d]).
+// The spectrum's geometry: the wave vector of half-spectrum index k (k0 in [0, mesh[0] / 2],
+// the others whole) is m_d = k_d / L_d, with k_d signed (above half the mesh: k_d - mesh[d]).
+// The backend holds the indices first[a] to first[a] + shape[a] - 1 of each axis a, stored
+// with axis order[0] fastest, then order[1], then order[2]: the whole half spectrum x
+// fastest on one rank (whole()), a DistributedRealFft's spectrum slab across ranks.
 struct PmeSpectrum {
-  std::int64_t half_x = 0;
   std::int64_t mesh[3] = {};
   double box[3] = {};
   double pi2_over_alpha2 = 0;  // pi^2 / alpha^2
+  std::int64_t first[3] = {};
+  std::int64_t shape[3] = {};
+  int order[3] = {0, 1, 2};
+
+  // The whole half spectrum of a mesh, x fastest.
+  static PmeSpectrum whole(const std::array<double, 3>& box, const std::array<std::int64_t, 3>& mesh, double alpha);
+  std::int64_t size() const { return shape[0] * shape[1] * shape[2]; }
 };
 
-// Adds spectrum point k's share of the reciprocal virial to w (six values): with its
-// energy e_k (its weight in the full spectrum included), under a strain e the wave vector
-// becomes (1 - e) m and the volume (1 + tr e) V, so W_ab = -dE/de_ab =
+// The half-spectrum index (k0, k1, k2) of the backend's spectrum point k.
+PMKIT_HD inline void spectrum_index(const PmeSpectrum& s, std::int64_t k, std::int64_t index[3]) {
+  for (int j = 0; j < 3; ++j) {
+    const int a = s.order[j];
+    index[a] = s.first[a] + k % s.shape[a];
+    k /= s.shape[a];
+  }
+}
+
+// Adds the share of half-spectrum index `index` in the reciprocal virial to w (six
+// values): with its energy e_k (its weight in the full spectrum included), under a strain
+// e the wave vector becomes (1 - e) m and the volume (1 + tr e) V, so W_ab = -dE/de_ab =
 // e_k (delta_ab - 2 (1 + pi^2 m^2 / alpha^2) m_a m_b / m^2).
-PMKIT_HD inline void reciprocal_virial(const PmeSpectrum& s, std::int64_t k, double e_k, double* w) {
-  const std::int64_t index[3] = {k % s.half_x, (k / s.half_x) % s.mesh[1], k / (s.half_x * s.mesh[1])};
+PMKIT_HD inline void reciprocal_virial(const PmeSpectrum& s, const std::int64_t index[3], double e_k, double* w) {
   double m[3], m2 = 0;
   for (int d = 0; d < 3; ++d) {
     const std::int64_t signed_k = 2 * index[d] > s.mesh[d] ? index[d] - s.mesh[d] : index[d];
@@ -195,8 +228,27 @@ PMKIT_HD inline void reciprocal_virial(const PmeSpectrum& s, std::int64_t k, dou
   }
 }
 
-// influence: C(m) over the Hermitian half spectrum (spectrum_size values, x fastest);
-// half_x: the spectrum's points along x (mesh x / 2 + 1), for the Hermitian weights.
+// The influence function C(m) (src/pme.cpp) at the points of `spectrum`, in its order.
+template <class T>
+std::vector<T> influence_function(const std::array<double, 3>& box, const PmeParameters& p, const PmeSpectrum& spectrum);
+
+// PmePlan's checks of its parameters and options (src/pme.cpp), shared with the
+// distributed plan.
+void check_pme_parameters(const std::array<double, 3>& box, const PmeParameters& p);
+void check_pme_options(const PmeOptions& options);
+// The periodic mesh of the box, and the mesh plan's options: the PME plan's execution
+// options and its spread settings.
+Grid<3> pme_grid(const std::array<double, 3>& box, const PmeParameters& p);
+Options pme_mesh_options(const PmeOptions& options);
+
+// A PmePlan backend for `spectrum` (its influence function computed here) and a real
+// mesh of mesh_size values, on options.backend.
+template <class T>
+std::unique_ptr<PmeBackend<T>> make_pme_backend(const std::array<double, 3>& box, const PmeParameters& p,
+                                                const PmeSpectrum& spectrum, std::size_t mesh_size,
+                                                const PmeOptions& options);
+
+// influence: C(m) at the spectrum's points, in its order.
 template <class T>
 std::unique_ptr<PmeBackend<T>> make_cpu_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
                                                     const PmeSpectrum& spectrum, const ExecutionOptions& options);
@@ -204,10 +256,24 @@ template <class T>
 std::unique_ptr<PmeBackend<T>> make_cuda_pme_backend(const std::vector<T>& influence, std::size_t mesh_size,
                                                      const PmeSpectrum& spectrum, const ExecutionOptions& options);
 
+// The energy share of the backend's spectrum point k with value |Q|^2 = norm: 1/2 C
+// |Q|^2 times its weight in the full spectrum; with `virial`, its virial added to w.
+PMKIT_HD inline double spectrum_energy(const PmeSpectrum& s, std::int64_t k, double c, double norm, bool virial,
+                                       double* w);
+
 // The weight of spectrum point k0 (along x) in a sum over the full spectrum: 1 where it is
 // its own conjugate (k0 = 0, and k0 = mesh_x / 2 for an even mesh), 2 elsewhere.
 PMKIT_HD inline double hermitian_weight(std::int64_t k0, std::int64_t mesh_x) {
   return (k0 == 0 || 2 * k0 == mesh_x) ? 1.0 : 2.0;
+}
+
+PMKIT_HD inline double spectrum_energy(const PmeSpectrum& s, std::int64_t k, double c, double norm, bool virial,
+                                       double* w) {
+  std::int64_t index[3];
+  spectrum_index(s, k, index);
+  const double e_k = 0.5 * hermitian_weight(index[0], s.mesh[0]) * c * norm;
+  if (virial) reciprocal_virial(s, index, e_k, w);
+  return e_k;
 }
 
 // The sums a compute's energy and virial need, accumulated in double: the reciprocal
@@ -227,7 +293,7 @@ enum PmeSum {
 template <class T>
 PMKIT_HD inline T pme_force(const PmeParts<T>& p, int d, std::size_t i) {
   T f = -p.charges[i] * p.gradient[d * p.n + i];
-  if (p.real) f += p.real[d * p.n + i];
+  if (p.real) f += p.real[d * p.real_stride + i];
   return T(p.coulomb) * f;
 }
 
@@ -235,7 +301,7 @@ PMKIT_HD inline T pme_force(const PmeParts<T>& p, int d, std::size_t i) {
 template <class T>
 PMKIT_HD inline T pme_potential(const PmeParts<T>& p, std::size_t i, double net_charge) {
   double phi = double(p.rec_potential[i]) - 2 * p.self * double(p.charges[i]) - p.background * net_charge;
-  if (p.real) phi += double(p.real[3 * p.n + i]);
+  if (p.real) phi += double(p.real[3 * p.real_stride + i]);
   return T(p.coulomb * phi);
 }
 

@@ -31,11 +31,7 @@ class CpuPmeBackend final : public PmeBackend<T> {
     double energy = 0, w[6] = {};
 #pragma omp parallel for num_threads(threads_) reduction(+ : energy, w[:6]) schedule(static)
     for (std::int64_t k = 0; k < size; ++k) {
-      const double c = influence_[k];
-      const double e_k = 0.5 * hermitian_weight(k % geometry_.half_x, geometry_.mesh[0]) * c *
-                         std::norm(std::complex<double>(spectrum_[k]));
-      energy += e_k;
-      if (virial) reciprocal_virial(geometry_, k, e_k, w);
+      energy += spectrum_energy(geometry_, k, influence_[k], std::norm(std::complex<double>(spectrum_[k])), virial, w);
       spectrum_[k] *= influence_[k];
     }
     for (double& s : sums_) s = 0;
@@ -75,14 +71,16 @@ class CpuPmeBackend final : public PmeBackend<T> {
       const double qi = p.charges[i];
       q += qi;
       q2 += qi * qi;
-      if (p.real) work += qi * double(p.real[3 * p.n + i]);
+      if (p.real) work += qi * double(p.real[3 * p.real_stride + i]);
       if (p.real_virial)
-        for (int v = 0; v < 6; ++v) w[v] += p.real_virial[v * p.n + i];
+        for (int v = 0; v < 6; ++v) w[v] += p.real_virial[v * p.real_stride + i];
     }
     sums_[kChargeSum] = q;
     sums_[kChargeSquares] = q2;
     sums_[kRealSpaceWork] = work;
     for (int v = 0; v < 6; ++v) sums_[kRealVirial + v] = w[v];
+    if (p.reduce) (*p.reduce)(sums_, kPmeSums);
+    q = sums_[kChargeSum];
     if (p.potential.data) {
 #pragma omp parallel for num_threads(threads_) schedule(static)
       for (std::int64_t i = 0; i < n; ++i) p.potential[i] = pme_potential(p, i, q);

@@ -41,10 +41,7 @@ __global__ void convolve_kernel(T* __restrict__ spectrum, const T* __restrict__ 
        k += std::int64_t(gridDim.x) * blockDim.x) {
     const T c = influence[k];
     const T re = spectrum[2 * k], im = spectrum[2 * k + 1];
-    const double e_k =
-        0.5 * hermitian_weight(k % geometry.half_x, geometry.mesh[0]) * double(c) * (double(re) * re + double(im) * im);
-    energy += e_k;
-    if (virial) reciprocal_virial(geometry, k, e_k, w);
+    energy += spectrum_energy(geometry, k, double(c), double(re) * re + double(im) * im, virial, w);
     spectrum[2 * k] = re * c;
     spectrum[2 * k + 1] = im * c;
   }
@@ -84,9 +81,9 @@ __global__ void forces_kernel(const PmeParts<T> p, double* sums, unsigned* done)
     const double qi = p.charges[i];
     q += qi;
     q2 += qi * qi;
-    if (p.real) work += qi * double(p.real[3 * p.n + i]);
+    if (p.real) work += qi * double(p.real[3 * p.real_stride + i]);
     if (p.real_virial)
-      for (int v = 0; v < 6; ++v) w[v] += p.real_virial[v * p.n + i];
+      for (int v = 0; v < 6; ++v) w[v] += p.real_virial[v * p.real_stride + i];
   }
   block_add(q, sums + kChargeSum);
   block_add(q2, sums + kChargeSquares);
@@ -206,9 +203,24 @@ class CudaPmeBackend final : public PmeBackend<T> {
     // The last kernel's last block writes the energy and clears the sums (finish_sums).
     const unsigned blocks = blocks_for(p.n);
     const bool potential = p.potential.data && p.n > 0;
-    forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), potential ? nullptr : blocks_done_.get());
+    // Across ranks the sums go through the host between the forces and the last kernel,
+    // which is then potential_kernel (with a zero count of charges where none are asked).
+    const bool last_forces = !potential && !p.reduce;
+    forces_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), last_forces ? blocks_done_.get() : nullptr);
     cuda::check_launch("pmkit PME: forces");
-    if (potential) {
+    if (p.reduce) {
+      // The next compute writes host_sums_ by a copy queued after this one reads it.
+      cuda::check(cudaMemcpyAsync(host_sums_, sums_.get(), sizeof host_sums_, cudaMemcpyDeviceToHost, stream_),
+                  "pmkit PME: the sums to the host");
+      cuda::check(cudaStreamSynchronize(stream_), "pmkit PME: the sums to the host");
+      (*p.reduce)(host_sums_, kPmeSums);
+      cuda::check(cudaMemcpyAsync(sums_.get(), host_sums_, sizeof host_sums_, cudaMemcpyHostToDevice, stream_),
+                  "pmkit PME: the sums from the host");
+      PmeParts<T> last = p;
+      if (!potential) last.n = 0;
+      potential_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(last, sums_.get(), blocks_done_.get());
+      cuda::check_launch("pmkit PME: potential");
+    } else if (potential) {
       potential_kernel<T><<<blocks, kPmeBlock, 0, stream_>>>(p, sums_.get(), blocks_done_.get());
       cuda::check_launch("pmkit PME: potential");
     }
@@ -234,6 +246,7 @@ class CudaPmeBackend final : public PmeBackend<T> {
   // compute stopped between its convolution and its last step (a refused argument):
   // convolve clears them then.
   bool sums_clear_ = true;
+  double host_sums_[kPmeSums] = {};  // across ranks: the sums on their way through the host
   cuda::DevicePointerCheck pointers_;
 };
 
