@@ -3,6 +3,7 @@
 // mode) and against eager calls bit for bit (the deterministic mode), over many steps of
 // moving particles, a step where most particles leave their tile among them; a rejected
 // position reported by synchronize, from an eager call and from a replay.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -71,6 +72,13 @@ struct MovingCase {
     cpu.spread({View<const double>(qd)}, {View<double>(m)});
     cpu.interp({View<const double>(fd)}, {View<double>(v)});
     return {m, v};
+  }
+  // The device's mesh and values (the last step's, synchronised) against reference().
+  void expect_reference(const Kernel& kernel) {
+    const std::vector<float> m = mesh.download(), v = values.download();
+    const auto [ref_mesh, ref_values] = reference(kernel);
+    EXPECT_LE(rel_l2<float>(View<const float>(m), ref_mesh), 2 * tolerance<float>()) << "spread";
+    EXPECT_LE(rel_l2<float>(View<const float>(v), ref_values), 2 * tolerance<float>()) << "interp";
   }
 };
 
@@ -151,12 +159,61 @@ TEST(CudaGraphs, ReplayedStepsMatchTheCpuBackend) {
     c.copy_positions(stream.s);
     graph.launch();
     plan.synchronize();
-    const std::vector<float> mesh = c.mesh.download(), values = c.values.download();
-    const auto [ref_mesh, ref_values] = c.reference(kernel);
-    EXPECT_LE(rel_l2<float>(View<const float>(mesh), ref_mesh), 2 * tolerance<float>());
-    EXPECT_LE(rel_l2<float>(View<const float>(values), ref_values), 2 * tolerance<float>());
+    c.expect_reference(kernel);
     if (s == 6) EXPECT_GT(plan.num_away(), c.n / 4) << "the replay re-binned";
   }
+}
+
+// A graph of set_points, spread and interp captured with many particles (the partition)
+// stays valid across an eager set_points that reads the one-pass sort's runs back (the
+// particles in binned order): that sort grows only buffers of its own. Replays against the
+// CPU backend in float64 before and after.
+TEST(CudaGraphs, AGraphStaysValidAcrossAnEagerRebinThatReadsRunsBack) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  MovingCase c(std::size_t(1) << 21, rng);  // not scaled: the runs are read back from 2^20
+  Stream stream;
+  const Kernel kernel = Kernel::mp4();
+  Plan<float, 3> plan(c.grid, kernel, on_stream(stream));
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  plan.synchronize();
+  const cuda::CapturedGraph graph(stream.s, [&] { c.step(plan, false); });
+  auto replay_and_check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    c.move(0.05, rng);
+    c.copy_positions(stream.s);
+    graph.launch();
+    plan.synchronize();
+    c.expect_reference(kernel);
+  };
+  replay_and_check("before the eager set_points");
+  // The particles sorted by cell, so that set_points finds them in binned order and
+  // takes the one-pass sort, which reads its runs back at this size.
+  std::vector<std::size_t> order(c.n);
+  std::vector<std::int64_t> cell(c.n);
+  for (std::size_t i = 0; i < c.n; ++i) {
+    std::int64_t k = 0;
+    for (int d = 2; d >= 0; --d)
+      k = k * c.grid.cells[d] +
+          std::min<std::int64_t>(c.grid.cells[d] - 1, static_cast<std::int64_t>((c.pos[d][i] - c.grid.origin[d]) /
+                                                                                 c.grid.spacing[d]));
+    cell[i] = k;
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cell[a] < cell[b]; });
+  for (int d = 0; d < 3; ++d) {
+    std::vector<float> sorted(c.n);
+    for (std::size_t i = 0; i < c.n; ++i) sorted[i] = c.pos[d][order[i]];
+    c.pos[d] = sorted;
+  }
+  c.copy_positions(stream.s);
+  c.step(plan, false);  // once to find the order, once to take the one-pass sort
+  c.step(plan, false);
+  plan.synchronize();
+  replay_and_check("after the eager set_points");
 }
 
 // Deterministic mode (update_points is a full binning there): set_points, spread and

@@ -122,8 +122,10 @@ struct PlanBuffers {
   DeviceBuffer<Packed<T>> parted;
   DeviceBuffer<std::uint16_t> part_key;
   DeviceBuffer<std::uint8_t> window_banks;
-  // cub's temporary storage, sized for the largest scan or sort of set_points.
-  DeviceBuffer<unsigned char> scan_temp;
+  // cub's temporary storage, sized for the largest scan of set_points; the one-pass
+  // sort's own (its sort and scan of the runs), apart so that an eager call that grows it
+  // (the runs read back) frees no buffer a captured graph of the other paths holds.
+  DeviceBuffer<unsigned char> scan_temp, run_temp;
   // Deterministic spread: the integer meshes, max |q| per property.
   DeviceBuffer<unsigned long long> exact, max_abs;
   // Fast float spread: the heavy tiles' double windows (PropPass::heavy_windows), all

@@ -438,12 +438,12 @@ void CudaBackend<T, D>::one_pass_scatter(Binned<T>& b, std::size_t n, const Posi
       b.tile_of.get(), n, buf_.warp_run_start.get(),
       RunList{buf_.run_key.get(), buf_.run_head.get(), buf_.run_id.get()}, runs, tiles + 1);
   check_launch("pmkit::cuda::set_points::emit_runs");
-  std::size_t sort_bytes = buf_.scan_temp.size();
-  check(cub::DeviceRadixSort::SortPairs(buf_.scan_temp.get(), sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
+  std::size_t sort_bytes = buf_.run_temp.size();
+  check(cub::DeviceRadixSort::SortPairs(buf_.run_temp.get(), sort_bytes, buf_.run_key.get(), buf_.sorted_key.get(),
                                         buf_.run_id.get(), buf_.sorted_id.get(), runs, 0, key_bits, stream_),
         "cub::DeviceRadixSort");
-  std::size_t scan_bytes = buf_.scan_temp.size();
-  check(cub::DeviceScan::ExclusiveSum(buf_.scan_temp.get(), scan_bytes, lengths, buf_.sorted_start.get(), runs + 1,
+  std::size_t scan_bytes = buf_.run_temp.size();
+  check(cub::DeviceScan::ExclusiveSum(buf_.run_temp.get(), scan_bytes, lengths, buf_.sorted_start.get(), runs + 1,
                                       stream_),
         "cub::DeviceScan");
   std::uint32_t* run_slot = buf_.run_key.get();
@@ -469,7 +469,9 @@ int CudaBackend<T, D>::run_key_bits() const {
 // The one-pass scatter's arrays for `runs` runs, and cub's room for their sort and scan;
 // run_slot takes the unsorted keys' room once the sort has read them. Where the sort
 // takes the bound (below tuning::kRunsReadBackParticles), reserve_binning calls it
-// before any kernel, so that a capture after an eager call allocates nothing.
+// before any kernel, so that a capture after an eager call allocates nothing. Above, an
+// eager call grows them to the runs it read back: buffers of this sort alone, which no
+// capture holds (a capture of that size takes the partition).
 template <class T, int D>
 void CudaBackend<T, D>::reserve_runs(std::size_t runs) {
   buf_.run_key.reserve(runs, "binning scratch");
@@ -487,7 +489,7 @@ void CudaBackend<T, D>::reserve_runs(std::size_t runs) {
         "cub::DeviceRadixSort");
   check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, lengths, buf_.sorted_start.get(), items + 1, stream_),
         "cub::DeviceScan");
-  buf_.scan_temp.reserve(std::max(sort_bytes, scan_bytes), "binning scratch");
+  buf_.run_temp.reserve(std::max(sort_bytes, scan_bytes), "binning scratch");
 }
 
 // The scatter by partition (kernels/partition.cuh; n > 0): count, pass 1 into
