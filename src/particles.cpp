@@ -60,7 +60,7 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
 #if defined(_OPENMP)
 #pragma omp parallel for
 #endif
-      for (std::ptrdiff_t k = 0; k < n; ++k) to[j * n + k] = from[j * n + k];
+      for (std::ptrdiff_t k = 0; k < n; ++k) to[j * n + k] = from[j * n + order_[k]];
     }
     for (std::size_t k = 0; k < n_; ++k) moved_ids_[k] = ids_[order_[k]];
     std::swap(ids_, moved_ids_);
@@ -70,7 +70,7 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
   std::uint32_t read_id(std::size_t slot) override { return ids_[slot]; }
 
  private:
-  std::array<StepAxis, D> axes_;
+  StepAxes<D> axes_;
   std::size_t n_ = 0;
   std::vector<T> state_[2], fields_, deposits_;
   std::vector<std::uint32_t> ids_, moved_ids_, order_;

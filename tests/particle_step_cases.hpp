@@ -65,57 +65,100 @@ struct StepUpdate {
   }
 };
 
+// The host's memory for StepCase (a CUDA test gives the device's).
+struct HostMemory {
+  template <class U>
+  using Array = std::vector<U>;
+  template <class U>
+  static void upload(std::vector<U>& to, const std::vector<U>& from) {
+    to = from;
+  }
+  template <class U>
+  static std::vector<U> download(const std::vector<U>& from, std::size_t n) {
+    return std::vector<U>(from.begin(), from.begin() + n);
+  }
+  template <class U>
+  static View<U> view(std::vector<U>& a, std::size_t n) {
+    return View<U>(a.data(), n);
+  }
+};
+
 // The step on `fused_plan` next to the unfused calls on a second plan of the same
-// options, from the same particles. Positions and velocities must agree bit for bit (each
-// particle's arithmetic is the same), the deposits to rounding (their sums run in another
-// order), or bit for bit where `bitwise_deposits`.
-template <class T, int D>
+// options, from the same particles, the arrays in Memory's memory. Positions and
+// velocities must agree bit for bit (each particle's arithmetic is the same), the
+// deposits to rounding (their sums run in another order), or bit for bit where
+// `bitwise_deposits`.
+template <class T, int D, class Memory = HostMemory>
 struct StepCase {
   using Update = StepUpdate<T, D>;
+  template <class U>
+  using Array = typename Memory::template Array<U>;
   Grid<D> grid = Grid<D>::periodic(uniform(16));
   std::size_t n = 3000;
   Plan<T, D> fused_plan, plain_plan;
   HostParticles<T, D> host;
-  std::vector<T> phi, psi;
-  std::array<std::vector<T>, 2> fused_rho, plain_rho;
+  std::size_t mesh_size;
+  Array<T> phi, psi;
+  std::array<Array<T>, 2> fused_rho, plain_rho;
+  std::array<Array<T>, D> plain_x, gradient, out_x, out_v;
+  std::array<Array<T>, 2> deposit;
+  Array<T> value;
 
   static std::array<std::int64_t, D> uniform(std::int64_t c) {
     std::array<std::int64_t, D> cells;
     cells.fill(c);
     return cells;
   }
+  View<T> view(Array<T>& a, std::size_t size) { return Memory::view(a, size); }
+  View<const T> cview(Array<T>& a, std::size_t size) { return Memory::view(a, size); }
 
   StepCase(const Options& options, const Kernel& kernel)
-      : fused_plan(grid, kernel, options), plain_plan(grid, kernel, options), host(grid, n, 5) {
+      : fused_plan(grid, kernel, options), plain_plan(grid, kernel, options), host(grid, n, 5),
+        mesh_size(static_cast<std::size_t>(fused_plan.mesh_size())) {
     std::mt19937 rng(9);
-    std::uniform_real_distribution<double> value(-1.0, 1.0);
-    phi.resize(fused_plan.mesh_size());
-    psi.resize(fused_plan.mesh_size());
-    for (auto& p : phi) p = static_cast<T>(value(rng));
-    for (auto& p : psi) p = static_cast<T>(value(rng));
+    std::uniform_real_distribution<double> uniform_value(-1.0, 1.0);
+    std::vector<T> a(mesh_size), b(mesh_size), zero(mesh_size, T(0)), particle_zero(n, T(0));
+    for (auto& p : a) p = static_cast<T>(uniform_value(rng));
+    for (auto& p : b) p = static_cast<T>(uniform_value(rng));
+    Memory::upload(phi, a);
+    Memory::upload(psi, b);
     for (auto* rho : {&fused_rho, &plain_rho})
-      for (auto& r : *rho) r.assign(fused_plan.mesh_size(), T(0));
+      for (auto& r : *rho) Memory::upload(r, zero);
+    for (auto* arrays : {&plain_x, &gradient, &out_x, &out_v})
+      for (auto& x : *arrays) Memory::upload(x, particle_zero);
+    for (auto& q : deposit) Memory::upload(q, particle_zero);
+    Memory::upload(value, particle_zero);
+  }
+
+  std::array<View<const T>, D> plain_positions() {
+    std::array<View<const T>, D> x;
+    for (int d = 0; d < D; ++d) {
+      Memory::upload(plain_x[d], host.x[d]);
+      x[d] = cview(plain_x[d], n);
+    }
+    return x;
   }
 
   // The update on the host and the unfused calls, one step.
   void plain_step(const Update& update) {
-    std::vector<T> value(n);
-    std::array<std::vector<T>, D> gradient;
-    for (auto& g : gradient) g.resize(n);
-    plain_plan.interp({View<const T>(phi)}, {View<T>(value)});
-    std::vector<View<T>> gradient_views(gradient.begin(), gradient.end());
-    plain_plan.interp_gradient({View<const T>(psi)}, gradient_views);
-    std::array<std::vector<T>, 2> deposit;
-    for (auto& q : deposit) q.resize(n);
+    plain_plan.interp({cview(phi, mesh_size)}, {view(value, n)});
+    std::vector<View<T>> gradient_views;
+    for (auto& g : gradient) gradient_views.push_back(view(g, n));
+    plain_plan.interp_gradient({cview(psi, mesh_size)}, gradient_views);
+    const std::vector<T> values = Memory::download(value, n);
+    std::array<std::vector<T>, D> gradients;
+    for (int d = 0; d < D; ++d) gradients[d] = Memory::download(gradient[d], n);
+    std::array<std::vector<T>, 2> deposits;
+    for (auto& q : deposits) q.resize(n);
     const auto axes = detail::step_axes(grid);
     for (std::size_t k = 0; k < n; ++k) {
       StepParticleFor<T, D, Update> p{};
       for (int d = 0; d < D; ++d) {
         p.x[d] = host.x[d][k];
         p.prop[d] = host.v[d][k];
-        p.gradient[0][d] = gradient[d][k];
+        p.gradient[0][d] = gradients[d][k];
       }
-      p.value[0] = value[k];
+      p.value[0] = values[k];
       p.id = static_cast<std::uint32_t>(k);
       update(p);
       for (int d = 0; d < D; ++d) {
@@ -123,40 +166,56 @@ struct StepCase {
         host.x[d][k] = p.x[d];
         host.v[d][k] = p.prop[d];
       }
-      for (int q = 0; q < 2; ++q) deposit[q][k] = p.deposit[q];
+      for (int q = 0; q < 2; ++q) deposits[q][k] = p.deposit[q];
     }
-    plain_plan.update_points(host.position_views());
-    plain_plan.spread({View<const T>(deposit[0]), View<const T>(deposit[1])},
-                      {View<T>(plain_rho[0]), View<T>(plain_rho[1])});
+    plain_plan.update_points(plain_positions());
+    for (int q = 0; q < 2; ++q) Memory::upload(deposit[q], deposits[q]);
+    plain_plan.spread({cview(deposit[0], n), cview(deposit[1], n)},
+                      {view(plain_rho[0], mesh_size), view(plain_rho[1], mesh_size)});
   }
 
   // `fused` runs one step of the particles: step(particles, update, meshes).
   template <class Fused>
   void run(int steps, Fused&& fused, bool bitwise_deposits = false) {
     Particles<T, D> particles(fused_plan, D);
-    particles.assign(host.position_views(), host.velocity_views());
-    plain_plan.set_points(host.position_views());
+    std::vector<View<const T>> velocities;
+    for (int d = 0; d < D; ++d) {
+      Memory::upload(out_v[d], host.v[d]);
+      velocities.push_back(cview(out_v[d], n));
+    }
+    particles.assign(plain_positions(), velocities);
+    plain_plan.set_points(plain_positions());
     const Update update{};
-    HostParticles<T, D> out = host;
     for (int s = 0; s < steps; ++s) {
       fused(particles, update,
-            StepMeshes<T>{{View<const T>(phi)}, {View<const T>(psi)}, {View<T>(fused_rho[0]), View<T>(fused_rho[1])}});
+            StepMeshes<T>{{cview(phi, mesh_size)},
+                          {cview(psi, mesh_size)},
+                          {view(fused_rho[0], mesh_size), view(fused_rho[1], mesh_size)}});
       plain_step(update);
-      particles.copy_out(out.position_out(), out.velocity_out());
+      std::array<View<T>, D> x;
+      std::vector<View<T>> v;
       for (int d = 0; d < D; ++d) {
-        ASSERT_EQ(out.x[d], host.x[d]) << "positions, axis " << d << ", step " << s;
-        ASSERT_EQ(out.v[d], host.v[d]) << "velocities, axis " << d << ", step " << s;
+        x[d] = view(out_x[d], n);
+        v.push_back(view(out_v[d], n));
+      }
+      particles.copy_out(x, v);
+      particles.synchronize();
+      for (int d = 0; d < D; ++d) {
+        ASSERT_EQ(Memory::download(out_x[d], n), host.x[d]) << "positions, axis " << d << ", step " << s;
+        ASSERT_EQ(Memory::download(out_v[d], n), host.v[d]) << "velocities, axis " << d << ", step " << s;
       }
       for (int q = 0; q < 2; ++q) {
+        const std::vector<T> fused_q = Memory::download(fused_rho[q], mesh_size);
+        const std::vector<T> plain_q = Memory::download(plain_rho[q], mesh_size);
         if (bitwise_deposits) {
-          ASSERT_EQ(fused_rho[q], plain_rho[q]) << "deposit " << q << ", step " << s;
+          ASSERT_EQ(fused_q, plain_q) << "deposit " << q << ", step " << s;
           continue;
         }
         double scale = 0;
-        for (T r : plain_rho[q]) scale = std::max(scale, std::abs(static_cast<double>(r)));
+        for (T r : plain_q) scale = std::max(scale, std::abs(static_cast<double>(r)));
         const double tolerance = scale * (sizeof(T) == 4 ? 1e-5 : 1e-13);
-        for (std::size_t i = 0; i < plain_rho[q].size(); ++i)
-          ASSERT_NEAR(fused_rho[q][i], plain_rho[q][i], tolerance) << "deposit " << q << ", node " << i << ", step " << s;
+        for (std::size_t i = 0; i < mesh_size; ++i)
+          ASSERT_NEAR(fused_q[i], plain_q[i], tolerance) << "deposit " << q << ", node " << i << ", step " << s;
       }
     }
   }

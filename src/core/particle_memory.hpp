@@ -19,11 +19,16 @@ struct StepAxis {
   bool periodic = true;
 };
 template <int D>
-std::array<StepAxis, D> step_axes(const Grid<D>& grid) {
-  std::array<StepAxis, D> axes;
+struct StepAxes {
+  StepAxis axis[D];
+  PMKIT_HD const StepAxis& operator[](int d) const { return axis[d]; }
+};
+template <int D>
+StepAxes<D> step_axes(const Grid<D>& grid) {
+  StepAxes<D> axes;
   for (int d = 0; d < D; ++d)
-    axes[d] = {grid.origin[d], grid.spacing[d] * static_cast<double>(grid.cells[d]),
-               grid.boundary[d] == Boundary::Periodic};
+    axes.axis[d] = {grid.origin[d], grid.spacing[d] * static_cast<double>(grid.cells[d]),
+                    grid.boundary[d] == Boundary::Periodic};
   return axes;
 }
 
