@@ -38,7 +38,8 @@ struct Misstep {
   static constexpr int properties = D;
   std::uint32_t bad;
   T where;
-  PMKIT_HD void operator()(StepParticleFor<T, D, Misstep>& p) const {
+  template <class Particle>
+  PMKIT_HD void operator()(Particle& p) const {
     for (int d = 0; d < D; ++d) p.x[d] += T(0.25) * p.prop[d];
     if (p.id == bad) p.x[D - 1] = where;
   }
