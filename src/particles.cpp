@@ -6,6 +6,7 @@
 
 #include "core/arguments.hpp"
 #include "core/particle_memory.hpp"
+#include "cpu/openmp.hpp"
 #include "pmkit/particle_step.hpp"
 
 namespace pmkit {
@@ -286,6 +287,20 @@ detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, i
   a.ids = memory_->ids();
   a.rejected = memory_->rejected();
   return a;
+}
+
+template <class T, int D>
+void Particles<T, D>::share_on_host(void (*range)(const void*, std::size_t, std::size_t), const void* context) const {
+  const std::size_t threads = static_cast<std::size_t>(detail::openmp_threads(plan_->options().num_threads));
+  const std::size_t parts = std::max<std::size_t>(1, std::min(threads, n_ / 1024 + 1));
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(parts);
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
+#endif
+  for (std::ptrdiff_t part = 0; part < count; ++part) {
+    const std::size_t p = static_cast<std::size_t>(part);
+    range(context, n_ * p / parts, n_ * (p + 1) / parts);
+  }
 }
 
 template <class T, int D>

@@ -182,6 +182,7 @@ class Particles {
   detail::StepArrays<T> begin_step(const StepMeshes<T>& meshes, int properties, int values, int gradients,
                                    int deposits);
   void end_step(const StepMeshes<T>& meshes);
+  void share_on_host(void (*range)(const void*, std::size_t, std::size_t), const void* context) const;
   T* state(int buffer) const;
   void put_in_binned_order(int from);
   void bind();
@@ -210,15 +211,31 @@ struct ParticlesAccess {
   static void end(Particles<T, D>& p, const StepMeshes<T>& meshes) {
     p.end_step(meshes);
   }
+
+  // The slots [0, n) in ranges over the library's threads (the plan's num_threads):
+  // range(context, begin, end) on each.
+  template <class T, int D>
+  static void share(const Particles<T, D>& p, void (*range)(const void*, std::size_t, std::size_t),
+                    const void* context) {
+    p.share_on_host(range, context);
+  }
 };
 
+// The update on the host: the library's threads each take a range of slots, so that the
+// caller's file needs no OpenMP.
 template <class T, int D, class Update>
-void host_update(const StepArrays<T>& a, const Update& update) {
-  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(a.n);
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static)
-#endif
-  for (std::ptrdiff_t k = 0; k < n; ++k) update_particle<T, D>(a, static_cast<std::size_t>(k), update);
+void host_update(const Particles<T, D>& particles, const StepArrays<T>& a, const Update& update) {
+  struct Context {
+    const StepArrays<T>* a;
+    const Update* update;
+  } context{&a, &update};
+  ParticlesAccess::share(
+      particles,
+      [](const void* c, std::size_t begin, std::size_t end) {
+        const Context& ctx = *static_cast<const Context*>(c);
+        for (std::size_t k = begin; k < end; ++k) update_particle<T, D>(*ctx.a, k, *ctx.update);
+      },
+      &context);
 }
 }  // namespace detail
 
@@ -238,7 +255,7 @@ void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>&
                  "pmkit/cuda/particle_step.cuh in a file compiled by nvcc and call pmkit::cuda::step");
   const detail::StepArrays<T> a =
       detail::ParticlesAccess::begin(particles, meshes, C::properties, C::values, C::gradients, C::deposits);
-  detail::host_update<T, D>(a, update);
+  detail::host_update<T, D>(particles, a, update);
   detail::ParticlesAccess::end(particles, meshes);
 }
 
