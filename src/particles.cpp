@@ -167,6 +167,21 @@ void Particles<T, D>::assign(const typename Plan<T, D>::Positions& positions, Sp
   for (int d = 0; d < D; ++d) memory_->copy_in(state(0) + d * n, positions[d]);
   for (int i = 0; i < properties_; ++i) memory_->copy_in(state(0) + (D + i) * n, properties[i]);
   memory_->fill_ids();
+  // Wrapped as a step's positions are (a position the plan rejects is reported by the
+  // plan: on the device a rejection recorded here is cleared first).
+  const unsigned long long bad = memory_->check_positions(state(0), 0);
+  if (bad != kNoRejection) {
+    try {
+      reject(static_cast<std::size_t>(bad), 0, false);
+    } catch (const Error&) {
+      n_ = 0;  // no particles until the next assign
+      throw;
+    }
+  }
+  if (on_device()) {
+    int good = 0;
+    memory_->take_rejection(good);
+  }
   bind();
   put_in_binned_order(0);
 }
@@ -193,15 +208,19 @@ void Particles<T, D>::guard(F&& call) {
   try {
     call();
   } catch (const Error& e) {
-    if (on_device()) recover(&e);
+    if (on_device()) recover();
     throw;
   }
 }
 
-// The error of the particle at `slot` of buffer `bad_buffer`, its first bad coordinate named.
+// The error of the particle at `slot` of buffer `bad_buffer`, its first bad coordinate
+// named: one that a step's update left (the particles keep the state before the step),
+// or one given to assign.
 template <class T, int D>
-void Particles<T, D>::reject(std::size_t slot, int bad_buffer) {
+void Particles<T, D>::reject(std::size_t slot, int bad_buffer, bool in_step) {
   const std::uint32_t id = memory_->read_id(slot);
+  const char* lead = in_step ? "step: the update left particle " : "Particles::assign: particle ";
+  const char* tail = in_step ? "; the particles keep the state before the step" : "";
   const T* x = state(bad_buffer);
   const auto axes = detail::step_axes(plan_->grid());
   for (int d = 0; d < D; ++d) {
@@ -209,21 +228,18 @@ void Particles<T, D>::reject(std::size_t slot, int bad_buffer) {
     const T original = value;
     if (detail::wrap_position(value, axes[d])) continue;
     if (!std::isfinite(static_cast<double>(original)))
-      fail(ErrorCode::NonFinitePosition, "step: the update left particle ", id, " (binned slot ", slot, ") at x[", d,
-           "] = ", original, "; the particles keep the state before the step");
-    fail(ErrorCode::OutOfBounds, "step: the update left particle ", id, " (binned slot ", slot, ") at x[", d, "] = ",
-         original, ", outside the bounded axis [", axes[d].origin, ", ", axes[d].origin + axes[d].extent,
-         "]; the particles keep the state before the step");
+      fail(ErrorCode::NonFinitePosition, lead, id, " (binned slot ", slot, ") at x[", d, "] = ", original, tail);
+    fail(ErrorCode::OutOfBounds, lead, id, " (binned slot ", slot, ") at x[", d, "] = ", original,
+         ", outside the bounded axis [", axes[d].origin, ", ", axes[d].origin + axes[d].extent, "]", tail);
   }
-  fail(ErrorCode::NonFinitePosition, "step: the update left particle ", id, " (binned slot ", slot,
-       ") at a bad position; the particles keep the state before the step");
+  fail(ErrorCode::NonFinitePosition, lead, id, " (binned slot ", slot, ") at a bad position", tail);
 }
 
-// After an error on a CUDA plan: where a step recorded a rejection, the state of the
-// step before it becomes the current one, the plan bins it again and the rejection is
-// thrown; else nothing (the caller rethrows `plan_error`).
+// On a CUDA plan, after an error or a wait: where a step recorded a rejection, the state
+// before that step becomes the current one, the plan bins it again and the rejection is
+// thrown; else nothing.
 template <class T, int D>
-void Particles<T, D>::recover(const Error* plan_error) {
+void Particles<T, D>::recover() {
   int good = current_;
   const unsigned long long slot = memory_->take_rejection(good);
   if (slot == kNoRejection) return;
@@ -231,10 +247,9 @@ void Particles<T, D>::recover(const Error* plan_error) {
     plan_->synchronize();  // the plan's own report of the same positions
   } catch (const Error&) {
   }
-  (void)plan_error;
   current_ = good;
   bind();
-  reject(static_cast<std::size_t>(slot), 1 - good);
+  reject(static_cast<std::size_t>(slot), 1 - good, true);
 }
 
 template <class T, int D>
@@ -242,11 +257,11 @@ void Particles<T, D>::synchronize() {
   if (!on_device()) return;
   try {
     plan_->synchronize();
-  } catch (const Error& e) {
-    recover(&e);
+  } catch (const Error&) {
+    recover();
     throw;
   }
-  recover(nullptr);
+  recover();
 }
 
 template <class T, int D>
@@ -307,7 +322,7 @@ template <class T, int D>
 void Particles<T, D>::end_step(const StepMeshes<T>& meshes) {
   const int next = 1 - current_;
   const unsigned long long bad = memory_->check_positions(state(next), current_);
-  if (bad != kNoRejection) reject(static_cast<std::size_t>(bad), next);
+  if (bad != kNoRejection) reject(static_cast<std::size_t>(bad), next, true);
   std::array<View<const T>, D> x;
   for (int d = 0; d < D; ++d) x[d] = View<const T>(state(next) + d * n_, n_);
   guard([&] { plan_->update_points(x); });

@@ -78,6 +78,26 @@ TEST(ParticleStep, RejectsAPositionOutsideABoundedAxisAndKeepsTheState) {
   expect_rejected<float, 2>(Grid<2>::bounded({16, 16}), 17.5f, ErrorCode::OutOfBounds);
 }
 
+TEST(ParticleStep, AssignWrapsPeriodicPositionsAndRejectsBadOnes) {
+  const Grid<2> grid = Grid<2>::periodic({8, 8});
+  Plan<double, 2> plan(grid, Kernel::mp4());
+  Particles<double, 2> particles(plan, 0);
+  std::vector<double> x{17.5, -0.25, 3.0}, y{1.0, 2.0, -8.5};
+  particles.assign({View<const double>(x), View<const double>(y)}, {});
+  std::vector<double> wx(3), wy(3);
+  particles.copy_out({View<double>(wx), View<double>(wy)}, {});
+  EXPECT_EQ(wx, (std::vector<double>{1.5, 7.75, 3.0}));
+  EXPECT_EQ(wy, (std::vector<double>{1.0, 2.0, 7.5}));
+  y[1] = std::nan("");
+  try {
+    particles.assign({View<const double>(x), View<const double>(y)}, {});
+    FAIL() << "a NaN position was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NonFinitePosition) << e.what();
+    EXPECT_NE(std::string(e.what()).find("particle 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ParticleStep, ChecksTheMeshCountsAgainstTheUpdate) {
   const Grid<3> grid = Grid<3>::periodic({8, 8, 8});
   Plan<double, 3> plan(grid, Kernel::mp4());

@@ -159,7 +159,10 @@ class Particles {
 
   // Copies the caller's positions (D views of one length) and `properties` views of that
   // length in (the plan's memory), bins them and puts them in binned order. ids() then
-  // gives each particle's index in these arrays.
+  // gives each particle's index in these arrays. Positions are wrapped into the domain
+  // on periodic axes; a non-finite one, or one outside a bounded axis, is an error
+  // naming the particle (CPU: thrown here, after which the particles are empty until
+  // the next assign; CUDA: reported by the plan later, as for set_points).
   void assign(const typename Plan<T, D>::Positions& positions, Span<View<const T>> properties);
   std::size_t size() const { return n_; }
   int num_properties() const { return properties_; }
@@ -188,8 +191,8 @@ class Particles {
   void bind();
   template <class F>
   void guard(F&& call);
-  [[noreturn]] void reject(std::size_t slot, int bad_buffer);
-  void recover(const Error* plan_error);
+  [[noreturn]] void reject(std::size_t slot, int bad_buffer, bool in_step);
+  void recover();
   bool on_device() const { return plan_->options().backend == Backend::Cuda; }
 
   Plan<T, D>* plan_;
