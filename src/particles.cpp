@@ -243,9 +243,14 @@ void Particles<T, D>::recover() {
   int good = current_;
   const unsigned long long slot = memory_->take_rejection(good);
   if (slot == kNoRejection) return;
-  try {
-    plan_->synchronize();  // the plan's own report of the same positions
-  } catch (const Error&) {
+  // The plan's own reports of the bad positions (the bad step's, and a later step's
+  // update_points of the arrays it left), one a call.
+  for (int report = 0; report < 4; ++report) {
+    try {
+      plan_->synchronize();
+      break;
+    } catch (const Error&) {
+    }
   }
   current_ = good;
   bind();

@@ -93,7 +93,7 @@ struct StepCase {
   using Update = StepUpdate<T, D>;
   template <class U>
   using Array = typename Memory::template Array<U>;
-  Grid<D> grid = Grid<D>::periodic(uniform(16));
+  Grid<D> grid;
   std::size_t n = 3000;
   Plan<T, D> fused_plan, plain_plan;
   HostParticles<T, D> host;
@@ -112,8 +112,10 @@ struct StepCase {
   View<T> view(Array<T>& a, std::size_t size) { return Memory::view(a, size); }
   View<const T> cview(Array<T>& a, std::size_t size) { return Memory::view(a, size); }
 
-  StepCase(const Options& options, const Kernel& kernel)
-      : fused_plan(grid, kernel, options), plain_plan(grid, kernel, options), host(grid, n, 5),
+  // A periodic grid of `cells` cells an axis.
+  StepCase(const Options& options, const Kernel& kernel, std::int64_t cells = 16)
+      : grid(Grid<D>::periodic(uniform(cells))),
+        fused_plan(grid, kernel, options), plain_plan(grid, kernel, options), host(grid, n, 5),
         mesh_size(static_cast<std::size_t>(fused_plan.mesh_size())) {
     std::mt19937 rng(9);
     std::uniform_real_distribution<double> uniform_value(-1.0, 1.0);

@@ -63,7 +63,7 @@ TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode3D) {
 
 TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode2D) {
   PMKIT_REQUIRE_GPU();
-  StepCase<double, 2, DeviceMemory> c(cuda_options(true), Kernel::bspline(3));
+  StepCase<double, 2, DeviceMemory> c(cuda_options(true), Kernel::bspline(3), 64);  // tiles of 32^2
   c.run(40, cuda_step<double, 2>, true, true);
 }
 
