@@ -7,7 +7,6 @@
 #include "pmkit/kernels.hpp"
 #include "pmkit/pair_kernels.hpp"
 #include "pmkit/pairs.hpp"
-#include "pmkit/particle_step.hpp"
 #include "pmkit/plan.hpp"
 #include "pmkit/pme.hpp"
 #include "pmkit/view.hpp"
