@@ -87,9 +87,9 @@ using StepParticleFor = StepParticle<T, D, StepCounts<Update>::properties, StepC
 // meshes (spread at the positions after it, with deposit_mode).
 template <class T>
 struct StepMeshes {
-  Span<View<const T>> values;
-  Span<View<const T>> gradients;
-  Span<View<T>> deposits;
+  Span<View<const T>> values = {};
+  Span<View<const T>> gradients = {};
+  Span<View<T>> deposits = {};
   Accumulate deposit_mode = Accumulate::Overwrite;
 };
 
