@@ -17,4 +17,5 @@ set(PMKIT_CUDA_SOURCES
   src/cuda/pairs/builtin_double.cu
   src/cuda/pairs/backend.cu
   src/cuda/fft.cu
-  src/cuda/pme.cu)
+  src/cuda/pme.cu
+  src/cuda/particles.cu)

@@ -79,6 +79,11 @@ std::size_t Plan<T, D>::num_away() const {
   return backend_->num_away();
 }
 
+template <class T, int D>
+bool Plan<T, D>::binning_kept() const {
+  return backend_->binning_kept();
+}
+
 
 namespace {
 template <class M>

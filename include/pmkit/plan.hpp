@@ -165,6 +165,11 @@ class Plan {
   bool has_points() const { return has_points_; }
   // Particles handled outside their bin since the last full binning (update_points).
   std::size_t num_away() const;
+  // Whether the last update_points kept the binning of the full binning before it (the
+  // CUDA backend's update after small moves), so that binned_order is unchanged by it.
+  // False after set_points, and always on the CPU backend and in deterministic mode.
+  // Decided on the host: no wait.
+  bool binning_kept() const;
   // order[k] = the caller's index of the k-th particle in the plan's binned order (that
   // of the last full binning). Keeping the particle arrays in this order (x'[k] =
   // x[order[k]], the same for every property) makes spread's property reads and interp's

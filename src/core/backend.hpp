@@ -21,6 +21,8 @@ class Backend {
     set_points(n, positions);
   }
   virtual std::size_t num_away() const { return 0; }
+  // Whether the last update_points kept the last full binning (Plan::binning_kept).
+  virtual bool binning_kept() const { return false; }
   virtual void binned_order(View<std::uint32_t> order) const = 0;
   // to[i][k] = from[i][order[k]] for each array (Plan::permute_to_binned); in place where
   // to[i] and from[i] start at the same element.

@@ -53,6 +53,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   void set_points(std::size_t n, const std::array<View<const T>, D>& positions) override;
   void update_points(std::size_t n, const std::array<View<const T>, D>& positions) override;
   std::size_t num_away() const override;
+  bool binning_kept() const override { return binning_kept_; }
   void raise_device_errors(bool wait) override;
   bool has_binning() const override { return !binning_lost_; }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) override;
@@ -234,6 +235,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   std::size_t known_away_ = 0;
   bool caller_order_binned_ = false;
   bool binning_lost_ = false;
+  bool binning_kept_ = false;  // the last update_points kept the binning (Plan::binning_kept)
   BinningCall<T, D> captured_call_;  // the last binning call queued under stream capture
 };
 

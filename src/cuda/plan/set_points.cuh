@@ -56,6 +56,7 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
                                                                   static_cast<std::size_t>(limits_.shared_optin));
   Binned<T>& b = building();
   if (&b == &current_) binning_lost_ = true;
+  binning_kept_ = false;
   reserve_binning(b, n, may_partition);
   const PositionArrays<T, D> pos = device_positions(n, positions);
   const bool timed = start_call_timer();
@@ -291,6 +292,7 @@ void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const
   if (timed) stop_call_timer();
   b.has_away = true;
   binning_lost_ = false;
+  binning_kept_ = true;
   finish_binning_call(false, pos, b.status_row, false);
 }
 

@@ -1,0 +1,265 @@
+#pragma once
+// The particle step: the fields interpolated at every particle, the caller's update of
+// each particle, and the re-binning of the moved particles, on particles that the plan
+// keeps in its binned order from step to step; optionally a deposit at the new
+// positions of quantities the update computes (a material point method's G2P, update
+// and P2G).
+//
+//   struct Push {                                  // a leapfrog push in a potential
+//     static constexpr int properties = 3;         // vx, vy, vz
+//     static constexpr int gradients = 1;          // grad phi
+//     float qm_dt, dt;
+//     PMKIT_HD void operator()(pmkit::StepParticleFor<float, 3, Push>& p) const {
+//       for (int d = 0; d < 3; ++d) {
+//         p.prop[d] -= qm_dt * p.gradient[0][d];
+//         p.x[d] += dt * p.prop[d];
+//       }
+//     }
+//   };
+//   pmkit::Particles<float, 3> particles(plan, 3);
+//   particles.assign({x, y, z}, {vx, vy, vz});     // copied in, binned, put in binned order
+//   pmkit::step(particles, Push{...}, {{}, {phi}});        // CPU plan, any C++ file
+//   pmkit::cuda::step(particles, Push{...}, {{}, {phi}});  // either plan, a file nvcc compiles
+//                                                          // (pmkit/cuda/particle_step.cuh)
+//
+// Particles owns the particle arrays, in the plan's memory (device memory on a CUDA
+// plan), in the plan's binned order: a full re-binning moves every array with the
+// binning in the same call, and the update writes into a second set of arrays, so that a
+// step that the update leaves with a bad position keeps the state before it. The caller
+// reads the arrays through positions(), property() and ids() (binned order), or copies
+// them out in the order they were assigned in (copy_out).
+//
+// The functor's contract is in docs/api.md ("The particle step").
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+#include "pmkit/config.hpp"
+#include "pmkit/plan.hpp"
+
+namespace pmkit {
+
+namespace detail {
+// A functor's count `Update::name`, or 0 where it declares none.
+#define PMKIT_STEP_COUNT(name)                                                       \
+  template <class U, class = void>                                                   \
+  struct step_##name : std::integral_constant<int, 0> {};                            \
+  template <class U>                                                                 \
+  struct step_##name<U, std::void_t<decltype(U::name)>> : std::integral_constant<int, U::name> {};
+PMKIT_STEP_COUNT(properties)
+PMKIT_STEP_COUNT(values)
+PMKIT_STEP_COUNT(gradients)
+PMKIT_STEP_COUNT(deposits)
+#undef PMKIT_STEP_COUNT
+}  // namespace detail
+
+// What an update functor declares (each a static constexpr int, 0 where absent): the
+// values each particle carries besides its position, the meshes interpolated at it, the
+// meshes whose gradient is interpolated at it, and the quantities it deposits.
+template <class Update>
+struct StepCounts {
+  static constexpr int properties = detail::step_properties<Update>::value;
+  static constexpr int values = detail::step_values<Update>::value;
+  static constexpr int gradients = detail::step_gradients<Update>::value;
+  static constexpr int deposits = detail::step_deposits<Update>::value;
+  static_assert(properties >= 0 && values >= 0 && gradients >= 0 && deposits >= 0,
+                "a step's counts are not negative");
+};
+
+// One particle as the update functor sees it. Arrays of a count 0 have one unused entry.
+template <class T, int D, int P, int V, int G, int Q>
+struct StepParticle {
+  T x[D];                        // in: the position; out: the new position
+  T prop[P > 0 ? P : 1];         // in: the properties; out: the new properties
+  T value[V > 0 ? V : 1];        // in: value[i], meshes.values[i] interpolated at x
+  T gradient[G > 0 ? G : 1][D];  // in: gradient[i][d], d/dx_d of meshes.gradients[i] at x
+  T deposit[Q > 0 ? Q : 1];      // out: spread onto meshes.deposits[i] at the new x (0 on entry)
+  std::uint32_t id;              // in: the particle's index in the arrays given to assign
+};
+template <class T, int D, class Update>
+using StepParticleFor = StepParticle<T, D, StepCounts<Update>::properties, StepCounts<Update>::values,
+                                     StepCounts<Update>::gradients, StepCounts<Update>::deposits>;
+
+// The meshes of one step, in the plan's memory: interpolated (values: interp;
+// gradients: interp_gradient) at the positions before the update, and the deposits'
+// meshes (spread at the positions after it, with deposit_mode).
+template <class T>
+struct StepMeshes {
+  Span<View<const T>> values = {};
+  Span<View<const T>> gradients = {};
+  Span<View<T>> deposits = {};
+  Accumulate deposit_mode = Accumulate::Overwrite;
+};
+
+namespace detail {
+// What the update pass reads and writes, contiguous arrays of n in binned order.
+template <class T>
+struct StepArrays {
+  std::size_t n = 0;
+  const T* in = nullptr;  // the positions (D arrays), then the properties
+  T* out = nullptr;       // the same for the new state
+  const T* fields = nullptr;  // the values (one array a mesh), then D arrays a gradient mesh
+  T* deposits = nullptr;      // one array a deposited quantity
+  const std::uint32_t* ids = nullptr;
+  // Device memory on a CUDA plan: not kNoRejection once a step has left a bad position
+  // (found on the device, reported later), after which the passes write nothing.
+  const unsigned long long* rejected = nullptr;
+};
+constexpr unsigned long long kNoRejection = ~0ull;
+
+// One particle's update: its state and fields loaded, the functor, its new state stored.
+template <class T, int D, class Update>
+PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::size_t k, const Update& update) {
+  using C = StepCounts<Update>;
+  const std::size_t n = a.n;
+  StepParticleFor<T, D, Update> p;
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) p.x[d] = a.in[d * n + k];
+  PMKIT_UNROLL
+  for (int i = 0; i < C::properties; ++i) p.prop[i] = a.in[(D + i) * n + k];
+  PMKIT_UNROLL
+  for (int i = 0; i < C::values; ++i) p.value[i] = a.fields[i * n + k];
+  PMKIT_UNROLL
+  for (int i = 0; i < C::gradients; ++i) {
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) p.gradient[i][d] = a.fields[(C::values + D * i + d) * n + k];
+  }
+  PMKIT_UNROLL
+  for (int i = 0; i < C::deposits; ++i) p.deposit[i] = T(0);
+  p.id = a.ids[k];
+  update(p);
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) a.out[d * n + k] = p.x[d];
+  PMKIT_UNROLL
+  for (int i = 0; i < C::properties; ++i) a.out[(D + i) * n + k] = p.prop[i];
+  PMKIT_UNROLL
+  for (int i = 0; i < C::deposits; ++i) a.deposits[i * n + k] = p.deposit[i];
+}
+
+template <class T, int D>
+class ParticleMemory;
+struct ParticlesAccess;
+}  // namespace detail
+
+template <class T, int D>
+class Particles {
+ public:
+  // Particles of `properties` values each (besides the position) on `plan`, which must
+  // outlive them. The plan's points then belong to the particles: a step checks that the
+  // plan holds as many points as there are particles (NotReady), and other positions of
+  // that count binned between steps would give the step their fields.
+  Particles(Plan<T, D>& plan, int properties);
+  ~Particles();
+  Particles(Particles&&) noexcept;
+  Particles& operator=(Particles&&) noexcept;
+  Particles(const Particles&) = delete;
+  Particles& operator=(const Particles&) = delete;
+
+  // Copies the caller's positions (D views of one length) and `properties` views of that
+  // length in (the plan's memory), bins them and puts them in binned order. ids() then
+  // gives each particle's index in these arrays. Positions are wrapped into the domain
+  // on periodic axes; a non-finite one, or one outside a bounded axis, is an error
+  // naming the particle (CPU: thrown here, after which the particles are empty until
+  // the next assign; CUDA: reported by the plan later, as for set_points).
+  void assign(const typename Plan<T, D>::Positions& positions, Span<View<const T>> properties);
+  std::size_t size() const { return n_; }
+  int num_properties() const { return properties_; }
+  // The current state in binned order, in the plan's memory: positions wrapped into the
+  // domain on periodic axes. Valid until the next step or assign.
+  std::array<View<const T>, D> positions() const;
+  View<const T> property(int i) const;
+  View<const std::uint32_t> ids() const;
+  // The current state in the order of assign's arrays: positions[d][ids[k]] =
+  // positions()[d][k], the same for the properties. In the plan's memory.
+  void copy_out(const std::array<View<T>, D>& positions, Span<View<T>> properties) const;
+  // CUDA: waits for the queued steps and throws the error of a position an update left
+  // bad, with the state restored to the one before that step. CPU: returns at once (a
+  // step checks before it returns).
+  void synchronize();
+  Plan<T, D>& plan() const { return *plan_; }
+
+ private:
+  friend struct detail::ParticlesAccess;
+  detail::StepArrays<T> begin_step(const StepMeshes<T>& meshes, int properties, int values, int gradients,
+                                   int deposits);
+  void end_step(const StepMeshes<T>& meshes);
+  void share_on_host(void (*range)(const void*, std::size_t, std::size_t), const void* context) const;
+  T* state(int buffer) const;
+  void put_in_binned_order(int from);
+  void bind();
+  template <class F>
+  void guard(F&& call);
+  [[noreturn]] void reject(std::size_t slot, int bad_buffer, bool in_step);
+  void recover();
+  bool on_device() const { return plan_->options().backend == Backend::Cuda; }
+
+  Plan<T, D>* plan_;
+  int properties_;
+  std::size_t n_ = 0;
+  int current_ = 0;  // the state buffer (0 or 1) that holds the particles
+  int deposits_ = 0;
+  std::unique_ptr<detail::ParticleMemory<T, D>> memory_;
+};
+
+namespace detail {
+struct ParticlesAccess {
+  template <class T, int D>
+  static StepArrays<T> begin(Particles<T, D>& p, const StepMeshes<T>& meshes, int properties, int values,
+                             int gradients, int deposits) {
+    return p.begin_step(meshes, properties, values, gradients, deposits);
+  }
+  template <class T, int D>
+  static void end(Particles<T, D>& p, const StepMeshes<T>& meshes) {
+    p.end_step(meshes);
+  }
+
+  // The slots [0, n) in ranges over the library's threads (the plan's num_threads):
+  // range(context, begin, end) on each.
+  template <class T, int D>
+  static void share(const Particles<T, D>& p, void (*range)(const void*, std::size_t, std::size_t),
+                    const void* context) {
+    p.share_on_host(range, context);
+  }
+};
+
+// The update on the host: the library's threads each take a range of slots, so that the
+// caller's file needs no OpenMP.
+template <class T, int D, class Update>
+void host_update(const Particles<T, D>& particles, const StepArrays<T>& a, const Update& update) {
+  struct Context {
+    const StepArrays<T>* a;
+    const Update* update;
+  } context{&a, &update};
+  ParticlesAccess::share(
+      particles,
+      [](const void* c, std::size_t begin, std::size_t end) {
+        const Context& ctx = *static_cast<const Context*>(c);
+        for (std::size_t k = begin; k < end; ++k) update_particle<T, D>(*ctx.a, k, *ctx.update);
+      },
+      &context);
+}
+}  // namespace detail
+
+// One step on a CPU plan: the fields at every particle (meshes.values, meshes.gradients),
+// `update` on each particle, the new positions checked (finite, inside bounded axes;
+// NonFinitePosition or OutOfBounds naming the particle, the state kept as it was) and
+// wrapped into the domain on periodic axes, the plan's update_points, the deposits
+// spread at the new positions, and the particles put back in binned order where the
+// update re-binned them. The counts of `meshes` are the functor's (SizeMismatch). A
+// CUDA plan takes pmkit::cuda::step, in pmkit/cuda/particle_step.cuh (Unsupported here).
+template <class T, int D, class Update>
+void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>& meshes = {}) {
+  using C = StepCounts<Update>;
+  if (particles.plan().options().backend != Backend::Cpu)
+    detail::fail(ErrorCode::Unsupported,
+                 "pmkit::step runs the update on the host, so on a CPU plan; on a CUDA plan include "
+                 "pmkit/cuda/particle_step.cuh in a file compiled by nvcc and call pmkit::cuda::step");
+  const detail::StepArrays<T> a =
+      detail::ParticlesAccess::begin(particles, meshes, C::properties, C::values, C::gradients, C::deposits);
+  detail::host_update<T, D>(particles, a, update);
+  detail::ParticlesAccess::end(particles, meshes);
+}
+
+}  // namespace pmkit

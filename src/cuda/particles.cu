@@ -1,0 +1,198 @@
+// pmkit::Particles' arrays and passes on a CUDA device (core/particle_memory.hpp): all on
+// the plan's stream, without a wait but where a value comes back to the host. A rejected
+// position is recorded on the device (its slot, and the state buffer before the step);
+// from then on the passes write nothing, so that the state before the step stays, until
+// take_rejection reads and clears the record.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <memory>
+
+#include "core/particle_memory.hpp"
+#include "cuda/runtime.hpp"
+
+namespace pmkit::cuda {
+namespace {
+
+using detail::kNoRejection;
+
+constexpr int kThreads = 256;
+
+// The record of a rejected position: the first bad slot, and the state buffer that
+// holds the particles before the step that left it.
+struct Rejection {
+  unsigned long long slot;
+  int good_buffer;
+};
+
+unsigned blocks(std::size_t n) {
+  const std::size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+}
+
+#define PMKIT_FOR_EACH_SLOT(k, n)                                                                   \
+  for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < (n); \
+       k += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
+template <class T>
+__global__ void copy_in_kernel(T* to, const T* from, std::ptrdiff_t stride, std::size_t n) {
+  PMKIT_FOR_EACH_SLOT(k, n) to[k] = from[static_cast<std::ptrdiff_t>(k) * stride];
+}
+
+template <class T>
+__global__ void copy_out_kernel(T* to, std::ptrdiff_t stride, const T* from, const std::uint32_t* ids, std::size_t n) {
+  PMKIT_FOR_EACH_SLOT(k, n) to[static_cast<std::ptrdiff_t>(ids[k]) * stride] = from[k];
+}
+
+__global__ void fill_ids_kernel(std::uint32_t* ids, std::size_t n) {
+  PMKIT_FOR_EACH_SLOT(k, n) ids[k] = static_cast<std::uint32_t>(k);
+}
+
+template <class T, int D>
+__global__ void check_positions_kernel(T* x, std::size_t n, detail::StepAxes<D> axes, Rejection* rejection,
+                                       int good_buffer) {
+  if (rejection->slot != kNoRejection) return;  // an earlier step's: its state stays
+  PMKIT_FOR_EACH_SLOT(k, n) {
+    bool good = true;
+#pragma unroll
+    for (int d = 0; d < D; ++d) good = detail::wrap_position(x[d * n + k], axes[d]) && good;
+    if (!good) {
+      rejection->good_buffer = good_buffer;
+      atomicMin(&rejection->slot, static_cast<unsigned long long>(k));
+    }
+  }
+}
+
+template <class T>
+__global__ void gather_kernel(const T* from, T* to, int arrays, const std::uint32_t* order, std::uint32_t* ids,
+                              std::uint32_t* moved_ids, std::size_t n, const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  PMKIT_FOR_EACH_SLOT(k, n) {
+    const std::uint32_t from_slot = order[k];
+    for (int j = 0; j < arrays; ++j) to[j * n + k] = from[j * n + from_slot];
+    moved_ids[k] = ids[from_slot];
+  }
+}
+
+__global__ void copy_ids_kernel(std::uint32_t* ids, const std::uint32_t* moved_ids, std::size_t n,
+                                const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  PMKIT_FOR_EACH_SLOT(k, n) ids[k] = moved_ids[k];
+}
+
+template <class T, int D>
+class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
+ public:
+  DeviceParticleMemory(const Grid<D>& grid, const ExecutionOptions& options)
+      : axes_(detail::step_axes(grid)), options_(&options) {
+    const DeviceScope on_device(options.device);
+    rejection_.reserve(1, "Particles: the rejection record");
+    const Rejection none{kNoRejection, 0};
+    check(cudaMemcpy(rejection_.get(), &none, sizeof none, cudaMemcpyHostToDevice), "Particles");
+  }
+  void reserve(std::size_t n, int arrays, int fields, int deposits) override {
+    const DeviceScope on_device(options_->device);
+    n_ = n;
+    for (auto& s : state_) s.reserve(n * arrays, "Particles: the state");
+    fields_.reserve(n * fields, "Particles: the interpolated fields");
+    deposits_.reserve(n * deposits, "Particles: the deposits");
+    ids_.reserve(n, "Particles: the ids");
+    moved_ids_.reserve(n, "Particles: the ids");
+    order_.reserve(n, "Particles: the binned order");
+  }
+  T* state(int buffer) override { return state_[buffer].get(); }
+  T* fields() override { return fields_.get(); }
+  T* deposits() override { return deposits_.get(); }
+  std::uint32_t* ids() override { return ids_.get(); }
+  std::uint32_t* order() override { return order_.get(); }
+  const unsigned long long* rejected() override { return &rejection_.get()->slot; }
+  void copy_in(T* to, View<const T> from) override {
+    if (n_ == 0) return;
+    require_device(from.data, "Particles::assign's arrays", 0);
+    const DeviceScope on_device(options_->device);
+    copy_in_kernel<T><<<blocks(n_), kThreads, 0, stream()>>>(to, from.data, from.stride, n_);
+    check_launch("pmkit::Particles::assign");
+  }
+  void copy_out(View<T> to, const T* from) override {
+    if (n_ == 0) return;
+    require_device(to.data, "Particles::copy_out's arrays", 0);
+    const DeviceScope on_device(options_->device);
+    copy_out_kernel<T><<<blocks(n_), kThreads, 0, stream()>>>(to.data, to.stride, from, ids_.get(), n_);
+    check_launch("pmkit::Particles::copy_out");
+  }
+  void fill_ids() override {
+    if (n_ == 0) return;
+    const DeviceScope on_device(options_->device);
+    fill_ids_kernel<<<blocks(n_), kThreads, 0, stream()>>>(ids_.get(), n_);
+    check_launch("pmkit::Particles::assign");
+  }
+  unsigned long long check_positions(T* x, int good_buffer) override {
+    if (n_ == 0) return kNoRejection;
+    const DeviceScope on_device(options_->device);
+    check_positions_kernel<T, D><<<blocks(n_), kThreads, 0, stream()>>>(x, n_, axes_, rejection_.get(), good_buffer);
+    check_launch("pmkit::step::check_positions");
+    return kNoRejection;
+  }
+  void gather(const T* from, T* to, int arrays) override {
+    if (n_ == 0) return;
+    const DeviceScope on_device(options_->device);
+    gather_kernel<T><<<blocks(n_), kThreads, 0, stream()>>>(from, to, arrays, order_.get(), ids_.get(),
+                                                             moved_ids_.get(), n_, rejection_.get());
+    check_launch("pmkit::step::binned_order");
+    copy_ids_kernel<<<blocks(n_), kThreads, 0, stream()>>>(ids_.get(), moved_ids_.get(), n_, rejection_.get());
+    check_launch("pmkit::step::binned_order");
+  }
+  unsigned long long take_rejection(int& good_buffer) override {
+    const DeviceScope on_device(options_->device);
+    Rejection r{};
+    check(cudaMemcpyAsync(&r, rejection_.get(), sizeof r, cudaMemcpyDeviceToHost, stream()), "Particles");
+    check(cudaStreamSynchronize(stream()), "Particles");
+    if (r.slot == kNoRejection) return kNoRejection;
+    const Rejection none{kNoRejection, 0};
+    check(cudaMemcpyAsync(rejection_.get(), &none, sizeof none, cudaMemcpyHostToDevice, stream()), "Particles");
+    check(cudaStreamSynchronize(stream()), "Particles");
+    good_buffer = r.good_buffer;
+    return r.slot;
+  }
+  T read(const T* at) override { return read_one(at); }
+  std::uint32_t read_id(std::size_t slot) override { return read_one(ids_.get() + slot); }
+
+ private:
+  cudaStream_t stream() const { return to_cuda_stream(options_->stream); }
+  template <class V>
+  V read_one(const V* at) {
+    const DeviceScope on_device(options_->device);
+    V value{};
+    check(cudaMemcpyAsync(&value, at, sizeof value, cudaMemcpyDeviceToHost, stream()), "Particles");
+    check(cudaStreamSynchronize(stream()), "Particles");
+    return value;
+  }
+
+  detail::StepAxes<D> axes_;
+  const ExecutionOptions* options_;  // the plan's, which follow its set_stream
+  std::size_t n_ = 0;
+  DeviceBuffer<T> state_[2], fields_, deposits_;
+  DeviceBuffer<std::uint32_t> ids_, moved_ids_, order_;
+  DeviceBuffer<Rejection> rejection_;
+};
+
+}  // namespace
+}  // namespace pmkit::cuda
+
+namespace pmkit::detail {
+
+template <class T, int D>
+std::unique_ptr<ParticleMemory<T, D>> make_cuda_particle_memory(const Grid<D>& grid, const ExecutionOptions& options) {
+  return std::make_unique<cuda::DeviceParticleMemory<T, D>>(grid, options);
+}
+
+template std::unique_ptr<ParticleMemory<float, 2>> make_cuda_particle_memory<float, 2>(const Grid<2>&,
+                                                                                     const ExecutionOptions&);
+template std::unique_ptr<ParticleMemory<float, 3>> make_cuda_particle_memory<float, 3>(const Grid<3>&,
+                                                                                     const ExecutionOptions&);
+template std::unique_ptr<ParticleMemory<double, 2>> make_cuda_particle_memory<double, 2>(const Grid<2>&,
+                                                                                       const ExecutionOptions&);
+template std::unique_ptr<ParticleMemory<double, 3>> make_cuda_particle_memory<double, 3>(const Grid<3>&,
+                                                                                       const ExecutionOptions&);
+
+}  // namespace pmkit::detail

@@ -1,0 +1,351 @@
+// pmkit::Particles: the particle step's arrays and every part of a step but the caller's
+// update (pmkit/particle_step.hpp); the host's arrays (HostParticleMemory).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/arguments.hpp"
+#include "core/particle_memory.hpp"
+#include "cpu/openmp.hpp"
+#include "pmkit/particle_step.hpp"
+
+namespace pmkit {
+
+using detail::fail;
+using detail::kNoRejection;
+
+namespace detail {
+
+template <class T, int D>
+class HostParticleMemory final : public ParticleMemory<T, D> {
+ public:
+  explicit HostParticleMemory(const Grid<D>& grid) : axes_(step_axes(grid)) {}
+  void reserve(std::size_t n, int arrays, int fields, int deposits) override {
+    n_ = n;
+    for (auto& s : state_) s.resize(n * arrays);
+    fields_.resize(n * fields);
+    deposits_.resize(n * deposits);
+    ids_.resize(n);
+    moved_ids_.resize(n);
+    order_.resize(n);
+  }
+  T* state(int buffer) override { return state_[buffer].data(); }
+  T* fields() override { return fields_.data(); }
+  T* deposits() override { return deposits_.data(); }
+  std::uint32_t* ids() override { return ids_.data(); }
+  std::uint32_t* order() override { return order_.data(); }
+  const unsigned long long* rejected() override { return nullptr; }
+  void copy_in(T* to, View<const T> from) override {
+    for (std::size_t k = 0; k < n_; ++k) to[k] = from[k];
+  }
+  void copy_out(View<T> to, const T* from) override {
+    for (std::size_t k = 0; k < n_; ++k) to[ids_[k]] = from[k];
+  }
+  void fill_ids() override {
+    for (std::size_t k = 0; k < n_; ++k) ids_[k] = static_cast<std::uint32_t>(k);
+  }
+  unsigned long long check_positions(T* x, int) override {
+    const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(n_);
+    unsigned long long first = kNoRejection;
+#if defined(_OPENMP)
+#pragma omp parallel for reduction(min : first)
+#endif
+    for (std::ptrdiff_t k = 0; k < n; ++k)
+      for (int d = 0; d < D; ++d)
+        if (!wrap_position(x[d * n + k], axes_[d])) first = std::min<unsigned long long>(first, k);
+    return first;
+  }
+  void gather(const T* from, T* to, int arrays) override {
+    const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(n_);
+    for (int j = 0; j < arrays; ++j) {
+#if defined(_OPENMP)
+#pragma omp parallel for
+#endif
+      for (std::ptrdiff_t k = 0; k < n; ++k) to[j * n + k] = from[j * n + order_[k]];
+    }
+    for (std::size_t k = 0; k < n_; ++k) moved_ids_[k] = ids_[order_[k]];
+    std::swap(ids_, moved_ids_);
+  }
+  unsigned long long take_rejection(int&) override { return kNoRejection; }
+  T read(const T* at) override { return *at; }
+  std::uint32_t read_id(std::size_t slot) override { return ids_[slot]; }
+
+ private:
+  StepAxes<D> axes_;
+  std::size_t n_ = 0;
+  std::vector<T> state_[2], fields_, deposits_;
+  std::vector<std::uint32_t> ids_, moved_ids_, order_;
+};
+
+template <class T, int D>
+std::unique_ptr<ParticleMemory<T, D>> make_host_particle_memory(const Grid<D>& grid) {
+  return std::make_unique<HostParticleMemory<T, D>>(grid);
+}
+
+}  // namespace detail
+
+template <class T, int D>
+Particles<T, D>::Particles(Plan<T, D>& plan, int properties) : plan_(&plan), properties_(properties) {
+  if (properties < 0)
+    fail(ErrorCode::InvalidArgument, "Particles: properties = ", properties, ": values a particle, 0 or more");
+  if (plan.options().host_arrays)
+    fail(ErrorCode::Unsupported,
+         "Particles: the plan has options.host_arrays; the particles live in the device's memory, so the plan "
+         "takes device arrays (host_arrays = false)");
+  if (on_device()) {
+#if defined(PMKIT_WITH_CUDA)
+    memory_ = detail::make_cuda_particle_memory<T, D>(plan.grid(), plan.options());
+#else
+    fail(ErrorCode::Unsupported, "Particles: the plan's backend is CUDA, which this build of pmkit lacks");
+#endif
+  } else {
+    memory_ = detail::make_host_particle_memory<T, D>(plan.grid());
+  }
+}
+
+template <class T, int D>
+Particles<T, D>::~Particles() = default;
+template <class T, int D>
+Particles<T, D>::Particles(Particles&&) noexcept = default;
+template <class T, int D>
+Particles<T, D>& Particles<T, D>::operator=(Particles&&) noexcept = default;
+
+template <class T, int D>
+T* Particles<T, D>::state(int buffer) const {
+  return memory_->state(buffer);
+}
+
+template <class T, int D>
+std::array<View<const T>, D> Particles<T, D>::positions() const {
+  std::array<View<const T>, D> x;
+  for (int d = 0; d < D; ++d) x[d] = View<const T>(state(current_) + d * n_, n_);
+  return x;
+}
+
+template <class T, int D>
+View<const T> Particles<T, D>::property(int i) const {
+  if (i < 0 || i >= properties_)
+    fail(ErrorCode::InvalidArgument, "Particles::property(", i, "): the particles have ", properties_,
+         " properties, 0 to ", properties_ - 1);
+  return View<const T>(state(current_) + (D + i) * n_, n_);
+}
+
+template <class T, int D>
+View<const std::uint32_t> Particles<T, D>::ids() const {
+  return View<const std::uint32_t>(memory_->ids(), n_);
+}
+
+// The plan bins the current positions; the particles' order becomes the binning's.
+template <class T, int D>
+void Particles<T, D>::bind() {
+  std::array<View<const T>, D> x = positions();
+  plan_->set_points(x);
+}
+
+// The state in buffer `from` (which the plan has just binned) into the plan's binned
+// order, in the other buffer, which becomes the current one; then binned again, so
+// that the plan's order is the particles' own.
+template <class T, int D>
+void Particles<T, D>::put_in_binned_order(int from) {
+  plan_->binned_order(View<std::uint32_t>(memory_->order(), n_));
+  memory_->gather(state(from), state(1 - from), D + properties_);
+  current_ = 1 - from;
+  bind();
+}
+
+template <class T, int D>
+void Particles<T, D>::assign(const typename Plan<T, D>::Positions& positions, Span<View<const T>> properties) {
+  const std::size_t n = detail::check_positions<T, D>(positions);
+  if (static_cast<int>(properties.size()) != properties_)
+    fail(ErrorCode::SizeMismatch, "Particles::assign: properties has ", properties.size(), " views but the particles have ",
+         properties_, " properties");
+  detail::check_particle_arrays("properties", properties, n);
+  if (n >= 0xffffffffu) fail(ErrorCode::InvalidArgument, "Particles::assign: ", n, " particles; fewer than 2^32 - 1");
+  n_ = n;
+  memory_->reserve(n, D + properties_, 0, 0);
+  current_ = 0;
+  for (int d = 0; d < D; ++d) memory_->copy_in(state(0) + d * n, positions[d]);
+  for (int i = 0; i < properties_; ++i) memory_->copy_in(state(0) + (D + i) * n, properties[i]);
+  memory_->fill_ids();
+  // Wrapped as a step's positions are (a position the plan rejects is reported by the
+  // plan: on the device a rejection recorded here is cleared first).
+  const unsigned long long bad = memory_->check_positions(state(0), 0);
+  if (bad != kNoRejection) {
+    try {
+      reject(static_cast<std::size_t>(bad), 0, false);
+    } catch (const Error&) {
+      n_ = 0;  // no particles until the next assign
+      throw;
+    }
+  }
+  if (on_device()) {
+    int good = 0;
+    memory_->take_rejection(good);
+  }
+  bind();
+  put_in_binned_order(0);
+}
+
+template <class T, int D>
+void Particles<T, D>::copy_out(const std::array<View<T>, D>& positions, Span<View<T>> properties) const {
+  for (int d = 0; d < D; ++d)
+    if (positions[d].size != n_ || !positions[d].data)
+      fail(ErrorCode::SizeMismatch, "Particles::copy_out: positions[", d, "] has ", positions[d].size,
+           " values (or no data) but there are ", n_, " particles");
+  if (static_cast<int>(properties.size()) != properties_)
+    fail(ErrorCode::SizeMismatch, "Particles::copy_out: properties has ", properties.size(),
+         " views but the particles have ", properties_, " properties");
+  detail::check_particle_arrays("properties", properties, n_);
+  for (int d = 0; d < D; ++d) memory_->copy_out(positions[d], state(current_) + d * n_);
+  for (int i = 0; i < properties_; ++i) memory_->copy_out(properties[i], state(current_) + (D + i) * n_);
+}
+
+// A plan call of a step: where it reports an error on a CUDA plan, the rejection that
+// the particles recorded (if any) is the error, and the state is restored.
+template <class T, int D>
+template <class F>
+void Particles<T, D>::guard(F&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    if (on_device()) recover();
+    throw;
+  }
+}
+
+// The error of the particle at `slot` of buffer `bad_buffer`, its first bad coordinate
+// named: one that a step's update left (the particles keep the state before the step),
+// or one given to assign.
+template <class T, int D>
+void Particles<T, D>::reject(std::size_t slot, int bad_buffer, bool in_step) {
+  const std::uint32_t id = memory_->read_id(slot);
+  const char* lead = in_step ? "step: the update left particle " : "Particles::assign: particle ";
+  const char* tail = in_step ? "; the particles keep the state before the step" : "";
+  const T* x = state(bad_buffer);
+  const auto axes = detail::step_axes(plan_->grid());
+  for (int d = 0; d < D; ++d) {
+    T value = memory_->read(x + d * n_ + slot);
+    const T original = value;
+    if (detail::wrap_position(value, axes[d])) continue;
+    if (!std::isfinite(static_cast<double>(original)))
+      fail(ErrorCode::NonFinitePosition, lead, id, " (binned slot ", slot, ") at x[", d, "] = ", original, tail);
+    fail(ErrorCode::OutOfBounds, lead, id, " (binned slot ", slot, ") at x[", d, "] = ", original,
+         ", outside the bounded axis [", axes[d].origin, ", ", axes[d].origin + axes[d].extent, "]", tail);
+  }
+  fail(ErrorCode::NonFinitePosition, lead, id, " (binned slot ", slot, ") at a bad position", tail);
+}
+
+// On a CUDA plan, after an error or a wait: where a step recorded a rejection, the state
+// before that step becomes the current one, the plan bins it again and the rejection is
+// thrown; else nothing.
+template <class T, int D>
+void Particles<T, D>::recover() {
+  int good = current_;
+  const unsigned long long slot = memory_->take_rejection(good);
+  if (slot == kNoRejection) return;
+  // The plan's own reports of the bad positions (the bad step's, and a later step's
+  // update_points of the arrays it left), one a call.
+  for (int report = 0; report < 4; ++report) {
+    try {
+      plan_->synchronize();
+      break;
+    } catch (const Error&) {
+    }
+  }
+  current_ = good;
+  bind();
+  reject(static_cast<std::size_t>(slot), 1 - good, true);
+}
+
+template <class T, int D>
+void Particles<T, D>::synchronize() {
+  if (!on_device()) return;
+  try {
+    plan_->synchronize();
+  } catch (const Error&) {
+    recover();
+    throw;
+  }
+  recover();
+}
+
+template <class T, int D>
+detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, int properties, int values,
+                                                  int gradients, int deposits) {
+  if (properties != properties_)
+    fail(ErrorCode::InvalidArgument, "step: the update declares ", properties, " properties but the particles have ",
+         properties_);
+  const auto count = [](const char* what, std::size_t given, int declared) {
+    if (given != static_cast<std::size_t>(declared))
+      fail(ErrorCode::SizeMismatch, "step: meshes.", what, " has ", given, " meshes but the update declares ", declared);
+  };
+  count("values", meshes.values.size(), values);
+  count("gradients", meshes.gradients.size(), gradients);
+  count("deposits", meshes.deposits.size(), deposits);
+  if (!plan_->has_points() || plan_->num_points() != n_)
+    fail(ErrorCode::NotReady, "step: the plan holds ", plan_->has_points() ? plan_->num_points() : 0,
+         " points but the particles are ", n_, ": assign the particles (and leave the plan's points to them)");
+  memory_->reserve(n_, D + properties_, values + D * gradients, deposits);
+  deposits_ = deposits;
+  T* fields = memory_->fields();
+  if (values > 0) {
+    std::vector<View<T>> out;
+    for (int i = 0; i < values; ++i) out.emplace_back(fields + i * n_, n_);
+    guard([&] { plan_->interp(meshes.values, Span<View<T>>(out)); });
+  }
+  if (gradients > 0) {
+    std::vector<View<T>> out;
+    for (int i = 0; i < D * gradients; ++i) out.emplace_back(fields + (values + i) * n_, n_);
+    guard([&] { plan_->interp_gradient(meshes.gradients, Span<View<T>>(out)); });
+  }
+  detail::StepArrays<T> a;
+  a.n = n_;
+  a.in = state(current_);
+  a.out = state(1 - current_);
+  a.fields = fields;
+  a.deposits = memory_->deposits();
+  a.ids = memory_->ids();
+  a.rejected = memory_->rejected();
+  return a;
+}
+
+template <class T, int D>
+void Particles<T, D>::share_on_host(void (*range)(const void*, std::size_t, std::size_t), const void* context) const {
+  const std::size_t threads = static_cast<std::size_t>(detail::openmp_threads(plan_->options().num_threads));
+  const std::size_t parts = std::max<std::size_t>(1, std::min(threads, n_ / 1024 + 1));
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(parts);
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
+#endif
+  for (std::ptrdiff_t part = 0; part < count; ++part) {
+    const std::size_t p = static_cast<std::size_t>(part);
+    range(context, n_ * p / parts, n_ * (p + 1) / parts);
+  }
+}
+
+template <class T, int D>
+void Particles<T, D>::end_step(const StepMeshes<T>& meshes) {
+  const int next = 1 - current_;
+  const unsigned long long bad = memory_->check_positions(state(next), current_);
+  if (bad != kNoRejection) reject(static_cast<std::size_t>(bad), next, true);
+  std::array<View<const T>, D> x;
+  for (int d = 0; d < D; ++d) x[d] = View<const T>(state(next) + d * n_, n_);
+  guard([&] { plan_->update_points(x); });
+  if (deposits_ > 0) {
+    std::vector<View<const T>> q;
+    for (int i = 0; i < deposits_; ++i) q.emplace_back(memory_->deposits() + i * n_, n_);
+    guard([&] { plan_->spread(Span<View<const T>>(q), meshes.deposits, meshes.deposit_mode); });
+  }
+  if (plan_->binning_kept()) {
+    current_ = next;
+  } else {
+    guard([&] { put_in_binned_order(next); });
+  }
+}
+
+template class Particles<float, 2>;
+template class Particles<float, 3>;
+template class Particles<double, 2>;
+template class Particles<double, 3>;
+
+}  // namespace pmkit

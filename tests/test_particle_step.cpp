@@ -1,0 +1,120 @@
+// The particle step (pmkit::step, pmkit::Particles) on the CPU backend against the
+// unfused calls: interp and interp_gradient, the same update on the host, update_points
+// and spread, over many steps with particles crossing tiles and the periodic seam.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/particle_memory.hpp"
+#include "pmkit/particle_step.hpp"
+#include "particle_step_cases.hpp"
+
+namespace pmkit::test {
+namespace {
+
+TEST(ParticleStep, MatchesTheUnfusedCallsOverManySteps3D) {
+  StepCase<double, 3> c(Options{}, Kernel::mp4());
+  c.run(40);
+}
+
+TEST(ParticleStep, MatchesTheUnfusedCallsOverManySteps2DFloat) {
+  StepCase<float, 2> c(Options{}, Kernel::linear());
+  c.run(40);
+}
+
+TEST(ParticleStep, KeepsTheParticlesInBinnedOrder) {
+  StepCase<double, 3> c(Options{}, Kernel::mp4());
+  c.run(10);
+  std::vector<std::uint32_t> order(c.n);
+  c.fused_plan.binned_order(order);
+  for (std::size_t k = 0; k < c.n; ++k) ASSERT_EQ(order[k], k) << "slot " << k;
+}
+
+// An update that puts particle `bad` at `where` on step `when`.
+template <class T, int D>
+struct Misstep {
+  static constexpr int properties = D;
+  std::uint32_t bad;
+  T where;
+  template <class Particle>
+  PMKIT_HD void operator()(Particle& p) const {
+    for (int d = 0; d < D; ++d) p.x[d] += T(0.25) * p.prop[d];
+    if (p.id == bad) p.x[D - 1] = where;
+  }
+};
+
+template <class T, int D>
+void expect_rejected(const Grid<D>& grid, T where, ErrorCode code) {
+  Plan<T, D> plan(grid, Kernel::mp4());
+  const std::size_t n = 300;
+  HostParticles<T, D> host(grid, n, 11);
+  Particles<T, D> particles(plan, D);
+  particles.assign(host.position_views(), host.velocity_views());
+  step(particles, Misstep<T, D>{n + 1, 0});  // moves every particle, rejects none
+  HostParticles<T, D> before = host;
+  particles.copy_out(before.position_out(), before.velocity_out());
+  try {
+    step(particles, Misstep<T, D>{7, where});
+    FAIL() << "a bad position was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find("particle 7"), std::string::npos) << e.what();
+  }
+  HostParticles<T, D> after = host;
+  particles.copy_out(after.position_out(), after.velocity_out());
+  EXPECT_EQ(after.x, before.x);
+  EXPECT_EQ(after.v, before.v);
+  step(particles, Misstep<T, D>{n + 1, 0});  // the plan still holds the kept state
+  EXPECT_EQ(plan.num_points(), n);
+}
+
+TEST(ParticleStep, RejectsANonFinitePositionAndKeepsTheState) {
+  expect_rejected<double, 3>(Grid<3>::periodic({16, 16, 16}), std::nan(""), ErrorCode::NonFinitePosition);
+}
+
+TEST(ParticleStep, RejectsAPositionOutsideABoundedAxisAndKeepsTheState) {
+  expect_rejected<float, 2>(Grid<2>::bounded({16, 16}), 17.5f, ErrorCode::OutOfBounds);
+}
+
+TEST(ParticleStep, AssignWrapsPeriodicPositionsAndRejectsBadOnes) {
+  const Grid<2> grid = Grid<2>::periodic({8, 8});
+  Plan<double, 2> plan(grid, Kernel::mp4());
+  Particles<double, 2> particles(plan, 0);
+  std::vector<double> x{17.5, -0.25, 3.0}, y{1.0, 2.0, -8.5};
+  particles.assign({View<const double>(x), View<const double>(y)}, {});
+  std::vector<double> wx(3), wy(3);
+  particles.copy_out({View<double>(wx), View<double>(wy)}, {});
+  EXPECT_EQ(wx, (std::vector<double>{1.5, 7.75, 3.0}));
+  EXPECT_EQ(wy, (std::vector<double>{1.0, 2.0, 7.5}));
+  y[1] = std::nan("");
+  try {
+    particles.assign({View<const double>(x), View<const double>(y)}, {});
+    FAIL() << "a NaN position was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NonFinitePosition) << e.what();
+    EXPECT_NE(std::string(e.what()).find("particle 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParticleStep, ChecksTheMeshCountsAgainstTheUpdate) {
+  const Grid<3> grid = Grid<3>::periodic({8, 8, 8});
+  Plan<double, 3> plan(grid, Kernel::mp4());
+  HostParticles<double, 3> host(grid, 50, 3);
+  Particles<double, 3> particles(plan, 3);
+  particles.assign(host.position_views(), host.velocity_views());
+  std::vector<double> phi(plan.mesh_size(), 1.0);
+  using Update = StepUpdate<double, 3>;
+  EXPECT_THROW(step(particles, Update{}, {{}, {View<const double>(phi)}, {}}), Error);  // no values mesh
+  Particles<double, 3> wrong(plan, 2);
+  try {
+    step(wrong, Update{});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pmkit::test

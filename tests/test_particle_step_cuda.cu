@@ -1,0 +1,130 @@
+// The particle step on the CUDA backend through pmkit::cuda::step, the update functor
+// compiled here: against the unfused calls on a second CUDA plan (bit for bit in
+// deterministic mode), a bad position's deferred report with the state kept, and the
+// host loop that the same call runs on a CPU plan.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cuda_support.hpp"
+#include "particle_step_cases.hpp"
+#include "pmkit/cuda/particle_step.cuh"
+
+namespace pmkit::test {
+namespace {
+
+// The device's memory for StepCase.
+struct DeviceMemory {
+  template <class U>
+  using Array = DeviceBuffer<U>;
+  template <class U>
+  static void upload(DeviceBuffer<U>& to, const std::vector<U>& from) {
+    to.reserve(from.size(), "test array");
+    cuda::check(cudaDeviceSynchronize(), "test");  // the plans' work on the old contents first
+    cuda::check(cudaMemcpy(to.get(), from.data(), from.size() * sizeof(U), cudaMemcpyHostToDevice), "test upload");
+  }
+  template <class U>
+  static std::vector<U> download(const DeviceBuffer<U>& from, std::size_t n) {
+    std::vector<U> host(n);
+    cuda::check(cudaDeviceSynchronize(), "test");
+    cuda::check(cudaMemcpy(host.data(), from.get(), n * sizeof(U), cudaMemcpyDeviceToHost), "test download");
+    return host;
+  }
+  template <class U>
+  static View<U> view(DeviceBuffer<U>& a, std::size_t n) {
+    return View<U>(a.get(), n);
+  }
+};
+
+template <class T, int D>
+void cuda_step(Particles<T, D>& p, const StepUpdate<T, D>& u, const StepMeshes<T>& m) {
+  cuda::step(p, u, m);
+}
+
+Options cuda_options(bool deterministic) {
+  Options o;
+  o.backend = Backend::Cuda;
+  o.deterministic = deterministic;
+  return o;
+}
+
+TEST(CudaParticleStep, MatchesTheUnfusedCallsToRounding) {
+  PMKIT_REQUIRE_GPU();
+  StepCase<float, 3, DeviceMemory> c(cuda_options(false), Kernel::mp4());
+  c.run(40, cuda_step<float, 3>, false, false);
+}
+
+TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode3D) {
+  PMKIT_REQUIRE_GPU();
+  StepCase<float, 3, DeviceMemory> c(cuda_options(true), Kernel::mp4());
+  c.run(40, cuda_step<float, 3>, true, true);
+}
+
+TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode2D) {
+  PMKIT_REQUIRE_GPU();
+  StepCase<double, 2, DeviceMemory> c(cuda_options(true), Kernel::bspline(3), 64);  // tiles of 32^2
+  c.run(40, cuda_step<double, 2>, true, true);
+}
+
+TEST(CudaParticleStep, RunsTheFunctorOnTheHostForACpuPlan) {
+  StepCase<double, 3> c(Options{}, Kernel::mp4());
+  c.run(5, [](Particles<double, 3>& p, const StepUpdate<double, 3>& u, const StepMeshes<double>& m) {
+    cuda::step(p, u, m);
+  });
+}
+
+// Puts particle `bad` at NaN on its first axis.
+struct NanStep {
+  static constexpr int properties = 3;
+  std::uint32_t bad;
+  PMKIT_HD void operator()(StepParticleFor<float, 3, NanStep>& p) const {
+    for (int d = 0; d < 3; ++d) p.x[d] += 0.5f * p.prop[d];
+    if (p.id == bad) p.x[0] = NAN;
+  }
+};
+
+TEST(CudaParticleStep, ReportsABadPositionAndKeepsTheStateBeforeIt) {
+  PMKIT_REQUIRE_GPU();
+  const Grid<3> grid = Grid<3>::periodic({16, 16, 16});
+  Plan<float, 3> plan(grid, Kernel::mp4(), cuda_options(false));
+  const std::size_t n = 500;
+  HostParticles<float, 3> host(grid, n, 4);
+  std::array<DeviceBuffer<float>, 3> x, v;
+  for (int d = 0; d < 3; ++d) {
+    DeviceMemory::upload(x[d], host.x[d]);
+    DeviceMemory::upload(v[d], host.v[d]);
+  }
+  Particles<float, 3> particles(plan, 3);
+  particles.assign({device_cview(x[0]), device_cview(x[1]), device_cview(x[2])},
+                   {device_cview(v[0]), device_cview(v[1]), device_cview(v[2])});
+  cuda::step(particles, NanStep{n});
+  const auto state = [&] {
+    particles.copy_out({device_view(x[0]), device_view(x[1]), device_view(x[2])},
+                       {device_view(v[0]), device_view(v[1]), device_view(v[2])});
+    std::vector<std::vector<float>> out;
+    for (int d = 0; d < 3; ++d) {
+      out.push_back(DeviceMemory::download(x[d], n));
+      out.push_back(DeviceMemory::download(v[d], n));
+    }
+    return out;
+  };
+  const auto before = state();
+  try {
+    // The report comes from the first call that finds it: the next step's plan calls, or
+    // synchronize, which waits.
+    cuda::step(particles, NanStep{9});
+    cuda::step(particles, NanStep{n});  // queued after the bad step: writes nothing
+    particles.synchronize();
+    FAIL() << "the NaN position was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NonFinitePosition) << e.what();
+    EXPECT_NE(std::string(e.what()).find("particle 9"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(state(), before);
+  cuda::step(particles, NanStep{n});  // the plan holds the kept state again
+  EXPECT_NO_THROW(particles.synchronize());
+}
+
+}  // namespace
+}  // namespace pmkit::test
