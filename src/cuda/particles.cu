@@ -81,6 +81,22 @@ __global__ void copy_ids_kernel(std::uint32_t* ids, const std::uint32_t* moved_i
 }
 
 template <class T, int D>
+__global__ void affine_gather_kernel(detail::Layout<D> layout, const T* x, detail::AffineMeshes<const T> meshes, T* out,
+                                     std::size_t n, const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  PMKIT_FOR_EACH_SLOT(k, n) detail::affine_gather_particle<D>(layout, x, meshes, out, n, k);
+}
+
+template <class T, int D>
+__global__ void affine_spread_kernel(detail::Layout<D> layout, const T* x, const T* q, detail::AffineMeshes<T> meshes,
+                                     std::size_t n, const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  PMKIT_FOR_EACH_SLOT(k, n)
+  detail::affine_spread_particle<D>(layout, x, q, meshes.count, n, k,
+                                    [&](int m, std::int64_t i, T value) { atomicAdd(meshes.mesh[m] + i, value); });
+}
+
+template <class T, int D>
 class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
  public:
   DeviceParticleMemory(const Grid<D>& grid, const ExecutionOptions& options)
@@ -153,6 +169,24 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
     check(cudaStreamSynchronize(stream()), "Particles");
     good_buffer = r.good_buffer;
     return r.slot;
+  }
+  void affine_gather(const detail::Layout<D>& layout, const T* x, const detail::AffineMeshes<const T>& meshes,
+                     T* out) override {
+    if (n_ == 0) return;
+    const DeviceScope on_device(options_->device);
+    affine_gather_kernel<T, D><<<blocks(n_), kThreads, 0, stream()>>>(layout, x, meshes, out, n_, rejection_.get());
+    check_launch("pmkit::step (the affine gather)");
+  }
+  void affine_spread(const detail::Layout<D>& layout, const T* x, const T* q, const detail::AffineMeshes<T>& meshes,
+                     std::int64_t mesh_size, bool overwrite) override {
+    const DeviceScope on_device(options_->device);
+    if (overwrite)
+      for (int m = 0; m < meshes.count; ++m)
+        check(cudaMemsetAsync(meshes.mesh[m], 0, sizeof(T) * static_cast<std::size_t>(mesh_size), stream()),
+              "pmkit::step (the affine deposit's meshes)");
+    if (n_ == 0) return;
+    affine_spread_kernel<T, D><<<blocks(n_), kThreads, 0, stream()>>>(layout, x, q, meshes, n_, rejection_.get());
+    check_launch("pmkit::step (the affine deposit)");
   }
   T read(const T* at) override { return read_one(at); }
   std::uint32_t read_id(std::size_t slot) override { return read_one(ids_.get() + slot); }
