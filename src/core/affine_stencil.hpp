@@ -29,23 +29,33 @@ struct AffineStencil {
   T weight[D][3];
   T offset[D][3];
   std::int64_t node[D][3];
+  int base[D];  // the first logical node on each axis
 
   // x: the particle's position (inside the domain, wrapped on periodic axes).
   PMKIT_HD PMKIT_FORCEINLINE AffineStencil(const Layout<D>& layout, const T (&x)[D]) {
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) {
       const Axis& axis = layout.axis[d];
-      int base;
       double s;
-      kernels::locate<K>(axis.unwrapped_coordinate(static_cast<double>(x[d])), base, s);
+      kernels::locate<K>(axis.unwrapped_coordinate(static_cast<double>(x[d])), base[d], s);
       const T local = static_cast<T>(s);
       HornerWeights::apply<K>(local, weight[d]);
       PMKIT_UNROLL
       for (int k = 0; k < 3; ++k) {
         // Node base + k lies at grid coordinate base + k; the particle at base + 1 + s - 1/2.
         offset[d][k] = (T(k) - T(0.5) - local) * static_cast<T>(axis.spacing);
-        node[d][k] = axis.node(base + k) * layout.stride[d];
+        node[d][k] = axis.node(base[d] + k) * layout.stride[d];
       }
+    }
+  }
+
+  // The nodes numbered in a box of logical nodes instead: first node `first`, strides
+  // `stride` (a block's accumulator in shared memory).
+  PMKIT_HD PMKIT_FORCEINLINE void relocate(const int (&first)[D], const std::int64_t (&stride)[D]) {
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) {
+      PMKIT_UNROLL
+      for (int k = 0; k < 3; ++k) node[d][k] = (base[d] + k - first[d]) * stride[d];
     }
   }
 
@@ -96,15 +106,12 @@ PMKIT_HD PMKIT_FORCEINLINE void affine_gather_particle(const Layout<D>& layout, 
   }
 }
 
-// The particle at slot k of n: add(mesh m, index, w_i (q_m + sum_d slope_m,d (x_i - x)_d))
-// for each node, with q_m = q[m n + k] and slope_m,d = q[(count + D m + d) n + k].
+// The particle at slot k of n, its stencil given: add(mesh m, node, w_i (q_m + sum_d
+// slope_m,d (x_i - x)_d)) for each node, with q_m = q[m n + k] and slope_m,d = q[(count
+// + D m + d) n + k].
 template <int D, class T, class Add>
-PMKIT_HD PMKIT_FORCEINLINE void affine_spread_particle(const Layout<D>& layout, const T* x, const T* q, int count,
-                                                       std::size_t n, std::size_t k, Add&& add) {
-  T position[D];
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) position[d] = x[d * n + k];
-  const AffineStencil<D, T> stencil(layout, position);
+PMKIT_HD PMKIT_FORCEINLINE void affine_spread_stencil(const AffineStencil<D, T>& stencil, const T* q, int count,
+                                                      std::size_t n, std::size_t k, Add&& add) {
   for (int m = 0; m < count; ++m) {
     const T value = q[m * n + k];
     T slope[D];
@@ -117,6 +124,16 @@ PMKIT_HD PMKIT_FORCEINLINE void affine_spread_particle(const Layout<D>& layout, 
       add(m, i, w * affine);
     });
   }
+}
+
+// The same at the particle's position in x (D arrays), the nodes' storage indices.
+template <int D, class T, class Add>
+PMKIT_HD PMKIT_FORCEINLINE void affine_spread_particle(const Layout<D>& layout, const T* x, const T* q, int count,
+                                                       std::size_t n, std::size_t k, Add&& add) {
+  T position[D];
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) position[d] = x[d * n + k];
+  affine_spread_stencil(AffineStencil<D, T>(layout, position), q, count, n, k, add);
 }
 
 }  // namespace pmkit::detail

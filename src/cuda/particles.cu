@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <climits>
 #include <memory>
 
 #include "core/particle_memory.hpp"
@@ -87,13 +88,79 @@ __global__ void affine_gather_kernel(detail::Layout<D> layout, const T* x, detai
   PMKIT_FOR_EACH_SLOT(k, n) detail::affine_gather_particle<D>(layout, x, meshes, out, n, k);
 }
 
+// The affine deposit: one thread a binned particle, each block's particles (a tile's,
+// or two tiles' in binned order) summed into a box of nodes in shared memory, which is
+// then added to the meshes, one atomic a node touched; a block whose nodes do not fit
+// (particles across a periodic seam, or far apart) adds each particle's nodes to the
+// meshes directly.
+constexpr int kSpreadThreads = 256;
+constexpr std::size_t kSpreadSharedBytes = 46 * 1024;  // with the static bounds, within the 48 KB a block gets unasked
+
 template <class T, int D>
-__global__ void affine_spread_kernel(detail::Layout<D> layout, const T* x, const T* q, detail::AffineMeshes<T> meshes,
-                                     std::size_t n, const Rejection* rejection) {
+__global__ void __launch_bounds__(kSpreadThreads)
+    affine_spread_kernel(detail::Layout<D> layout, const T* x, const T* q, detail::AffineMeshes<T> meshes,
+                         std::size_t n, const Rejection* rejection) {
   if (rejection->slot != kNoRejection) return;
-  PMKIT_FOR_EACH_SLOT(k, n)
-  detail::affine_spread_particle<D>(layout, x, q, meshes.count, n, k,
+  extern __shared__ unsigned char shared_bytes[];
+  T* box = reinterpret_cast<T*>(shared_bytes);
+  __shared__ int first[D], last[D];
+  if (threadIdx.x < D) {
+    first[threadIdx.x] = INT_MAX;
+    last[threadIdx.x] = INT_MIN;
+  }
+  __syncthreads();
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const bool active = k < n;
+  T position[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) position[d] = x[d * n + (active ? k : 0)];
+  detail::AffineStencil<D, T> stencil(layout, position);
+  if (active) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      atomicMin(&first[d], stencil.base[d]);
+      atomicMax(&last[d], stencil.base[d]);
+    }
+  }
+  __syncthreads();
+  const int count = meshes.count;
+  std::int64_t stride[D], nodes = 1;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    stride[d] = nodes;
+    nodes *= static_cast<std::int64_t>(last[d]) - first[d] + 3;
+  }
+  if (nodes * count * static_cast<std::int64_t>(sizeof(T)) > static_cast<std::int64_t>(kSpreadSharedBytes)) {
+    if (active)
+      detail::affine_spread_stencil(stencil, q, count, n, k,
                                     [&](int m, std::int64_t i, T value) { atomicAdd(meshes.mesh[m] + i, value); });
+    return;
+  }
+  const int values = static_cast<int>(nodes) * count;
+  for (int j = threadIdx.x; j < values; j += blockDim.x) box[j] = T(0);
+  __syncthreads();
+  if (active) {
+    int lowest[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) lowest[d] = first[d];
+    stencil.relocate(lowest, stride);
+    detail::affine_spread_stencil(stencil, q, count, n, k,
+                                  [&](int m, std::int64_t i, T value) { atomicAdd(box + m * nodes + i, value); });
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < values; j += blockDim.x) {
+    const T value = box[j];
+    if (value == T(0)) continue;
+    const int m = j / static_cast<int>(nodes);
+    std::int64_t rest = j - static_cast<std::int64_t>(m) * nodes, index = 0;
+#pragma unroll
+    for (int d = D - 1; d >= 0; --d) {
+      const std::int64_t along = rest / stride[d];
+      rest -= along * stride[d];
+      index += layout.axis[d].node(first[d] + static_cast<int>(along)) * layout.stride[d];
+    }
+    atomicAdd(meshes.mesh[m] + index, value);
+  }
 }
 
 template <class T, int D>
@@ -185,7 +252,9 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
         check(cudaMemsetAsync(meshes.mesh[m], 0, sizeof(T) * static_cast<std::size_t>(mesh_size), stream()),
               "pmkit::step (the affine deposit's meshes)");
     if (n_ == 0) return;
-    affine_spread_kernel<T, D><<<blocks(n_), kThreads, 0, stream()>>>(layout, x, q, meshes, n_, rejection_.get());
+    const std::size_t spread_blocks = (n_ + kSpreadThreads - 1) / kSpreadThreads;
+    affine_spread_kernel<T, D><<<static_cast<unsigned>(spread_blocks), kSpreadThreads, kSpreadSharedBytes, stream()>>>(
+        layout, x, q, meshes, n_, rejection_.get());
     check_launch("pmkit::step (the affine deposit)");
   }
   T read(const T* at) override { return read_one(at); }
