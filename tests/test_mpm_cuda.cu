@@ -18,11 +18,7 @@ namespace {
 template <int D, mpm::Material M>
 void expect_cuda_matches_cpu(bool periodic, int steps) {
   using T = double;
-  mpm::Setting s;
-  s.dim = D;
-  s.material = M;
-  s.periodic = periodic;
-  s.particles = D == 2 ? 3000 : 6000;
+  const mpm::Setting s = mpm::setting(D, M, periodic, D == 2 ? 3000 : 6000);
   const int n_grid = mpm::grid_for(s.particles, D);
   const auto initial = mpm::initial_state<T, D, M>(s);
   mpm::Simulation<T, D, M, mpm::HostExec> host(s, n_grid);

@@ -182,11 +182,7 @@ TEST(ParticleStepAffine, TakesOnlyTheQuadraticBSplineAndThePlansMeshSize) {
 // The example's sums after `steps` steps in a periodic box, against the initial ones.
 template <class T, int D, mpm::Material M>
 void expect_conserved(int steps) {
-  mpm::Setting s;
-  s.dim = D;
-  s.material = M;
-  s.periodic = true;
-  s.particles = D == 2 ? 1500 : 2000;
+  const mpm::Setting s = mpm::setting(D, M, true, D == 2 ? 1500 : 2000);
   const int n_grid = mpm::grid_for(s.particles, D);
   mpm::Simulation<T, D, M, mpm::HostExec> sim(s, n_grid);
   const auto initial = mpm::initial_state<T, D, M>(s);
@@ -220,11 +216,7 @@ template <int D>
 void expect_energy_bounded(int steps) {
   using T = double;
   constexpr auto M = mpm::Material::Elastic;
-  mpm::Setting s;
-  s.dim = D;
-  s.material = M;
-  s.periodic = true;
-  s.particles = D == 2 ? 1500 : 2000;
+  const mpm::Setting s = mpm::setting(D, M, true, D == 2 ? 1500 : 2000);
   mpm::Simulation<T, D, M, mpm::HostExec> sim(s, mpm::grid_for(s.particles, D));
   const auto initial = mpm::initial_state<T, D, M>(s);
   const mpm::Totals start = mpm::totals<T, D, M>(sim.parameters_used(), initial);

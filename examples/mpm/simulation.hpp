@@ -27,6 +27,16 @@ struct Setting {
   std::uint64_t seed = 1;
 };
 
+// A setting of the defaults but these.
+inline Setting setting(int dim, Material material, bool periodic, std::int64_t particles) {
+  Setting s;
+  s.dim = dim;
+  s.material = material;
+  s.periodic = periodic;
+  s.particles = particles;
+  return s;
+}
+
 // A block of particles in [0.15, 0.55)^D (the mpm3d setting), n_grid from the count.
 inline int grid_for(std::int64_t particles, int dim) {
   return static_cast<int>(std::lround(std::pow(4.0 * static_cast<double>(particles), 1.0 / dim)));
