@@ -4,6 +4,7 @@
 // stream (the plan's). Include from a file compiled by nvcc.
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -45,18 +46,47 @@ class DeviceArray {
   std::size_t n_ = 0;
 };
 
-template <class T, int D>
-struct Pointers {
-  const T* momentum[D];
-  T* velocity[D];
-};
+// The box of the particles' first stencil nodes: box[d] the lowest, box[D + d] the
+// highest on axis d (reset to the extremes first).
+template <int D>
+__global__ void reset_box_kernel(int* box) {
+  if (threadIdx.x < D) {
+    box[threadIdx.x] = INT_MAX;
+    box[D + threadIdx.x] = INT_MIN;
+  }
+}
 
 template <class T, int D>
-__global__ void grid_update_kernel(Parameters<T> par, Shape<D> shape, bool walls, const T* mass,
-                                   Pointers<T, D> p, std::int64_t nodes) {
-  for (std::int64_t node = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; node < nodes;
-       node += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    grid_node_update<T, D>(par, shape.n, walls, node, mass, p.momentum, p.velocity);
+__global__ void box_kernel(GridUpdate<T, D> g, int* box) {
+  __shared__ int lo[D], hi[D];
+  if (threadIdx.x < D) {
+    lo[threadIdx.x] = INT_MAX;
+    hi[threadIdx.x] = INT_MIN;
+  }
+  __syncthreads();
+  for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < g.particles;
+       k += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    for (int d = 0; d < D; ++d) {
+      const int first = g.first_node(k, d);
+      atomicMin(&lo[d], first);
+      atomicMax(&hi[d], first);
+    }
+  __syncthreads();
+  if (threadIdx.x < D) {
+    atomicMin(&box[threadIdx.x], lo[threadIdx.x]);
+    atomicMax(&box[D + threadIdx.x], hi[threadIdx.x]);
+  }
+}
+
+template <class T, int D>
+__global__ void grid_update_kernel(GridUpdate<T, D> g, const int* box) {
+  int lo[D], hi[D];
+  for (int d = 0; d < D; ++d) lo[d] = box[d], hi[d] = box[D + d];
+  g.finish_box(lo, hi);
+  const std::int64_t nodes = GridUpdate<T, D>::box_size(lo, hi);
+  for (std::int64_t j = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; j < nodes;
+       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    g.update(lo, hi, j);
 }
 
 }  // namespace device
@@ -86,17 +116,15 @@ struct DeviceExec {
   static void step(pmkit::Particles<T, D>& particles, const Update& update, const pmkit::StepMeshes<T>& meshes) {
     pmkit::cuda::step(particles, update, meshes);
   }
+  // Three launches without a host wait: the box reset, the particles' box, the box's
+  // nodes (a fixed grid: the box's size stays on the device).
   template <class T, int D>
-  static void grid_update(const Parameters<T>& par, const std::int64_t (&shape)[D], bool walls, const T* mass,
-                          const T* const* momentum, T* const* velocity, std::int64_t nodes) {
-    Shape<D> s;
-    device::Pointers<T, D> p;
-    for (int d = 0; d < D; ++d) s.n[d] = shape[d], p.momentum[d] = momentum[d], p.velocity[d] = velocity[d];
-    const int threads = 256;
-    const std::int64_t blocks = (nodes + threads - 1) / threads;
-    device::grid_update_kernel<T, D><<<static_cast<unsigned>(blocks < 65535 * 64 ? blocks : 65535 * 64), threads>>>(
-        par, s, walls, mass, p, nodes);
-    device::check(cudaGetLastError(), "the grid update's kernel");
+  static void grid_update(const GridUpdate<T, D>& g, device::DeviceArray<int>& box) {
+    constexpr int threads = 256, blocks = 2048;
+    device::reset_box_kernel<D><<<1, 32>>>(box.data());
+    device::box_kernel<T, D><<<blocks, threads>>>(g, box.data());
+    device::grid_update_kernel<T, D><<<blocks * 4, threads>>>(g, box.data());
+    device::check(cudaGetLastError(), "the grid update's kernels");
   }
   template <class T, int D>
   static void synchronize(pmkit::Particles<T, D>& particles) {

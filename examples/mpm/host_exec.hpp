@@ -1,6 +1,7 @@
 #pragma once
 // The MLS-MPM example's host execution (simulation.hpp's Exec): the plan's arrays are
-// vectors, pmkit::step runs on the host, the grid update in a loop over the nodes.
+// vectors, pmkit::step runs on the host, the grid update in loops over the particles
+// (the box they reach) and the box's nodes.
 #include <cstdint>
 #include <vector>
 
@@ -23,10 +24,18 @@ struct HostExec {
     pmkit::step(particles, update, meshes);
   }
   template <class T, int D>
-  static void grid_update(const mpm::Parameters<T>& par, const std::int64_t (&shape)[D], bool walls, const T* mass,
-                          const T* const* momentum, T* const* velocity, std::int64_t nodes) {
-    for (std::int64_t node = 0; node < nodes; ++node)
-      mpm::grid_node_update<T, D>(par, shape, walls, node, mass, momentum, velocity);
+  static void grid_update(const GridUpdate<T, D>& g, std::vector<int>&) {
+    int lo[D], hi[D];
+    for (int d = 0; d < D; ++d) lo[d] = hi[d] = g.first_node(0, d);
+    for (std::size_t k = 1; k < g.particles; ++k)
+      for (int d = 0; d < D; ++d) {
+        const int first = g.first_node(k, d);
+        lo[d] = first < lo[d] ? first : lo[d];
+        hi[d] = first > hi[d] ? first : hi[d];
+      }
+    g.finish_box(lo, hi);
+    const std::int64_t nodes = GridUpdate<T, D>::box_size(lo, hi);
+    for (std::int64_t j = 0; j < nodes; ++j) g.update(lo, hi, j);
   }
   template <class T, int D>
   static void synchronize(pmkit::Particles<T, D>&) {}

@@ -7,11 +7,11 @@
 //   move: x_p += dt v_p;  elastic: F_p = (I + dt C_p) F_p;  fluid: J_p *= 1 + dt tr C_p
 //   P2G:  m_i = sum_p w_ip m_p,
 //         (mv)_i = sum_p w_ip (m_p v_p + A_p (x_i - x_p)),  A_p = m_p C_p - dt V_p 4/h^2 tau_p
-//   grid: v_i = (mv)_i / m_i + dt g, the walls' normal component removed
+//   grid: v_i = (mv)_i / m_i + dt g, the walls' normal component removed (GridUpdate)
 // with the Kirchhoff stress tau = mu (F F^T - I) + lambda ln(J) I (elastic) or
 // tau = E (J - 1) I (fluid). pmkit::step runs G2P, the move and P2G as one pass (the
 // affine gather of the grid velocity, the functor, the affine deposit of mass and
-// momentum); grid_update runs between steps. The first step deposits without moving.
+// momentum); GridUpdate runs between steps. The first step deposits without moving.
 // docs/mpm.md describes the example; tests/mpm_reference.py is the same scheme in NumPy.
 #include <cmath>
 #include <cstdint>
@@ -112,27 +112,67 @@ struct Update {
   }
 };
 
-// A grid's nodes per axis, by value into a kernel.
-template <int D>
-struct Shape {
-  std::int64_t n[D];
-};
-
-// The grid update of storage node `node` (logical node indices idx[d] = its coordinates
-// on a bounded grid with folded ghosts, or a periodic one): mass m, momentum mv (D
-// meshes) into the velocity (D meshes). walls: whether the axes are bounded.
+// The grid update between steps, by value into a kernel: over the box of nodes that
+// the particles' stencils reach (the last deposit's nodes, which the next gather reads),
+// each node's velocity from its mass and momentum, with gravity and the walls, and the
+// mass and momentum cleared for the next deposit (which adds: Accumulate::Add). Nodes
+// outside the box hold no mass and are not read.
 template <class T, int D>
-PMKIT_HD void grid_node_update(const Parameters<T>& par, const std::int64_t (&shape)[D], bool walls,
-                               std::int64_t node, const T* mass, const T* const* momentum, T* const* velocity) {
-  const T m = mass[node];
-  std::int64_t rest = node;
-  for (int d = 0; d < D; ++d) {
-    const std::int64_t i = rest % shape[d];
-    rest /= shape[d];
-    T v = m > T(0) ? momentum[d][node] / m + par.dt * par.gravity[d] : T(0);
-    if (walls && ((i < par.bound && v < T(0)) || (i > shape[d] - 1 - par.bound && v > T(0)))) v = T(0);
-    velocity[d][node] = v;
+struct GridUpdate {
+  Parameters<T> par;
+  std::int64_t shape[D];  // stored nodes per axis
+  bool walls;             // bounded axes (folded ghosts), else periodic
+  T* mass;
+  T* momentum[D];
+  T* velocity[D];
+  const T* x[D];          // the particles' positions (origin 0)
+  std::size_t particles;
+
+  // The first stencil node of particle k on axis d (quadratic B-spline, as pmkit's).
+  PMKIT_HD int first_node(std::size_t k, int d) const {
+    return static_cast<int>(floor(x[d][k] / par.h + T(0.5))) - 1;
   }
-}
+  // The box of stored nodes from the first nodes' extremes lo[d], hi[d]: the stencils'
+  // reach, clamped (folded ghosts land inside) or, where it crosses a periodic seam,
+  // the whole axis.
+  PMKIT_HD void finish_box(int (&lo)[D], int (&hi)[D]) const {
+    for (int d = 0; d < D; ++d) {
+      hi[d] += 2;
+      const int top = static_cast<int>(shape[d]) - 1;
+      if (walls) {
+        lo[d] = lo[d] < 0 ? 0 : lo[d];
+        hi[d] = hi[d] > top ? top : hi[d];
+      } else if (lo[d] < 0 || hi[d] > top) {
+        lo[d] = 0;
+        hi[d] = top;
+      }
+    }
+  }
+  PMKIT_HD static std::int64_t box_size(const int (&lo)[D], const int (&hi)[D]) {
+    std::int64_t n = 1;
+    for (int d = 0; d < D; ++d) n *= hi[d] >= lo[d] ? hi[d] - lo[d] + 1 : 0;
+    return n;
+  }
+  // The j-th node of the box, x fastest.
+  PMKIT_HD void update(const int (&lo)[D], const int (&hi)[D], std::int64_t j) const {
+    std::int64_t node = 0, stride = 1;
+    int index[D];
+    for (int d = 0; d < D; ++d) {
+      const std::int64_t along = hi[d] - lo[d] + 1;
+      index[d] = lo[d] + static_cast<int>(j % along);
+      j /= along;
+      node += index[d] * stride;
+      stride *= shape[d];
+    }
+    const T m = mass[node];
+    for (int d = 0; d < D; ++d) {
+      T v = m > T(0) ? momentum[d][node] / m + par.dt * par.gravity[d] : T(0);
+      if (walls && ((index[d] < par.bound && v < T(0)) || (index[d] > shape[d] - 1 - par.bound && v > T(0)))) v = T(0);
+      velocity[d][node] = v;
+      momentum[d][node] = T(0);
+    }
+    mass[node] = T(0);
+  }
+};
 
 }  // namespace mpm

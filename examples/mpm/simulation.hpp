@@ -138,8 +138,9 @@ class Simulation {
     return periodic ? pmkit::Grid<D>::periodic(cells, 1.0 / n_grid) : pmkit::Grid<D>::bounded(cells, 1.0 / n_grid);
   }
 
-  // Takes the state (host arrays, initial_state's layout) and deposits it on the grid.
-  void assign(const std::vector<std::vector<T>>& state) {
+  // Takes the state (host arrays, initial_state's layout) and deposits it on the grid;
+  // with `sums`, grid_sums gives the deposit's sums (a copy of the meshes to the host).
+  void assign(const std::vector<std::vector<T>>& state, bool sums = false) {
     std::vector<Array> arrays;
     for (const auto& a : state) arrays.push_back(Exec::upload(a));
     typename pmkit::Plan<T, D>::Positions x;
@@ -148,11 +149,12 @@ class Simulation {
     for (std::size_t i = D; i < arrays.size(); ++i) props.emplace_back(arrays[i].data(), arrays[i].size());
     particles_.assign(x, props);
     Update<T, D, M> first{par_, true};
-    advance(first);
+    advance(first, sums);
   }
 
-  // One step: G2P, the move and P2G in pmkit's step, then the grid update.
-  void step() { advance(Update<T, D, M>{par_, false}); }
+  // One step: G2P, the move and P2G in pmkit's step, then the grid update; `sums` as
+  // for assign.
+  void step(bool sums = false) { advance(Update<T, D, M>{par_, false}, sums); }
 
   // The state in assign's order on the host.
   std::vector<std::vector<T>> state() const {
@@ -169,32 +171,41 @@ class Simulation {
     return out;
   }
 
-  // The grid's mass and momentum sums (the last P2G's).
-  std::array<double, 1 + D> grid_sums() const {
-    std::array<double, 1 + D> s{};
-    for (int i = 0; i < 1 + D; ++i)
-      for (T v : Exec::download(deposits_[i])) s[i] += v;
-    return s;
-  }
+  // The grid's mass and momentum sums of the last P2G of a step or assign asked for them.
+  const std::array<double, 1 + D>& grid_sums() const { return sums_; }
 
   const Parameters<T>& parameters_used() const { return par_; }
   pmkit::Particles<T, D>& particles() { return particles_; }
 
  private:
-  void advance(const Update<T, D, M>& update) {
+  void advance(const Update<T, D, M>& update, bool sums) {
     std::array<pmkit::View<const T>, D> v;
     for (int d = 0; d < D; ++d) v[d] = pmkit::View<const T>(velocity_[d].data(), velocity_[d].size());
     std::array<pmkit::View<T>, 1 + D> q;
     for (int i = 0; i < 1 + D; ++i) q[i] = pmkit::View<T>(deposits_[i].data(), deposits_[i].size());
     pmkit::StepMeshes<T> meshes;
+    meshes.deposit_mode = pmkit::Accumulate::Add;  // onto the meshes the grid update cleared
     meshes.affine_values = pmkit::Span<pmkit::View<const T>>(v.data(), v.size());
     meshes.affine_deposits = pmkit::Span<pmkit::View<T>>(q.data(), q.size());
     Exec::step(particles_, update, meshes);
-    const T* momentum[D];
-    T* velocity[D];
-    for (int d = 0; d < D; ++d) momentum[d] = deposits_[1 + d].data(), velocity[d] = velocity_[d].data();
-    Exec::template grid_update<T, D>(par_, shape_, walls_, deposits_[0].data(), momentum, velocity,
-                                     static_cast<std::int64_t>(deposits_[0].size()));
+    if (sums)
+      for (int i = 0; i < 1 + D; ++i) {
+        sums_[i] = 0;
+        for (T v : Exec::download(deposits_[i])) sums_[i] += v;
+      }
+    GridUpdate<T, D> g;
+    g.par = par_;
+    g.walls = walls_;
+    g.mass = deposits_[0].data();
+    const auto x = particles_.positions();
+    for (int d = 0; d < D; ++d) {
+      g.shape[d] = shape_[d];
+      g.momentum[d] = deposits_[1 + d].data();
+      g.velocity[d] = velocity_[d].data();
+      g.x[d] = x[d].data;
+    }
+    g.particles = particles_.size();
+    Exec::grid_update(g, box_);
   }
 
   Parameters<T> par_;
@@ -204,6 +215,9 @@ class Simulation {
   std::int64_t shape_[D];
   Array deposits_[1 + D];  // mass, momentum
   Array velocity_[D];
+  using Ints = typename Exec::template Array<int>;
+  Ints box_ = Ints(2 * D);  // the grid update's box of nodes
+  std::array<double, 1 + D> sums_{};
 };
 
 }  // namespace mpm
