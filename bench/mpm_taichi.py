@@ -9,7 +9,9 @@ under gravity in the unit box, walls 3 nodes thick, about 4 particles a cell at 
 n_grid = round((4 N)^(1/D)), dt = 1e-4 x 128 / n_grid, E = 400, density 1, particle
 volume (h/2)^D), in single precision. Taichi's program below is that scheme written out
 (P2G with atomics on a dense grid, the grid update, G2P), the same arithmetic as
-examples/mpm/mpm.hpp; pmkit runs as the program pmkit_mpm_cuda (--bench). Each side
+examples/mpm/mpm.hpp; pmkit runs as the program pmkit_mpm_cuda (--bench), whose grid
+update runs over the box of nodes the particles reach (Taichi's, as mpm3d's, over the
+dense grid). Each side
 runs --warmup untimed steps, then --steps timed ones, synchronised at either end. The
 table gives both rates and pmkit's ratio to Taichi; --json writes the rows.
 """
