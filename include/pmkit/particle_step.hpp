@@ -3,7 +3,8 @@
 // each particle, and the re-binning of the moved particles, on particles that the plan
 // keeps in its binned order from step to step; optionally a deposit at the new
 // positions of quantities the update computes (a material point method's G2P, update
-// and P2G).
+// and P2G), with APIC's affine gather and deposit on the quadratic B-spline
+// (StepParticle; examples/mpm is MLS-MPM on them).
 //
 //   struct Push {                                  // a leapfrog push in a potential
 //     static constexpr int properties = 3;         // vx, vy, vz
