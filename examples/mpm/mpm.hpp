@@ -128,16 +128,20 @@ struct GridUpdate {
   const T* x[D];          // the particles' positions (origin 0)
   std::size_t particles;
 
-  // The first stencil node of particle k on axis d (quadratic B-spline, as pmkit's).
+  double spacing;          // the grid's, in double as the plan holds it
+
+  // The first stencil node of particle k on axis d (quadratic B-spline: pmkit's node
+  // within a rounding, which finish_box's margin covers).
   PMKIT_HD int first_node(std::size_t k, int d) const {
-    return static_cast<int>(floor(x[d][k] / par.h + T(0.5))) - 1;
+    return static_cast<int>(floor(static_cast<double>(x[d][k]) / spacing + 0.5)) - 1;
   }
   // The box of stored nodes from the first nodes' extremes lo[d], hi[d]: the stencils'
-  // reach, clamped (folded ghosts land inside) or, where it crosses a periodic seam,
-  // the whole axis.
+  // reach and a node more either side, clamped (folded ghosts land inside) or, where
+  // it crosses a periodic seam, the whole axis.
   PMKIT_HD void finish_box(int (&lo)[D], int (&hi)[D]) const {
     for (int d = 0; d < D; ++d) {
-      hi[d] += 2;
+      lo[d] -= 1;
+      hi[d] += 3;
       const int top = static_cast<int>(shape[d]) - 1;
       if (walls) {
         lo[d] = lo[d] < 0 ? 0 : lo[d];

@@ -196,6 +196,7 @@ class Simulation {
     GridUpdate<T, D> g;
     g.par = par_;
     g.walls = walls_;
+    g.spacing = plan_.grid().spacing[0];
     g.mass = deposits_[0].data();
     const auto x = particles_.positions();
     for (int d = 0; d < D; ++d) {
