@@ -76,7 +76,7 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
   }
   // In binned order on one thread: the same sums on every run and thread count.
   void affine_spread(const Layout<D>& layout, const T* x, const T* q, const AffineMeshes<T>& meshes,
-                     std::int64_t mesh_size, bool overwrite) override {
+                     std::int64_t mesh_size, bool overwrite, bool) override {
     if (overwrite)
       for (int m = 0; m < meshes.count; ++m) std::fill(meshes.mesh[m], meshes.mesh[m] + mesh_size, T(0));
     for (std::size_t k = 0; k < n_; ++k)
@@ -319,9 +319,6 @@ detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, c
   if (affine && !(plan_->kernel() == Kernel::bspline(3)))
     fail(ErrorCode::Unsupported, "step: the affine transfers (affine_values, affine_deposits) take the quadratic "
          "B-spline, Kernel::bspline(3); the plan's kernel is ", plan_->kernel().name());
-  if (shape.affine_deposits > 0 && on_device() && plan_->options().deterministic)
-    fail(ErrorCode::Unsupported, "step: the affine deposit on a CUDA plan sums with atomics; options.deterministic "
-         "takes a CPU plan for it");
   if (!plan_->has_points() || plan_->num_points() != n_)
     fail(ErrorCode::NotReady, "step: the plan holds ", plan_->has_points() ? plan_->num_points() : 0,
          " points but the particles are ", n_, ": assign the particles (and leave the plan's points to them)");
@@ -386,7 +383,7 @@ void Particles<T, D>::end_step(const StepMeshes<T>& meshes) {
     memory_->affine_spread(detail::make_layout(plan_->grid(), plan_->kernel().ghost_width()), state(next),
                            memory_->deposits() + shape_.deposits * n_,
                            affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits), plan_->mesh_size(),
-                           meshes.deposit_mode == Accumulate::Overwrite);
+                           meshes.deposit_mode == Accumulate::Overwrite, plan_->options().deterministic);
   if (plan_->binning_kept()) {
     current_ = next;
   } else {

@@ -120,7 +120,8 @@ struct StepShape {
 // before the update, and the deposits' meshes (deposits: spread; affine_deposits: the
 // affine deposit; both at the positions after it, with deposit_mode). Each mesh has the
 // plan's mesh_size() values. The affine deposit sums in the particles' binned order on
-// the CPU; on a CUDA plan with atomics, and not in deterministic mode (Unsupported).
+// the CPU; on a CUDA plan with atomics, in deterministic mode in integers (the same bits
+// on every run).
 template <class T>
 struct StepMeshes {
   Span<View<const T>> values = {};
