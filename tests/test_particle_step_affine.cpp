@@ -144,7 +144,8 @@ void expect_affine_transfers(const Grid<D>& grid, Accumulate mode) {
     }
   }
   for (int a = 0; a < 2; ++a)
-    for (std::size_t i = 0; i < size; ++i) ASSERT_NEAR(q[a][i], want_q[a][i], 1e-12 * scale) << "mesh " << a << " node " << i;
+    for (std::size_t i = 0; i < size; ++i)
+      ASSERT_NEAR(q[a][i], want_q[a][i], 1e-12 * scale) << "mesh " << a << " node " << i;
 }
 
 TEST(ParticleStepAffine, MatchesDirectSumsOnAPeriodicGrid2D) {

@@ -173,7 +173,8 @@ PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::siz
   for (int m = 0; m < C::affine_values; ++m) {
     p.affine_value[m] = a.fields[(affine_fields + m) * n + k];
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) p.affine_moment[m][d] = a.fields[(affine_fields + C::affine_values + D * m + d) * n + k];
+    for (int d = 0; d < D; ++d)
+      p.affine_moment[m][d] = a.fields[(affine_fields + C::affine_values + D * m + d) * n + k];
   }
   PMKIT_UNROLL
   for (int i = 0; i < C::deposits; ++i) p.deposit[i] = T(0);
@@ -195,7 +196,8 @@ PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::siz
   for (int i = 0; i < C::affine_deposits; ++i) {
     a.deposits[(C::deposits + i) * n + k] = p.affine_deposit[i];
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) a.deposits[(C::deposits + C::affine_deposits + D * i + d) * n + k] = p.affine_slope[i][d];
+    for (int d = 0; d < D; ++d)
+      a.deposits[(C::deposits + C::affine_deposits + D * i + d) * n + k] = p.affine_slope[i][d];
   }
 }
 
