@@ -67,6 +67,22 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
     std::swap(ids_, moved_ids_);
   }
   unsigned long long take_rejection(int&) override { return kNoRejection; }
+  void affine_gather(const Layout<D>& layout, const T* x, const AffineMeshes<const T>& meshes, T* out) override {
+    const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(n_);
+#if defined(_OPENMP)
+#pragma omp parallel for
+#endif
+    for (std::ptrdiff_t k = 0; k < n; ++k) affine_gather_particle<D>(layout, x, meshes, out, n_, k);
+  }
+  // In binned order on one thread: the same sums on every run and thread count.
+  void affine_spread(const Layout<D>& layout, const T* x, const T* q, const AffineMeshes<T>& meshes,
+                     std::int64_t mesh_size, bool overwrite, bool) override {
+    if (overwrite)
+      for (int m = 0; m < meshes.count; ++m) std::fill(meshes.mesh[m], meshes.mesh[m] + mesh_size, T(0));
+    for (std::size_t k = 0; k < n_; ++k)
+      affine_spread_particle<D>(layout, x, q, meshes.count, n_, k,
+                                [&](int m, std::int64_t i, T value) { meshes.mesh[m][i] += value; });
+  }
   T read(const T* at) override { return *at; }
   std::uint32_t read_id(std::size_t slot) override { return ids_[slot]; }
 
@@ -269,35 +285,62 @@ void Particles<T, D>::synchronize() {
   recover();
 }
 
+// The affine meshes of a step as the passes take them: each of the plan's mesh_size()
+// values, contiguous.
+template <class T, int D, class V>
+detail::AffineMeshes<V> affine_meshes(const Plan<T, D>& plan, const char* what, Span<View<V>> meshes) {
+  detail::AffineMeshes<V> out;
+  out.count = static_cast<int>(meshes.size());
+  for (int m = 0; m < out.count; ++m) {
+    const View<V>& mesh = meshes[m];
+    if (!mesh.data || mesh.stride != 1 || mesh.size != static_cast<std::size_t>(plan.mesh_size()))
+      fail(ErrorCode::SizeMismatch, "step: meshes.", what, "[", m, "] has ", mesh.size, " values of stride ",
+           mesh.stride, " (or no data); the plan's meshes are ", plan.mesh_size(), " contiguous values");
+    out.mesh[m] = mesh.data;
+  }
+  return out;
+}
+
 template <class T, int D>
-detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, int properties, int values,
-                                                  int gradients, int deposits) {
-  if (properties != properties_)
-    fail(ErrorCode::InvalidArgument, "step: the update declares ", properties, " properties but the particles have ",
-         properties_);
+detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, const StepShape& shape) {
+  if (shape.properties != properties_)
+    fail(ErrorCode::InvalidArgument, "step: the update declares ", shape.properties,
+         " properties but the particles have ", properties_);
   const auto count = [](const char* what, std::size_t given, int declared) {
     if (given != static_cast<std::size_t>(declared))
       fail(ErrorCode::SizeMismatch, "step: meshes.", what, " has ", given, " meshes but the update declares ", declared);
   };
-  count("values", meshes.values.size(), values);
-  count("gradients", meshes.gradients.size(), gradients);
-  count("deposits", meshes.deposits.size(), deposits);
+  count("values", meshes.values.size(), shape.values);
+  count("gradients", meshes.gradients.size(), shape.gradients);
+  count("deposits", meshes.deposits.size(), shape.deposits);
+  count("affine_values", meshes.affine_values.size(), shape.affine_values);
+  count("affine_deposits", meshes.affine_deposits.size(), shape.affine_deposits);
+  const bool affine = shape.affine_values > 0 || shape.affine_deposits > 0;
+  if (affine && !(plan_->kernel() == Kernel::bspline(3)))
+    fail(ErrorCode::Unsupported, "step: the affine transfers (affine_values, affine_deposits) take the quadratic "
+         "B-spline, Kernel::bspline(3); the plan's kernel is ", plan_->kernel().name());
   if (!plan_->has_points() || plan_->num_points() != n_)
     fail(ErrorCode::NotReady, "step: the plan holds ", plan_->has_points() ? plan_->num_points() : 0,
          " points but the particles are ", n_, ": assign the particles (and leave the plan's points to them)");
-  memory_->reserve(n_, D + properties_, values + D * gradients, deposits);
-  deposits_ = deposits;
+  const int plain_fields = shape.values + D * shape.gradients;
+  memory_->reserve(n_, D + properties_, plain_fields + (1 + D) * shape.affine_values,
+                   shape.deposits + (1 + D) * shape.affine_deposits);
+  shape_ = shape;
   T* fields = memory_->fields();
-  if (values > 0) {
+  if (shape.values > 0) {
     std::vector<View<T>> out;
-    for (int i = 0; i < values; ++i) out.emplace_back(fields + i * n_, n_);
+    for (int i = 0; i < shape.values; ++i) out.emplace_back(fields + i * n_, n_);
     guard([&] { plan_->interp(meshes.values, Span<View<T>>(out)); });
   }
-  if (gradients > 0) {
+  if (shape.gradients > 0) {
     std::vector<View<T>> out;
-    for (int i = 0; i < D * gradients; ++i) out.emplace_back(fields + (values + i) * n_, n_);
+    for (int i = 0; i < D * shape.gradients; ++i) out.emplace_back(fields + (shape.values + i) * n_, n_);
     guard([&] { plan_->interp_gradient(meshes.gradients, Span<View<T>>(out)); });
   }
+  affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits);  // checked before the step moves anything
+  if (shape.affine_values > 0 && n_ > 0)
+    memory_->affine_gather(detail::make_layout(plan_->grid(), plan_->kernel().ghost_width()), state(current_),
+                           affine_meshes(*plan_, "affine_values", meshes.affine_values), fields + plain_fields * n_);
   detail::StepArrays<T> a;
   a.n = n_;
   a.in = state(current_);
@@ -331,11 +374,16 @@ void Particles<T, D>::end_step(const StepMeshes<T>& meshes) {
   std::array<View<const T>, D> x;
   for (int d = 0; d < D; ++d) x[d] = View<const T>(state(next) + d * n_, n_);
   guard([&] { plan_->update_points(x); });
-  if (deposits_ > 0) {
+  if (shape_.deposits > 0) {
     std::vector<View<const T>> q;
-    for (int i = 0; i < deposits_; ++i) q.emplace_back(memory_->deposits() + i * n_, n_);
+    for (int i = 0; i < shape_.deposits; ++i) q.emplace_back(memory_->deposits() + i * n_, n_);
     guard([&] { plan_->spread(Span<View<const T>>(q), meshes.deposits, meshes.deposit_mode); });
   }
+  if (shape_.affine_deposits > 0)
+    memory_->affine_spread(detail::make_layout(plan_->grid(), plan_->kernel().ghost_width()), state(next),
+                           memory_->deposits() + shape_.deposits * n_,
+                           affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits), plan_->mesh_size(),
+                           meshes.deposit_mode == Accumulate::Overwrite, plan_->options().deterministic);
   if (plan_->binning_kept()) {
     current_ = next;
   } else {

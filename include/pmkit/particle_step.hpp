@@ -3,7 +3,8 @@
 // each particle, and the re-binning of the moved particles, on particles that the plan
 // keeps in its binned order from step to step; optionally a deposit at the new
 // positions of quantities the update computes (a material point method's G2P, update
-// and P2G).
+// and P2G), with APIC's affine gather and deposit on the quadratic B-spline
+// (StepParticle; examples/mpm is MLS-MPM on them).
 //
 //   struct Push {                                  // a leapfrog push in a potential
 //     static constexpr int properties = 3;         // vx, vy, vz
@@ -52,45 +53,83 @@ PMKIT_STEP_COUNT(properties)
 PMKIT_STEP_COUNT(values)
 PMKIT_STEP_COUNT(gradients)
 PMKIT_STEP_COUNT(deposits)
+PMKIT_STEP_COUNT(affine_values)
+PMKIT_STEP_COUNT(affine_deposits)
 #undef PMKIT_STEP_COUNT
 }  // namespace detail
 
 // What an update functor declares (each a static constexpr int, 0 where absent): the
 // values each particle carries besides its position, the meshes interpolated at it, the
-// meshes whose gradient is interpolated at it, and the quantities it deposits.
+// meshes whose gradient is interpolated at it, the quantities it deposits, the meshes
+// interpolated with their first moment (the affine gather) and the quantities deposited
+// with a slope (the affine deposit). The affine transfers need the plan's kernel to be
+// the quadratic B-spline, Kernel::bspline(3).
 template <class Update>
 struct StepCounts {
   static constexpr int properties = detail::step_properties<Update>::value;
   static constexpr int values = detail::step_values<Update>::value;
   static constexpr int gradients = detail::step_gradients<Update>::value;
   static constexpr int deposits = detail::step_deposits<Update>::value;
-  static_assert(properties >= 0 && values >= 0 && gradients >= 0 && deposits >= 0,
+  static constexpr int affine_values = detail::step_affine_values<Update>::value;
+  static constexpr int affine_deposits = detail::step_affine_deposits<Update>::value;
+  static_assert(properties >= 0 && values >= 0 && gradients >= 0 && deposits >= 0 && affine_values >= 0 &&
+                    affine_deposits >= 0,
                 "a step's counts are not negative");
+  static_assert(affine_values <= 8 && affine_deposits <= 8, "a step has at most 8 affine meshes of each kind");
 };
 
 // One particle as the update functor sees it. Arrays of a count 0 have one unused entry.
-template <class T, int D, int P, int V, int G, int Q>
+// With w_i the kernel's weight of node i at the particle and x_i the node's position
+// (the periodic image nearest the particle):
+//   affine_value[m] = sum_i w_i f_i, affine_moment[m][d] = sum_i w_i f_i (x_i - x)_d
+// for f = meshes.affine_values[m] at x before the update (an APIC/MLS-MPM G2P reads the
+// grid velocity's components and forms C = 4 / h^2 affine_moment), and
+//   meshes.affine_deposits[a] gets w_i (affine_deposit[a] + sum_d affine_slope[a][d] (x_i - x)_d)
+// at the new x (a P2G of mass, a = m, and of affine momentum, a = m v_c, slope = row c of
+// m C - dt V 4 / h^2 stress).
+template <class T, int D, int P, int V, int G, int Q, int AV = 0, int AQ = 0>
 struct StepParticle {
   T x[D];                        // in: the position; out: the new position
   T prop[P > 0 ? P : 1];         // in: the properties; out: the new properties
   T value[V > 0 ? V : 1];        // in: value[i], meshes.values[i] interpolated at x
   T gradient[G > 0 ? G : 1][D];  // in: gradient[i][d], d/dx_d of meshes.gradients[i] at x
   T deposit[Q > 0 ? Q : 1];      // out: spread onto meshes.deposits[i] at the new x (0 on entry)
+  T affine_value[AV > 0 ? AV : 1];      // in: meshes.affine_values[m] interpolated at x
+  T affine_moment[AV > 0 ? AV : 1][D];  // in: its first moment about x (above)
+  T affine_deposit[AQ > 0 ? AQ : 1];    // out: the value deposited on meshes.affine_deposits[a] (0 on entry)
+  T affine_slope[AQ > 0 ? AQ : 1][D];   // out: its slope along the node offset (0 on entry)
   std::uint32_t id;              // in: the particle's index in the arrays given to assign
 };
 template <class T, int D, class Update>
 using StepParticleFor = StepParticle<T, D, StepCounts<Update>::properties, StepCounts<Update>::values,
-                                     StepCounts<Update>::gradients, StepCounts<Update>::deposits>;
+                                     StepCounts<Update>::gradients, StepCounts<Update>::deposits,
+                                     StepCounts<Update>::affine_values, StepCounts<Update>::affine_deposits>;
+
+// The counts a step passes to Particles' common part.
+struct StepShape {
+  int properties = 0, values = 0, gradients = 0, deposits = 0, affine_values = 0, affine_deposits = 0;
+  template <class Update>
+  static constexpr StepShape of() {
+    using C = StepCounts<Update>;
+    return {C::properties, C::values, C::gradients, C::deposits, C::affine_values, C::affine_deposits};
+  }
+};
 
 // The meshes of one step, in the plan's memory: interpolated (values: interp;
-// gradients: interp_gradient) at the positions before the update, and the deposits'
-// meshes (spread at the positions after it, with deposit_mode).
+// gradients: interp_gradient; affine_values: with their first moments) at the positions
+// before the update, and the deposits' meshes (deposits: spread; affine_deposits: the
+// affine deposit; both at the positions after it, with deposit_mode). Each mesh has the
+// plan's mesh_size() values. The affine deposit sums in the particles' binned order on
+// the CPU; on a CUDA plan with atomics, in deterministic mode in integers (the same bits
+// on every run).
 template <class T>
 struct StepMeshes {
   Span<View<const T>> values = {};
   Span<View<const T>> gradients = {};
   Span<View<T>> deposits = {};
   Accumulate deposit_mode = Accumulate::Overwrite;
+  Span<View<const T>> affine_values = {};
+  Span<View<T>> affine_deposits = {};
 };
 
 namespace detail {
@@ -100,8 +139,11 @@ struct StepArrays {
   std::size_t n = 0;
   const T* in = nullptr;  // the positions (D arrays), then the properties
   T* out = nullptr;       // the same for the new state
-  const T* fields = nullptr;  // the values (one array a mesh), then D arrays a gradient mesh
-  T* deposits = nullptr;      // one array a deposited quantity
+  // The values (one array a mesh), then D arrays a gradient mesh, then an array an affine
+  // value, then D arrays an affine moment.
+  const T* fields = nullptr;
+  // One array a deposited quantity, then one an affine deposit, then D a slope.
+  T* deposits = nullptr;
   const std::uint32_t* ids = nullptr;
   // Device memory on a CUDA plan: not kNoRejection once a step has left a bad position
   // (found on the device, reported later), after which the passes write nothing.
@@ -126,8 +168,22 @@ PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::siz
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) p.gradient[i][d] = a.fields[(C::values + D * i + d) * n + k];
   }
+  constexpr int affine_fields = C::values + D * C::gradients;
+  PMKIT_UNROLL
+  for (int m = 0; m < C::affine_values; ++m) {
+    p.affine_value[m] = a.fields[(affine_fields + m) * n + k];
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d)
+      p.affine_moment[m][d] = a.fields[(affine_fields + C::affine_values + D * m + d) * n + k];
+  }
   PMKIT_UNROLL
   for (int i = 0; i < C::deposits; ++i) p.deposit[i] = T(0);
+  PMKIT_UNROLL
+  for (int i = 0; i < C::affine_deposits; ++i) {
+    p.affine_deposit[i] = T(0);
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) p.affine_slope[i][d] = T(0);
+  }
   p.id = a.ids[k];
   update(p);
   PMKIT_UNROLL
@@ -136,6 +192,13 @@ PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::siz
   for (int i = 0; i < C::properties; ++i) a.out[(D + i) * n + k] = p.prop[i];
   PMKIT_UNROLL
   for (int i = 0; i < C::deposits; ++i) a.deposits[i * n + k] = p.deposit[i];
+  PMKIT_UNROLL
+  for (int i = 0; i < C::affine_deposits; ++i) {
+    a.deposits[(C::deposits + i) * n + k] = p.affine_deposit[i];
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d)
+      a.deposits[(C::deposits + C::affine_deposits + D * i + d) * n + k] = p.affine_slope[i][d];
+  }
 }
 
 template <class T, int D>
@@ -182,8 +245,7 @@ class Particles {
 
  private:
   friend struct detail::ParticlesAccess;
-  detail::StepArrays<T> begin_step(const StepMeshes<T>& meshes, int properties, int values, int gradients,
-                                   int deposits);
+  detail::StepArrays<T> begin_step(const StepMeshes<T>& meshes, const StepShape& shape);
   void end_step(const StepMeshes<T>& meshes);
   void share_on_host(void (*range)(const void*, std::size_t, std::size_t), const void* context) const;
   T* state(int buffer) const;
@@ -199,16 +261,15 @@ class Particles {
   int properties_;
   std::size_t n_ = 0;
   int current_ = 0;  // the state buffer (0 or 1) that holds the particles
-  int deposits_ = 0;
+  StepShape shape_;
   std::unique_ptr<detail::ParticleMemory<T, D>> memory_;
 };
 
 namespace detail {
 struct ParticlesAccess {
   template <class T, int D>
-  static StepArrays<T> begin(Particles<T, D>& p, const StepMeshes<T>& meshes, int properties, int values,
-                             int gradients, int deposits) {
-    return p.begin_step(meshes, properties, values, gradients, deposits);
+  static StepArrays<T> begin(Particles<T, D>& p, const StepMeshes<T>& meshes, const StepShape& shape) {
+    return p.begin_step(meshes, shape);
   }
   template <class T, int D>
   static void end(Particles<T, D>& p, const StepMeshes<T>& meshes) {
@@ -251,13 +312,11 @@ void host_update(const Particles<T, D>& particles, const StepArrays<T>& a, const
 // CUDA plan takes pmkit::cuda::step, in pmkit/cuda/particle_step.cuh (Unsupported here).
 template <class T, int D, class Update>
 void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>& meshes = {}) {
-  using C = StepCounts<Update>;
   if (particles.plan().options().backend != Backend::Cpu)
     detail::fail(ErrorCode::Unsupported,
                  "pmkit::step runs the update on the host, so on a CPU plan; on a CUDA plan include "
                  "pmkit/cuda/particle_step.cuh in a file compiled by nvcc and call pmkit::cuda::step");
-  const detail::StepArrays<T> a =
-      detail::ParticlesAccess::begin(particles, meshes, C::properties, C::values, C::gradients, C::deposits);
+  const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>());
   detail::host_update<T, D>(particles, a, update);
   detail::ParticlesAccess::end(particles, meshes);
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/affine_stencil.hpp"
 #include "core/wrap.hpp"
 #include "pmkit/particle_step.hpp"
 
@@ -77,6 +78,15 @@ class ParticleMemory {
   // good_buffer to the buffer that holds the state before the rejected step.
   virtual unsigned long long take_rejection(int& good_buffer) = 0;
   // One value (a wait for the device).
+  // The affine gather at the D position arrays x of the n particles into out
+  // (affine_gather_particle's layout).
+  virtual void affine_gather(const Layout<D>& layout, const T* x, const AffineMeshes<const T>& meshes, T* out) = 0;
+  // The affine deposit of q (affine_spread_particle's layout) at x onto the meshes of
+  // mesh_size values each, zeroed first where `overwrite`; nothing once a rejection is
+  // recorded. `exact`: sums that do not depend on the order of the additions (a
+  // device's deterministic mode; the host's always are).
+  virtual void affine_spread(const Layout<D>& layout, const T* x, const T* q, const AffineMeshes<T>& meshes,
+                             std::int64_t mesh_size, bool overwrite, bool exact) = 0;
   virtual T read(const T* at) = 0;
   virtual std::uint32_t read_id(std::size_t slot) = 0;
 };

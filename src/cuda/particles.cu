@@ -6,9 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <climits>
 #include <memory>
 
 #include "core/particle_memory.hpp"
+#include "cuda/kernels/fixed_point.cuh"
 #include "cuda/runtime.hpp"
 
 namespace pmkit::cuda {
@@ -78,6 +80,147 @@ __global__ void copy_ids_kernel(std::uint32_t* ids, const std::uint32_t* moved_i
                                 const Rejection* rejection) {
   if (rejection->slot != kNoRejection) return;
   PMKIT_FOR_EACH_SLOT(k, n) ids[k] = moved_ids[k];
+}
+
+template <class T, int D>
+__global__ void affine_gather_kernel(detail::Layout<D> layout, const T* x, detail::AffineMeshes<const T> meshes, T* out,
+                                     std::size_t n, const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  PMKIT_FOR_EACH_SLOT(k, n) detail::affine_gather_particle<D>(layout, x, meshes, out, n, k);
+}
+
+// The affine deposit: one thread a binned particle, each block's particles (a tile's,
+// or two tiles' in binned order) summed into a box of nodes in shared memory, which is
+// then added to the meshes, one atomic a node touched; a block whose nodes do not fit
+// (particles across a periodic seam, or far apart) adds each particle's nodes to the
+// meshes directly.
+constexpr int kSpreadThreads = 256;
+constexpr std::size_t kSpreadSharedBytes = 46 * 1024;  // with the static bounds, within the 48 KB a block gets unasked
+
+template <class T, int D>
+__global__ void __launch_bounds__(kSpreadThreads)
+    affine_spread_kernel(detail::Layout<D> layout, const T* x, const T* q, detail::AffineMeshes<T> meshes,
+                         std::size_t n, const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  extern __shared__ unsigned char shared_bytes[];
+  T* box = reinterpret_cast<T*>(shared_bytes);
+  __shared__ int first[D], last[D];
+  if (threadIdx.x < D) {
+    first[threadIdx.x] = INT_MAX;
+    last[threadIdx.x] = INT_MIN;
+  }
+  __syncthreads();
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const bool active = k < n;
+  T position[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) position[d] = x[d * n + (active ? k : 0)];
+  detail::AffineStencil<D, T> stencil(layout, position);
+  if (active) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      atomicMin(&first[d], stencil.base[d]);
+      atomicMax(&last[d], stencil.base[d]);
+    }
+  }
+  __syncthreads();
+  const int count = meshes.count;
+  std::int64_t stride[D], nodes = 1;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    stride[d] = nodes;
+    nodes *= static_cast<std::int64_t>(last[d]) - first[d] + 3;
+  }
+  if (nodes * count * static_cast<std::int64_t>(sizeof(T)) > static_cast<std::int64_t>(kSpreadSharedBytes)) {
+    if (active)
+      detail::affine_spread_stencil(stencil, q, count, n, k,
+                                    [&](int m, std::int64_t i, T value) { atomicAdd(meshes.mesh[m] + i, value); });
+    return;
+  }
+  const int values = static_cast<int>(nodes) * count;
+  for (int j = threadIdx.x; j < values; j += blockDim.x) box[j] = T(0);
+  __syncthreads();
+  if (active) {
+    int lowest[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) lowest[d] = first[d];
+    stencil.relocate(lowest, stride);
+    detail::affine_spread_stencil(stencil, q, count, n, k,
+                                  [&](int m, std::int64_t i, T value) { atomicAdd(box + m * nodes + i, value); });
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < values; j += blockDim.x) {
+    const T value = box[j];
+    if (value == T(0)) continue;
+    const int m = j / static_cast<int>(nodes);
+    std::int64_t rest = j - static_cast<std::int64_t>(m) * nodes, index = 0;
+#pragma unroll
+    for (int d = D - 1; d >= 0; --d) {
+      const std::int64_t along = rest / stride[d];
+      rest -= along * stride[d];
+      index += layout.axis[d].node(first[d] + static_cast<int>(along)) * layout.stride[d];
+    }
+    atomicAdd(meshes.mesh[m] + index, value);
+  }
+}
+
+// The deterministic affine deposit: every node's contributions scaled by one power of
+// two, rounded to 64-bit integers and summed with integer atomics (whose sums do not
+// depend on the order), then converted once a node. The scale comes from a bound on
+// any contribution (|a| + sum_d |b_d| 1.5 h_d: the weights are at most 1 and the offsets
+// at most 1.5 h), found on the device: a non-negative double's bits order as the double.
+template <class T, int D>
+__global__ void affine_bound_kernel(detail::Layout<D> layout, const T* q, int count, std::size_t n,
+                                    unsigned long long* bound, const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  double most = 0;
+  PMKIT_FOR_EACH_SLOT(k, n) {
+    for (int m = 0; m < count; ++m) {
+      double b = fabs(static_cast<double>(q[m * n + k]));
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        b += fabs(static_cast<double>(q[(count + D * m + d) * n + k])) * 1.5 * layout.axis[d].spacing;
+      most = isfinite(b) ? fmax(most, b) : INFINITY;
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) most = fmax(most, __shfl_down_sync(0xffffffffu, most, offset));
+  if (threadIdx.x % 32 == 0) atomicMax(bound, static_cast<unsigned long long>(__double_as_longlong(most)));
+}
+
+// The power of two that keeps n contributions of up to `bound` inside 62 bits.
+__device__ __forceinline__ double exact_scale(const unsigned long long* bound, std::size_t n) {
+  int log2n = 1;
+  while ((std::size_t(1) << log2n) < n) ++log2n;
+  return pow2_scale(__longlong_as_double(static_cast<long long>(*bound)), 62 - log2n);
+}
+
+template <class T, int D>
+__global__ void affine_exact_kernel(detail::Layout<D> layout, const T* x, const T* q, int count, std::size_t n,
+                                    long long* sums, std::int64_t mesh_size, const unsigned long long* bound,
+                                    const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  const double scale = exact_scale(bound, n);
+  PMKIT_FOR_EACH_SLOT(k, n)
+  detail::affine_spread_particle<D>(layout, x, q, count, n, k, [&](int m, std::int64_t i, T value) {
+    const long long v = llrint(static_cast<double>(value) * scale);
+    atomicAdd(reinterpret_cast<unsigned long long*>(sums + m * mesh_size + i), static_cast<unsigned long long>(v));
+  });
+}
+
+template <class T>
+__global__ void affine_exact_finish_kernel(detail::AffineMeshes<T> meshes, const long long* sums,
+                                           std::int64_t mesh_size, bool overwrite, std::size_t n,
+                                           const unsigned long long* bound, const Rejection* rejection) {
+  if (rejection->slot != kNoRejection) return;
+  const double inverse = 1.0 / exact_scale(bound, n);
+  const std::size_t values = static_cast<std::size_t>(mesh_size) * meshes.count;
+  PMKIT_FOR_EACH_SLOT(j, values) {
+    const int m = static_cast<int>(j / mesh_size);
+    const std::int64_t i = static_cast<std::int64_t>(j) - m * mesh_size;
+    const T value = static_cast<T>(static_cast<double>(sums[j]) * inverse);
+    meshes.mesh[m][i] = overwrite ? value : meshes.mesh[m][i] + value;
+  }
 }
 
 template <class T, int D>
@@ -154,11 +297,52 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
     good_buffer = r.good_buffer;
     return r.slot;
   }
+  void affine_gather(const detail::Layout<D>& layout, const T* x, const detail::AffineMeshes<const T>& meshes,
+                     T* out) override {
+    if (n_ == 0) return;
+    const DeviceScope on_device(options_->device);
+    affine_gather_kernel<T, D><<<blocks(n_), kThreads, 0, stream()>>>(layout, x, meshes, out, n_, rejection_.get());
+    check_launch("pmkit::step (the affine gather)");
+  }
+  void affine_spread(const detail::Layout<D>& layout, const T* x, const T* q, const detail::AffineMeshes<T>& meshes,
+                     std::int64_t mesh_size, bool overwrite, bool exact) override {
+    const DeviceScope on_device(options_->device);
+    if (exact) return exact_spread(layout, x, q, meshes, mesh_size, overwrite);
+    if (overwrite)
+      for (int m = 0; m < meshes.count; ++m)
+        check(cudaMemsetAsync(meshes.mesh[m], 0, sizeof(T) * static_cast<std::size_t>(mesh_size), stream()),
+              "pmkit::step (the affine deposit's meshes)");
+    if (n_ == 0) return;
+    const std::size_t spread_blocks = (n_ + kSpreadThreads - 1) / kSpreadThreads;
+    affine_spread_kernel<T, D><<<static_cast<unsigned>(spread_blocks), kSpreadThreads, kSpreadSharedBytes, stream()>>>(
+        layout, x, q, meshes, n_, rejection_.get());
+    check_launch("pmkit::step (the affine deposit)");
+  }
   T read(const T* at) override { return read_one(at); }
   std::uint32_t read_id(std::size_t slot) override { return read_one(ids_.get() + slot); }
 
  private:
   cudaStream_t stream() const { return to_cuda_stream(options_->stream); }
+  void exact_spread(const detail::Layout<D>& layout, const T* x, const T* q, const detail::AffineMeshes<T>& meshes,
+                    std::int64_t mesh_size, bool overwrite) {
+    const std::size_t values = static_cast<std::size_t>(mesh_size) * meshes.count;
+    exact_sums_.reserve(values, "Particles: the deterministic affine deposit's sums");
+    exact_bound_.reserve(1, "Particles: the deterministic affine deposit's bound");
+    check(cudaMemsetAsync(exact_sums_.get(), 0, values * sizeof(long long), stream()), "Particles");
+    check(cudaMemsetAsync(exact_bound_.get(), 0, sizeof(unsigned long long), stream()), "Particles");
+    if (n_ > 0) {
+      affine_bound_kernel<T, D><<<blocks(n_), kThreads, 0, stream()>>>(layout, q, meshes.count, n_,
+                                                                       exact_bound_.get(), rejection_.get());
+      check_launch("pmkit::step (the deterministic affine deposit's bound)");
+      affine_exact_kernel<T, D><<<blocks(n_), kThreads, 0, stream()>>>(
+          layout, x, q, meshes.count, n_, exact_sums_.get(), mesh_size, exact_bound_.get(), rejection_.get());
+      check_launch("pmkit::step (the deterministic affine deposit)");
+    }
+    affine_exact_finish_kernel<T><<<blocks(values), kThreads, 0, stream()>>>(
+        meshes, exact_sums_.get(), mesh_size, overwrite, n_, exact_bound_.get(), rejection_.get());
+    check_launch("pmkit::step (the deterministic affine deposit's meshes)");
+  }
+
   template <class V>
   V read_one(const V* at) {
     const DeviceScope on_device(options_->device);
@@ -174,6 +358,8 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
   DeviceBuffer<T> state_[2], fields_, deposits_;
   DeviceBuffer<std::uint32_t> ids_, moved_ids_, order_;
   DeviceBuffer<Rejection> rejection_;
+  DeviceBuffer<long long> exact_sums_;
+  DeviceBuffer<unsigned long long> exact_bound_;
 };
 
 }  // namespace

@@ -36,11 +36,9 @@ namespace cuda {
 
 template <class T, int D, class Update>
 void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>& meshes = {}) {
-  using C = StepCounts<Update>;
   const Options& options = particles.plan().options();
   if (options.backend != Backend::Cuda) return pmkit::step(particles, update, meshes);
-  const detail::StepArrays<T> a =
-      detail::ParticlesAccess::begin(particles, meshes, C::properties, C::values, C::gradients, C::deposits);
+  const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>());
   if (a.n > 0) {
     const DeviceScope on_device(options.device);
     constexpr int kThreads = 256;
