@@ -33,8 +33,14 @@ import weakref
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
+from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from ._pme import PmeParameters, PmePlan
+
+# The current stream's handle without a torch.cuda.Stream made per call (as _arrays.TorchLibrary).
+_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream
+)
 
 __all__ = ["Pme", "PmeOutput", "pme"]
 
@@ -144,7 +150,10 @@ class Pme(torch.nn.Module):
         cost a little more); otherwise ``PmeOutput.virial`` is None."""
         cells = _check(positions, charges, cell, batch)
         with_virial = bool(virial) or cell.requires_grad
-        energy, potential, forces, virials = torch.ops.pmkit.pme(
+        # Eager calls take the autograd.Function, the same forward and backward without the
+        # custom operator's dispatch layers; torch.compile traces the operator.
+        pme_op = torch.ops.pmkit.pme if torch.compiler.is_compiling() else _PmeFunction.apply
+        energy, potential, forces, virials = pme_op(
             self._key, positions, charges, cells, batch, self.reciprocal_only, with_virial
         )
         if charges.requires_grad:
@@ -284,32 +293,40 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
     return offsets, [lengths[3 * s : 3 * s + 3] for s in range(b)]
 
 
+def _stream(like: torch.Tensor) -> Optional[int]:
+    """The handle of torch's current CUDA stream on the tensor's device (None on the CPU)."""
+    return _current_stream(like.device.index) if like.is_cuda else None
+
+
 def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bool, virial: bool):
     """Energy (B,), potential (N,), forces (N, 3) and, where asked, virial (B, 6) (else
-    zeros) in the positions' dtype, each system on its plan, its slices written in place."""
+    zeros) in the positions' dtype, each system on its plan, its slices written in place.
+    Each system is one call of the compiled plan (set_points and compute) on DLPack views
+    of the slices, on torch's current stream."""
     offsets, boxes = _segments(positions, charges, cells, batch)
     b = cells.shape[0]
     n = positions.shape[0]
-    energy = torch.empty(b, dtype=torch.float64, device=positions.device)
-    virials = torch.zeros(b, 6, dtype=torch.float64, device=positions.device)
+    device = positions.device
+    empty = any(offsets[s] == offsets[s + 1] for s in range(b))  # systems without charges: energy 0
+    energy = (torch.zeros if empty else torch.empty)(b, dtype=torch.float64, device=device)
+    virials = torch.zeros(b, 6, dtype=torch.float64, device=device) if virial else None
     potential = positions.new_empty(n)
     forces = positions.new_empty(n, 3)
+    stream = _stream(positions)
     for s in range(b):
         start, end = offsets[s], offsets[s + 1]
         if start == end:
-            energy[s] = 0
             continue
-        plan = module.plan(tuple(boxes[s]), positions.dtype, positions.device)
-        plan.set_points(positions[start:end])
-        plan.compute(
-            charges[start:end],
-            forces=forces[start:end],
-            energy=energy[s : s + 1],
-            potential=potential[start:end],
-            virial=virials[s] if virial else False,
-            reciprocal_only=reciprocal_only,
+        whole = start == 0 and end == n  # one system: the tensors themselves, no slices
+        part = (lambda t: t) if whole else (lambda t: t[start:end])  # noqa: E731
+        plan = module.plan(tuple(boxes[s]), positions.dtype, device)
+        plan._impl.step(
+            [_to_dlpack(part(positions))], [_to_dlpack(part(charges))], [_to_dlpack(part(forces))],
+            [_to_dlpack(energy[s : s + 1] if b > 1 else energy)], [_to_dlpack(part(potential))],
+            [_to_dlpack(virials[s])] if virial else [], reciprocal_only, stream,
         )
-    return energy.to(positions.dtype), potential, forces, virials.to(positions.dtype)
+    virials = virials.to(positions.dtype) if virial else positions.new_zeros(b, 6)
+    return energy.to(positions.dtype), potential, forces, virials
 
 
 @torch.library.custom_op("pmkit::pme", mutates_args=())
@@ -542,3 +559,20 @@ _forces_op.register_autograd(_forces_backward, setup_context=_forces_setup)
 
 
 _pme_op.register_autograd(_backward, setup_context=_setup)
+
+
+class _PmeFunction(torch.autograd.Function):
+    """torch.ops.pmkit.pme for eager calls: its body, setup and backward as one
+    autograd.Function (the operator's layers cost more than a small system's PME)."""
+
+    @staticmethod
+    def forward(ctx, key, positions, charges, cells, batch, reciprocal_only, virial):
+        inputs = (key, positions, charges, cells, batch, reciprocal_only, virial)
+        detached = [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs[1:5]]
+        output = _evaluate(_MODULES[key], *detached, reciprocal_only, virial)
+        _setup(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _backward(ctx, *grads)
