@@ -248,7 +248,7 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
         # One system: its sums in the positions' dtype, compared with its cell on the host.
         values = [cells.flatten()]
         if n:
-            values = [positions.amin(0), positions.amax(0), charges.sum().reshape(1)] + values
+            values = [*torch.aminmax(positions, dim=0), charges.sum().reshape(1)] + values
         host = torch.cat(values).tolist() if n else [0.0] * 7 + torch.cat(values).tolist()
         step, lowest, highest, counts = 0, 0, 0, [n]
         low, high, total, lengths = host[:3], host[3:6], host[6], host[7:]
@@ -257,7 +257,11 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
         clamped = batch.clamp(0, b - 1).long()
         step = (batch[1:] - batch[:-1]).amin().reshape(1) if n > 1 else batch.new_zeros(1)
         ends = torch.stack([batch.amin(), batch.amax()]) if n else batch.new_zeros(2)
-        parts = [step.double(), ends.double(), torch.bincount(clamped, minlength=b).double()]
+        # Each system's count by index_add_: torch.bincount on CUDA reads its input's maximum back (a wait).
+        counts = torch.zeros(b, dtype=torch.float64, device=positions.device).index_add_(
+            0, clamped, torch.ones(n, dtype=torch.float64, device=positions.device)
+        )
+        parts = [step.double(), ends.double(), counts]
         if n:
             parts += [
                 positions.amin(0).double(),
