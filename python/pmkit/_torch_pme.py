@@ -8,7 +8,8 @@ cell and parameters, reading and writing the slices of the batch's tensors in pl
 
 The operator is a ``torch.library`` custom operator (``torch.ops.pmkit.pme``) with a fake
 (meta) kernel and a registered autograd formula, so ``torch.compile(fullgraph=True)``
-takes it. Its derivatives are exact derivatives of the PME energy at the plan's mesh:
+takes it; eager calls run the same forward and backward as an autograd.Function
+(_PmeFunction), without the operator's dispatch layers. Its derivatives are exact derivatives of the PME energy at the plan's mesh:
 
 - positions: dE/dx = -F, the forces the plan computes with the energy;
 - charges: dE/dq = phi, the potentials;
@@ -329,7 +330,9 @@ def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bo
             [_to_dlpack(energy[s : s + 1] if b > 1 else energy)], [_to_dlpack(part(potential))],
             [_to_dlpack(virials[s])] if virial else [], reciprocal_only, stream,
         )
-    virials = virials.to(positions.dtype) if virial else positions.new_zeros(b, 6)
+    # Without the virial its output is never read (Pme gives None; the cell's gradient,
+    # which reads it, asks for it): left unwritten.
+    virials = virials.to(positions.dtype) if virial else positions.new_empty(b, 6)
     return energy.to(positions.dtype), potential, forces, virials
 
 
