@@ -3,6 +3,7 @@
     python bench/pme_torch.py                    # GPU: 10^4, 10^5, 10^6 charges, a batch of 64
     python bench/pme_torch.py --quick            # CPU, tiny sizes: checks that it runs
     python bench/pme_torch.py --stages           # and where pmkit's time goes, stage by stage
+    python bench/pme_torch.py --profile          # and torch.profiler's kernel table of a step
 
 Needs torch, a CUDA build of pmkit (or --device cpu), and torch-pme 0.5.0 (pure Python:
 ``pip install torch_pme-0.5.0-py3-none-any.whl``; it needs only torch). Optionally
@@ -166,6 +167,23 @@ def stages(pme, x, q, cell, device, warmup, repeat):
     print("    stages (ms): " + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in t.items()))
 
 
+def kernel_profile(step, device, steps=5, rows=25):
+    """torch.profiler's table of `steps` steps, by device time on the GPU (every kernel of the
+    process, pmkit's among them), by host time on the CPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    step()
+    synchronized(device)
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        synchronized(device)
+    key = "device_time_total" if device == "cuda" else "self_cpu_time_total"
+    print(f"    profile of {steps} steps:")
+    print(prof.key_averages().table(sort_by=key, row_limit=rows))
+
+
 def torchpme_step(torchpme, params, box, cutoff, x, q, pairs):
     smearing = 1 / (math.sqrt(2) * params.alpha)
     spacing = 2 * box / (max(params.mesh) - 1)
@@ -229,6 +247,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--cutoff", type=float, default=1.0)
     parser.add_argument("--stages", action="store_true", help="where pmkit's step goes, for each size")
+    parser.add_argument("--profile", action="store_true", help="torch.profiler's kernel table of pmkit's step")
     args = parser.parse_args()
     device = args.device or ("cpu" if args.quick else "cuda")
     sizes = args.sizes or ([1000, 3000] if args.quick else [10**4, 10**5, 10**6])
@@ -263,6 +282,8 @@ def main():
         row(f"{n} charges", ours_time, theirs_time, ours_error, theirs_error)
         if args.stages:
             stages(pme, x, q, cell, device, args.warmup, args.repeat)
+        if args.profile:
+            kernel_profile(ours, device)
     if systems:
         counts = [int(round(math.exp(math.log(batch_sizes[0]) + (math.log(batch_sizes[1]) - math.log(batch_sizes[0]))
                                       * float(torch.rand(1, generator=generator))))) for _ in range(systems)]
