@@ -36,6 +36,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch.utils.dlpack import to_dlpack as _to_dlpack
 
+from ._arrays import library_of
 from ._pme import PmeParameters, PmePlan
 
 # The current stream's handle without a torch.cuda.Stream made per call (as _arrays.TorchLibrary).
@@ -303,6 +304,27 @@ def _stream(like: torch.Tensor) -> Optional[int]:
     return _current_stream(like.device.index) if like.is_cuda else None
 
 
+def _bound(plan: PmePlan, x: torch.Tensor) -> None:
+    """Records x as the plan's points, as PmePlan.set_points does (which replaces the record)."""
+    plan._library, plan._points_like, plan._points_version = library_of(x), x, x._version
+
+
+def _holds(plan: PmePlan, x: torch.Tensor) -> bool:
+    """Whether the plan's binning is of x's values: its last set_points took a tensor over
+    the same memory (which the plan keeps alive, so no other tensor can have it), with the
+    same shape and strides, unchanged since (the version counter its views share)."""
+    last = plan._points_like
+    return (
+        isinstance(last, torch.Tensor)
+        and last.data_ptr() == x.data_ptr()
+        and last.shape == x.shape
+        and last.stride() == x.stride()
+        and last.dtype == x.dtype
+        and last.device == x.device
+        and last._version == x._version == getattr(plan, "_points_version", None)
+    )
+
+
 def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bool, virial: bool):
     """Energy (B,), potential (N,), forces (N, 3) and, where asked, virial (B, 6) (else
     zeros) in the positions' dtype, each system on its plan, its slices written in place.
@@ -325,11 +347,13 @@ def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bo
         whole = start == 0 and end == n  # one system: the tensors themselves, no slices
         part = (lambda t: t) if whole else (lambda t: t[start:end])  # noqa: E731
         plan = module.plan(tuple(boxes[s]), positions.dtype, device)
+        x = part(positions)
         plan._impl.step(
-            [_to_dlpack(part(positions))], [_to_dlpack(part(charges))], [_to_dlpack(part(forces))],
+            [_to_dlpack(x)], [_to_dlpack(part(charges))], [_to_dlpack(part(forces))],
             [_to_dlpack(energy[s : s + 1] if b > 1 else energy)], [_to_dlpack(part(potential))],
             [_to_dlpack(virials[s])] if virial else [], reciprocal_only, stream,
         )
+        _bound(plan, x)
     # Without the virial its output is never read (Pme gives None; the cell's gradient,
     # which reads it, asks for it): left unwritten.
     virials = virials.to(positions.dtype) if virial else positions.new_empty(b, 6)
@@ -513,18 +537,24 @@ def _charge_gradient_op(
     weights: torch.Tensor,
     reciprocal_only: bool,
 ) -> torch.Tensor:
-    """d/dq of sum_i weights_i . F_i, each system on its plan (PmePlan.charge_gradient_of_forces)."""
+    """d/dq of sum_i weights_i . F_i, each system on its plan (PmePlan.charge_gradient_of_forces),
+    on the binning of the forward pass where the plan still holds it."""
     offsets, boxes = _segments(positions, charges, cells, batch)
     module = _MODULES[key]
     out = torch.zeros_like(charges)
+    stream = _stream(positions)
     for s in range(cells.shape[0]):
         start, end = offsets[s], offsets[s + 1]
         if start == end:
             continue
         plan = module.plan(tuple(boxes[s]), positions.dtype, positions.device)
-        plan.set_points(positions[start:end])
-        plan.charge_gradient_of_forces(
-            charges[start:end], weights[start:end], out=out[start:end], reciprocal_only=reciprocal_only
+        x = positions[start:end]
+        if not _holds(plan, x):
+            plan._impl.set_points([_to_dlpack(x)], stream)
+            _bound(plan, x)
+        plan._impl.charge_gradient_of_forces(
+            [_to_dlpack(charges[start:end])], [_to_dlpack(weights[start:end])], [_to_dlpack(out[start:end])],
+            reciprocal_only, stream,
         )
     return out
 

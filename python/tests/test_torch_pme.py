@@ -183,6 +183,21 @@ def test_loss_on_forces_reaches_the_charges(rng, device, monkeypatch):
         assert torch.autograd.gradcheck(forces, (q,), eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
+def test_charge_gradient_of_forces_after_the_plans_bin_other_positions(rng):
+    # The backward pass reuses the forward's binning only while the plans still hold it.
+    x, q, cell, batch, _ = batch_of(rng, "cpu", sizes=[7, 6], cells=CELLS[:2])
+    pme = pt.Pme(cutoff=0.7, tolerance=1e-3, order=4, threads=1)
+    weights = torch.randn(13, 3, dtype=torch.float64)
+    grads = []
+    for moved in (False, True):
+        qg = q.clone().requires_grad_()
+        loss = (pme(x, qg, cell, batch).forces * weights).sum()
+        if moved:
+            pme(torch.remainder(x + 0.3, cell[batch]), q, cell, batch)
+        grads.append(torch.autograd.grad(loss, qg)[0])
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=0)
+
+
 def test_other_second_derivatives_are_refused(rng):
     x, q, cell, batch, _ = batch_of(rng, "cpu")
     q.requires_grad_()
