@@ -9,7 +9,8 @@ cell and parameters, reading and writing the slices of the batch's tensors in pl
 The operator is a ``torch.library`` custom operator (``torch.ops.pmkit.pme``) with a fake
 (meta) kernel and a registered autograd formula, so ``torch.compile(fullgraph=True)``
 takes it; eager calls run the same forward and backward as an autograd.Function
-(_PmeFunction), without the operator's dispatch layers. Its derivatives are exact derivatives of the PME energy at the plan's mesh:
+(_PmeFunction), without the operator's dispatch layers. Its derivatives are exact
+derivatives of the PME energy at the plan's mesh:
 
 - positions: dE/dx = -F, the forces the plan computes with the energy;
 - charges: dE/dq = phi, the potentials;
@@ -38,11 +39,6 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from ._arrays import library_of
 from ._pme import PmeParameters, PmePlan
-
-# The current stream's handle without a torch.cuda.Stream made per call (as _arrays.TorchLibrary).
-_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-    lambda index: torch.cuda.current_stream(index).cuda_stream
-)
 
 __all__ = ["Pme", "PmeOutput", "pme"]
 
@@ -299,30 +295,20 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
     return offsets, [lengths[3 * s : 3 * s + 3] for s in range(b)]
 
 
-def _stream(like: torch.Tensor) -> Optional[int]:
-    """The handle of torch's current CUDA stream on the tensor's device (None on the CPU)."""
-    return _current_stream(like.device.index) if like.is_cuda else None
-
-
 def _bound(plan: PmePlan, x: torch.Tensor) -> None:
     """Records x as the plan's points, as PmePlan.set_points does (which replaces the record)."""
     plan._library, plan._points_like, plan._points_version = library_of(x), x, x._version
 
 
 def _holds(plan: PmePlan, x: torch.Tensor) -> bool:
-    """Whether the plan's binning is of x's values: its last set_points took a tensor over
-    the same memory (which the plan keeps alive, so no other tensor can have it), with the
-    same shape and strides, unchanged since (the version counter its views share)."""
+    """Whether the plan's binning is of x's values: its last set_points took a tensor over the
+    same memory (kept alive by the plan: no other tensor can have it) and layout, unchanged
+    since by the version counter its views share (which, as for autograd's saved tensors, a
+    write through .data or another library does not move)."""
     last = plan._points_like
-    return (
-        isinstance(last, torch.Tensor)
-        and last.data_ptr() == x.data_ptr()
-        and last.shape == x.shape
-        and last.stride() == x.stride()
-        and last.dtype == x.dtype
-        and last.device == x.device
-        and last._version == x._version == getattr(plan, "_points_version", None)
-    )
+    layout = lambda t: (t.data_ptr(), t.shape, t.stride(), t.dtype, t.device)  # noqa: E731
+    same = isinstance(last, torch.Tensor) and layout(last) == layout(x)
+    return same and last._version == x._version == getattr(plan, "_points_version", None)
 
 
 def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bool, virial: bool):
@@ -339,7 +325,7 @@ def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bo
     virials = torch.zeros(b, 6, dtype=torch.float64, device=device) if virial else None
     potential = positions.new_empty(n)
     forces = positions.new_empty(n, 3)
-    stream = _stream(positions)
+    stream = library_of(positions).stream(positions)  # torch's current stream; None on the CPU
     for s in range(b):
         start, end = offsets[s], offsets[s + 1]
         if start == end:
@@ -542,7 +528,7 @@ def _charge_gradient_op(
     offsets, boxes = _segments(positions, charges, cells, batch)
     module = _MODULES[key]
     out = torch.zeros_like(charges)
-    stream = _stream(positions)
+    stream = library_of(positions).stream(positions)  # torch's current stream; None on the CPU
     for s in range(cells.shape[0]):
         start, end = offsets[s], offsets[s + 1]
         if start == end:
