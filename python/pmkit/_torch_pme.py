@@ -340,8 +340,7 @@ def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bo
             [_to_dlpack(virials[s])] if virial else [], reciprocal_only, stream,
         )
         _bound(plan, x)
-    # Without the virial its output is never read (Pme gives None; the cell's gradient,
-    # which reads it, asks for it): left unwritten.
+    # Unread unless asked (Pme gives None; the cell's gradient, which reads it, asks): unwritten.
     virials = virials.to(positions.dtype) if virial else positions.new_empty(b, 6)
     return energy.to(positions.dtype), potential, forces, virials
 
