@@ -2,6 +2,8 @@
 
     python bench/pme_torch.py                    # GPU: 10^4, 10^5, 10^6 charges, a batch of 64
     python bench/pme_torch.py --quick            # CPU, tiny sizes: checks that it runs
+    python bench/pme_torch.py --stages           # and where pmkit's time goes, stage by stage
+    python bench/pme_torch.py --profile          # and torch.profiler's kernel table of a step
 
 Needs torch, a CUDA build of pmkit (or --device cpu), and torch-pme 0.5.0 (pure Python:
 ``pip install torch_pme-0.5.0-py3-none-any.whl``; it needs only torch). Optionally
@@ -29,6 +31,15 @@ error for pmkit.
 
 Batch: 64 systems of 10^3 to 10^4 charges (log-uniform, fixed seed) in one pmkit call
 against torch-pme looping over them.
+
+--stages adds, for each size, where pmkit's step goes (medians, the device synchronised
+around each stage): the compiled PmePlan that pmkit.torch runs, called directly (set_points;
+compute_reciprocal; the first compute after set_points, which bins the real-space pairs
+from the mesh plan's binning; a second compute on the same binning), and pmkit.torch's
+forward and backward, each also as the host's time to queue it (no wait: what the host
+adds where the device is faster). Derived: the pair binning (first compute - second), the
+real-space pairs (second compute - compute_reciprocal) and the torch layer's share (the
+step - set_points - first compute).
 """
 
 import argparse
@@ -93,21 +104,6 @@ def neighbour_pairs(x, box, cutoff):
     return torch.cat(pairs)
 
 
-def timed(step, device, warmup, repeat):
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeat):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def pmkit_step(pme, x, q, cell, batch=None):
     def step():
         xg = x.detach().requires_grad_()
@@ -116,6 +112,76 @@ def pmkit_step(pme, x, q, cell, batch=None):
         return -g
 
     return step
+
+
+def synchronized(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_time(call, device, warmup, repeat, before=None, wait=True):
+    """Median seconds of call() (before() untimed ahead of each), the device synchronised
+    before and, with `wait`, after it."""
+    times = []
+    for k in range(warmup + repeat):
+        if before is not None:
+            before()
+        synchronized(device)
+        start = time.perf_counter()
+        call()
+        if wait:
+            synchronized(device)
+        times.append(time.perf_counter() - start)
+    synchronized(device)
+    return statistics.median(times[warmup:])
+
+
+def stages(pme, x, q, cell, device, warmup, repeat):
+    """Where pmkit's step goes (ms): the compiled plan's calls alone and the torch layer's."""
+    plan = pme.plan(tuple(float(v) for v in cell.tolist()), x.dtype, x.device)
+    t = {}
+    t["set_points"] = median_time(lambda: plan.set_points(x), device, warmup, repeat)
+    t["compute_reciprocal"] = median_time(
+        lambda: plan.compute(q, potential=True, reciprocal_only=True), device, warmup, repeat,
+        before=lambda: plan.set_points(x))
+    t["compute, first"] = median_time(lambda: plan.compute(q, potential=True), device, warmup, repeat,
+                                      before=lambda: plan.set_points(x))
+    t["compute, again"] = median_time(lambda: plan.compute(q, potential=True), device, warmup, repeat)
+    outputs = {}
+
+    def forward():
+        xg = x.detach().requires_grad_()
+        outputs["xg"], outputs["energy"] = xg, pme(xg, q, cell).energy.sum()
+
+    def backward():
+        torch.autograd.grad(outputs["energy"], outputs["xg"])
+
+    t["torch forward"] = median_time(forward, device, warmup, repeat)
+    t["torch forward, queued"] = median_time(forward, device, warmup, repeat, wait=False)
+    t["torch backward"] = median_time(backward, device, warmup, repeat, before=forward)
+    t["torch backward, queued"] = median_time(backward, device, warmup, repeat, before=forward, wait=False)
+    t["step"] = median_time(pmkit_step(pme, x, q, cell), device, warmup, repeat)
+    t["pair binning (first - again)"] = t["compute, first"] - t["compute, again"]
+    t["real-space pairs (again - reciprocal)"] = t["compute, again"] - t["compute_reciprocal"]
+    t["torch layer (step - set_points - first)"] = t["step"] - t["set_points"] - t["compute, first"]
+    print("    stages (ms): " + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in t.items()))
+
+
+def kernel_profile(step, device, steps=5, rows=25):
+    """torch.profiler's table of `steps` steps, by device time on the GPU (every kernel of the
+    process, pmkit's among them), by host time on the CPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    step()
+    synchronized(device)
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        synchronized(device)
+    key = "device_time_total" if device == "cuda" else "self_cpu_time_total"
+    print(f"    profile of {steps} steps:")
+    print(prof.key_averages().table(sort_by=key, row_limit=rows))
 
 
 def torchpme_step(torchpme, params, box, cutoff, x, q, pairs):
@@ -180,6 +246,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--cutoff", type=float, default=1.0)
+    parser.add_argument("--stages", action="store_true", help="where pmkit's step goes, for each size")
+    parser.add_argument("--profile", action="store_true", help="torch.profiler's kernel table of pmkit's step")
     args = parser.parse_args()
     device = args.device or ("cpu" if args.quick else "cuda")
     sizes = args.sizes or ([1000, 3000] if args.quick else [10**4, 10**5, 10**6])
@@ -203,15 +271,19 @@ def main():
         reference = reference_forces(x, q, box, cutoff, 0.25)
         reference_error = force_error(reference_forces(x, q, box, cutoff, 0.18), reference)
         ours_error = force_error(ours(), reference)
-        ours_time = timed(ours, device, args.warmup, args.repeat)
+        ours_time = median_time(ours, device, args.warmup, args.repeat)
         theirs_time = theirs_error = None
         if torchpme is not None:
             theirs = torchpme_step(torchpme, params, box, cutoff, x, q, neighbour_pairs(x, box, cutoff))
             theirs_error = force_error(theirs(), reference)
-            theirs_time = timed(theirs, device, args.warmup, args.repeat)
+            theirs_time = median_time(theirs, device, args.warmup, args.repeat)
         print(f"N = {n}: box {box:.3f} nm, cutoff {cutoff:.3f} nm, mesh {params.mesh[0]}^3, alpha {params.alpha:.4f}, "
               f"reference error {reference_error:.1e}")
         row(f"{n} charges", ours_time, theirs_time, ours_error, theirs_error)
+        if args.stages:
+            stages(pme, x, q, cell, device, args.warmup, args.repeat)
+        if args.profile:
+            kernel_profile(ours, device)
     if systems:
         counts = [int(round(math.exp(math.log(batch_sizes[0]) + (math.log(batch_sizes[1]) - math.log(batch_sizes[0]))
                                       * float(torch.rand(1, generator=generator))))) for _ in range(systems)]
@@ -222,14 +294,14 @@ def main():
         batch = torch.repeat_interleave(torch.arange(systems, device=device), torch.tensor(counts, device=device))
         cutoff = min(p[3] for p in parts)
         pme = pt.Pme(cutoff=cutoff, tolerance=5e-4, order=4)
-        ours_time = timed(pmkit_step(pme, x, q, cells, batch), device, args.warmup, args.repeat)
+        ours_time = median_time(pmkit_step(pme, x, q, cells, batch), device, args.warmup, args.repeat)
         theirs_time = None
         if torchpme is not None:
             steps = []
             for xs, qs, box, _ in parts:
                 params = pmkit.PmeParameters.choose((box,) * 3, cutoff, 5e-4, order=4)
                 steps.append(torchpme_step(torchpme, params, box, cutoff, xs, qs, neighbour_pairs(xs, box, cutoff)))
-            theirs_time = timed(lambda: [s() for s in steps], device, args.warmup, args.repeat)
+            theirs_time = median_time(lambda: [s() for s in steps], device, args.warmup, args.repeat)
         print(f"batch: {systems} systems of {min(counts)}..{max(counts)} charges, {sum(counts)} in all, cutoff {cutoff:.3f}")
         row(f"batch of {systems}", ours_time, theirs_time)
 

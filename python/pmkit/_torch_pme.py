@@ -8,7 +8,9 @@ cell and parameters, reading and writing the slices of the batch's tensors in pl
 
 The operator is a ``torch.library`` custom operator (``torch.ops.pmkit.pme``) with a fake
 (meta) kernel and a registered autograd formula, so ``torch.compile(fullgraph=True)``
-takes it. Its derivatives are exact derivatives of the PME energy at the plan's mesh:
+takes it; eager calls run the same forward and backward as an autograd.Function
+(_PmeFunction), without the operator's dispatch layers. Its derivatives are exact
+derivatives of the PME energy at the plan's mesh:
 
 - positions: dE/dx = -F, the forces the plan computes with the energy;
 - charges: dE/dq = phi, the potentials;
@@ -33,7 +35,9 @@ import weakref
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
+from torch.utils.dlpack import to_dlpack as _to_dlpack
 
+from ._arrays import library_of
 from ._pme import PmeParameters, PmePlan
 
 __all__ = ["Pme", "PmeOutput", "pme"]
@@ -144,7 +148,10 @@ class Pme(torch.nn.Module):
         cost a little more); otherwise ``PmeOutput.virial`` is None."""
         cells = _check(positions, charges, cell, batch)
         with_virial = bool(virial) or cell.requires_grad
-        energy, potential, forces, virials = torch.ops.pmkit.pme(
+        # Eager calls take the autograd.Function, the same forward and backward without the
+        # custom operator's dispatch layers; torch.compile traces the operator.
+        pme_op = torch.ops.pmkit.pme if torch.compiler.is_compiling() else _PmeFunction.apply
+        energy, potential, forces, virials = pme_op(
             self._key, positions, charges, cells, batch, self.reciprocal_only, with_virial
         )
         if charges.requires_grad:
@@ -239,7 +246,7 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
         # One system: its sums in the positions' dtype, compared with its cell on the host.
         values = [cells.flatten()]
         if n:
-            values = [positions.amin(0), positions.amax(0), charges.sum().reshape(1)] + values
+            values = [*torch.aminmax(positions, dim=0), charges.sum().reshape(1)] + values
         host = torch.cat(values).tolist() if n else [0.0] * 7 + torch.cat(values).tolist()
         step, lowest, highest, counts = 0, 0, 0, [n]
         low, high, total, lengths = host[:3], host[3:6], host[6], host[7:]
@@ -248,7 +255,11 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
         clamped = batch.clamp(0, b - 1).long()
         step = (batch[1:] - batch[:-1]).amin().reshape(1) if n > 1 else batch.new_zeros(1)
         ends = torch.stack([batch.amin(), batch.amax()]) if n else batch.new_zeros(2)
-        parts = [step.double(), ends.double(), torch.bincount(clamped, minlength=b).double()]
+        # Each system's count by index_add_: torch.bincount on CUDA reads its input's maximum back (a wait).
+        counts = torch.zeros(b, dtype=torch.float64, device=positions.device).index_add_(
+            0, clamped, torch.ones(n, dtype=torch.float64, device=positions.device)
+        )
+        parts = [step.double(), ends.double(), counts]
         if n:
             parts += [
                 positions.amin(0).double(),
@@ -284,32 +295,54 @@ def _segments(positions, charges, cells, batch) -> Tuple[List[int], List[List[fl
     return offsets, [lengths[3 * s : 3 * s + 3] for s in range(b)]
 
 
+def _bound(plan: PmePlan, x: torch.Tensor) -> None:
+    """Records x as the plan's points, as PmePlan.set_points does (which replaces the record)."""
+    plan._library, plan._points_like, plan._points_version = library_of(x), x, x._version
+
+
+def _holds(plan: PmePlan, x: torch.Tensor) -> bool:
+    """Whether the plan's binning is of x's values: its last set_points took a tensor over the
+    same memory (kept alive by the plan: no other tensor can have it) and layout, unchanged
+    since by the version counter its views share (which, as for autograd's saved tensors, a
+    write through .data or another library does not move)."""
+    last = plan._points_like
+    layout = lambda t: (t.data_ptr(), t.shape, t.stride(), t.dtype, t.device)  # noqa: E731
+    same = isinstance(last, torch.Tensor) and layout(last) == layout(x)
+    return same and last._version == x._version == getattr(plan, "_points_version", None)
+
+
 def _evaluate(module: Pme, positions, charges, cells, batch, reciprocal_only: bool, virial: bool):
     """Energy (B,), potential (N,), forces (N, 3) and, where asked, virial (B, 6) (else
-    zeros) in the positions' dtype, each system on its plan, its slices written in place."""
+    zeros) in the positions' dtype, each system on its plan, its slices written in place.
+    Each system is one call of the compiled plan (set_points and compute) on DLPack views
+    of the slices, on torch's current stream."""
     offsets, boxes = _segments(positions, charges, cells, batch)
     b = cells.shape[0]
     n = positions.shape[0]
-    energy = torch.empty(b, dtype=torch.float64, device=positions.device)
-    virials = torch.zeros(b, 6, dtype=torch.float64, device=positions.device)
+    device = positions.device
+    empty = any(offsets[s] == offsets[s + 1] for s in range(b))  # systems without charges: energy 0
+    energy = (torch.zeros if empty else torch.empty)(b, dtype=torch.float64, device=device)
+    virials = torch.zeros(b, 6, dtype=torch.float64, device=device) if virial else None
     potential = positions.new_empty(n)
     forces = positions.new_empty(n, 3)
+    stream = library_of(positions).stream(positions)  # torch's current stream; None on the CPU
     for s in range(b):
         start, end = offsets[s], offsets[s + 1]
         if start == end:
-            energy[s] = 0
             continue
-        plan = module.plan(tuple(boxes[s]), positions.dtype, positions.device)
-        plan.set_points(positions[start:end])
-        plan.compute(
-            charges[start:end],
-            forces=forces[start:end],
-            energy=energy[s : s + 1],
-            potential=potential[start:end],
-            virial=virials[s] if virial else False,
-            reciprocal_only=reciprocal_only,
+        whole = start == 0 and end == n  # one system: the tensors themselves, no slices
+        part = (lambda t: t) if whole else (lambda t: t[start:end])  # noqa: E731
+        plan = module.plan(tuple(boxes[s]), positions.dtype, device)
+        x = part(positions)
+        plan._impl.step(
+            [_to_dlpack(x)], [_to_dlpack(part(charges))], [_to_dlpack(part(forces))],
+            [_to_dlpack(energy[s : s + 1] if b > 1 else energy)], [_to_dlpack(part(potential))],
+            [_to_dlpack(virials[s])] if virial else [], reciprocal_only, stream,
         )
-    return energy.to(positions.dtype), potential, forces, virials.to(positions.dtype)
+        _bound(plan, x)
+    # Unread unless asked (Pme gives None; the cell's gradient, which reads it, asks): unwritten.
+    virials = virials.to(positions.dtype) if virial else positions.new_empty(b, 6)
+    return energy.to(positions.dtype), potential, forces, virials
 
 
 @torch.library.custom_op("pmkit::pme", mutates_args=())
@@ -489,18 +522,24 @@ def _charge_gradient_op(
     weights: torch.Tensor,
     reciprocal_only: bool,
 ) -> torch.Tensor:
-    """d/dq of sum_i weights_i . F_i, each system on its plan (PmePlan.charge_gradient_of_forces)."""
+    """d/dq of sum_i weights_i . F_i, each system on its plan (PmePlan.charge_gradient_of_forces),
+    on the binning of the forward pass where the plan still holds it."""
     offsets, boxes = _segments(positions, charges, cells, batch)
     module = _MODULES[key]
     out = torch.zeros_like(charges)
+    stream = library_of(positions).stream(positions)  # torch's current stream; None on the CPU
     for s in range(cells.shape[0]):
         start, end = offsets[s], offsets[s + 1]
         if start == end:
             continue
         plan = module.plan(tuple(boxes[s]), positions.dtype, positions.device)
-        plan.set_points(positions[start:end])
-        plan.charge_gradient_of_forces(
-            charges[start:end], weights[start:end], out=out[start:end], reciprocal_only=reciprocal_only
+        x = positions[start:end]
+        if not _holds(plan, x):
+            plan._impl.set_points([_to_dlpack(x)], stream)
+            _bound(plan, x)
+        plan._impl.charge_gradient_of_forces(
+            [_to_dlpack(charges[start:end])], [_to_dlpack(weights[start:end])], [_to_dlpack(out[start:end])],
+            reciprocal_only, stream,
         )
     return out
 
@@ -542,3 +581,20 @@ _forces_op.register_autograd(_forces_backward, setup_context=_forces_setup)
 
 
 _pme_op.register_autograd(_backward, setup_context=_setup)
+
+
+class _PmeFunction(torch.autograd.Function):
+    """torch.ops.pmkit.pme for eager calls: its body, setup and backward as one
+    autograd.Function (the operator's layers cost more than a small system's PME)."""
+
+    @staticmethod
+    def forward(ctx, key, positions, charges, cells, batch, reciprocal_only, virial):
+        inputs = (key, positions, charges, cells, batch, reciprocal_only, virial)
+        detached = [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs[1:5]]
+        output = _evaluate(_MODULES[key], *detached, reciprocal_only, virial)
+        _setup(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _backward(ctx, *grads)

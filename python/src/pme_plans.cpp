@@ -49,6 +49,14 @@ class PmePlanBinding {
       plan_.compute(q[0], fxyz, e_view, phi_view, w_view);
   }
 
+  // set_points, then compute: one call from Python where a caller bins new positions for
+  // every compute (pmkit.torch).
+  void step(const nb::list& positions, const nb::list& charges, const nb::list& forces, const nb::list& energy,
+            const nb::list& potential, const nb::list& virial, bool reciprocal_only, Stream stream) {
+    set_points(positions, stream, false);
+    compute(charges, forces, energy, potential, virial, reciprocal_only, stream);
+  }
+
   // charges: one (N,) array; weights: one (N, 3) array or three of N; out: one (N,) array.
   void charge_gradient_of_forces(const nb::list& charges, const nb::list& weights, const nb::list& out,
                                  bool reciprocal_only, Stream stream) {
@@ -88,6 +96,8 @@ void bind_pme_plan(nb::module_& m, const char* name) {
            "stream"_a.none())
       .def("compute", &P::compute, "charges"_a, "forces"_a, "energy"_a, "potential"_a, "virial"_a,
            "reciprocal_only"_a, "stream"_a.none())
+      .def("step", &P::step, "positions"_a, "charges"_a, "forces"_a, "energy"_a, "potential"_a, "virial"_a,
+           "reciprocal_only"_a, "stream"_a.none(), "set_points, then compute.")
       .def("charge_gradient_of_forces", &P::charge_gradient_of_forces, "charges"_a, "weights"_a, "out"_a,
            "reciprocal_only"_a, "stream"_a.none())
       .def("synchronize", &P::synchronize, "Waits for the work queued on the plan's stream.")

@@ -84,6 +84,37 @@ def test_virial_is_the_strain_derivative(rng, device):
     np.testing.assert_allclose(-derivative.cpu().numpy(), out.virial[0, :3].cpu().numpy(), rtol=1e-8)
 
 
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs a GPU and pmkit's CUDA backend")
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_steady_step_waits_for_the_device_once(rng, batched):
+    # Energy and forces by autograd, on plans already made: the value checks' one read
+    # (with the cells and the systems' sizes) is the step's only synchronising call of torch's.
+    import warnings
+
+    x, q, cell, batch, _ = batch_of(rng, "cuda", torch.float32)
+    if not batched:
+        x, q, cell, batch = x[:40], q[:40], cell[0], None
+    pme = pt.Pme(cutoff=0.7, tolerance=1e-4, order=4)
+
+    def step():
+        xg = x.detach().requires_grad_()
+        (g,) = torch.autograd.grad(pme(xg, q, cell, batch).energy.sum(), xg)
+        return g
+
+    step()
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    waits = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+    assert len(waits) == 1, waits
+
+
 def test_plans_are_cached(rng):
     x, q, cell, batch, _ = batch_of(rng, "cpu")
     pme = pt.Pme(cutoff=0.7, tolerance=1e-4, threads=1)
@@ -150,6 +181,21 @@ def test_loss_on_forces_reaches_the_charges(rng, device, monkeypatch):
     )
     with pytest.warns(UserWarning, match="Hessian"):
         assert torch.autograd.gradcheck(forces, (q,), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_charge_gradient_of_forces_after_the_plans_bin_other_positions(rng):
+    # The backward pass reuses the forward's binning only while the plans still hold it.
+    x, q, cell, batch, _ = batch_of(rng, "cpu", sizes=[7, 6], cells=CELLS[:2])
+    pme = pt.Pme(cutoff=0.7, tolerance=1e-3, order=4, threads=1)
+    weights = torch.randn(13, 3, dtype=torch.float64)
+    grads = []
+    for moved in (False, True):
+        qg = q.clone().requires_grad_()
+        loss = (pme(x, qg, cell, batch).forces * weights).sum()
+        if moved:
+            pme(torch.remainder(x + 0.3, cell[batch]), q, cell, batch)
+        grads.append(torch.autograd.grad(loss, qg)[0])
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=0)
 
 
 def test_other_second_derivatives_are_refused(rng):
