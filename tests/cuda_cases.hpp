@@ -53,14 +53,4 @@ inline void expect_points_kept(Plan<float, 3>& plan, std::size_t n, double toler
   EXPECT_NEAR(std::accumulate(mesh.begin(), mesh.end(), 0.0), static_cast<double>(n), tolerance);
 }
 
-// A non-blocking stream (no implicit order with the legacy default stream), so that work
-// a plan ran off its stream would race with the test's own copies and show.
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
-
 }  // namespace pmkit::test

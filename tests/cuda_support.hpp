@@ -39,4 +39,14 @@ View<const T> device_cview(const cuda::DeviceBuffer<T>& buffer) {
   return View<const T>(buffer.get(), buffer.size());
 }
 
+// A non-blocking stream (no implicit order with the legacy default stream), so that work
+// a plan ran off its stream would race with the test's own copies and show.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
 }  // namespace pmkit::test

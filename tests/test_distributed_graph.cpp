@@ -15,13 +15,6 @@
 namespace pmkit::test {
 namespace {
 
-// A CUDA stream of the test's own.
-struct OwnStream {
-  cudaStream_t s = nullptr;
-  OwnStream() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
-  ~OwnStream() { cudaStreamDestroy(s); }
-};
-
 // Device arrays of one plan's particles (positions that migrate wraps in place, charges,
 // values) and block, and the host copies the test moves.
 struct RankParticles {
@@ -54,7 +47,7 @@ struct RankParticles {
   }
 };
 
-Options own_stream_options(const OwnStream& stream) {
+Options own_stream_options(const Stream& stream) {
   Options o;
   o.backend = Backend::Cuda;
   o.stream = cuda::stream_handle(stream.s);
@@ -69,7 +62,7 @@ TEST(DistributedGraph, OneRankStepReplaysFromAGraph) {
   std::mt19937_64 rng(seed);
   const Grid<3> grid = Grid<3>::periodic({24, 24, 24}, 1.0 / 24);
   const std::size_t n = 20000;
-  OwnStream stream;
+  Stream stream;
   const Options options = own_stream_options(stream);
   DistributedPlan<float, 3> graphed(MPI_COMM_WORLD, grid, Kernel::mp4(), options);
   DistributedPlan<float, 3> eager(MPI_COMM_WORLD, grid, Kernel::mp4(), options);
@@ -121,7 +114,7 @@ TEST(DistributedGraph, OneRankMigrateReportsABadPositionAtSynchronize) {
   PMKIT_REQUIRE_GPU();
   if (world_size() != 1) GTEST_SKIP() << "one rank's migrate";
   const Grid<3> grid = Grid<3>::periodic({8, 8, 8}, 0.125);
-  OwnStream stream;
+  Stream stream;
   DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::tsc(), own_stream_options(stream));
   const std::size_t n = 1000;
   RankParticles p(n, plan.block_size());

@@ -11,9 +11,9 @@ namespace pmkit::distributed {
 // Threads per block of these memory-bound kernels (docs/tuning.md#kthreads-distributed).
 constexpr int kThreads = 256;
 
-// Blocks at most of the one-rank migrate's wrap pass, which strides over a list whose
-// length only the device knows: a step's seam crossings are few, and 2^16 threads take
-// them in one round (docs/tuning.md#kwrapblocks).
+// Blocks at most of migrate's wrap pass, which strides over its list (on one rank a list
+// whose length only the device knows): a step's seam crossings are few, and 2^16 threads
+// take them in one round (docs/tuning.md#kwrapblocks).
 constexpr unsigned kWrapBlocks = 256;
 
 inline unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }

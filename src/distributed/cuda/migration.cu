@@ -137,27 +137,28 @@ __device__ void wrapped_position(const View<T>* columns, std::int64_t i, const O
   grid_coordinates<T, D>(read_only<T, D>(columns), i, owners, true, u, wrapped);
 }
 
-// The position columns of migrate on one rank, written in place.
+// The position columns that migrate wraps in place.
 template <class T, int D>
 struct WritableColumns {
   View<T> c[D];
 };
 
-// Migrate on one rank: the staying particles that classify_kernel listed as moved by a
-// periodic wrap, *count of them, wrapped in place; none where it marked a bad position
-// (so that no array changes), whose position the first thread copies into `bad` for the
-// error. Any number of blocks: they stride over the list.
+// The staying particles that classify_kernel listed as moved by a periodic wrap (the
+// counters of `ranks` ranks hold their number) wrapped in place; none where it marked a
+// bad position (so that no array changes), whose position the first thread copies into
+// `bad` for the error. Any number of blocks: they stride over the list, whose length only
+// the device may know (one rank: no wait).
 template <class T, int D>
-__global__ void wrap_listed_kernel(const unsigned* list, const unsigned long long* counters, std::int64_t count,
-                                   Owners<D> owners, WritableColumns<T, D> columns, double* bad) {
+__global__ void wrap_listed_kernel(const unsigned* list, const unsigned long long* counters, int ranks,
+                                   std::int64_t count, Owners<D> owners, WritableColumns<T, D> columns, double* bad) {
   const Columns<T, D> positions = read_only<T, D>(columns.c);
-  const unsigned long long first_bad = counters[MigrationCounters::first_bad(1)];
+  const unsigned long long first_bad = counters[MigrationCounters::first_bad(ranks)];
   if (first_bad != 0) {
     if (blockIdx.x == 0 && threadIdx.x == 0)
       for (int d = 0; d < D; ++d) bad[d] = static_cast<double>(positions.c[d][count - first_bad]);
     return;
   }
-  const unsigned long long n = counters[MigrationCounters::wrapping(1)];
+  const unsigned long long n = counters[MigrationCounters::wrapping(ranks)];
   for (unsigned long long k = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; k < n;
        k += static_cast<unsigned long long>(gridDim.x) * blockDim.x) {
     const std::int64_t i = list[k];
@@ -179,17 +180,6 @@ __global__ void pack_kernel(const unsigned* index, std::int64_t n, Owners<D> own
   wrapped_position<T, D>(columns, i, owners, wrapped);
   for (int d = 0; d < D; ++d) rows[k * values + d] = wrapped[d];
   for (int v = D; v < values; ++v) rows[k * values + v] = columns[v][i];
-}
-
-// The listed staying particles' positions wrapped in place.
-template <class T, int D>
-__global__ void wrap_kernel(const unsigned* list, std::int64_t n, Owners<D> owners, const View<T>* columns) {
-  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= n) return;
-  const std::int64_t i = list[k];
-  T wrapped[D];
-  wrapped_position<T, D>(columns, i, owners, wrapped);
-  for (int d = 0; d < D; ++d) columns[d][i] = wrapped[d];
 }
 
 // The staying particles past the kept count fill, in order, the slots the leaving ones
@@ -301,20 +291,26 @@ std::size_t DeviceMigration<T, D>::migrate_alone(const std::array<View<T>, D>& p
   check(cudaMemsetAsync(counters_.get(), 0, MigrationCounters::size(1) * sizeof(unsigned long long), stream),
         "migrate");
   Columns<T, D> read;
-  WritableColumns<T, D> write;
-  for (int d = 0; d < D; ++d) {
-    read.c[d] = positions[d];
-    write.c[d] = positions[d];
-  }
+  for (int d = 0; d < D; ++d) read.c[d] = positions[d];
   classify_kernel<T, D><<<blocks_for(count), kThreads, 0, stream>>>(read, count, owners_, 0, 1, bits_for(count - 1),
                                                                     nullptr, wrapping_.get(), counters_.get());
   cuda::check_launch("pmkit::DistributedPlan::classify_kernel");
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>(blocks_for(count), kWrapBlocks));
-  wrap_listed_kernel<T, D><<<blocks, kThreads, 0, stream>>>(wrapping_.get(), counters_.get(), count, owners_, write,
-                                                             bad_position_.get());
-  cuda::check_launch("pmkit::DistributedPlan::wrap_listed_kernel");
+  queue_wraps(positions, count, count);
   unchecked_count_ = count;
   return count;
+}
+
+// The wraps that the last classify_kernel listed (at most `bound`, of `count` particles),
+// queued: wrap_listed_kernel on as many blocks as the bound needs, kWrapBlocks at most.
+template <class T, int D>
+void DeviceMigration<T, D>::queue_wraps(const std::array<View<T>, D>& positions, std::size_t count,
+                                        std::size_t bound) {
+  WritableColumns<T, D> write;
+  for (int d = 0; d < D; ++d) write.c[d] = positions[d];
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>(blocks_for(bound), kWrapBlocks));
+  wrap_listed_kernel<T, D><<<blocks, kThreads, 0, context_.stream>>>(wrapping_.get(), counters_.get(), context_.size,
+                                                                      count, owners_, write, bad_position_.get());
+  cuda::check_launch("pmkit::DistributedPlan::wrap_listed_kernel");
 }
 
 // The bad position that migrate_alone's pass marked, if any, reported (a wait).
@@ -400,7 +396,7 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
         leaving = found[MigrationCounters::leaving(context_.size)];
         wraps = found[MigrationCounters::wrapping(context_.size)];
         leaving_here = static_cast<long long>(leaving);
-        if (wraps > 0 || leaving > 0) upload_columns(positions, props);
+        if (leaving > 0) upload_columns(positions, props);
         if (leaving == 0) return;
         for (DeviceBuffer<unsigned>* b : {&by_destination_, &listed_, &holes_, &tail_}) b->reserve(leaving, "migration lists");
         sorted_keys_.reserve(leaving, "migration lists");
@@ -421,10 +417,7 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
       },
       leaving_here);
   if (anyone_leaving == 0) {
-    if (wraps > 0) {
-      wrap_kernel<T, D><<<blocks_for(wraps), kThreads, 0, stream>>>(wrapping_.get(), wraps, owners_, columns_.get());
-      cuda::check_launch("pmkit::DistributedPlan::wrap_kernel");
-    }
+    if (wraps > 0) queue_wraps(positions, count, wraps);
     return count;
   }
   const Moves m =
@@ -452,10 +445,7 @@ std::size_t DeviceMigration<T, D>::migrate(DeviceTransport& transport, const std
                                                                     columns_.get(), values, rows_.get());
     cuda::check_launch("pmkit::DistributedPlan::pack_kernel");
   }
-  if (wraps > 0) {
-    wrap_kernel<T, D><<<blocks_for(wraps), kThreads, 0, stream>>>(wrapping_.get(), wraps, owners_, columns_.get());
-    cuda::check_launch("pmkit::DistributedPlan::wrap_kernel");
-  }
+  if (wraps > 0) queue_wraps(positions, count, wraps);
   if (leaving > 0) {
     // The staying particles in [kept, count) fill the leavers' slots below kept: as many
     // of each (the leavers, ascending, start with those below kept).

@@ -41,6 +41,7 @@ class DeviceMigration {
 
  private:
   std::size_t migrate_alone(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count);
+  void queue_wraps(const std::array<View<T>, D>& positions, std::size_t count, std::size_t bound);
   [[noreturn]] void reject_bad(const double (&x)[D], std::size_t first);
   void read_counters(int counters, const char* call);
   void upload_columns(const std::array<View<T>, D>& positions, Span<View<T>> props);
