@@ -118,14 +118,15 @@ struct Particles {
     q = DeviceBuffer<float>(std::vector<float>(cap, 1.0f), "charges");
     values.reserve(cap, "interpolated values");
   }
-  // Every particle by up to a quarter cell of width h per axis: on the device, or on the
-  // host (kMoveThreads threads of one generator each) and uploaded.
-  void move(double h, std::uint64_t seed, bool on_host) {
+  // Every particle by up to a quarter cell of width h per axis: on the device, on the
+  // plans' stream (so that the move waits for the calls still reading the positions), or
+  // on the host (kMoveThreads threads of one generator each) and uploaded.
+  void move(double h, std::uint64_t seed, bool on_host, cudaStream_t stream = nullptr) {
     if (!on_host) {
       constexpr unsigned kThreads = 256;
       for (int d = 0; d < 3; ++d)
-        move_kernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads>>>(x[d].get(), count, h,
-                                                                                          seed * 3 + d);
+        move_kernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+            x[d].get(), count, h, seed * 3 + d);
       check(cudaGetLastError(), "move_kernel");
       return;
     }
@@ -285,7 +286,7 @@ constexpr int kEagerEvery = 8;
 template <class F>
 double replayed_step(Particles& p, const Grid<3>& grid, const Schedule& schedule, cudaStream_t stream, F&& step) {
   for (int s = 0; s < 2; ++s) {
-    p.move(grid.spacing[0], 3000 + s, false);
+    p.move(grid.spacing[0], 3000 + s, false, stream);
     check(cudaDeviceSynchronize(), "move");
     step();
     check(cudaStreamSynchronize(stream), "step");
@@ -293,7 +294,7 @@ double replayed_step(Particles& p, const Grid<3>& grid, const Schedule& schedule
   cuda::CapturedGraph graph(stream, step);
   std::vector<double> times;
   for (int s = 0; s < schedule.warmup + 2 * kEagerEvery; ++s) {
-    p.move(grid.spacing[0], 4000 + s, false);
+    p.move(grid.spacing[0], 4000 + s, false, stream);
     check(cudaDeviceSynchronize(), "move");
     const double t0 = MPI_Wtime();
     if (s % kEagerEvery == kEagerEvery - 1) step();

@@ -16,14 +16,14 @@ namespace {
 // Particles on a periodic grid with a property and a field, their device arrays, and the
 // moves of a run: small steps (a few percent of a cell), and a far one.
 struct MovingCase {
-  Grid<3> grid = make_grid<3>({32, 32, 32}, BoundaryKind::Periodic);
+  Grid<3> grid;
   std::size_t n;
   std::array<std::vector<float>, 3> pos;
   std::vector<float> q, field;
   DeviceBuffer<float> x, y, z, dq, dfield, mesh, values;
 
-  MovingCase(std::size_t count, std::mt19937_64& rng)
-      : n(count), x(count), y(count), z(count), dq(count), dfield(mesh_nodes()), mesh(mesh_nodes()), values(count) {
+  MovingCase(std::size_t count, std::mt19937_64& rng, std::int64_t cells = 32)
+      : grid(make_grid<3>({cells, cells, cells}, BoundaryKind::Periodic)), n(count), x(count), y(count), z(count), dq(count), dfield(mesh_nodes()), mesh(mesh_nodes()), values(count) {
     pos = make_positions<float, 3>(grid, Distribution::Uniform, n, rng);
     std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
     q.resize(n);
@@ -33,7 +33,9 @@ struct MovingCase {
     dq.upload(q);
     dfield.upload(field);
   }
-  std::size_t mesh_nodes() const { return 32 * 32 * 32; }
+  std::size_t mesh_nodes() const {
+    return static_cast<std::size_t>(grid.cells[0] * grid.cells[1] * grid.cells[2]);
+  }
   // Every particle moved by up to `cells` cells along each axis, wrapped into the box, or
   // (wrap false) left where the move takes it, for the plan to wrap.
   void move(double cells, std::mt19937_64& rng, bool wrap = true) {
@@ -49,6 +51,30 @@ struct MovingCase {
         v = static_cast<float>(u);
       }
     }
+  }
+  // The particles (positions and properties together) sorted by cell, so that
+  // set_points finds them in binned order.
+  void sort_by_cell() {
+    std::vector<std::size_t> order(n);
+    std::vector<std::int64_t> cell(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::int64_t k = 0;
+      for (int d = 2; d >= 0; --d) {
+        const double u = std::floor((pos[d][i] - grid.origin[d]) / grid.spacing[d]);
+        k = k * grid.cells[d] + std::clamp<std::int64_t>(static_cast<std::int64_t>(u), 0, grid.cells[d] - 1);
+      }
+      cell[i] = k;
+      order[i] = i;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cell[a] < cell[b]; });
+    auto permuted = [&](const std::vector<float>& v) {
+      std::vector<float> out(n);
+      for (std::size_t i = 0; i < n; ++i) out[i] = v[order[i]];
+      return out;
+    };
+    for (int d = 0; d < 3; ++d) pos[d] = permuted(pos[d]);
+    q = permuted(q);
+    dq.upload(q);
   }
   // The positions into the device arrays the plan reads, queued on `stream`.
   void copy_positions(cudaStream_t stream) {
@@ -198,23 +224,7 @@ TEST(CudaGraphs, AGraphStaysValidAcrossAnEagerRebinThatReadsRunsBack) {
   replay_and_check("before the eager set_points");
   // The particles sorted by cell, so that set_points finds them in binned order and
   // takes the one-pass sort, which reads its runs back at this size.
-  std::vector<std::size_t> order(c.n);
-  std::vector<std::int64_t> cell(c.n);
-  for (std::size_t i = 0; i < c.n; ++i) {
-    std::int64_t k = 0;
-    for (int d = 2; d >= 0; --d)
-      k = k * c.grid.cells[d] +
-          std::min<std::int64_t>(c.grid.cells[d] - 1, static_cast<std::int64_t>((c.pos[d][i] - c.grid.origin[d]) /
-                                                                                 c.grid.spacing[d]));
-    cell[i] = k;
-    order[i] = i;
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cell[a] < cell[b]; });
-  for (int d = 0; d < 3; ++d) {
-    std::vector<float> sorted(c.n);
-    for (std::size_t i = 0; i < c.n; ++i) sorted[i] = c.pos[d][order[i]];
-    c.pos[d] = sorted;
-  }
+  c.sort_by_cell();
   c.copy_positions(stream.s);
   c.step(plan, false);  // once to find the order, once to take the one-pass sort
   c.step(plan, false);
@@ -254,6 +264,52 @@ TEST(CudaGraphs, UnwrappedDriftingPositionsMatchTheCpuBackend) {
     plan.synchronize();
     c.expect_reference(kernel);
   }
+}
+
+// A simulation's schedule at one particle a cell (the tiles' chunks short, the binning's
+// paths those of many small tiles): set_points, two eager steps, a capture, then steps
+// replayed with an eager one every eighth, the positions never wrapped by the caller,
+// against the CPU backend in float64 each step; the particles in no order (the partition)
+// or sorted by cell (the one-pass sort).
+void expect_bench_schedule_matches(bool sorted) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  MovingCase c(std::size_t(1) << 18, rng, 64);  // not scaled: the density is the case
+  if (sorted) c.sort_by_cell();
+  Stream stream;
+  const Kernel kernel = Kernel::mp4();
+  Plan<float, 3> plan(c.grid, kernel, on_stream(stream));
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  for (int s = 0; s < 2; ++s) {
+    SCOPED_TRACE("eager step " + std::to_string(s));
+    c.move(0.25, rng, false);
+    c.copy_positions(stream.s);
+    c.step(plan, true);
+    plan.synchronize();
+    c.expect_reference(kernel);
+  }
+  const cuda::CapturedGraph graph(stream.s, [&] { c.step(plan, true); });
+  for (int s = 0; s < 24; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    c.move(0.25, rng, false);
+    c.copy_positions(stream.s);
+    if (s % 8 == 7) c.step(plan, true);
+    else graph.launch();
+    plan.synchronize();
+    c.expect_reference(kernel);
+  }
+}
+
+TEST(CudaGraphs, ASimulationsScheduleAtOneParticleACellMatchesTheCpuBackend) {
+  PMKIT_REQUIRE_GPU();
+  expect_bench_schedule_matches(false);
+}
+
+TEST(CudaGraphs, ASimulationsScheduleOnParticlesSortedByCellMatchesTheCpuBackend) {
+  PMKIT_REQUIRE_GPU();
+  expect_bench_schedule_matches(true);
 }
 
 // Deterministic mode (update_points is a full binning there): set_points, spread and
