@@ -13,16 +13,6 @@
 namespace pmkit::cli {
 namespace {
 
-// The ranks sharing this rank's host, and so its memory.
-int ranks_on_host() {
-  MPI_Comm host;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-  int ranks = 1;
-  MPI_Comm_size(host, &ranks);
-  MPI_Comm_free(&host);
-  return ranks;
-}
-
 // f() on every rank; where it throws a UsageError on any rank, every rank throws the
 // lowest failing rank's.
 template <class F>
@@ -87,7 +77,7 @@ int run_pic_across_ranks(int argc, char** argv) {
       }
       if (c.backend == Backend::Cuda) c.device = pic::rank_device(MPI_COMM_WORLD);
       const PicBytes bytes = rank_bytes(c, size);
-      check_memory(bytes.host * ranks_on_host(), Backend::Cpu);
+      check_memory(bytes.host * pic::host_ranks(MPI_COMM_WORLD).size, Backend::Cpu);  // the host's memory is shared
       if (c.backend == Backend::Cuda) check_memory(bytes.device, Backend::Cuda);
       if (rank == 0) open_csv(q->csv, csv);
     });

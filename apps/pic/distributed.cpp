@@ -171,12 +171,18 @@ std::vector<double> initial_density(MPI_Comm comm, const Config& c) {
   return whole;
 }
 
-int rank_device(MPI_Comm comm) {
+HostRanks host_ranks(MPI_Comm comm) {
   MPI_Comm host;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-  int local = 0;
-  MPI_Comm_rank(host, &local);
+  HostRanks r;
+  MPI_Comm_rank(host, &r.rank);
+  MPI_Comm_size(host, &r.size);
   MPI_Comm_free(&host);
+  return r;
+}
+
+int rank_device(MPI_Comm comm) {
+  const int local = host_ranks(comm).rank;
   int devices = 0;
 #if defined(PMKIT_WITH_CUDA)
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;

@@ -38,8 +38,14 @@ Result simulate(MPI_Comm comm, const Config& config, bool timed = false);
 Result benchmark(MPI_Comm comm, const Config& config, int warmup, int timed_steps);
 std::vector<double> initial_density(MPI_Comm comm, const Config& config);
 
-// This rank's GPU: its place among the ranks of comm on its host, modulo the GPUs visible
-// (0 in a build without CUDA or where none is).
+// This rank's place among the ranks of comm on its host, and their number.
+struct HostRanks {
+  int rank = 0, size = 1;
+};
+HostRanks host_ranks(MPI_Comm comm);
+
+// This rank's GPU: host_ranks(comm).rank modulo the GPUs visible (0 in a build without
+// CUDA or where none is).
 int rank_device(MPI_Comm comm);
 
 }  // namespace pmkit::pic
