@@ -106,7 +106,7 @@ TEST_P(PicRanksTest, EnergiesAndMomentumMatchTheSingleRankRun) {
       pic::Config single = c;
       single.backend = Backend::Cpu;
       const pic::Result one = pic::simulate(single);
-      expect_same_history(ranks, one, 1e-10);
+      expect_same_history(ranks, one, 1e-12);
       EXPECT_GT(ranks.history.back().field, 1e-6 * ranks.history.back().total);  // a live field
     }
   }
