@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The distributed plan's GPU runs on the device machine, one rank per GPU, with programs
 # built elsewhere and carried (tests/pmkit_distributed_tests, bench/distributed_bench and,
-# where present, bench/distributed_fft_bench and bench/distributed_pme_bench in the folder
-# given): the distributed tests at TEST_RANKS ranks, then distributed_bench and
-# distributed_fft_bench at each of BENCH_RANKS and distributed_pme_bench once at the
-# largest (it runs 1, 2, 4... GPUs in one launch), through the image's Open MPI (not
+# where present, bench/distributed_fft_bench, bench/distributed_pme_bench and
+# bench/pic_distributed_bench in the folder given): the distributed tests at TEST_RANKS
+# ranks, then distributed_bench and distributed_fft_bench at each of BENCH_RANKS and
+# distributed_pme_bench and pic_distributed_bench once at the largest (they run 1, 2, 4...
+# GPUs in one launch), through the image's Open MPI (not
 # CUDA-aware) and the NCCL of its Python nvidia packages. Output into $OUT.
 #   OUT=... bash bench/distributed_device.sh PROGRAMS "TEST_RANKS" "BENCH_RANKS" [bench args...]
 set -u
@@ -37,6 +38,13 @@ if [ -x "$programs/distributed_pme_bench" ]; then
   echo "== pme bench" | tee -a "$out/pme_bench.txt"
   np_max=$(echo $bench_ranks | tr ' ' '\n' | sort -n | tail -1)
   "${launch[@]}" -np "$np_max" "$programs/distributed_pme_bench" 2>&1 | tee -a "$out/pme_bench.txt" || status=1
+fi
+# `pmkit pic` across GPUs, weak and strong (all rank counts in one launch), where the folder
+# has its program.
+if [ -x "$programs/pic_distributed_bench" ]; then
+  echo "== pic bench" | tee -a "$out/pic_bench.txt"
+  np_max=$(echo $bench_ranks | tr ' ' '\n' | sort -n | tail -1)
+  "${launch[@]}" -np "$np_max" "$programs/pic_distributed_bench" 2>&1 | tee -a "$out/pic_bench.txt" || status=1
 fi
 # DistributedRealFft's weak and strong scaling, where the folder has its program.
 if [ -x "$programs/distributed_fft_bench" ]; then

@@ -98,6 +98,10 @@ class CudaDevice final : public Device<T, D> {
     check(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice, s()), "pic upload");
     check(cudaStreamSynchronize(s()), "pic upload");
   }
+  void download(std::vector<T>& dst, const T* src) override {
+    check(cudaMemcpyAsync(dst.data(), src, dst.size() * sizeof(T), cudaMemcpyDeviceToHost, s()), "pic download");
+    check(cudaStreamSynchronize(s()), "pic download");
+  }
 
   void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) override {
     if (p.n == 0) return;

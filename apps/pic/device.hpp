@@ -33,6 +33,8 @@ class Device {
   virtual T* allocate(std::size_t n) = 0;
   // Synchronous: the values have landed on return.
   virtual void upload(T* dst, const std::vector<T>& src) = 0;
+  // Synchronous: the first dst.size() values of src, after the work queued so far.
+  virtual void download(std::vector<T>& dst, const T* src) = 0;
   virtual void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) = 0;
   // Spectra as interleaved (re, im) pairs of T: n complex values.
   virtual void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) = 0;

@@ -22,6 +22,7 @@ class HostDevice final : public Device<T, D> {
     return arrays_.back().data();
   }
   void upload(T* dst, const std::vector<T>& src) override { std::copy(src.begin(), src.end(), dst); }
+  void download(std::vector<T>& dst, const T* src) override { std::copy(src, src + dst.size(), dst.begin()); }
 
   void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) override {
     const auto n = static_cast<std::int64_t>(p.n);

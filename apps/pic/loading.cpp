@@ -53,24 +53,25 @@ double perturbed_quantile(double u, double L, double k, double a) {
 }  // namespace
 
 template <class T, int D>
-Loaded<T, D> load_particles(const Config& c, const std::array<double, 3>& box) {
+Loaded<T, D> load_particles(const Config& c, const std::array<double, 3>& box, std::int64_t first,
+                            std::int64_t count) {
   const auto n = static_cast<std::int64_t>(c.particles);
   Loaded<T, D> out;
   for (int d = 0; d < D; ++d) {
-    out.x[d].resize(n);
-    out.v[d].resize(n);
+    out.x[d].resize(count);
+    out.v[d].resize(count);
   }
   const bool quiet = c.quiet && c.problem != Problem::Thermal;
   const bool perturbed = c.problem != Problem::Thermal;
   // Radical-inverse bases of y and z.
   const unsigned position_base[3] = {0, 3, 5};
 #pragma omp parallel for num_threads(detail::openmp_threads(c.num_threads)) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
+  for (std::int64_t i = first; i < first + count; ++i) {
     const auto id = static_cast<std::uint64_t>(i);
     for (int d = 0; d < D; ++d) {
       double u = quiet ? (d == 0 ? (i + 0.5) / n : radical_inverse(position_base[d], id + 1)) : uniform(c.seed, id, d);
       double x = (d == 0 && perturbed) ? perturbed_quantile(u, box[0], c.k, c.amplitude) : u * box[d];
-      out.x[d][i] = static_cast<T>(x < box[d] ? x : 0.0);
+      out.x[d][i - first] = static_cast<T>(x < box[d] ? x : 0.0);
       double v = 0;
       if (c.problem == Problem::TwoStream) {
         v = d == 0 ? (i % 2 == 0 ? c.beam_speed : -c.beam_speed) : 0.0;
@@ -82,15 +83,19 @@ Loaded<T, D> load_particles(const Config& c, const std::array<double, 3>& box) {
         const double two_pi = 6.283185307179586;
         v = std::sqrt(-2 * std::log(uniform(c.seed, id, 3 + d))) * std::cos(two_pi * uniform(c.seed, id, 6 + d));
       }
-      out.v[d][i] = static_cast<T>(v);
+      out.v[d][i - first] = static_cast<T>(v);
     }
   }
   return out;
 }
 
-template Loaded<float, 2> load_particles<float, 2>(const Config&, const std::array<double, 3>&);
-template Loaded<float, 3> load_particles<float, 3>(const Config&, const std::array<double, 3>&);
-template Loaded<double, 2> load_particles<double, 2>(const Config&, const std::array<double, 3>&);
-template Loaded<double, 3> load_particles<double, 3>(const Config&, const std::array<double, 3>&);
+template Loaded<float, 2> load_particles<float, 2>(const Config&, const std::array<double, 3>&, std::int64_t,
+                                                    std::int64_t);
+template Loaded<float, 3> load_particles<float, 3>(const Config&, const std::array<double, 3>&, std::int64_t,
+                                                    std::int64_t);
+template Loaded<double, 2> load_particles<double, 2>(const Config&, const std::array<double, 3>&, std::int64_t,
+                                                    std::int64_t);
+template Loaded<double, 3> load_particles<double, 3>(const Config&, const std::array<double, 3>&, std::int64_t,
+                                                    std::int64_t);
 
 }  // namespace pmkit::pic

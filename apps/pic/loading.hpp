@@ -6,7 +6,8 @@
 // bases 3 and 5, and its transverse velocities are zero: the modes along x do not depend
 // on them, and a thermal spread there would stir the quiet start's transverse order into
 // noise on the field energy. The thermal problem (and quiet = false) draws every
-// coordinate at random instead.
+// coordinate at random instead. Each particle depends on its index alone, so that a rank
+// loads its share of the indices, and any split of them loads the same electrons.
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -20,8 +21,10 @@ struct Loaded {
   std::array<std::vector<T>, D> x, v;
 };
 
+// Particles [first, first + count) of the config.particles.
 template <class T, int D>
-Loaded<T, D> load_particles(const Config& config, const std::array<double, 3>& box);
+Loaded<T, D> load_particles(const Config& config, const std::array<double, 3>& box, std::int64_t first,
+                            std::int64_t count);
 
 // Helpers of the loading, exposed for their tests.
 double radical_inverse(unsigned base, std::uint64_t i);

@@ -79,9 +79,12 @@ struct Diagnostics {
 };
 
 // Seconds per phase, summed over the steps (with timing on: each phase ends with a wait).
+// Across ranks: migrate, and within the solve the distributed FFT's exchange of its slabs
+// (CUDA ranks; FFTW's MPI transforms exchange inside, untimed); each the slowest rank's.
 struct PhaseTimes {
-  double deposit = 0, solve = 0, gather = 0, push = 0, rebin = 0, sort = 0;
-  double sum() const { return deposit + solve + gather + push + rebin + sort; }
+  double deposit = 0, solve = 0, gather = 0, push = 0, rebin = 0, sort = 0, migrate = 0;
+  double fft_exchange = 0;  // part of solve
+  double sum() const { return deposit + solve + gather + push + rebin + sort + migrate; }
 };
 
 struct Result {
@@ -110,6 +113,10 @@ void validate(const Config& config);
 // step runs eagerly; untimed, Config::graph replays the steady steps from a graph.
 // Throws pmkit::Error for a configuration that cannot run.
 Result simulate(const Config& config, bool timed = false);
+
+// The charge density of the initial electrons, the first deposit of a run (for tests):
+// the grid's nodes, x fastest.
+std::vector<double> initial_density(const Config& config);
 
 // For benchmarks: `warmup` steps, then config.steps eager steps timed as a whole
 // (Result::seconds); with Config::graph on CUDA, the whole cycles of at least
