@@ -11,10 +11,10 @@
 // rank's device (the slowest rank's each): deposit, the FFT (forward and inverse, without
 // their exchange), the FFT's exchange of its slabs (CUDA ranks; the redistribution between
 // the plan's blocks and the FFT's slabs is none: the blocks are the slabs), gather, push,
-// migrate and the re-binning (update_points; on one GPU set_points after the sort). The
-// single-GPU step is printed twice, its arrays sorted every step as `pmkit pic` sorts them
-// by default: eager with its phases (`pmkit pic --graph off`), and replayed from a CUDA
-// graph (`pmkit pic`); across ranks nothing is sorted (migrate reorders the electrons).
+// migrate, the sort and the re-binning (set_points after the sort). Every run sorts its
+// arrays every step, as `pmkit pic` does by default (across ranks before the migrate).
+// The single-GPU step is printed twice: eager with its phases (`pmkit pic --graph off`),
+// and replayed from a CUDA graph (`pmkit pic`).
 // Efficiency: weak, the single-GPU step over the P-GPU step; strong, over P times it.
 //   mpirun -np 4 pic_distributed_bench [--steps N] [--warmup W] [--timed T]
 //                                      [--backend cpu|cuda] [--shrink K]
@@ -74,7 +74,7 @@ Config thermal(const Settings& s, std::int64_t nx, std::int64_t nz, std::int64_t
   c.particles = particles / (s.shrink * s.shrink * s.shrink);
   c.backend = s.backend;
   c.steps = s.steps;
-  c.sort_every = 0;
+  c.sort_every = 1;
   c.graph = false;
   c.diagnostics = false;
   return c;

@@ -229,6 +229,9 @@ class MatrixDistributedPlan {
   void update_points(const std::array<View<const T>, D>& positions) {
     with_memory(device_, [&](const std::array<View<const T>, D>& x) { plan_.update_points(x); }, positions);
   }
+  void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) {
+    with_memory(device_, [&](Span<View<const T>> f, Span<View<T>> t) { plan_.permute_to_binned(f, t); }, from, to);
+  }
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite) {
     with_memory(device_, [&](Span<View<const T>> q, Span<View<T>> m) { plan_.spread(q, m, mode); }, props, meshes);
   }

@@ -1,5 +1,8 @@
 // The distributed plan's update_points under mpirun: the step between migrates gives what
 // set_points gives on the same moved particles, and refuses what set_points refuses.
+#include <algorithm>
+#include <map>
+
 #include "distributed_support.hpp"
 
 namespace pmkit::test {
@@ -103,6 +106,85 @@ TEST_P(DistributedUpdateTest, UpdatePointsGivesWhatSetPointsGives) {
                                             Kernel::tsc(), 2000, rng);
   check_update_against_set_points<double, 2>(options(), make_grid<2>({13, 11}, BoundaryKind::Keep),
                                              Kernel::bspline(6), 800, rng);
+}
+
+// permute_to_binned: each rank's particles (positions, charges, ids) reordered as a whole,
+// none lost or changed; set_points on them gives the spread of the particles before
+// (bitwise in deterministic mode, else to rounding). NotReady for update_points after
+// it, and for permute_to_binned after a migrate that changed a rank's particles.
+TEST_P(DistributedUpdateTest, PermuteToBinnedKeepsEveryParticleAndTheSpread) {
+  const std::uint64_t seed = shared_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Grid<3> grid = make_grid<3>({10, 9, 8}, BoundaryKind::Periodic);
+  MatrixDistributedPlan<double, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), options());
+  const std::size_t n = 3000;
+  Share<double, 3> share = deal<double, 3>(mixed_positions<double, 3>(grid, n, rng), random_values<double>(n, rng), n);
+  share.migrate(plan);
+  plan.set_points(share.positions());
+  const std::size_t m = share.count;
+  std::vector<double> before(plan.block_size()), after(plan.block_size());
+  plan.spread({View<const double>(share.q.data(), m)}, {View<double>(before)});
+
+  Share<double, 3> sorted(n);
+  sorted.count = m;
+  std::vector<View<const double>> from;
+  std::vector<View<double>> to;
+  for (int d = 0; d < 3; ++d) {
+    from.emplace_back(share.x[d].data(), m);
+    to.emplace_back(sorted.x[d].data(), m);
+  }
+  from.emplace_back(share.q.data(), m);
+  to.emplace_back(sorted.q.data(), m);
+  from.emplace_back(share.id.data(), m);
+  to.emplace_back(sorted.id.data(), m);
+  plan.permute_to_binned(from, to);
+  std::map<double, std::size_t> slot_of_id;
+  for (std::size_t i = 0; i < m; ++i) slot_of_id[share.id[i]] = i;
+  ASSERT_EQ(slot_of_id.size(), m);
+  std::size_t moved = 0;
+  for (std::size_t k = 0; k < m; ++k) {
+    const auto found = slot_of_id.find(sorted.id[k]);
+    ASSERT_NE(found, slot_of_id.end()) << "binned slot " << k << " holds an id this rank never had";
+    const std::size_t i = found->second;
+    slot_of_id.erase(found);
+    moved += i != k;
+    for (int d = 0; d < 3; ++d) ASSERT_EQ(sorted.x[d][k], share.x[d][i]) << "slot " << k << ", axis " << d;
+    ASSERT_EQ(sorted.q[k], share.q[i]) << "slot " << k;
+  }
+  EXPECT_TRUE(slot_of_id.empty());
+  if (m > 100) {
+    EXPECT_GT(moved, 0u) << "mixed positions come in no binned order";
+  }
+
+  EXPECT_PMKIT_ERROR(plan.update_points(sorted.positions()), ErrorCode::NotReady, "before set_points");
+  plan.set_points(sorted.positions());
+  plan.spread({View<const double>(sorted.q.data(), m)}, {View<double>(after)});
+  if (options().deterministic) {
+    EXPECT_EQ(differing_bits(before, after), 0u);
+  } else {
+    const auto [diff, scale] = max_difference(before, after);
+    EXPECT_LE(diff, 1e-12 * std::max(1.0, scale));
+  }
+
+  // Half the box along every axis: on several ranks every rank's particles change owners.
+  if (world_size() > 1) {
+    const std::size_t count_before = sorted.count;
+    const std::vector<double> ids_before(sorted.id.begin(), sorted.id.begin() + count_before);
+    for (int d = 0; d < 3; ++d)
+      for (std::size_t i = 0; i < sorted.count; ++i) sorted.x[d][i] += 0.5 * grid.cells[d] * grid.spacing[d];
+    sorted.migrate(plan);
+    const bool changed = sorted.count != count_before ||
+                         !std::equal(ids_before.begin(), ids_before.end(), sorted.id.begin());
+    std::vector<View<const double>> ids_in = {View<const double>(sorted.id.data(), sorted.count)};
+    std::vector<double> ids_out(sorted.count);
+    std::vector<View<double>> ids_to = {View<double>(ids_out)};
+    if (changed) {
+      EXPECT_PMKIT_ERROR(plan.permute_to_binned(ids_in, ids_to), ErrorCode::NotReady, "call update_points first");
+    }
+    plan.update_points(sorted.positions());
+    plan.permute_to_binned(ids_in, ids_to);
+  }
 }
 
 // Before set_points, with another count on one rank, and with a particle outside the

@@ -156,7 +156,7 @@ void report_two_stream(const pic::Config& c, const pic::Result& r) {
 std::optional<PicRequest> read_pic_options(int argc, char** argv, const std::string& usage, int ranks, bool print) {
   PicRequest q;
   pic::Config& c = q.config;
-  bool particles_given = false, steps_given = false, amplitude_given = false, sort_given = false;
+  bool particles_given = false, steps_given = false, amplitude_given = false;
   std::string cells;
   ArgReader args(argc, argv);
   while (args.next()) {
@@ -192,7 +192,6 @@ std::optional<PicRequest> read_pic_options(int argc, char** argv, const std::str
       c.seed = static_cast<std::uint64_t>(args.count(0, INT64_MAX, "42"));
     } else if (args.is("--sort-every")) {
       c.sort_every = static_cast<int>(args.count(0, 1 << 30, "20"));
-      sort_given = true;
     } else if (args.is("--field")) {
       c.field = args.choice({"gradient", "mesh"}) == "mesh" ? pic::FieldMethod::Mesh : pic::FieldMethod::Gradient;
     } else if (args.is("--amplitude")) {
@@ -223,7 +222,6 @@ std::optional<PicRequest> read_pic_options(int argc, char** argv, const std::str
     for (int d = 0; d < c.dim; ++d) c.particles *= c.cells[d];
   }
   if (ranks > 1) {
-    if (!sort_given) c.sort_every = 0;
     if (q.graph_given && c.graph)
       throw UsageError("--graph on: not across ranks (migrate waits for its counts every step: the steps run eagerly)");
     c.graph = false;

@@ -4,7 +4,7 @@
 // (simulation.cpp), a Plan and a RealFft of the whole grid, or RankMesh (distributed.cpp),
 // a DistributedPlan and a DistributedRealFft whose blocks are the FFT's slabs. A Mesh has
 //   plan, fft                      the mesh plan and the FFT (the calls they share)
-//   kDistributed                   whether particles migrate (and sort_every is 0)
+//   kDistributed                   whether particles migrate
 //   mesh_size()                    the values of this rank's real mesh
 //   wavenumber_index(k)            the half-spectrum index at offset k of the spectrum
 //   share(n), capacity(n)          the particles this rank loads, and its arrays' slots
@@ -460,34 +460,37 @@ class Simulation {
   }
 
   // update_points after the small moves of a step; every sort_every steps the particle
-  // arrays are put in the plan's binned order first and binned afresh. Across ranks the
-  // electrons migrate first, and sort_every is 0 (migrate reorders them itself).
+  // arrays are first put in the plan's binned order (that of the last binning: the
+  // particles have moved a little since) and binned afresh. Across ranks the electrons
+  // migrate after the sort and before the binning (which is in full where a migrate
+  // changed a rank's electrons).
   void rebin(int step) {
-    if constexpr (Mesh::kDistributed) {
-      timed_phase(&PhaseTimes::migrate, [&] { migrate(); });
-    } else if (c_.sort_every > 0 && step % c_.sort_every == 0) {
-      timed_phase(&PhaseTimes::sort, [&] {
-        // Out of place into the spare arrays, which then become the particles'. Every
-        // electron has the same weight here, so w stays as it is; a code with varying
-        // weights (or any other per-particle property) lists it with x and v.
-        std::vector<View<const T>> from;
-        std::vector<View<T>> to;
-        for (int d = 0; d < D; ++d) {
-          from.push_back(View<const T>(p_.x[d], p_.n));
-          from.push_back(View<const T>(p_.v[d], p_.n));
-          to.push_back(View<T>(spare_.x[d], p_.n));
-          to.push_back(View<T>(spare_.v[d], p_.n));
-        }
-        plan_.permute_to_binned(from, to);
-        for (int d = 0; d < D; ++d) {
-          std::swap(p_.x[d], spare_.x[d]);
-          std::swap(p_.v[d], spare_.v[d]);
-        }
-      });
+    const bool sort = c_.sort_every > 0 && step % c_.sort_every == 0;
+    if (sort) timed_phase(&PhaseTimes::sort, [&] { sort_into_binned_order(); });
+    if constexpr (Mesh::kDistributed) timed_phase(&PhaseTimes::migrate, [&] { migrate(); });
+    if (sort)
       timed_phase(&PhaseTimes::rebin, [&] { plan_.set_points(positions()); });
-      return;
+    else
+      timed_phase(&PhaseTimes::rebin, [&] { plan_.update_points(positions()); });
+  }
+
+  // Out of place into the spare arrays, which then become the particles'. Every electron
+  // has the same weight here, so w stays as it is; a code with varying weights (or any
+  // other per-particle property) lists it with x and v.
+  void sort_into_binned_order() {
+    std::vector<View<const T>> from;
+    std::vector<View<T>> to;
+    for (int d = 0; d < D; ++d) {
+      from.push_back(View<const T>(p_.x[d], p_.n));
+      from.push_back(View<const T>(p_.v[d], p_.n));
+      to.push_back(View<T>(spare_.x[d], p_.n));
+      to.push_back(View<T>(spare_.v[d], p_.n));
     }
-    timed_phase(&PhaseTimes::rebin, [&] { plan_.update_points(positions()); });
+    plan_.permute_to_binned(from, to);
+    for (int d = 0; d < D; ++d) {
+      std::swap(p_.x[d], spare_.x[d]);
+      std::swap(p_.v[d], spare_.v[d]);
+    }
   }
 
   template <class F>

@@ -163,6 +163,13 @@ class DistributedPlan {
   // set_points ("call migrate first"); another count with no migrate in between,
   // SizeMismatch; before any set_points, NotReady.
   void update_points(const Positions& positions);
+  // This rank's particle arrays put in the local plan's binned order, out of place, as
+  // Plan::permute_to_binned(from, to): to[i][k] = from[i][order[k]] for the num_points()
+  // particles of the last set_points or update_points. Binned particles make the spread,
+  // the interp and the next binning faster; set_points on the permuted positions follows
+  // (the plan's binning refers to the old order: until then, NotReady). Not collective. Before any set_points,
+  // or after a migrate that changed this rank's particles (their binning is gone), NotReady.
+  void permute_to_binned(Span<View<const T>> from, Span<View<T>> to);
   // P2M: meshes[i] is this rank's block (block_size() values) of property i's spread.
   void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode = Accumulate::Overwrite);
   // The adjoint of interp_gradient, as Plan::spread_gradient: vectors[D*i + d] onto the

@@ -352,6 +352,17 @@ void DistributedPlan<T, D>::update_points(const Positions& positions) {
 }
 
 template <class T, int D>
+void DistributedPlan<T, D>::permute_to_binned(Span<View<const T>> from, Span<View<T>> to) {
+  Impl& s = *impl_;
+  if (!s.has_points) fail(ErrorCode::NotReady, "permute_to_binned called before set_points");
+  if (s.migrated)
+    fail(ErrorCode::NotReady, "permute_to_binned: a migrate changed this rank's particles since the last set_points ",
+         "or update_points, so there is no binned order of them; call update_points first");
+  s.local->permute_to_binned(from, to);
+  s.has_points = false;  // the binning's order refers to the arrays as they were
+}
+
+template <class T, int D>
 void DistributedPlan<T, D>::spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) {
   Impl& s = *impl_;
   s.check_spread("spread", props, meshes, 1);
