@@ -8,6 +8,7 @@
 #include <array>
 #include <climits>
 #include <memory>
+#include <string>
 
 #include "core/particle_memory.hpp"
 #include "cuda/kernels/fixed_point.cuh"
@@ -20,12 +21,7 @@ using detail::kNoRejection;
 
 constexpr int kThreads = 256;
 
-// The record of a rejected position: the first bad slot, and the state buffer that
-// holds the particles before the step that left it.
-struct Rejection {
-  unsigned long long slot;
-  int good_buffer;
-};
+using Rejection = detail::StepRejection;
 
 unsigned blocks(std::size_t n) {
   const std::size_t b = (n + kThreads - 1) / kThreads;
@@ -248,7 +244,10 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
   T* deposits() override { return deposits_.get(); }
   std::uint32_t* ids() override { return ids_.get(); }
   std::uint32_t* order() override { return order_.get(); }
-  const unsigned long long* rejected() override { return &rejection_.get()->slot; }
+  Rejection* rejection() override { return rejection_.get(); }
+  void check_mesh(const void* data, const char* what, int index) override {
+    checked_meshes_.require(data, (std::string("step: meshes.") + what).c_str(), static_cast<std::size_t>(index));
+  }
   void copy_in(T* to, View<const T> from) override {
     if (n_ == 0) return;
     require_device(from.data, "Particles::assign's arrays", 0);
@@ -360,6 +359,7 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
   DeviceBuffer<Rejection> rejection_;
   DeviceBuffer<long long> exact_sums_;
   DeviceBuffer<unsigned long long> exact_bound_;
+  DevicePointerCheck checked_meshes_;
 };
 
 }  // namespace
