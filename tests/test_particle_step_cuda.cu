@@ -55,6 +55,17 @@ TEST(CudaParticleStep, MatchesTheUnfusedCallsToRounding) {
   c.run(40, cuda_step<float, 3>, false, false);
 }
 
+// The pass's own interpolation on a grid of spacings that are not powers of two, off the
+// origin, with tiles of 32^2 crossed.
+TEST(CudaParticleStep, MatchesTheUnfusedCallsToRoundingOnAShiftedGrid2D) {
+  PMKIT_REQUIRE_GPU();
+  Grid<2> grid = Grid<2>::periodic({72, 40}, 0.375);
+  grid.origin = {-1.25, 3.5};
+  grid.spacing = {0.375, 0.3};
+  StepCase<double, 2, DeviceMemory> c(cuda_options(false), Kernel::bspline(3), grid);
+  c.run(30, cuda_step<double, 2>, false, false);
+}
+
 TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode3D) {
   PMKIT_REQUIRE_GPU();
   StepCase<float, 3, DeviceMemory> c(cuda_options(true), Kernel::mp4());
