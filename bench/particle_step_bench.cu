@@ -7,11 +7,12 @@
 //   unfused: plan.interp_gradient(phi) into three arrays, a push kernel that reads them
 //            and wraps the positions, plan.update_points.
 //
-//   particle_step_bench [--sizes "20 24"] [--cells 128] [--kernel linear] [--reps 20]
+//   particle_step_bench [--sizes "20 24"] [--cells 128] [--kernel linear] [--speed 0.1] [--reps 20]
 //
 // Each figure is milliseconds a step in a steady loop: `reps` steps queued back to back
 // between two CUDA events (the median of 5 loops), after 10 steps of warm-up. The
-// particles: uniform random positions, velocities of up to 0.1 cell a step; phi a smooth
+// particles: uniform random positions, velocities of up to `speed` cells a step along
+// each axis (how often update_points re-bins in full follows from it); phi a smooth
 // field of amplitude 1. Last column: unfused / fused.
 #include <cuda_runtime.h>
 
@@ -95,7 +96,7 @@ double loop_ms(cudaStream_t stream, int reps, const std::function<void()>& call)
   return t[2];
 }
 
-void run(int log2n, std::int64_t cells, const Kernel& kernel, int reps) {
+void run(int log2n, std::int64_t cells, const Kernel& kernel, float speed, int reps) {
   const std::size_t n = std::size_t(1) << log2n;
   const Grid<3> grid = Grid<3>::periodic({cells, cells, cells}, 1.0);
   const float extent = static_cast<float>(cells);
@@ -104,7 +105,7 @@ void run(int log2n, std::int64_t cells, const Kernel& kernel, int reps) {
   std::vector<float> host[6];
   for (int j = 0; j < 6; ++j) {
     host[j].resize(n);
-    for (auto& value : host[j]) value = j < 3 ? unit(rng) * extent : 0.1f * (2.0f * unit(rng) - 1.0f);
+    for (auto& value : host[j]) value = j < 3 ? unit(rng) * extent : speed * (2.0f * unit(rng) - 1.0f);
   }
   Options options;
   options.backend = Backend::Cuda;
@@ -161,8 +162,8 @@ void run(int log2n, std::int64_t cells, const Kernel& kernel, int reps) {
     });
     plain_plan.synchronize();
   }
-  std::printf("%-8d %-8lld %-10s %12.4f %12.4f %8.2f\n", log2n, static_cast<long long>(cells), kernel.name().c_str(),
-              fused_ms, plain_ms, plain_ms / fused_ms);
+  std::printf("%-8d %-8lld %-10s %8.3f %12.4f %12.4f %8.2f\n", log2n, static_cast<long long>(cells),
+              kernel.name().c_str(), speed, fused_ms, plain_ms, plain_ms / fused_ms);
   std::fflush(stdout);
 }
 
@@ -172,6 +173,7 @@ int main(int argc, char** argv) {
   std::string sizes = "20 24";
   std::int64_t cells = 128;
   std::string kernel_name = "linear";
+  float speed = 0.1f;
   int reps = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -179,18 +181,21 @@ int main(int argc, char** argv) {
     if (arg == "--sizes" && has_value) sizes = argv[++i];
     else if (arg == "--cells" && has_value) cells = std::atoll(argv[++i]);
     else if (arg == "--kernel" && has_value) kernel_name = argv[++i];
+    else if (arg == "--speed" && has_value) speed = static_cast<float>(std::atof(argv[++i]));
     else if (arg == "--reps" && has_value) reps = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--sizes \"20 24\"] [--cells 128] [--kernel linear] [--reps 20]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--sizes \"20 24\"] [--cells 128] [--kernel linear] [--speed 0.1] [--reps 20]\n",
+                   argv[0]);
       return 2;
     }
   }
   try {
     const Kernel kernel = Kernel::from_name(kernel_name);
     std::printf("# ms a step of a PIC-like push (float, periodic, one gradient, three velocities)\n");
-    std::printf("%-8s %-8s %-10s %12s %12s %8s\n", "log2n", "cells", "kernel", "fused_ms", "unfused_ms", "ratio");
+    std::printf("%-8s %-8s %-10s %8s %12s %12s %8s\n", "log2n", "cells", "kernel", "speed", "fused_ms", "unfused_ms",
+                "ratio");
     std::istringstream in(sizes);
-    for (int log2n; in >> log2n;) run(log2n, cells, kernel, reps);
+    for (int log2n; in >> log2n;) run(log2n, cells, kernel, speed, reps);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "particle_step_bench: %s\n", e.what());
     return 1;

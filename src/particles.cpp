@@ -36,6 +36,7 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
   std::uint32_t* order() override { return order_.data(); }
   StepRejection* rejection() override { return nullptr; }
   void check_mesh(const void*, const char*, int) override {}
+  void clear(T* mesh, std::int64_t size) override { std::fill(mesh, mesh + size, T(0)); }
   void copy_in(T* to, View<const T> from) override {
     for (std::size_t k = 0; k < n_; ++k) to[k] = from[k];
   }
@@ -302,12 +303,12 @@ detail::AffineMeshes<V> affine_meshes(const Plan<T, D>& plan, const char* what, 
   return out;
 }
 
-// The meshes the step's pass interpolates (each the plan's mesh_size() contiguous
+// The meshes the step's pass interpolates or deposits on (each the plan's mesh_size() contiguous
 // values, in the plan's memory) into `out`.
-template <class T, int D>
+template <class T, int D, class V>
 void fused_meshes(const Plan<T, D>& plan, detail::ParticleMemory<T, D>& memory, const char* what,
-                  Span<View<const T>> meshes, const T* (&out)[detail::kMaxStepMeshes]) {
-  const detail::AffineMeshes<const T> checked = affine_meshes(plan, what, meshes);
+                  Span<View<V>> meshes, V* (&out)[detail::kMaxStepMeshes]) {
+  const detail::AffineMeshes<V> checked = affine_meshes(plan, what, meshes);
   for (int m = 0; m < checked.count; ++m) {
     memory.check_mesh(checked.mesh[m], what, m);
     out[m] = checked.mesh[m];
@@ -341,13 +342,29 @@ detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, c
   gather.axes = detail::step_axes(plan_->grid());
   for (int d = 0; d < D; ++d) gather.spacing[d] = static_cast<T>(layout.axis[d].spacing);
   // The pass interpolates, but in a CUDA plan's deterministic mode: there the plan's
-  // interp calls give the fields, the bits of the unfused calls.
+  // interp calls give the fields, the bits of the unfused calls. On CUDA it deposits
+  // too, but in deterministic mode (the plan's spread and the exact affine deposit give
+  // the same bits on every run).
   gather.fused = !(on_device() && plan_->options().deterministic);
+  gather.fused_deposits = gather.fused && on_device() && shape.deposits + shape.affine_deposits > 0;
   const int plain_fields = shape.values + D * shape.gradients;
   const int fields = gather.fused ? 0 : plain_fields + (1 + D) * shape.affine_values;
-  memory_->reserve(n_, D + properties_, fields, shape.deposits + (1 + D) * shape.affine_deposits);
+  const int deposits = gather.fused_deposits ? 0 : shape.deposits + (1 + D) * shape.affine_deposits;
+  memory_->reserve(n_, D + properties_, fields, deposits);
   shape_ = shape;
-  affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits);  // checked before the step moves anything
+  deposits_in_pass_ = gather.fused_deposits;
+  // Checked before the step moves anything.
+  gather.affine_deposits = affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits);
+  if (gather.fused_deposits) {
+    fused_meshes(*plan_, *memory_, "deposits", meshes.deposits, gather.deposits);
+    for (int m = 0; m < gather.affine_deposits.count; ++m)
+      memory_->check_mesh(gather.affine_deposits.mesh[m], "affine_deposits", m);
+    if (meshes.deposit_mode == Accumulate::Overwrite) {
+      for (int m = 0; m < shape.deposits; ++m) memory_->clear(gather.deposits[m], plan_->mesh_size());
+      for (int m = 0; m < gather.affine_deposits.count; ++m)
+        memory_->clear(gather.affine_deposits.mesh[m], plan_->mesh_size());
+    }
+  }
   if (gather.fused) {
     fused_meshes(*plan_, *memory_, "values", meshes.values, gather.values);
     fused_meshes(*plan_, *memory_, "gradients", meshes.gradients, gather.gradients);
@@ -407,12 +424,12 @@ void Particles<T, D>::end_step(const StepMeshes<T>& meshes, unsigned long long b
   std::array<View<const T>, D> x;
   for (int d = 0; d < D; ++d) x[d] = View<const T>(state(next) + d * n_, n_);
   guard([&] { plan_->update_points(x); });
-  if (shape_.deposits > 0) {
+  if (shape_.deposits > 0 && !deposits_in_pass_) {
     std::vector<View<const T>> q;
     for (int i = 0; i < shape_.deposits; ++i) q.emplace_back(memory_->deposits() + i * n_, n_);
     guard([&] { plan_->spread(Span<View<const T>>(q), meshes.deposits, meshes.deposit_mode); });
   }
-  if (shape_.affine_deposits > 0)
+  if (shape_.affine_deposits > 0 && !deposits_in_pass_)
     memory_->affine_spread(detail::make_layout(plan_->grid(), plan_->kernel().ghost_width()), state(next),
                            memory_->deposits() + shape_.deposits * n_,
                            affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits), plan_->mesh_size(),

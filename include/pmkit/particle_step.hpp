@@ -78,7 +78,8 @@ struct StepCounts {
                     affine_deposits >= 0,
                 "a step's counts are not negative");
   static_assert(affine_values <= 8 && affine_deposits <= 8, "a step has at most 8 affine meshes of each kind");
-  static_assert(values <= 8 && gradients <= 8, "a step interpolates at most 8 meshes of values and 8 of gradients");
+  static_assert(values <= 8 && gradients <= 8 && deposits <= 8,
+                "a step takes at most 8 meshes of values, 8 of gradients and 8 of deposits");
 };
 
 // One particle as the update functor sees it. Arrays of a count 0 have one unused entry.
@@ -188,14 +189,13 @@ PMKIT_HD PMKIT_FORCEINLINE void load_fields(const StepArrays<T>& a, std::size_t 
 
 // One particle's step: its state loaded, its fields interpolated (kFused: from the
 // meshes at its position, kernel K) or loaded, the functor, its new position checked and
-// wrapped, its new state stored. Returns whether the new position is good (a bad one is
-// stored as the update left it).
+// wrapped, its new state stored (its deposits stay in p). Returns whether the new
+// position is good (a bad one is stored as the update left it).
 template <class K, bool kFused, class T, int D, class Update>
 PMKIT_HD PMKIT_FORCEINLINE bool update_particle(const StepArrays<T>& a, const StepGather<T, D>& g, std::size_t k,
-                                                const Update& update) {
+                                                const Update& update, StepParticleFor<T, D, Update>& p) {
   using C = StepCounts<Update>;
   const std::size_t n = a.n;
-  StepParticleFor<T, D, Update> p;
   PMKIT_UNROLL
   for (int d = 0; d < D; ++d) p.x[d] = a.in[d * n + k];
   PMKIT_UNROLL
@@ -221,6 +221,15 @@ PMKIT_HD PMKIT_FORCEINLINE bool update_particle(const StepArrays<T>& a, const St
   for (int d = 0; d < D; ++d) a.out[d * n + k] = p.x[d];
   PMKIT_UNROLL
   for (int i = 0; i < C::properties; ++i) a.out[(D + i) * n + k] = p.prop[i];
+  return good;
+}
+
+// A particle's deposits into the arrays that the library's deposit passes read.
+template <class T, int D, class Update>
+PMKIT_HD PMKIT_FORCEINLINE void store_deposits(const StepArrays<T>& a, std::size_t k,
+                                               const StepParticleFor<T, D, Update>& p) {
+  using C = StepCounts<Update>;
+  const std::size_t n = a.n;
   PMKIT_UNROLL
   for (int i = 0; i < C::deposits; ++i) a.deposits[i * n + k] = p.deposit[i];
   PMKIT_UNROLL
@@ -230,21 +239,27 @@ PMKIT_HD PMKIT_FORCEINLINE bool update_particle(const StepArrays<T>& a, const St
     for (int d = 0; d < D; ++d)
       a.deposits[(C::deposits + C::affine_deposits + D * i + d) * n + k] = p.affine_slope[i][d];
   }
-  return good;
 }
 
-// Calls f(K{}, std::bool_constant<fused>{}) for the pass's kernel type: the plan's
-// kernel where the pass interpolates meshes at the particles' positions (one
-// instantiation a kernel), else one instantiation.
-template <class Update, class T, int D, class F>
+// Calls f(K{}, fused, deposit) (std::true_type or std::false_type) for the pass: K the
+// plan's kernel where the pass interpolates or deposits with it (one instantiation a
+// kernel), else one instantiation; deposit only where kMayDeposit (a device's pass) and
+// the step's meshes take the deposits in the pass.
+template <class Update, bool kMayDeposit, class T, int D, class F>
 void with_step_kernel(const Kernel& kernel, const StepGather<T, D>& g, F&& f) {
   using C = StepCounts<Update>;
-  if (g.fused && (C::values > 0 || C::gradients > 0))
-    kernels::dispatch(kernel, [&](auto k) { f(k, std::true_type{}); });
-  else if (g.fused)
-    f(kernels::BSpline<2>{}, std::true_type{});
+  if (!g.fused) return f(kernels::BSpline<2>{}, std::false_type{}, std::false_type{});
+  const bool deposit = g.fused_deposits && C::deposits + C::affine_deposits > 0;
+  const auto with = [&](auto k) {
+    if constexpr (kMayDeposit) {
+      if (deposit) return f(k, std::true_type{}, std::true_type{});
+    }
+    f(k, std::true_type{}, std::false_type{});
+  };
+  if (C::values > 0 || C::gradients > 0 || (deposit && C::deposits > 0))
+    kernels::dispatch(kernel, with);
   else
-    f(kernels::BSpline<2>{}, std::false_type{});
+    with(kernels::BSpline<2>{});
 }
 
 template <class T, int D>
@@ -310,6 +325,7 @@ class Particles {
   std::size_t n_ = 0;
   int current_ = 0;  // the state buffer (0 or 1) that holds the particles
   StepShape shape_;
+  bool deposits_in_pass_ = false;  // the step's pass deposits (a CUDA plan's fast mode)
   std::unique_ptr<detail::ParticleMemory<T, D>> memory_;
 };
 
@@ -352,8 +368,11 @@ unsigned long long host_update(const Particles<T, D>& particles, const StepArray
       particles,
       [](const void* c, std::size_t begin, std::size_t end) {
         const Context& ctx = *static_cast<const Context*>(c);
-        for (std::size_t k = begin; k < end; ++k)
-          if (!update_particle<K, kFused>(*ctx.a, *ctx.g, k, *ctx.update)) return static_cast<unsigned long long>(k);
+        for (std::size_t k = begin; k < end; ++k) {
+          StepParticleFor<T, D, Update> p;
+          if (!update_particle<K, kFused>(*ctx.a, *ctx.g, k, *ctx.update, p)) return static_cast<unsigned long long>(k);
+          store_deposits<T, D, Update>(*ctx.a, k, p);
+        }
         return kNoRejection;
       },
       &context);
@@ -378,7 +397,7 @@ void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>&
   detail::StepGather<T, D> g;
   const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>(), g);
   unsigned long long bad = detail::kNoRejection;
-  detail::with_step_kernel<Update>(particles.plan().kernel(), g, [&](auto k, auto fused) {
+  detail::with_step_kernel<Update, false>(particles.plan().kernel(), g, [&](auto k, auto fused, auto) {
     bad = detail::host_update<decltype(k), decltype(fused)::value, T, D>(particles, a, g, update);
   });
   detail::ParticlesAccess::end(particles, meshes, bad);

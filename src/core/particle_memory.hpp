@@ -26,6 +26,8 @@ class ParticleMemory {
   virtual std::uint32_t* ids() = 0;
   virtual std::uint32_t* order() = 0;
   virtual StepRejection* rejection() = 0;
+  // Zeroes `size` values of a mesh (in stream order on a device).
+  virtual void clear(T* mesh, std::int64_t size) = 0;
   // Refuses a mesh the step's pass reads that is not in this memory (a device's).
   virtual void check_mesh(const void* data, const char* what, int index) = 0;
   // to[k] = from[k] for the n particles.

@@ -114,23 +114,29 @@ PMKIT_HD PMKIT_FORCEINLINE void affine_gather_particle(const Layout<D>& layout, 
   }
 }
 
-// The particle at slot k of n, its stencil given: add(mesh m, node, w_i (q_m + sum_d
-// slope_m,d (x_i - x)_d)) for each node, with q_m = q[m n + k] and slope_m,d = q[(count
-// + D m + d) n + k].
+// A particle's deposit onto mesh m, its stencil given: add(m, node, w_i (value + sum_d
+// slope_d (x_i - x)_d)) for each node.
+template <int D, class T, class Add>
+PMKIT_HD PMKIT_FORCEINLINE void affine_deposit_mesh(const AffineStencil<D, T>& stencil, int m, T value,
+                                                    const T (&slope)[D], Add&& add) {
+  stencil.for_each([&](std::int64_t i, T w, const T (&off)[D]) {
+    T affine = value;
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) affine += slope[d] * off[d];
+    add(m, i, w * affine);
+  });
+}
+
+// The particle at slot k of n, its stencil given: affine_deposit_mesh of q_m = q[m n +
+// k] with slope_m,d = q[(count + D m + d) n + k] onto each mesh m.
 template <int D, class T, class Add>
 PMKIT_HD PMKIT_FORCEINLINE void affine_spread_stencil(const AffineStencil<D, T>& stencil, const T* q, int count,
                                                       std::size_t n, std::size_t k, Add&& add) {
   for (int m = 0; m < count; ++m) {
-    const T value = q[m * n + k];
     T slope[D];
     PMKIT_UNROLL
     for (int d = 0; d < D; ++d) slope[d] = q[(count + D * m + d) * n + k];
-    stencil.for_each([&](std::int64_t i, T w, const T (&off)[D]) {
-      T affine = value;
-      PMKIT_UNROLL
-      for (int d = 0; d < D; ++d) affine += slope[d] * off[d];
-      add(m, i, w * affine);
-    });
+    affine_deposit_mesh(stencil, m, q[m * n + k], slope, add);
   }
 }
 

@@ -48,7 +48,7 @@ PMKIT_HD inline bool wrap_position(T& x, const StepAxis& axis) {
   return true;
 }
 
-// The most meshes of values, and of gradients, a step interpolates.
+// The most meshes of values, of gradients and of deposits a step takes.
 constexpr int kMaxStepMeshes = 8;
 
 // The step's interpolation in the update's pass, and its position check: the plan's
@@ -65,7 +65,24 @@ struct StepGather {
   // Whether the pass interpolates (else the fields come from the plan's interp calls,
   // in StepArrays::fields).
   bool fused = false;
+  // Whether the pass deposits (a CUDA plan's fast mode; else the deposits go through
+  // StepArrays::deposits to the library's passes): onto these meshes, the plain
+  // deposits with the plan's kernel, the affine ones on the quadratic B-spline.
+  bool fused_deposits = false;
+  T* deposits[kMaxStepMeshes] = {};
+  AffineMeshes<T> affine_deposits;
 };
+
+// The stencil of kernel K at position x (inside the domain) as the plan's binning
+// finds it: the first node and the local coordinate along each axis.
+template <class K, class T, int D>
+PMKIT_HD PMKIT_FORCEINLINE void locate_position(const Layout<D>& layout, const T (&x)[D], int (&base)[D],
+                                                T (&s)[D]) {
+  double u[D];
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) layout.axis[d].coordinate(static_cast<double>(x[d]), u[d]);
+  locate_particle<K, D>(u, base, s);
+}
 
 // The fields of a step at particle p's position (p.x, inside the domain): its values,
 // gradients and affine values with their moments, each the sum that the plan's interp,
@@ -74,12 +91,9 @@ struct StepGather {
 template <class K, int V, int G, int AV, class T, int D, class Particle>
 PMKIT_HD PMKIT_FORCEINLINE void gather_fields(const StepGather<T, D>& g, Particle& p) {
   if constexpr (V > 0 || G > 0) {
-    double u[D];
-    PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) g.layout.axis[d].coordinate(static_cast<double>(p.x[d]), u[d]);
     int base[D];
     T s[D];
-    locate_particle<K, D>(u, base, s);
+    locate_position<K>(g.layout, p.x, base, s);
     if constexpr (V > 0) {
       PMKIT_UNROLL
       for (int j = 0; j < V; ++j) p.value[j] = T(0);
