@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.cuh"
 #include "cuda/runtime.hpp"
 #include "pmkit/cuda/particle_step.cuh"
 #include "pmkit/cuda/runtime.hpp"
@@ -35,6 +36,8 @@
 namespace {
 
 using namespace pmkit;
+using bench::ck;
+using bench::loop_ms;
 using cuda::DeviceBuffer;
 
 // v -= qm_dt grad phi, x += dt v (the step wraps x).
@@ -71,29 +74,6 @@ __global__ void push_kernel(float* x, float* y, float* z, float* vx, float* vy, 
       pos[d][k] = p;
     }
   }
-}
-
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-// Milliseconds a call of `call` in loops of `reps` calls (median of 5), after 10 calls.
-double loop_ms(cudaStream_t stream, int reps, const std::function<void()>& call) {
-  cuda::EventTimer timer;
-  for (int w = 0; w < 10; ++w) call();
-  ck(cudaStreamSynchronize(stream), "warm-up");
-  std::vector<double> t;
-  for (int k = 0; k < 5; ++k) {
-    timer.start(stream);
-    for (int r = 0; r < reps; ++r) call();
-    timer.stop(stream);
-    t.push_back(1e3 * timer.seconds() / reps);
-  }
-  std::sort(t.begin(), t.end());
-  return t[2];
 }
 
 void run(int log2n, std::int64_t cells, const Kernel& kernel, float speed, int reps) {
@@ -133,7 +113,7 @@ void run(int log2n, std::int64_t cells, const Kernel& kernel, float speed, int r
                      {View<const float>(in[3].get(), n), View<const float>(in[4].get(), n),
                       View<const float>(in[5].get(), n)});
     const StepMeshes<float> meshes{{}, {phi_view}};
-    fused_ms = loop_ms(stream, reps, [&] { cuda::step(particles, push, meshes); });
+    fused_ms = loop_ms(stream, reps, [&] { cuda::step(particles, push, meshes); }, 10);
     particles.synchronize();
   }
   {
@@ -159,7 +139,7 @@ void run(int log2n, std::int64_t cells, const Kernel& kernel, float speed, int r
                                               gradient[2].get(), n, push, extent);
       ck(cudaGetLastError(), "push_kernel");
       plain_plan.update_points(x);
-    });
+    }, 10);
     plain_plan.synchronize();
   }
   std::printf("%-8d %-8lld %-10s %8.3f %12.4f %12.4f %8.2f\n", log2n, static_cast<long long>(cells),

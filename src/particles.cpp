@@ -2,6 +2,7 @@
 // update (pmkit/particle_step.hpp); the host's arrays (HostParticleMemory).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/arguments.hpp"
@@ -315,6 +316,20 @@ void fused_meshes(const Plan<T, D>& plan, detail::ParticleMemory<T, D>& memory, 
   }
 }
 
+// Whether a deposit's mesh shares memory with a mesh the step reads: then the pass
+// cannot deposit while other particles still read (the deposits run after it).
+template <class T, int D>
+bool deposits_overlap_reads(const Plan<T, D>& plan, const StepMeshes<T>& meshes) {
+  const std::uintptr_t bytes = sizeof(T) * static_cast<std::uintptr_t>(plan.mesh_size());
+  const auto at = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  for (auto written : {meshes.deposits, meshes.affine_deposits})
+    for (const View<T>& w : written)
+      for (auto read : {meshes.values, meshes.gradients, meshes.affine_values})
+        for (const View<const T>& r : read)
+          if (w.data && r.data && at(w.data) < at(r.data) + bytes && at(r.data) < at(w.data) + bytes) return true;
+  return false;
+}
+
 template <class T, int D>
 detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, const StepShape& shape,
                                                   detail::StepGather<T, D>& gather) {
@@ -346,7 +361,8 @@ detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, c
   // too, but in deterministic mode (the plan's spread and the exact affine deposit give
   // the same bits on every run).
   gather.fused = !(on_device() && plan_->options().deterministic);
-  gather.fused_deposits = gather.fused && on_device() && shape.deposits + shape.affine_deposits > 0;
+  gather.fused_deposits = gather.fused && on_device() && shape.deposits + shape.affine_deposits > 0 &&
+                          !deposits_overlap_reads(*plan_, meshes);
   const int plain_fields = shape.values + D * shape.gradients;
   const int fields = gather.fused ? 0 : plain_fields + (1 + D) * shape.affine_values;
   const int deposits = gather.fused_deposits ? 0 : shape.deposits + (1 + D) * shape.affine_deposits;
