@@ -59,9 +59,14 @@ template <class K, class T, int D, class Update>
 __global__ void __launch_bounds__(256)
     particle_step_deposit_kernel(StepArrays<T> a, StepGather<T, D> g, Update update) {
   using C = StepCounts<Update>;
-  if (a.rejection->slot != kNoRejection) return;
   extern __shared__ __align__(16) unsigned char step_shared[];
   __shared__ int first[D], last[D];
+  __shared__ bool stopped;
+  // Read once a block: this kernel's other blocks may record a rejection meanwhile, and
+  // the block's barriers need all its threads.
+  if (threadIdx.x == 0) stopped = a.rejection->slot != kNoRejection;
+  __syncthreads();
+  if (stopped) return;
   T* box = reinterpret_cast<T*>(step_shared);
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   StepParticleFor<T, D, Update> p;

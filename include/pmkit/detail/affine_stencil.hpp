@@ -49,16 +49,6 @@ struct AffineStencil {
     }
   }
 
-  // The nodes numbered in a box of logical nodes instead: first node `first`, strides
-  // `stride` (a block's accumulator in shared memory).
-  PMKIT_HD PMKIT_FORCEINLINE void relocate(const int (&first)[D], const std::int64_t (&stride)[D]) {
-    PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) {
-      PMKIT_UNROLL
-      for (int k = 0; k < 3; ++k) node[d][k] = (base[d] + k - first[d]) * stride[d];
-    }
-  }
-
   // f(mesh_index, weight, offset[D]) for each node, x fastest.
   template <class F>
   PMKIT_HD PMKIT_FORCEINLINE void for_each(F&& f) const {
