@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "cuda/runtime.hpp"
@@ -26,6 +27,23 @@ double probe_median_ms(cuda::EventTimer& timer, F&& launch) {
   const double seconds = timer.median_seconds(nullptr, 7, launch);
   ck(cudaGetLastError(), "launch");
   return seconds * 1e3;
+}
+
+// Milliseconds a call of `call` in loops of `reps` calls queued back to back on
+// `stream` between two events (the median of 5 loops), after `warm_up` untimed calls.
+inline double loop_ms(cudaStream_t stream, int reps, const std::function<void()>& call, int warm_up = 1) {
+  cuda::EventTimer timer;
+  std::vector<double> t;
+  for (int w = 0; w < warm_up; ++w) call();
+  ck(cudaStreamSynchronize(stream), "warm-up");
+  for (int k = 0; k < 5; ++k) {
+    timer.start(stream);
+    for (int r = 0; r < reps; ++r) call();
+    timer.stop(stream);
+    t.push_back(1e3 * timer.seconds() / reps);
+  }
+  std::sort(t.begin(), t.end());
+  return t[2];
 }
 
 // The hardware probes' one option, --log2n K (2^K particles, default 24); exits with the

@@ -33,23 +33,8 @@ namespace {
 
 using namespace pmkit;
 using bench::ck;
+using bench::loop_ms;
 using cuda::DeviceBuffer;
-
-// Milliseconds per call of `call` in loops of `reps` calls on `stream` (median of 5).
-double loop_ms(cudaStream_t stream, int reps, const std::function<void()>& call) {
-  cuda::EventTimer timer;
-  std::vector<double> t;
-  call();
-  ck(cudaStreamSynchronize(stream), "warm-up");
-  for (int k = 0; k < 5; ++k) {
-    timer.start(stream);
-    for (int r = 0; r < reps; ++r) call();
-    timer.stop(stream);
-    t.push_back(1e3 * timer.seconds() / reps);
-  }
-  std::sort(t.begin(), t.end());
-  return t[2];
-}
 
 struct Row {
   const char* call;

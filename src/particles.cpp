@@ -2,6 +2,7 @@
 // update (pmkit/particle_step.hpp); the host's arrays (HostParticleMemory).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/arguments.hpp"
@@ -34,7 +35,9 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
   T* deposits() override { return deposits_.data(); }
   std::uint32_t* ids() override { return ids_.data(); }
   std::uint32_t* order() override { return order_.data(); }
-  const unsigned long long* rejected() override { return nullptr; }
+  StepRejection* rejection() override { return nullptr; }
+  void check_mesh(const void*, const char*, int) override {}
+  void clear(T* mesh, std::int64_t size) override { std::fill(mesh, mesh + size, T(0)); }
   void copy_in(T* to, View<const T> from) override {
     for (std::size_t k = 0; k < n_; ++k) to[k] = from[k];
   }
@@ -301,8 +304,35 @@ detail::AffineMeshes<V> affine_meshes(const Plan<T, D>& plan, const char* what, 
   return out;
 }
 
+// The meshes the step's pass interpolates or deposits on (each the plan's mesh_size() contiguous
+// values, in the plan's memory) into `out`.
+template <class T, int D, class V>
+void fused_meshes(const Plan<T, D>& plan, detail::ParticleMemory<T, D>& memory, const char* what,
+                  Span<View<V>> meshes, V* (&out)[detail::kMaxStepMeshes]) {
+  const detail::AffineMeshes<V> checked = affine_meshes(plan, what, meshes);
+  for (int m = 0; m < checked.count; ++m) {
+    memory.check_mesh(checked.mesh[m], what, m);
+    out[m] = checked.mesh[m];
+  }
+}
+
+// Whether a deposit's mesh shares memory with a mesh the step reads: then the pass
+// cannot deposit while other particles still read (the deposits run after it).
 template <class T, int D>
-detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, const StepShape& shape) {
+bool deposits_overlap_reads(const Plan<T, D>& plan, const StepMeshes<T>& meshes) {
+  const std::uintptr_t bytes = sizeof(T) * static_cast<std::uintptr_t>(plan.mesh_size());
+  const auto at = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  for (auto written : {meshes.deposits, meshes.affine_deposits})
+    for (const View<T>& w : written)
+      for (auto read : {meshes.values, meshes.gradients, meshes.affine_values})
+        for (const View<const T>& r : read)
+          if (w.data && r.data && at(w.data) < at(r.data) + bytes && at(r.data) < at(w.data) + bytes) return true;
+  return false;
+}
+
+template <class T, int D>
+detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, const StepShape& shape,
+                                                  detail::StepGather<T, D>& gather) {
   if (shape.properties != properties_)
     fail(ErrorCode::InvalidArgument, "step: the update declares ", shape.properties,
          " properties but the particles have ", properties_);
@@ -322,64 +352,100 @@ detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, c
   if (!plan_->has_points() || plan_->num_points() != n_)
     fail(ErrorCode::NotReady, "step: the plan holds ", plan_->has_points() ? plan_->num_points() : 0,
          " points but the particles are ", n_, ": assign the particles (and leave the plan's points to them)");
+  const detail::Layout<D> layout = detail::make_layout(plan_->grid(), plan_->kernel().ghost_width());
+  gather.layout = layout;
+  gather.axes = detail::step_axes(plan_->grid());
+  for (int d = 0; d < D; ++d) gather.spacing[d] = static_cast<T>(layout.axis[d].spacing);
+  // The pass interpolates, but in a CUDA plan's deterministic mode: there the plan's
+  // interp calls give the fields, the bits of the unfused calls. On CUDA it deposits
+  // too, but in deterministic mode (the plan's spread and the exact affine deposit give
+  // the same bits on every run).
+  gather.fused = !(on_device() && plan_->options().deterministic);
+  gather.fused_deposits = gather.fused && on_device() && shape.deposits + shape.affine_deposits > 0 &&
+                          !deposits_overlap_reads(*plan_, meshes);
   const int plain_fields = shape.values + D * shape.gradients;
-  memory_->reserve(n_, D + properties_, plain_fields + (1 + D) * shape.affine_values,
-                   shape.deposits + (1 + D) * shape.affine_deposits);
+  const int fields = gather.fused ? 0 : plain_fields + (1 + D) * shape.affine_values;
+  const int deposits = gather.fused_deposits ? 0 : shape.deposits + (1 + D) * shape.affine_deposits;
+  memory_->reserve(n_, D + properties_, fields, deposits);
   shape_ = shape;
-  T* fields = memory_->fields();
-  if (shape.values > 0) {
-    std::vector<View<T>> out;
-    for (int i = 0; i < shape.values; ++i) out.emplace_back(fields + i * n_, n_);
-    guard([&] { plan_->interp(meshes.values, Span<View<T>>(out)); });
+  deposits_in_pass_ = gather.fused_deposits;
+  // Checked before the step moves anything.
+  gather.affine_deposits = affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits);
+  if (gather.fused_deposits) {
+    fused_meshes(*plan_, *memory_, "deposits", meshes.deposits, gather.deposits);
+    for (int m = 0; m < gather.affine_deposits.count; ++m)
+      memory_->check_mesh(gather.affine_deposits.mesh[m], "affine_deposits", m);
+    if (meshes.deposit_mode == Accumulate::Overwrite) {
+      for (int m = 0; m < shape.deposits; ++m) memory_->clear(gather.deposits[m], plan_->mesh_size());
+      for (int m = 0; m < gather.affine_deposits.count; ++m)
+        memory_->clear(gather.affine_deposits.mesh[m], plan_->mesh_size());
+    }
   }
-  if (shape.gradients > 0) {
-    std::vector<View<T>> out;
-    for (int i = 0; i < D * shape.gradients; ++i) out.emplace_back(fields + (shape.values + i) * n_, n_);
-    guard([&] { plan_->interp_gradient(meshes.gradients, Span<View<T>>(out)); });
+  if (gather.fused) {
+    fused_meshes(*plan_, *memory_, "values", meshes.values, gather.values);
+    fused_meshes(*plan_, *memory_, "gradients", meshes.gradients, gather.gradients);
+    gather.affine = affine_meshes(*plan_, "affine_values", meshes.affine_values);
+    for (int m = 0; m < gather.affine.count; ++m) memory_->check_mesh(gather.affine.mesh[m], "affine_values", m);
+  } else {
+    T* out = memory_->fields();
+    if (shape.values > 0) {
+      std::vector<View<T>> views;
+      for (int i = 0; i < shape.values; ++i) views.emplace_back(out + i * n_, n_);
+      guard([&] { plan_->interp(meshes.values, Span<View<T>>(views)); });
+    }
+    if (shape.gradients > 0) {
+      std::vector<View<T>> views;
+      for (int i = 0; i < D * shape.gradients; ++i) views.emplace_back(out + (shape.values + i) * n_, n_);
+      guard([&] { plan_->interp_gradient(meshes.gradients, Span<View<T>>(views)); });
+    }
+    if (shape.affine_values > 0 && n_ > 0)
+      memory_->affine_gather(layout, state(current_), affine_meshes(*plan_, "affine_values", meshes.affine_values),
+                             out + plain_fields * n_);
   }
-  affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits);  // checked before the step moves anything
-  if (shape.affine_values > 0 && n_ > 0)
-    memory_->affine_gather(detail::make_layout(plan_->grid(), plan_->kernel().ghost_width()), state(current_),
-                           affine_meshes(*plan_, "affine_values", meshes.affine_values), fields + plain_fields * n_);
   detail::StepArrays<T> a;
   a.n = n_;
   a.in = state(current_);
   a.out = state(1 - current_);
-  a.fields = fields;
+  a.fields = memory_->fields();
   a.deposits = memory_->deposits();
   a.ids = memory_->ids();
-  a.rejected = memory_->rejected();
+  a.rejection = memory_->rejection();
+  a.good_buffer = current_;
   return a;
 }
 
 template <class T, int D>
-void Particles<T, D>::share_on_host(void (*range)(const void*, std::size_t, std::size_t), const void* context) const {
+unsigned long long Particles<T, D>::share_on_host(unsigned long long (*range)(const void*, std::size_t, std::size_t),
+                                                  const void* context) const {
   const std::size_t threads = static_cast<std::size_t>(detail::openmp_threads(plan_->options().num_threads));
   const std::size_t parts = std::max<std::size_t>(1, std::min(threads, n_ / 1024 + 1));
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(parts);
+  unsigned long long first = kNoRejection;
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1) reduction(min : first)
 #endif
   for (std::ptrdiff_t part = 0; part < count; ++part) {
     const std::size_t p = static_cast<std::size_t>(part);
-    range(context, n_ * p / parts, n_ * (p + 1) / parts);
+    first = std::min(first, range(context, n_ * p / parts, n_ * (p + 1) / parts));
   }
+  return first;
 }
 
+// After the step's pass, which checked and wrapped the new positions (bad_slot: the
+// host's first bad one; a device records its own).
 template <class T, int D>
-void Particles<T, D>::end_step(const StepMeshes<T>& meshes) {
+void Particles<T, D>::end_step(const StepMeshes<T>& meshes, unsigned long long bad_slot) {
   const int next = 1 - current_;
-  const unsigned long long bad = memory_->check_positions(state(next), current_);
-  if (bad != kNoRejection) reject(static_cast<std::size_t>(bad), next, true);
+  if (bad_slot != kNoRejection) reject(static_cast<std::size_t>(bad_slot), next, true);
   std::array<View<const T>, D> x;
   for (int d = 0; d < D; ++d) x[d] = View<const T>(state(next) + d * n_, n_);
   guard([&] { plan_->update_points(x); });
-  if (shape_.deposits > 0) {
+  if (shape_.deposits > 0 && !deposits_in_pass_) {
     std::vector<View<const T>> q;
     for (int i = 0; i < shape_.deposits; ++i) q.emplace_back(memory_->deposits() + i * n_, n_);
     guard([&] { plan_->spread(Span<View<const T>>(q), meshes.deposits, meshes.deposit_mode); });
   }
-  if (shape_.affine_deposits > 0)
+  if (shape_.affine_deposits > 0 && !deposits_in_pass_)
     memory_->affine_spread(detail::make_layout(plan_->grid(), plan_->kernel().ghost_width()), state(next),
                            memory_->deposits() + shape_.deposits * n_,
                            affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits), plan_->mesh_size(),

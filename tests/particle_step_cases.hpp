@@ -114,7 +114,9 @@ struct StepCase {
 
   // A periodic grid of `cells` cells an axis.
   StepCase(const Options& options, const Kernel& kernel, std::int64_t cells = 16)
-      : grid(Grid<D>::periodic(uniform(cells))),
+      : StepCase(options, kernel, Grid<D>::periodic(uniform(cells))) {}
+  StepCase(const Options& options, const Kernel& kernel, const Grid<D>& on)
+      : grid(on),
         fused_plan(grid, kernel, options), plain_plan(grid, kernel, options), host(grid, n, 5),
         mesh_size(static_cast<std::size_t>(fused_plan.mesh_size())) {
     std::mt19937 rng(9);

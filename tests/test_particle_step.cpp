@@ -24,6 +24,21 @@ TEST(ParticleStep, MatchesTheUnfusedCallsOverManySteps2DFloat) {
   c.run(40);
 }
 
+TEST(ParticleStep, MatchesTheUnfusedCallsWithTscInFloat3D) {
+  StepCase<float, 3> c(Options{}, Kernel::tsc(), 12);
+  c.run(30);
+}
+
+// Spacings 0.375 and 0.3 and an origin off zero: the coordinates of the pass and of the plan's
+// binning from the same arithmetic, the gradients divided by the spacing alike.
+TEST(ParticleStep, MatchesTheUnfusedCallsOnAShiftedGridWithAWideKernel2D) {
+  Grid<2> grid = Grid<2>::periodic({20, 24}, 0.375);
+  grid.origin = {-1.25, 3.5};
+  grid.spacing = {0.375, 0.3};
+  StepCase<double, 2> c(Options{}, Kernel::bspline(5), grid);
+  c.run(30);
+}
+
 TEST(ParticleStep, KeepsTheParticlesInBinnedOrder) {
   StepCase<double, 3> c(Options{}, Kernel::mp4());
   c.run(10);

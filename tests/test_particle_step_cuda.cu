@@ -32,6 +32,13 @@ struct DeviceMemory {
     return host;
   }
   template <class U>
+  static std::vector<U> download_view(View<const U> from, std::size_t n) {
+    std::vector<U> host(n);
+    cuda::check(cudaDeviceSynchronize(), "test");
+    cuda::check(cudaMemcpy(host.data(), from.data, n * sizeof(U), cudaMemcpyDeviceToHost), "test download");
+    return host;
+  }
+  template <class U>
   static View<U> view(DeviceBuffer<U>& a, std::size_t n) {
     return View<U>(a.get(), n);
   }
@@ -55,6 +62,17 @@ TEST(CudaParticleStep, MatchesTheUnfusedCallsToRounding) {
   c.run(40, cuda_step<float, 3>, false, false);
 }
 
+// The pass's own interpolation on a grid of spacings that are not powers of two, off the
+// origin, with tiles of 32^2 crossed.
+TEST(CudaParticleStep, MatchesTheUnfusedCallsToRoundingOnAShiftedGrid2D) {
+  PMKIT_REQUIRE_GPU();
+  Grid<2> grid = Grid<2>::periodic({72, 40}, 0.375);
+  grid.origin = {-1.25, 3.5};
+  grid.spacing = {0.375, 0.3};
+  StepCase<double, 2, DeviceMemory> c(cuda_options(false), Kernel::bspline(3), grid);
+  c.run(30, cuda_step<double, 2>, false, false);
+}
+
 TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode3D) {
   PMKIT_REQUIRE_GPU();
   StepCase<float, 3, DeviceMemory> c(cuda_options(true), Kernel::mp4());
@@ -72,6 +90,59 @@ TEST(CudaParticleStep, RunsTheFunctorOnTheHostForACpuPlan) {
   c.run(5, [](Particles<double, 3>& p, const StepUpdate<double, 3>& u, const StepMeshes<double>& m) {
     cuda::step(p, u, m);
   });
+}
+
+// Reads a mesh and deposits onto one.
+struct ReadAndDeposit {
+  static constexpr int properties = 3;
+  static constexpr int values = 1;
+  static constexpr int deposits = 1;
+  PMKIT_HD void operator()(StepParticleFor<float, 3, ReadAndDeposit>& p) const {
+    for (int d = 0; d < 3; ++d) {
+      p.prop[d] += 0.25f * p.value[0];
+      p.x[d] += 0.5f * p.prop[d];
+    }
+    p.deposit[0] = 1.0f + p.value[0];
+  }
+};
+
+// A step that deposits onto the mesh it interpolates reads the mesh as it was (its
+// deposits run after the pass): the same particles as a step that reads a copy of the
+// mesh and deposits onto another, and the same deposit to rounding.
+TEST(CudaParticleStep, DepositsOntoAMeshItReadsAsOntoAnother) {
+  PMKIT_REQUIRE_GPU();
+  const Grid<3> grid = Grid<3>::periodic({16, 16, 16});
+  Plan<float, 3> shared_plan(grid, Kernel::tsc(), cuda_options(false)), apart_plan(grid, Kernel::tsc(),
+                                                                                    cuda_options(false));
+  const std::size_t n = 2000, size = static_cast<std::size_t>(shared_plan.mesh_size());
+  HostParticles<float, 3> host(grid, n, 6);
+  std::vector<float> field(size);
+  for (std::size_t i = 0; i < size; ++i) field[i] = std::sin(0.37f * static_cast<float>(i));
+  std::array<DeviceBuffer<float>, 3> x, v;
+  for (int d = 0; d < 3; ++d) {
+    DeviceMemory::upload(x[d], host.x[d]);
+    DeviceMemory::upload(v[d], host.v[d]);
+  }
+  const Plan<float, 3>::Positions positions{device_cview(x[0]), device_cview(x[1]), device_cview(x[2])};
+  const std::vector<View<const float>> velocities{device_cview(v[0]), device_cview(v[1]), device_cview(v[2])};
+  Particles<float, 3> shared(shared_plan, 3), apart(apart_plan, 3);
+  shared.assign(positions, velocities);
+  apart.assign(positions, velocities);
+  DeviceBuffer<float> mesh, copy, deposit;
+  for (int s = 0; s < 5; ++s) {
+    DeviceMemory::upload(mesh, field);
+    DeviceMemory::upload(copy, field);
+    DeviceMemory::upload(deposit, field);
+    cuda::step(shared, ReadAndDeposit{}, {{device_cview(mesh)}, {}, {device_view(mesh)}});
+    cuda::step(apart, ReadAndDeposit{}, {{device_cview(copy)}, {}, {device_view(deposit)}});
+    const std::vector<float> a = DeviceMemory::download(mesh, size), b = DeviceMemory::download(deposit, size);
+    for (std::size_t i = 0; i < size; ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * (1 + std::abs(b[i]))) << "node " << i;
+  }
+  for (int d = 0; d < 3; ++d) {
+    const std::vector<float> a = DeviceMemory::download_view(shared.positions()[d], n);
+    const std::vector<float> b = DeviceMemory::download_view(apart.positions()[d], n);
+    EXPECT_EQ(a, b) << "positions, axis " << d;
+  }
 }
 
 // Puts particle `bad` at NaN on its first axis.

@@ -38,6 +38,8 @@
 #include <type_traits>
 
 #include "pmkit/config.hpp"
+#include "pmkit/detail/step_gather.hpp"
+#include "pmkit/kernels.hpp"
 #include "pmkit/plan.hpp"
 
 namespace pmkit {
@@ -76,6 +78,8 @@ struct StepCounts {
                     affine_deposits >= 0,
                 "a step's counts are not negative");
   static_assert(affine_values <= 8 && affine_deposits <= 8, "a step has at most 8 affine meshes of each kind");
+  static_assert(values <= 8 && gradients <= 8 && deposits <= 8,
+                "a step takes at most 8 meshes of values, 8 of gradients and 8 of deposits");
 };
 
 // One particle as the update functor sees it. Arrays of a count 0 have one unused entry.
@@ -133,34 +137,39 @@ struct StepMeshes {
 };
 
 namespace detail {
+// A position that a step's update left bad, recorded on a device: the first bad slot
+// (kNoRejection: none), and the state buffer that holds the particles before that step.
+struct StepRejection {
+  unsigned long long slot;
+  int good_buffer;
+};
+constexpr unsigned long long kNoRejection = ~0ull;
+
 // What the update pass reads and writes, contiguous arrays of n in binned order.
 template <class T>
 struct StepArrays {
   std::size_t n = 0;
   const T* in = nullptr;  // the positions (D arrays), then the properties
   T* out = nullptr;       // the same for the new state
-  // The values (one array a mesh), then D arrays a gradient mesh, then an array an affine
-  // value, then D arrays an affine moment.
+  // Where the plan's interp calls ran (StepGather::fused false): the values (one array a
+  // mesh), then D arrays a gradient mesh, then an array an affine value, then D arrays
+  // an affine moment.
   const T* fields = nullptr;
   // One array a deposited quantity, then one an affine deposit, then D a slope.
   T* deposits = nullptr;
   const std::uint32_t* ids = nullptr;
-  // Device memory on a CUDA plan: not kNoRejection once a step has left a bad position
-  // (found on the device, reported later), after which the passes write nothing.
-  const unsigned long long* rejected = nullptr;
+  // Device memory on a CUDA plan: the record of a bad position (its slot kNoRejection
+  // while there is none; once a step has left one, the passes write nothing), and the
+  // state buffer this step starts from, which a rejection keeps.
+  StepRejection* rejection = nullptr;
+  int good_buffer = 0;
 };
-constexpr unsigned long long kNoRejection = ~0ull;
 
-// One particle's update: its state and fields loaded, the functor, its new state stored.
-template <class T, int D, class Update>
-PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::size_t k, const Update& update) {
+// The fields that the plan's interp calls wrote for slot k.
+template <int D, class Update, class T, class Particle>
+PMKIT_HD PMKIT_FORCEINLINE void load_fields(const StepArrays<T>& a, std::size_t k, Particle& p) {
   using C = StepCounts<Update>;
   const std::size_t n = a.n;
-  StepParticleFor<T, D, Update> p;
-  PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) p.x[d] = a.in[d * n + k];
-  PMKIT_UNROLL
-  for (int i = 0; i < C::properties; ++i) p.prop[i] = a.in[(D + i) * n + k];
   PMKIT_UNROLL
   for (int i = 0; i < C::values; ++i) p.value[i] = a.fields[i * n + k];
   PMKIT_UNROLL
@@ -176,6 +185,25 @@ PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::siz
     for (int d = 0; d < D; ++d)
       p.affine_moment[m][d] = a.fields[(affine_fields + C::affine_values + D * m + d) * n + k];
   }
+}
+
+// One particle's step: its state loaded, its fields interpolated (kFused: from the
+// meshes at its position, kernel K) or loaded, the functor, its new position checked and
+// wrapped, its new state stored (its deposits stay in p). Returns whether the new
+// position is good (a bad one is stored as the update left it).
+template <class K, bool kFused, class T, int D, class Update>
+PMKIT_HD PMKIT_FORCEINLINE bool update_particle(const StepArrays<T>& a, const StepGather<T, D>& g, std::size_t k,
+                                                const Update& update, StepParticleFor<T, D, Update>& p) {
+  using C = StepCounts<Update>;
+  const std::size_t n = a.n;
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) p.x[d] = a.in[d * n + k];
+  PMKIT_UNROLL
+  for (int i = 0; i < C::properties; ++i) p.prop[i] = a.in[(D + i) * n + k];
+  if constexpr (kFused)
+    gather_fields<K, C::values, C::gradients, C::affine_values>(g, p);
+  else
+    load_fields<D, Update>(a, k, p);
   PMKIT_UNROLL
   for (int i = 0; i < C::deposits; ++i) p.deposit[i] = T(0);
   PMKIT_UNROLL
@@ -186,10 +214,22 @@ PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::siz
   }
   p.id = a.ids[k];
   update(p);
+  bool good = true;
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) good = wrap_position(p.x[d], g.axes[d]) && good;
   PMKIT_UNROLL
   for (int d = 0; d < D; ++d) a.out[d * n + k] = p.x[d];
   PMKIT_UNROLL
   for (int i = 0; i < C::properties; ++i) a.out[(D + i) * n + k] = p.prop[i];
+  return good;
+}
+
+// A particle's deposits into the arrays that the library's deposit passes read.
+template <class T, int D, class Update>
+PMKIT_HD PMKIT_FORCEINLINE void store_deposits(const StepArrays<T>& a, std::size_t k,
+                                               const StepParticleFor<T, D, Update>& p) {
+  using C = StepCounts<Update>;
+  const std::size_t n = a.n;
   PMKIT_UNROLL
   for (int i = 0; i < C::deposits; ++i) a.deposits[i * n + k] = p.deposit[i];
   PMKIT_UNROLL
@@ -199,6 +239,27 @@ PMKIT_HD PMKIT_FORCEINLINE void update_particle(const StepArrays<T>& a, std::siz
     for (int d = 0; d < D; ++d)
       a.deposits[(C::deposits + C::affine_deposits + D * i + d) * n + k] = p.affine_slope[i][d];
   }
+}
+
+// Calls f(K{}, fused, deposit) (std::true_type or std::false_type) for the pass: K the
+// plan's kernel where the pass interpolates or deposits with it (one instantiation a
+// kernel), else one instantiation; deposit only where kMayDeposit (a device's pass) and
+// the step's meshes take the deposits in the pass.
+template <class Update, bool kMayDeposit, class T, int D, class F>
+void with_step_kernel(const Kernel& kernel, const StepGather<T, D>& g, F&& f) {
+  using C = StepCounts<Update>;
+  if (!g.fused) return f(kernels::BSpline<2>{}, std::false_type{}, std::false_type{});
+  const bool deposit = g.fused_deposits && C::deposits + C::affine_deposits > 0;
+  const auto with = [&](auto k) {
+    if constexpr (kMayDeposit) {
+      if (deposit) return f(k, std::true_type{}, std::true_type{});
+    }
+    f(k, std::true_type{}, std::false_type{});
+  };
+  if (C::values > 0 || C::gradients > 0 || (deposit && C::deposits > 0))
+    kernels::dispatch(kernel, with);
+  else
+    with(kernels::BSpline<2>{});
 }
 
 template <class T, int D>
@@ -245,9 +306,11 @@ class Particles {
 
  private:
   friend struct detail::ParticlesAccess;
-  detail::StepArrays<T> begin_step(const StepMeshes<T>& meshes, const StepShape& shape);
-  void end_step(const StepMeshes<T>& meshes);
-  void share_on_host(void (*range)(const void*, std::size_t, std::size_t), const void* context) const;
+  detail::StepArrays<T> begin_step(const StepMeshes<T>& meshes, const StepShape& shape,
+                                   detail::StepGather<T, D>& gather);
+  void end_step(const StepMeshes<T>& meshes, unsigned long long bad_slot);
+  unsigned long long share_on_host(unsigned long long (*range)(const void*, std::size_t, std::size_t),
+                                   const void* context) const;
   T* state(int buffer) const;
   void put_in_binned_order(int from);
   void bind();
@@ -262,63 +325,82 @@ class Particles {
   std::size_t n_ = 0;
   int current_ = 0;  // the state buffer (0 or 1) that holds the particles
   StepShape shape_;
+  bool deposits_in_pass_ = false;  // the step's pass deposits (a CUDA plan's fast mode)
   std::unique_ptr<detail::ParticleMemory<T, D>> memory_;
 };
 
 namespace detail {
 struct ParticlesAccess {
   template <class T, int D>
-  static StepArrays<T> begin(Particles<T, D>& p, const StepMeshes<T>& meshes, const StepShape& shape) {
-    return p.begin_step(meshes, shape);
+  static StepArrays<T> begin(Particles<T, D>& p, const StepMeshes<T>& meshes, const StepShape& shape,
+                             StepGather<T, D>& gather) {
+    return p.begin_step(meshes, shape, gather);
   }
+  // bad_slot: the first slot the host's pass found bad, or kNoRejection (a device's pass
+  // records its own).
   template <class T, int D>
-  static void end(Particles<T, D>& p, const StepMeshes<T>& meshes) {
-    p.end_step(meshes);
+  static void end(Particles<T, D>& p, const StepMeshes<T>& meshes, unsigned long long bad_slot) {
+    p.end_step(meshes, bad_slot);
   }
 
   // The slots [0, n) in ranges over the library's threads (the plan's num_threads):
-  // range(context, begin, end) on each.
+  // range(context, begin, end) on each; the least of their returns.
   template <class T, int D>
-  static void share(const Particles<T, D>& p, void (*range)(const void*, std::size_t, std::size_t),
-                    const void* context) {
-    p.share_on_host(range, context);
+  static unsigned long long share(const Particles<T, D>& p,
+                                  unsigned long long (*range)(const void*, std::size_t, std::size_t),
+                                  const void* context) {
+    return p.share_on_host(range, context);
   }
 };
 
-// The update on the host: the library's threads each take a range of slots, so that the
-// caller's file needs no OpenMP.
-template <class T, int D, class Update>
-void host_update(const Particles<T, D>& particles, const StepArrays<T>& a, const Update& update) {
+// The step's pass on the host: the library's threads each take a range of slots, so
+// that the caller's file needs no OpenMP. Returns the first slot whose new position is
+// bad, or kNoRejection.
+template <class K, bool kFused, class T, int D, class Update>
+unsigned long long host_update(const Particles<T, D>& particles, const StepArrays<T>& a, const StepGather<T, D>& g,
+                               const Update& update) {
   struct Context {
     const StepArrays<T>* a;
+    const StepGather<T, D>* g;
     const Update* update;
-  } context{&a, &update};
-  ParticlesAccess::share(
+  } context{&a, &g, &update};
+  return ParticlesAccess::share(
       particles,
       [](const void* c, std::size_t begin, std::size_t end) {
         const Context& ctx = *static_cast<const Context*>(c);
-        for (std::size_t k = begin; k < end; ++k) update_particle<T, D>(*ctx.a, k, *ctx.update);
+        for (std::size_t k = begin; k < end; ++k) {
+          StepParticleFor<T, D, Update> p;
+          if (!update_particle<K, kFused>(*ctx.a, *ctx.g, k, *ctx.update, p)) return static_cast<unsigned long long>(k);
+          store_deposits<T, D, Update>(*ctx.a, k, p);
+        }
+        return kNoRejection;
       },
       &context);
 }
 }  // namespace detail
 
-// One step on a CPU plan: the fields at every particle (meshes.values, meshes.gradients),
-// `update` on each particle, the new positions checked (finite, inside bounded axes;
+// One step on a CPU plan, one pass over the particles in binned order: at each particle
+// the fields (meshes.values, meshes.gradients, meshes.affine_values) interpolated at its
+// position, `update`, and its new position checked (finite, inside bounded axes;
 // NonFinitePosition or OutOfBounds naming the particle, the state kept as it was) and
-// wrapped into the domain on periodic axes, the plan's update_points, the deposits
-// spread at the new positions, and the particles put back in binned order where the
-// update re-binned them. The counts of `meshes` are the functor's (SizeMismatch). A
-// CUDA plan takes pmkit::cuda::step, in pmkit/cuda/particle_step.cuh (Unsupported here).
+// wrapped into the domain on periodic axes; then the plan's update_points, the deposits
+// at the new positions, and the particles put back in binned order where the update
+// re-binned them. The fields are those of the plan's interp calls to the bit. The counts
+// of `meshes` are the functor's (SizeMismatch). A CUDA plan takes pmkit::cuda::step, in
+// pmkit/cuda/particle_step.cuh (Unsupported here).
 template <class T, int D, class Update>
 void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>& meshes = {}) {
   if (particles.plan().options().backend != Backend::Cpu)
     detail::fail(ErrorCode::Unsupported,
                  "pmkit::step runs the update on the host, so on a CPU plan; on a CUDA plan include "
                  "pmkit/cuda/particle_step.cuh in a file compiled by nvcc and call pmkit::cuda::step");
-  const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>());
-  detail::host_update<T, D>(particles, a, update);
-  detail::ParticlesAccess::end(particles, meshes);
+  detail::StepGather<T, D> g;
+  const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>(), g);
+  unsigned long long bad = detail::kNoRejection;
+  detail::with_step_kernel<Update, false>(particles.plan().kernel(), g, [&](auto k, auto fused, auto) {
+    bad = detail::host_update<decltype(k), decltype(fused)::value, T, D>(particles, a, g, update);
+  });
+  detail::ParticlesAccess::end(particles, meshes, bad);
 }
 
 }  // namespace pmkit

@@ -7,46 +7,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/affine_stencil.hpp"
-#include "core/wrap.hpp"
+#include "pmkit/detail/affine_stencil.hpp"
+#include "pmkit/detail/step_gather.hpp"
 #include "pmkit/particle_step.hpp"
 
 namespace pmkit::detail {
-
-// One axis of the domain as the step's position check sees it.
-struct StepAxis {
-  double origin = 0;
-  double extent = 0;
-  bool periodic = true;
-};
-template <int D>
-struct StepAxes {
-  StepAxis axis[D];
-  PMKIT_HD const StepAxis& operator[](int d) const { return axis[d]; }
-};
-template <int D>
-StepAxes<D> step_axes(const Grid<D>& grid) {
-  StepAxes<D> axes;
-  for (int d = 0; d < D; ++d)
-    axes.axis[d] = {grid.origin[d], grid.spacing[d] * static_cast<double>(grid.cells[d]),
-                    grid.boundary[d] == Boundary::Periodic};
-  return axes;
-}
-
-// A new position on one axis: false where it is not finite or outside a bounded axis;
-// on a periodic axis wrapped into [origin, origin + extent) (left as it is where it lies
-// there already).
-template <class T>
-PMKIT_HD inline bool wrap_position(T& x, const StepAxis& axis) {
-  const double offset = static_cast<double>(x) - axis.origin;
-  double u = offset;
-  if (!wrap_coordinate(u, axis.extent, axis.periodic)) return false;
-  if (u == offset) return true;
-  T wrapped = static_cast<T>(axis.origin + u);
-  if (!(static_cast<double>(wrapped) - axis.origin < axis.extent)) wrapped = static_cast<T>(axis.origin);
-  x = wrapped;
-  return true;
-}
 
 template <class T, int D>
 class ParticleMemory {
@@ -60,16 +25,19 @@ class ParticleMemory {
   virtual T* deposits() = 0;
   virtual std::uint32_t* ids() = 0;
   virtual std::uint32_t* order() = 0;
-  virtual const unsigned long long* rejected() = 0;
+  virtual StepRejection* rejection() = 0;
+  // Zeroes `size` values of a mesh (in stream order on a device).
+  virtual void clear(T* mesh, std::int64_t size) = 0;
+  // Refuses a mesh the step's pass reads that is not in this memory (a device's).
+  virtual void check_mesh(const void* data, const char* what, int index) = 0;
   // to[k] = from[k] for the n particles.
   virtual void copy_in(T* to, View<const T> from) = 0;
   // to[ids[k]] = from[k].
   virtual void copy_out(View<T> to, const T* from) = 0;
   virtual void fill_ids() = 0;
-  // Checks and wraps the D position arrays at x (wrap_position). The host: returns the
-  // first bad slot, or kNoRejection. A device: records the first bad slot and
-  // `good_buffer` (the state buffer before the step) for take_rejection, and returns
-  // kNoRejection.
+  // Checks and wraps the D position arrays at x (wrap_position), for assign. The host:
+  // returns the first bad slot, or kNoRejection. A device: records the first bad slot
+  // and `good_buffer` for take_rejection, and returns kNoRejection.
   virtual unsigned long long check_positions(T* x, int good_buffer) = 0;
   // to[j n + k] = from[j n + order[k]] for `arrays` arrays, and the ids by the same
   // order; nothing once a rejection is recorded.

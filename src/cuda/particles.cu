@@ -6,11 +6,12 @@
 #include <cuda_runtime.h>
 
 #include <array>
-#include <climits>
 #include <memory>
+#include <string>
 
 #include "core/particle_memory.hpp"
 #include "cuda/kernels/fixed_point.cuh"
+#include "pmkit/detail/cuda/step_deposit.cuh"
 #include "cuda/runtime.hpp"
 
 namespace pmkit::cuda {
@@ -20,12 +21,7 @@ using detail::kNoRejection;
 
 constexpr int kThreads = 256;
 
-// The record of a rejected position: the first bad slot, and the state buffer that
-// holds the particles before the step that left it.
-struct Rejection {
-  unsigned long long slot;
-  int good_buffer;
-};
+using Rejection = detail::StepRejection;
 
 unsigned blocks(std::size_t n) {
   const std::size_t b = (n + kThreads - 1) / kThreads;
@@ -90,78 +86,29 @@ __global__ void affine_gather_kernel(detail::Layout<D> layout, const T* x, detai
 }
 
 // The affine deposit: one thread a binned particle, each block's particles (a tile's,
-// or two tiles' in binned order) summed into a box of nodes in shared memory, which is
-// then added to the meshes, one atomic a node touched; a block whose nodes do not fit
-// (particles across a periodic seam, or far apart) adds each particle's nodes to the
-// meshes directly.
+// or two tiles' in binned order) summed into a box of nodes in shared memory where it
+// fits (detail::block_deposit).
 constexpr int kSpreadThreads = 256;
-constexpr std::size_t kSpreadSharedBytes = 46 * 1024;  // with the static bounds, within the 48 KB a block gets unasked
 
 template <class T, int D>
 __global__ void __launch_bounds__(kSpreadThreads)
     affine_spread_kernel(detail::Layout<D> layout, const T* x, const T* q, detail::AffineMeshes<T> meshes,
                          std::size_t n, const Rejection* rejection) {
   if (rejection->slot != kNoRejection) return;
-  extern __shared__ unsigned char shared_bytes[];
-  T* box = reinterpret_cast<T*>(shared_bytes);
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
   __shared__ int first[D], last[D];
-  if (threadIdx.x < D) {
-    first[threadIdx.x] = INT_MAX;
-    last[threadIdx.x] = INT_MIN;
-  }
-  __syncthreads();
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   const bool active = k < n;
   T position[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) position[d] = x[d * n + (active ? k : 0)];
-  detail::AffineStencil<D, T> stencil(layout, position);
-  if (active) {
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-      atomicMin(&first[d], stencil.base[d]);
-      atomicMax(&last[d], stencil.base[d]);
-    }
-  }
-  __syncthreads();
-  const int count = meshes.count;
-  std::int64_t stride[D], nodes = 1;
-#pragma unroll
-  for (int d = 0; d < D; ++d) {
-    stride[d] = nodes;
-    nodes *= static_cast<std::int64_t>(last[d]) - first[d] + 3;
-  }
-  if (nodes * count * static_cast<std::int64_t>(sizeof(T)) > static_cast<std::int64_t>(kSpreadSharedBytes)) {
-    if (active)
-      detail::affine_spread_stencil(stencil, q, count, n, k,
-                                    [&](int m, std::int64_t i, T value) { atomicAdd(meshes.mesh[m] + i, value); });
-    return;
-  }
-  const int values = static_cast<int>(nodes) * count;
-  for (int j = threadIdx.x; j < values; j += blockDim.x) box[j] = T(0);
-  __syncthreads();
-  if (active) {
-    int lowest[D];
-#pragma unroll
-    for (int d = 0; d < D; ++d) lowest[d] = first[d];
-    stencil.relocate(lowest, stride);
-    detail::affine_spread_stencil(stencil, q, count, n, k,
-                                  [&](int m, std::int64_t i, T value) { atomicAdd(box + m * nodes + i, value); });
-  }
-  __syncthreads();
-  for (int j = threadIdx.x; j < values; j += blockDim.x) {
-    const T value = box[j];
-    if (value == T(0)) continue;
-    const int m = j / static_cast<int>(nodes);
-    std::int64_t rest = j - static_cast<std::int64_t>(m) * nodes, index = 0;
-#pragma unroll
-    for (int d = D - 1; d >= 0; --d) {
-      const std::int64_t along = rest / stride[d];
-      rest -= along * stride[d];
-      index += layout.axis[d].node(first[d] + static_cast<int>(along)) * layout.stride[d];
-    }
-    atomicAdd(meshes.mesh[m] + index, value);
-  }
+  const detail::AffineStencil<D, T> stencil(layout, position);
+  detail::block_deposit<D>(layout, meshes.mesh, meshes.count, 3, active, stencil.base,
+                           reinterpret_cast<T*>(shared_bytes), detail::kDepositBoxBytes, first, last,
+                           [&](const detail::Layout<D>& where, auto&& add) {
+                             detail::affine_spread_stencil(detail::AffineStencil<D, T>(where, position), q,
+                                                           meshes.count, n, k, add);
+                           });
 }
 
 // The deterministic affine deposit: every node's contributions scaled by one power of
@@ -248,7 +195,14 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
   T* deposits() override { return deposits_.get(); }
   std::uint32_t* ids() override { return ids_.get(); }
   std::uint32_t* order() override { return order_.get(); }
-  const unsigned long long* rejected() override { return &rejection_.get()->slot; }
+  Rejection* rejection() override { return rejection_.get(); }
+  void clear(T* mesh, std::int64_t size) override {
+    const DeviceScope on_device(options_->device);
+    check(cudaMemsetAsync(mesh, 0, sizeof(T) * static_cast<std::size_t>(size), stream()), "pmkit::step (a deposit's mesh)");
+  }
+  void check_mesh(const void* data, const char* what, int index) override {
+    checked_meshes_.require(data, (std::string("step: meshes.") + what).c_str(), static_cast<std::size_t>(index));
+  }
   void copy_in(T* to, View<const T> from) override {
     if (n_ == 0) return;
     require_device(from.data, "Particles::assign's arrays", 0);
@@ -314,7 +268,8 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
               "pmkit::step (the affine deposit's meshes)");
     if (n_ == 0) return;
     const std::size_t spread_blocks = (n_ + kSpreadThreads - 1) / kSpreadThreads;
-    affine_spread_kernel<T, D><<<static_cast<unsigned>(spread_blocks), kSpreadThreads, kSpreadSharedBytes, stream()>>>(
+    affine_spread_kernel<T, D><<<static_cast<unsigned>(spread_blocks), kSpreadThreads, detail::kDepositBoxBytes,
+                                 stream()>>>(
         layout, x, q, meshes, n_, rejection_.get());
     check_launch("pmkit::step (the affine deposit)");
   }
@@ -360,6 +315,7 @@ class DeviceParticleMemory final : public detail::ParticleMemory<T, D> {
   DeviceBuffer<Rejection> rejection_;
   DeviceBuffer<long long> exact_sums_;
   DeviceBuffer<unsigned long long> exact_bound_;
+  DevicePointerCheck checked_meshes_;
 };
 
 }  // namespace

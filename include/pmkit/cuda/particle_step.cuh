@@ -1,12 +1,19 @@
 #pragma once
 // The particle step for a caller's update functor on either backend. Include this from a
 // file compiled by nvcc and call pmkit::cuda::step(particles, update, meshes): on a CUDA
-// plan the update runs in a kernel compiled here for the functor, one thread a particle
-// in binned order, on the plan's stream, without a host wait; on a CPU plan it is
-// pmkit::step (pmkit/particle_step.hpp), the functor called on the host. The functor's
-// operator() is therefore PMKIT_HD (__host__ __device__ under nvcc). Everything of the
-// step but the update (the interpolation, the position check and wrap, update_points, the
-// deposit's spread, the binned order) is compiled into the library.
+// plan the step's pass runs in a kernel compiled here for the functor, one thread a
+// particle in binned order, on the plan's stream, without a host wait: the fields
+// interpolated at the particle's position, the functor, the new position checked and
+// wrapped, and the functor's deposits added at the new position (each block's summed in
+// shared memory first); on a CPU plan it is pmkit::step (pmkit/particle_step.hpp), the
+// same pass on the host without the deposits. The functor's operator() is therefore
+// PMKIT_HD (__host__ __device__ under nvcc). The rest of the step (update_points, the
+// binned order) is compiled into the library. In deterministic mode the fields come
+// from the plan's interp calls before the pass, and the deposits go through the plan's
+// spread and the exact affine deposit after it, so that a step gives the unfused calls'
+// bits; else the pass interpolates and deposits itself (to rounding the same: the
+// plan's CUDA interp sums a stencil's rows in another order, and atomics add in any
+// order).
 //
 // A position that the update leaves bad is found on the device: the step's later passes,
 // and the later steps', then write nothing, and the next call that sees the rejection
@@ -15,19 +22,88 @@
 #include <cuda_runtime.h>
 
 #include "pmkit/detail/cuda/runtime.hpp"
+#include "pmkit/detail/cuda/step_deposit.cuh"
 #include "pmkit/particle_step.hpp"
 
 namespace pmkit {
 namespace detail {
 
-// The update on the device: one thread a binned slot, in a grid-stride loop; nothing
-// once a step has left a rejected position.
-template <class T, int D, class Update>
-__global__ void __launch_bounds__(256) particle_step_kernel(StepArrays<T> a, Update update) {
-  if (*a.rejected != kNoRejection) return;
+// The step's pass on the device: one thread a binned slot, in a grid-stride loop
+// (neighbouring threads read neighbouring nodes, in cache); nothing once a step has left
+// a rejected position. A bad new position is recorded: its slot (the least), and the
+// state buffer before the step. The deposits go to StepArrays::deposits for the
+// library's passes.
+template <class K, bool kFused, class T, int D, class Update>
+__global__ void __launch_bounds__(256)
+    particle_step_kernel(StepArrays<T> a, StepGather<T, D> g, Update update) {
+  if (a.rejection->slot != kNoRejection) return;
   for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < a.n;
-       k += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    update_particle<T, D>(a, k, update);
+       k += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    StepParticleFor<T, D, Update> p;
+    if (update_particle<K, kFused>(a, g, k, update, p)) {
+      store_deposits<T, D, Update>(a, k, p);
+    } else {
+      a.rejection->good_buffer = a.good_buffer;
+      atomicMin(&a.rejection->slot, static_cast<unsigned long long>(k));
+    }
+  }
+}
+
+// The pass with its deposits (StepGather::fused_deposits): one thread a binned slot, one
+// block a run of 256 binned particles, whose deposits at their new positions are summed
+// in a box of nodes in shared memory (block_deposit: kDepositBoxBytes of dynamic shared
+// memory) and added to the meshes with one atomic a node, or, where the box does not
+// fit, added to the meshes directly. A particle whose new position is bad deposits
+// nothing.
+template <class K, class T, int D, class Update>
+__global__ void __launch_bounds__(256)
+    particle_step_deposit_kernel(StepArrays<T> a, StepGather<T, D> g, Update update) {
+  using C = StepCounts<Update>;
+  extern __shared__ __align__(16) unsigned char step_shared[];
+  __shared__ int first[D], last[D];
+  __shared__ bool stopped;
+  // Read once a block: this kernel's other blocks may record a rejection meanwhile, and
+  // the block's barriers need all its threads.
+  if (threadIdx.x == 0) stopped = a.rejection->slot != kNoRejection;
+  __syncthreads();
+  if (stopped) return;
+  T* box = reinterpret_cast<T*>(step_shared);
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  StepParticleFor<T, D, Update> p;
+  bool active = false;
+  if (k < a.n) {
+    active = update_particle<K, true>(a, g, k, update, p);
+    if (!active) {
+      a.rejection->good_buffer = a.good_buffer;
+      atomicMin(&a.rejection->slot, static_cast<unsigned long long>(k));
+    }
+  }
+  T x[D];  // inside the domain on every thread, so that every stencil is one
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) x[d] = active ? p.x[d] : static_cast<T>(g.axes[d].origin);
+  if constexpr (C::deposits > 0) {
+    int base[D];
+    T s[D];
+    locate_position<K>(g.layout, x, base, s);
+    block_deposit<D>(g.layout, g.deposits, C::deposits, K::support, active, base, box, kDepositBoxBytes, first, last,
+                     [&](const Layout<D>& where, auto&& add) {
+                       for_each_node<K, D>(where, base, s, [&](std::int64_t i, T w) {
+                         PMKIT_UNROLL
+                         for (int q = 0; q < C::deposits; ++q) add(q, i, w * p.deposit[q]);
+                       });
+                     });
+    __syncthreads();  // the box and its bounds again below
+  }
+  if constexpr (C::affine_deposits > 0) {
+    const AffineStencil<D, T> stencil(g.layout, x);
+    block_deposit<D>(g.layout, g.affine_deposits.mesh, C::affine_deposits, 3, active, stencil.base, box,
+                     kDepositBoxBytes, first, last, [&](const Layout<D>& where, auto&& add) {
+                       const AffineStencil<D, T> in(where, x);
+                       PMKIT_UNROLL
+                       for (int m = 0; m < C::affine_deposits; ++m)
+                         affine_deposit_mesh(in, m, p.affine_deposit[m], p.affine_slope[m], add);
+                     });
+  }
 }
 
 }  // namespace detail
@@ -38,16 +114,26 @@ template <class T, int D, class Update>
 void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>& meshes = {}) {
   const Options& options = particles.plan().options();
   if (options.backend != Backend::Cuda) return pmkit::step(particles, update, meshes);
-  const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>());
+  detail::StepGather<T, D> g;
+  const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>(), g);
   if (a.n > 0) {
     const DeviceScope on_device(options.device);
     constexpr int kThreads = 256;
     const std::size_t wanted = (a.n + kThreads - 1) / kThreads;
-    const unsigned blocks = static_cast<unsigned>(wanted < (1u << 20) ? wanted : (1u << 20));
-    detail::particle_step_kernel<T, D><<<blocks, kThreads, 0, to_cuda_stream(options.stream)>>>(a, update);
+    const cudaStream_t stream = to_cuda_stream(options.stream);
+    detail::with_step_kernel<Update, true>(particles.plan().kernel(), g, [&](auto k, auto fused, auto deposit) {
+      using K = decltype(k);
+      if constexpr (decltype(deposit)::value) {
+        detail::particle_step_deposit_kernel<K, T, D>
+            <<<static_cast<unsigned>(wanted), kThreads, detail::kDepositBoxBytes, stream>>>(a, g, update);
+      } else {
+        const unsigned blocks = static_cast<unsigned>(wanted < (1u << 20) ? wanted : (1u << 20));
+        detail::particle_step_kernel<K, decltype(fused)::value, T, D><<<blocks, kThreads, 0, stream>>>(a, g, update);
+      }
+    });
     check_launch("pmkit::cuda::step (the update functor's kernel)");
   }
-  detail::ParticlesAccess::end(particles, meshes);
+  detail::ParticlesAccess::end(particles, meshes, detail::kNoRejection);
 }
 
 }  // namespace cuda
