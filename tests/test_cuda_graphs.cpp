@@ -233,83 +233,64 @@ TEST(CudaGraphs, AGraphStaysValidAcrossAnEagerRebinThatReadsRunsBack) {
 }
 
 // Positions that drift out of the periodic box, never wrapped by the caller (the plan wraps
-// them): many steps of update_points, spread and interp, eager, then replayed from a graph
-// with an eager step every fourth, against the CPU backend in float64 each step.
+// them): set_points, `eager` eager steps of update_points, spread and interp, a capture,
+// then `replayed` steps from the graph with an eager one every `eager_every`-th, against
+// the CPU backend in float64 each step.
+void expect_drifting_steps_match(MovingCase& c, int eager, int replayed, int eager_every, std::mt19937_64& rng) {
+  Stream stream;
+  const Kernel kernel = Kernel::mp4();
+  Plan<float, 3> plan(c.grid, kernel, on_stream(stream));
+  c.copy_positions(stream.s);
+  c.step(plan, false);
+  for (int s = 0; s < eager; ++s) {
+    SCOPED_TRACE("eager step " + std::to_string(s));
+    c.move(0.25, rng, false);
+    c.copy_positions(stream.s);
+    c.step(plan, true);
+    plan.synchronize();
+    c.expect_reference(kernel);
+  }
+  const cuda::CapturedGraph graph(stream.s, [&] { c.step(plan, true); });
+  for (int s = 0; s < replayed; ++s) {
+    SCOPED_TRACE("replayed step " + std::to_string(s));
+    c.move(0.25, rng, false);
+    c.copy_positions(stream.s);
+    if (s % eager_every == eager_every - 1) c.step(plan, true);
+    else graph.launch();
+    plan.synchronize();
+    c.expect_reference(kernel);
+  }
+}
+
 TEST(CudaGraphs, UnwrappedDriftingPositionsMatchTheCpuBackend) {
   PMKIT_REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   MovingCase c(scaled(std::size_t(1) << 17), rng);
-  Stream stream;
-  const Kernel kernel = Kernel::mp4();
-  Plan<float, 3> plan(c.grid, kernel, on_stream(stream));
-  c.copy_positions(stream.s);
-  c.step(plan, false);
-  for (int s = 0; s < 16; ++s) {
-    SCOPED_TRACE("eager step " + std::to_string(s));
-    c.move(0.25, rng, false);
-    c.copy_positions(stream.s);
-    c.step(plan, true);
-    plan.synchronize();
-    c.expect_reference(kernel);
-  }
-  const cuda::CapturedGraph graph(stream.s, [&] { c.step(plan, true); });
-  for (int s = 0; s < 16; ++s) {
-    SCOPED_TRACE("replayed step " + std::to_string(s));
-    c.move(0.25, rng, false);
-    c.copy_positions(stream.s);
-    if (s % 4 == 3) c.step(plan, true);
-    else graph.launch();
-    plan.synchronize();
-    c.expect_reference(kernel);
-  }
+  expect_drifting_steps_match(c, 16, 16, 4, rng);
 }
 
 // A simulation's schedule at one particle a cell (the tiles' chunks short, the binning's
-// paths those of many small tiles): set_points, two eager steps, a capture, then steps
-// replayed with an eager one every eighth, the positions never wrapped by the caller,
-// against the CPU backend in float64 each step; the particles in no order (the partition)
-// or sorted by cell (the one-pass sort).
-void expect_bench_schedule_matches(bool sorted) {
+// paths those of many small tiles): two eager steps, then replays with an eager step every
+// eighth; the particles in no order (the partition) or sorted by cell (the one-pass sort).
+void expect_simulation_schedule_matches(bool sorted) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   MovingCase c(std::size_t(1) << 18, rng, 64);  // not scaled: the density is the case
   if (sorted) c.sort_by_cell();
-  Stream stream;
-  const Kernel kernel = Kernel::mp4();
-  Plan<float, 3> plan(c.grid, kernel, on_stream(stream));
-  c.copy_positions(stream.s);
-  c.step(plan, false);
-  for (int s = 0; s < 2; ++s) {
-    SCOPED_TRACE("eager step " + std::to_string(s));
-    c.move(0.25, rng, false);
-    c.copy_positions(stream.s);
-    c.step(plan, true);
-    plan.synchronize();
-    c.expect_reference(kernel);
-  }
-  const cuda::CapturedGraph graph(stream.s, [&] { c.step(plan, true); });
-  for (int s = 0; s < 24; ++s) {
-    SCOPED_TRACE("step " + std::to_string(s));
-    c.move(0.25, rng, false);
-    c.copy_positions(stream.s);
-    if (s % 8 == 7) c.step(plan, true);
-    else graph.launch();
-    plan.synchronize();
-    c.expect_reference(kernel);
-  }
+  expect_drifting_steps_match(c, 2, 24, 8, rng);
 }
 
 TEST(CudaGraphs, ASimulationsScheduleAtOneParticleACellMatchesTheCpuBackend) {
   PMKIT_REQUIRE_GPU();
-  expect_bench_schedule_matches(false);
+  expect_simulation_schedule_matches(false);
 }
 
 TEST(CudaGraphs, ASimulationsScheduleOnParticlesSortedByCellMatchesTheCpuBackend) {
   PMKIT_REQUIRE_GPU();
-  expect_bench_schedule_matches(true);
+  expect_simulation_schedule_matches(true);
 }
 
 // Deterministic mode (update_points is a full binning there): set_points, spread and
