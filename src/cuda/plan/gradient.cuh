@@ -117,7 +117,7 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
   const InverseSpacing<T, D> inverse = inverse_spacing();
   // update_points' away list (the tiles skip its particles: either order gives the same
   // outputs).
-  if (current_.has_away) {
+  if (current_.has_away && runs_whole()) {
     const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
       interp_gradient_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
@@ -134,10 +134,12 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
     auto kernel =
         out.direct.perm ? interp_gradient_tiles_kernel<K, D, T, true> : interp_gradient_tiles_kernel<K, D, T, false>;
     opt_in_shared(kernel, shared);
+    PropPass<T> tiles = pass;
+    tiles.parts = tile_parts();
     kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(
-        layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), pass, out, inverse);
+        layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), tiles, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::shared_tiles");
-  } else {
+  } else if (runs_whole()) {
     interp_gradient_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::gather");
@@ -222,12 +224,12 @@ void CudaBackend<T, D>::launch_spread_gradient(const PropPass<T>& pass, Accumula
   if (n == 0) return;
   if (method_ == SpreadMethod::CudaSharedTiles) {
     launch_gradient_tiles<K, kFastWords<T>, false>(pass);
-  } else {
+  } else if (runs_whole()) {
     spread_gradient_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), ItemCount{n}, pass, inverse);
     check_launch("pmkit::cuda::spread_gradient::global_atomics");
   }
-  if (current_.has_away) {
+  if (current_.has_away && runs_whole()) {
     const ItemCount away{n, current_.counts + kAwayCount};
     spread_gradient_atomics_kernel<K, D, T><<<blocks_for(away_threads(), tuning::kPointThreads),
                                               tuning::kPointThreads, 0, stream_>>>(

@@ -25,8 +25,11 @@ InterpOutput<T> CudaBackend<T, D>::interp_output(int outputs, int meshes) const 
   const std::size_t n = current_.n;
   const double outputs_bytes = static_cast<double>(n) * outputs * sizeof(T);
   const double meshes_bytes = static_cast<double>(layout_.size) * meshes * sizeof(T);
-  const bool direct =
-      tuning::interp_direct_pays(outputs_bytes, meshes_bytes, limits_.l2_bytes, current_.caller_order_binned);
+  // Under a split, each part writes its own particles' outputs: straight to the caller's
+  // order (an unbinning would write every particle's).
+  const bool direct = part_ != detail::Part::All ||
+                      tuning::interp_direct_pays(outputs_bytes, meshes_bytes, limits_.l2_bytes,
+                                                 current_.caller_order_binned);
   return InterpOutput<T>{buf_.binned_values.get(), n, direct ? current_.perm.get() : nullptr};
 }
 
@@ -52,7 +55,7 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
   const bool direct = out.perm != nullptr;
   // update_points' away list (the tiles skip its particles: either order gives the same
   // outputs).
-  if (current_.has_away) {
+  if (current_.has_away && runs_whole()) {
     const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
       interp_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
@@ -70,11 +73,13 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
       const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();
       auto kernel = direct ? interp_tiles_kernel<K, D, T, NP, true> : interp_tiles_kernel<K, D, T, NP, false>;
       opt_in_shared(kernel, shared);
+      PropPass<T> tiles = pass;
+      tiles.parts = tile_parts();
       kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(
-          layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, pass, out);
+          layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, tiles, out);
       check_launch("pmkit::cuda::interp::shared_tiles");
     });
-  } else {
+  } else if (runs_whole()) {
     interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out);
     check_launch("pmkit::cuda::interp::gather");
