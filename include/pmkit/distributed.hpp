@@ -25,7 +25,9 @@
 // and folded at bounded Ghosts::Fold edges, as the single-rank plan does); interp and
 // interp_gradient first fill the ghost layers with the owners' values (the mirrored
 // values at a folding edge). A block may be thinner than the ghost layers: their nodes
-// go to whichever rank owns them, however far.
+// go to whichever rank owns them, however far. On several ranks the messages travel while
+// the local plan works on the particles whose stencils reach no ghost node (Overlap,
+// set_overlap).
 //
 // Results. spread, interp and interp_gradient equal the single-rank Plan's on the same
 // particles to rounding (a node's sum is added in another order). With

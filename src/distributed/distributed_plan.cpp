@@ -79,6 +79,7 @@ struct DistributedPlan<T, D>::Impl {
   // (read when asked: a CUDA rank's marks are events on its stream).
   DistributedTimings timings;
   bool marked = false;
+  bool whole_marks = false;  // the last call marked 0 and 5 only (one rank: all compute)
 
   Impl(const Grid<D>& g, const Kernel& k, const Options& o) : grid(g), kernel(k), options(o) {}
   ~Impl() {
@@ -173,6 +174,15 @@ struct DistributedPlan<T, D>::Impl {
   void mark(int k) {
     backend->mark(k);
     marked = true;
+    whole_marks = false;
+  }
+  // One rank's call: the local plan's work between marks 0 and 5, nothing else.
+  template <class Work>
+  void marked_whole(Work&& work) {
+    mark(0);
+    work();
+    mark(5);
+    whole_marks = true;
   }
 
   // Whether this call runs its exchange during the interior work: several ranks, and the
@@ -192,12 +202,11 @@ struct DistributedPlan<T, D>::Impl {
   // boundary particles first, the exchange started, the interior particles while it runs.
   template <class Call>
   void spread_local(int count, Span<View<T>> blocks, Accumulate mode, Call&& local_call) {
-    mark(0);
     if (whole) {
-      local_call(*local, blocks, mode);
-      for (int k : {1, 2, 3, 4, 5}) mark(k);
+      marked_whole([&] { local_call(*local, blocks, mode); });
       return;
     }
+    mark(0);
     const bool parts = overlapped(split);
     const std::vector<View<T>> meshes = local_views(count);
     if (parts) select(detail::Part::Boundary);
@@ -252,13 +261,11 @@ struct DistributedPlan<T, D>::Impl {
       if (!whole) reserve_meshes(blocks.size(), false);
     });
     if (blocks.empty()) return;
-    mark(0);
     if (whole) {
-      for (int k : {1, 2, 3, 4}) mark(k);
-      local_call(*local, blocks);
-      mark(5);
+      marked_whole([&] { local_call(*local, blocks); });
       return;
     }
+    mark(0);
     const int count = static_cast<int>(blocks.size());
     const bool parts = overlapped(split);
     backend->block_to_local(blocks);
@@ -460,6 +467,7 @@ DistributedTimings DistributedPlan<T, D>::last_timings() const {
   const Impl& s = *impl_;
   if (!s.marked) return s.timings;
   const distributed::RankBackend<T, D>& b = *s.backend;
+  if (s.whole_marks) return {b.between(0, 5), 0, 0, 0};
   const double interior = b.between(2, 3);
   return {b.between(0, 1) + interior + b.between(4, 5), b.between(1, 2) + b.between(3, 4), 0, interior};
 }
