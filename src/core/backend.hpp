@@ -51,7 +51,11 @@ class Backend {
   // returns whether this backend runs parts. Where it returns false, select is not called.
   virtual bool set_interior(const NodeBox<D>& /*interior*/) { return false; }
   // The part of the particles that later spread, interp and gradient calls take (All
-  // until called). spread's Overwrite then clears the whole mesh, whatever the part.
+  // until called). spread's Overwrite then clears the whole mesh, whatever the part. A
+  // split call is its two parts in a row, with the same arguments: spread and
+  // spread_gradient the boundary part then the interior one, interp and interp_gradient
+  // the interior part then the boundary one (the ghost values arrive in between); a
+  // backend may leave work common to both parts to the second (CUDA: interp's unbinning).
   virtual void select(Part /*part*/) {}
 };
 

@@ -110,31 +110,28 @@ void Halo::finish(V* meshes, int count, std::int64_t local_size, bool sum) {
   const Lists& to = sum ? recv_ : send_;
   const V* in = reinterpret_cast<const V*>(recv_buffer_.data());
   const int peers = static_cast<int>(to.offsets.size()) - 1;
+  // Mesh k's arrivals from peer p: f(mesh, the nodes' indices, the values, their count).
+  auto arrivals = [&](int k, int p, auto&& f) {
+    const std::int64_t n = to.count(p);
+    f(meshes + k * local_size, to.index.data() + to.offsets[p], in + to.offsets[p] * count + k * n, n);
+  };
   if (sum) {
     // Serial per mesh: two ghost nodes of one sender may stand for the same node (a
     // folded edge, a periodic axis shorter than the ghost layers).
 #pragma omp parallel for schedule(static, 1) if (count > 1)
-    for (int k = 0; k < count; ++k) {
-      V* mesh = meshes + k * local_size;
-      for (int p = 0; p < peers; ++p) {
-        const std::int64_t n = to.count(p);
-        const V* src = in + to.offsets[p] * count + k * n;
-        const std::int64_t* idx = to.index.data() + to.offsets[p];
-        for (std::int64_t e = 0; e < n; ++e) mesh[idx[e]] += src[e];
-      }
-    }
+    for (int k = 0; k < count; ++k)
+      for (int p = 0; p < peers; ++p)
+        arrivals(k, p, [](V* mesh, const std::int64_t* idx, const V* src, std::int64_t n) {
+          for (std::int64_t e = 0; e < n; ++e) mesh[idx[e]] += src[e];
+        });
     return;
   }
-  for (int k = 0; k < count; ++k) {
-    V* mesh = meshes + k * local_size;
-    for (int p = 0; p < peers; ++p) {
-      const std::int64_t n = to.count(p);
-      const V* src = in + to.offsets[p] * count + k * n;
-      const std::int64_t* idx = to.index.data() + to.offsets[p];
+  for (int k = 0; k < count; ++k)
+    for (int p = 0; p < peers; ++p)
+      arrivals(k, p, [](V* mesh, const std::int64_t* idx, const V* src, std::int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelEntries)
-      for (std::int64_t e = 0; e < n; ++e) mesh[idx[e]] = src[e];
-    }
-  }
+        for (std::int64_t e = 0; e < n; ++e) mesh[idx[e]] = src[e];
+      });
 }
 
 }  // namespace pmkit::distributed

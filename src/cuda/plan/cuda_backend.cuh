@@ -278,6 +278,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   BinningCall<T, D> captured_call_;  // the last binning call queued under stream capture
   detail::NodeBox<D> interior_{};    // set_interior's box
   detail::Part part_ = detail::Part::All;  // the particles spread and interp take (select)
+  bool interp_one_pass_ = true;  // the interp call's outputs fit one pass (its binned values: interp_output)
 };
 
 }  // namespace pmkit::cuda

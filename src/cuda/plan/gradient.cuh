@@ -82,6 +82,7 @@ void CudaBackend<T, D>::interp_gradient_all(Span<View<const T>> meshes, Span<Vie
   // The mesh views as writable ones for gradient_pass, which only reads them here.
   std::vector<View<T>> mesh_views;
   for (const View<const T>& m : meshes) mesh_views.emplace_back(const_cast<T*>(m.data), m.size, m.stride);
+  interp_one_pass_ = meshes.size() == 1;
   for (std::size_t i = 0; i < meshes.size(); ++i) {
     if (options_.host_arrays) start_timer();
     PropPass<T> pass = gradient_pass({}, mesh_views, i, true);
@@ -144,7 +145,7 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
         layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::gather");
   }
-  if (out.direct.perm) return;
+  if (out.direct.perm || part_ == detail::Part::Interior) return;  // the boundary part unbins both
   bool interleaved = true;  // the D outputs are the D strided views of one array
   for (int d = 0; d < D; ++d) interleaved = interleaved && pass.values[d] == pass.values[0] + d && pass.value_stride[d] == D;
   auto unbin = interleaved ? unbin_gradient_kernel<T, D, true> : unbin_gradient_kernel<T, D, false>;

@@ -25,9 +25,10 @@ InterpOutput<T> CudaBackend<T, D>::interp_output(int outputs, int meshes) const 
   const std::size_t n = current_.n;
   const double outputs_bytes = static_cast<double>(n) * outputs * sizeof(T);
   const double meshes_bytes = static_cast<double>(layout_.size) * meshes * sizeof(T);
-  // Under a split, each part writes its own particles' outputs: straight to the caller's
-  // order (an unbinning would write every particle's).
-  const bool direct = part_ != detail::Part::All ||
+  // Under a split the boundary part, which follows the interior one (select), unbins
+  // both parts' outputs where one pass holds the call's outputs; else each part writes
+  // its own straight to the caller's order.
+  const bool direct = (part_ != detail::Part::All && !interp_one_pass_) ||
                       tuning::interp_direct_pays(outputs_bytes, meshes_bytes, limits_.l2_bytes,
                                                  current_.caller_order_binned);
   return InterpOutput<T>{buf_.binned_values.get(), n, direct ? current_.perm.get() : nullptr};
@@ -84,7 +85,7 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
         layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out);
     check_launch("pmkit::cuda::interp::gather");
   }
-  if (direct) return;
+  if (direct || part_ == detail::Part::Interior) return;  // the boundary part unbins both
   unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(pass, out.binned, n,
                                                                                   current_.slot.get());
   check_launch("pmkit::cuda::interp::unbin");
@@ -95,6 +96,7 @@ template <class K>
 void CudaBackend<T, D>::interp_all(Span<View<const T>> meshes, Span<View<T>> values) {
   const std::size_t n = current_.n;
   buf_.binned_values.reserve(n * tuning::kPropsPerPass, "interp scratch");
+  interp_one_pass_ = meshes.size() <= static_cast<std::size_t>(tuning::kPropsPerPass);
   for (std::size_t first = 0; first < meshes.size(); first += tuning::kPropsPerPass) {
     PropPass<T> pass{};
     pass.count = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, meshes.size() - first));

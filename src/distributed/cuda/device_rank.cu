@@ -90,13 +90,17 @@ void DeviceRank<T, D>::local_to_block(Span<View<T>> blocks, Accumulate mode) {
 // The messages travel on a stream of their own (made on first use), forked from the
 // rank's stream after the gather and joined back before the scatter: the work the caller
 // queues between start and finish runs while they travel, and a capture of the rank's
-// stream takes the fork and the join into its graph.
+// stream takes the fork and the join into its graph. The stream has the device's highest
+// priority, so that NCCL's kernel takes its SMs before the interior tiles' blocks fill
+// them.
 template <class T, int D>
 template <class V>
 void DeviceRank<T, D>::halo_start(V* meshes, V* send, V* recv, int count, bool sum) {
   halo_.gather(meshes, send, count, sum);
   if (!messages_) {
-    check(cudaStreamCreateWithFlags(&messages_, cudaStreamNonBlocking), "DistributedPlan: cudaStreamCreate");
+    int least = 0, greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "DistributedPlan: cudaDeviceGetStreamPriorityRange");
+    check(cudaStreamCreateWithPriority(&messages_, cudaStreamNonBlocking, greatest), "DistributedPlan: cudaStreamCreate");
     check(cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming), "DistributedPlan: cudaEventCreate");
     check(cudaEventCreateWithFlags(&arrived_, cudaEventDisableTiming), "DistributedPlan: cudaEventCreate");
   }

@@ -75,21 +75,16 @@ void DeviceHalo::gather(const V* meshes, V* send, int count, bool sum) {
 }
 
 template <class V>
-void DeviceHalo::start(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t messages) {
+void DeviceHalo::messages(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream,
+                          bool start) {
   cuda::DeviceScope scope(context_.device);
   const std::int64_t unit = count * static_cast<std::int64_t>(sizeof(V));
-  transport.start(reinterpret_cast<const unsigned char*>(send), byte_offsets(sum ? ghost_offsets_ : owned_offsets_, unit),
-                  reinterpret_cast<unsigned char*>(recv), byte_offsets(sum ? owned_offsets_ : ghost_offsets_, unit),
-                  messages);
-}
-
-template <class V>
-void DeviceHalo::finish(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t messages) {
-  cuda::DeviceScope scope(context_.device);
-  const std::int64_t unit = count * static_cast<std::int64_t>(sizeof(V));
-  transport.finish(reinterpret_cast<const unsigned char*>(send), byte_offsets(sum ? ghost_offsets_ : owned_offsets_, unit),
-                   reinterpret_cast<unsigned char*>(recv), byte_offsets(sum ? owned_offsets_ : ghost_offsets_, unit),
-                   messages);
+  const auto out = reinterpret_cast<const unsigned char*>(send);
+  const auto in = reinterpret_cast<unsigned char*>(recv);
+  const std::vector<std::int64_t> sent = byte_offsets(sum ? ghost_offsets_ : owned_offsets_, unit);
+  const std::vector<std::int64_t> received = byte_offsets(sum ? owned_offsets_ : ghost_offsets_, unit);
+  if (start) transport.start(out, sent, in, received, stream);
+  else transport.finish(out, sent, in, received, stream);
 }
 
 template <class V>
@@ -107,8 +102,7 @@ void DeviceHalo::scatter(V* meshes, const V* recv, int count, bool sum) {
 
 #define PMKIT_DEVICE_HALO(V)                                                                            \
   template void DeviceHalo::gather<V>(const V*, V*, int, bool);                                          \
-  template void DeviceHalo::start<V>(DeviceTransport&, V*, V*, int, bool, cudaStream_t);                 \
-  template void DeviceHalo::finish<V>(DeviceTransport&, V*, V*, int, bool, cudaStream_t);                \
+  template void DeviceHalo::messages<V>(DeviceTransport&, V*, V*, int, bool, cudaStream_t, bool);        \
   template void DeviceHalo::scatter<V>(V*, const V*, int, bool);
 PMKIT_DEVICE_HALO(float)
 PMKIT_DEVICE_HALO(double)

@@ -26,21 +26,29 @@ class DeviceHalo {
   }
   // sum (the ghost nodes added to their owners) or fill (the owners' values written to the
   // ghost nodes) of the first `count` of the local meshes at `meshes`, in halo.hpp's two
-  // halves. start: the values gathered on the rank's stream, then (on `messages`, once
-  // they are: the caller orders the streams) the transport's start. finish: the
-  // transport's finish on `messages`, then (the caller orders the streams) the arrivals
-  // added or written on the rank's stream. Per peer its count x entries block, mesh by
+  // halves: gather (the values, on the rank's stream), start (the transport's start on
+  // `stream`, once the caller has ordered it after the gather), finish (the transport's
+  // finish on `stream`), scatter (the arrivals added or written on the rank's stream,
+  // once the caller has ordered it after `stream`). Per peer its count x entries block, mesh by
   // mesh, as on the host.
   template <class V>
   void gather(const V* meshes, V* send, int count, bool sum);
   template <class V>
-  void start(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t messages);
+  void start(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream) {
+    messages(transport, send, recv, count, sum, stream, true);
+  }
   template <class V>
-  void finish(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t messages);
+  void finish(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream) {
+    messages(transport, send, recv, count, sum, stream, false);
+  }
   template <class V>
   void scatter(V* meshes, const V* recv, int count, bool sum);
 
  private:
+  // The transport's start or finish of a pass's messages on `stream`.
+  template <class V>
+  void messages(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream, bool start);
+
   DeviceContext context_;
   std::int64_t local_size_ = 0;
   // This rank's ghost nodes by owner, its owned nodes by sender (halo.hpp), and the
