@@ -74,7 +74,7 @@ void check_overlap(const Options& options, const Grid<D>& grid, const Kernel& ke
   const double scale = std::max(1.0, max_difference(rho_after, std::vector<T>(size)).first);
   const double tol = options.deterministic ? 0.0 : tolerance_of<T>() * scale;
   EXPECT_EQ(count_above(rho, rho_after, tol), 0u) << "spread, rank " << rank;
-  if (world_size() > 1) {
+  if (world_size() > 1 && m > 0) {  // the interior part ran between the exchange's halves
     EXPECT_GT(overlapped.last_timings().overlapped_s, 0.0) << "rank " << rank;
   }
 
