@@ -195,6 +195,26 @@ struct DistributedPlan<T, D>::Impl {
 
   // The local plan's calls take `part` of the particles.
   void select(detail::Part part) { detail::PlanAccess<T, D>::backend(*local).select(part); }
+  // Every particle again for the local plan's calls at the end of a split call's scope,
+  // an error's included.
+  struct AllAgain {
+    Impl* plan;
+    ~AllAgain() {
+      if (plan) plan->select(detail::Part::All);
+    }
+  };
+  // The interior work between an exchange's halves: an error there (a position the local
+  // plan's binning rejected, reported late) still finishes the exchange, whose messages
+  // the peers wait for, before it propagates.
+  template <class Work>
+  void between_halves(distributed::HaloPass pass, int count, Work&& work) {
+    try {
+      work();
+    } catch (...) {
+      backend->halo_finish(pass, count);
+      throw;
+    }
+  }
 
   // spread and spread_gradient: local_call spreads `count` meshes into the local meshes,
   // then the ghost sums go to their owners and the owned nodes into the caller's blocks;
@@ -208,6 +228,7 @@ struct DistributedPlan<T, D>::Impl {
     }
     mark(0);
     const bool parts = overlapped(split);
+    const AllAgain all_again{parts ? this : nullptr};
     const std::vector<View<T>> meshes = local_views(count);
     if (parts) select(detail::Part::Boundary);
     local_call(*local, meshes, Accumulate::Overwrite);
@@ -216,8 +237,7 @@ struct DistributedPlan<T, D>::Impl {
     mark(2);
     if (parts) {
       select(detail::Part::Interior);
-      local_call(*local, meshes, Accumulate::Add);
-      select(detail::Part::All);
+      between_halves(distributed::HaloPass::Sum, count, [&] { local_call(*local, meshes, Accumulate::Add); });
     }
     mark(3);
     backend->halo_finish(distributed::HaloPass::Sum, count);
@@ -268,6 +288,7 @@ struct DistributedPlan<T, D>::Impl {
     mark(0);
     const int count = static_cast<int>(blocks.size());
     const bool parts = overlapped(split);
+    const AllAgain all_again{parts ? this : nullptr};
     backend->block_to_local(blocks);
     mark(1);
     backend->halo_start(distributed::HaloPass::Fill, count);
@@ -276,14 +297,13 @@ struct DistributedPlan<T, D>::Impl {
     const std::vector<View<const T>> filled(local_meshes.begin(), local_meshes.end());
     if (parts) {
       select(detail::Part::Interior);
-      local_call(*local, filled);
+      between_halves(distributed::HaloPass::Fill, count, [&] { local_call(*local, filled); });
     }
     mark(3);
     backend->halo_finish(distributed::HaloPass::Fill, count);
     mark(4);
     if (parts) select(detail::Part::Boundary);
     local_call(*local, filled);
-    if (parts) select(detail::Part::All);
     mark(5);
   }
 
@@ -304,7 +324,9 @@ struct DistributedPlan<T, D>::Impl {
     mark(1);
     backend->halo_start(distributed::HaloPass::ExactSum, count);
     mark(2);
-    if (parts) backend->spread_exact(props, n, scale, detail::Part::Interior);
+    if (parts)
+      between_halves(distributed::HaloPass::ExactSum, count,
+                     [&] { backend->spread_exact(props, n, scale, detail::Part::Interior); });
     mark(3);
     backend->halo_finish(distributed::HaloPass::ExactSum, count);
     mark(4);
