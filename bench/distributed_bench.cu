@@ -13,7 +13,11 @@
 // interp: the best path on one device; no decomposition, no messages) on rank 0's GPU with
 // the same particles per GPU (weak) or all of them (strong), and the distributed plan on
 // that one rank.
-// Every distributed run goes once through each transport (NCCL, host-staged MPI). On one
+// Every distributed run goes once through each transport (NCCL, host-staged MPI), each
+// twice: the exchanges after the local work (Overlap::Never), then overlapped with the
+// interior particles' work (Overlap::Auto), with the step's ratio between them; each
+// spread and interp shows its exchange as waited for and the interior work that ran
+// while the messages travelled (DistributedTimings::overlapped_s). On one
 // GPU also both steps replayed from a CUDA graph, the Plan's beside the one-rank
 // DistributedPlan's (migrate, update_points, spread, interp).
 // Beside each distributed step, untimed in it: the fastest step, a second set_points on
@@ -72,6 +76,7 @@ struct SplitMix {
 // move; the fastest step's total).
 struct Step {
   double migrate = 0, points = 0, spread = 0, interp = 0, spread_exchange = 0, interp_exchange = 0;
+  double spread_overlapped = 0, interp_overlapped = 0;
   double set_points_again = 0, idle_migrate = 0, one_moving_migrate = 0, fastest = 0, whole = 0;
   double total() const { return migrate + points + spread + interp; }
 };
@@ -233,12 +238,12 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
     plan.spread({View<const float>(p.q.get(), p.count)}, {View<float>(block.get(), block.size())});
     check(cudaDeviceSynchronize(), "spread");
     double t3 = MPI_Wtime();
-    const double spread_exchange = plan.last_timings().exchange_s;
+    const DistributedTimings spread_phases = plan.last_timings();
     const double t3_after = MPI_Wtime();
     plan.interp({View<const float>(block.get(), block.size())}, {View<float>(p.values.get(), p.count)});
     check(cudaDeviceSynchronize(), "interp");
     double t4 = MPI_Wtime();
-    const double interp_exchange = plan.last_timings().exchange_s;
+    const DistributedTimings interp_phases = plan.last_timings();
     MPI_Barrier(comm);
     const double again = MPI_Wtime();
     plan.set_points(p.positions());
@@ -259,8 +264,10 @@ Step run_distributed(MPI_Comm comm, DistributedPlan<float, 3>& plan, Particles& 
     t.points = max_over(comm, t2 - t1);
     t.spread = max_over(comm, t3 - t2);
     t.interp = max_over(comm, t4 - t3_after);
-    t.spread_exchange = max_over(comm, spread_exchange);
-    t.interp_exchange = max_over(comm, interp_exchange);
+    t.spread_exchange = max_over(comm, spread_phases.exchange_s);
+    t.interp_exchange = max_over(comm, interp_phases.exchange_s);
+    t.spread_overlapped = max_over(comm, spread_phases.overlapped_s);
+    t.interp_overlapped = max_over(comm, interp_phases.overlapped_s);
     if (s >= schedule.warmup) timed.push_back(t);
   }
   return median(timed);
@@ -346,12 +353,13 @@ void print_replayed_steps(const Grid<3>& grid, Particles& p, const Schedule& sch
 void print(const char* label, const Step& t, double baseline, const Schedule& schedule) {
   if (world_rank() != 0) return;
   const char* points = schedule.update ? "update_points" : "set_points";
-  std::printf("  %-34s step %8.3f ms = migrate %7.3f + %s %7.3f + spread %7.3f (exchange %6.3f) + interp "
-              "%7.3f (exchange %6.3f)   1-GPU Plan step (%s) %.3f ms / this = %.3f   [whole step %.3f; fastest "
-              "step %.3f; set_points again %.3f; migrate with nothing to move %.3f, with one particle a rank "
-              "%.3f]\n",
+  std::printf("  %-34s step %8.3f ms = migrate %7.3f + %s %7.3f + spread %7.3f (exchange %6.3f, overlapped "
+              "%6.3f) + interp %7.3f (exchange %6.3f, overlapped %6.3f)   1-GPU Plan step (%s) %.3f ms / this = "
+              "%.3f   [whole step %.3f; fastest step %.3f; set_points again %.3f; migrate with nothing to move "
+              "%.3f, with one particle a rank %.3f]\n",
               label, 1e3 * t.total(), 1e3 * t.migrate, points, 1e3 * t.points, 1e3 * t.spread,
-              1e3 * t.spread_exchange, 1e3 * t.interp, 1e3 * t.interp_exchange, points, 1e3 * baseline,
+              1e3 * t.spread_exchange, 1e3 * t.spread_overlapped, 1e3 * t.interp, 1e3 * t.interp_exchange,
+              1e3 * t.interp_overlapped, points, 1e3 * baseline,
               baseline / t.total(), 1e3 * t.whole, 1e3 * t.fastest, 1e3 * t.set_points_again, 1e3 * t.idle_migrate,
               1e3 * t.one_moving_migrate);
   std::fflush(stdout);
@@ -398,29 +406,38 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
   MPI_Bcast(&one_rank_total, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Bcast(&one_rank_whole, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (size == 1) return;
-  for (Transport transport : {Transport::Nccl, Transport::HostMpi}) {
-    if (nccl_only && transport != Transport::Nccl) continue;
-    // The decomposition first, for the particles' blocks.
-    DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), cuda_options(), {}, transport);
-    const auto bounds = block_bounds(grid, plan.block());
-    Particles p(n_per_rank, n_per_rank + n_per_rank / 8, bounds[0], bounds[1], 31 + rank);
-    const Step t = run_distributed(MPI_COMM_WORLD, plan, p, schedule);
-    std::string label = std::to_string(size) + " GPUs, " + (transport == Transport::Nccl ? "NCCL" : "host-staged MPI");
-    print(label.c_str(), t, baseline, schedule);
-    // Against both 1-GPU runs: the Plan (what distributing costs in all, against the best
-    // path on one device) and the DistributedPlan on one rank (the scaling of the
-    // distributed plan itself).
-    const double per_gpu = weak ? 1.0 : 1.0 / size;
-    if (rank == 0)
-      std::printf("    %s efficiency %.1f%% against the 1-GPU Plan (%s), %.1f%% against the 1-GPU DistributedPlan "
-                  "(1-GPU step / this step%s)\n",
-                  weak ? "weak-scaling" : "strong-scaling", 100.0 * baseline / t.total() * per_gpu,
-                  schedule.update ? "update_points" : "set_points",
-                  100.0 * one_rank_total / t.total() * per_gpu, weak ? "" : " / GPUs");
-    if (rank == 0)
-      std::printf("    by the whole steps: %.1f%% against the 1-GPU Plan, %.1f%% against the 1-GPU DistributedPlan\n",
-                  100.0 * baseline / t.whole * per_gpu, 100.0 * one_rank_whole / t.whole * per_gpu);
-  }
+  double after_step = 0;  // the transport's step with the exchanges after the work
+  for (Transport transport : {Transport::Nccl, Transport::HostMpi})
+    for (Overlap overlap : {Overlap::Never, Overlap::Auto}) {
+      if (nccl_only && transport != Transport::Nccl) continue;
+      // The decomposition first, for the particles' blocks.
+      DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), cuda_options(), {}, transport);
+      plan.set_overlap(overlap);
+      const auto bounds = block_bounds(grid, plan.block());
+      Particles p(n_per_rank, n_per_rank + n_per_rank / 8, bounds[0], bounds[1], 31 + rank);
+      const Step t = run_distributed(MPI_COMM_WORLD, plan, p, schedule);
+      const std::string label = std::to_string(size) + " GPUs, " +
+                                (transport == Transport::Nccl ? "NCCL" : "host-staged MPI") +
+                                (overlap == Overlap::Never ? ", after" : ", overlapped");
+      print(label.c_str(), t, baseline, schedule);
+      if (overlap == Overlap::Never) after_step = t.total();
+      else if (rank == 0)
+        std::printf("    overlap: the step with the exchanges after the work %.3f ms / this = %.3f\n",
+                    1e3 * after_step, after_step / t.total());
+      // Against both 1-GPU runs: the Plan (what distributing costs in all, against the best
+      // path on one device) and the DistributedPlan on one rank (the scaling of the
+      // distributed plan itself).
+      const double per_gpu = weak ? 1.0 : 1.0 / size;
+      if (rank == 0)
+        std::printf("    %s efficiency %.1f%% against the 1-GPU Plan (%s), %.1f%% against the 1-GPU DistributedPlan "
+                    "(1-GPU step / this step%s)\n",
+                    weak ? "weak-scaling" : "strong-scaling", 100.0 * baseline / t.total() * per_gpu,
+                    schedule.update ? "update_points" : "set_points",
+                    100.0 * one_rank_total / t.total() * per_gpu, weak ? "" : " / GPUs");
+      if (rank == 0)
+        std::printf("    by the whole steps: %.1f%% against the 1-GPU Plan, %.1f%% against the 1-GPU DistributedPlan\n",
+                    100.0 * baseline / t.whole * per_gpu, 100.0 * one_rank_whole / t.whole * per_gpu);
+    }
 }
 
 }  // namespace

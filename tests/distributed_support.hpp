@@ -247,6 +247,8 @@ class MatrixDistributedPlan {
                 gradients);
   }
   void synchronize() { plan_.synchronize(); }
+  void set_overlap(Overlap overlap) { plan_.set_overlap(overlap); }
+  DistributedTimings last_timings() const { return plan_.last_timings(); }
   const Block<D>& block() const { return plan_.block(); }
   std::array<std::int64_t, D> block_shape() const { return plan_.block_shape(); }
   std::int64_t block_size() const { return plan_.block_size(); }

@@ -25,7 +25,9 @@
 // and folded at bounded Ghosts::Fold edges, as the single-rank plan does); interp and
 // interp_gradient first fill the ghost layers with the owners' values (the mirrored
 // values at a folding edge). A block may be thinner than the ghost layers: their nodes
-// go to whichever rank owns them, however far.
+// go to whichever rank owns them, however far. On several ranks the messages travel while
+// the local plan works on the particles whose stencils reach no ghost node (Overlap,
+// set_overlap).
 //
 // Results. spread, interp and interp_gradient equal the single-rank Plan's on the same
 // particles to rounding (a node's sum is added in another order). With
@@ -107,9 +109,23 @@ enum class Transport { Auto, Nccl, HostMpi };
 // events on the stream: last_timings waits for the call's work to finish).
 struct DistributedTimings {
   double compute_s = 0;   // the local plan's work and the copies between block and ghosts
-  double exchange_s = 0;  // ghost layers: packing, messages, adding or filling
+  double exchange_s = 0;  // ghost layers: packing, messages, adding or filling, as waited for
   double migrate_s = 0;   // migrate: owners, counts, messages, compaction
+  // Of compute_s, the interior work that ran while the ghost messages travelled (0 where
+  // the exchange did not overlap it: set_overlap).
+  double overlapped_s = 0;
 };
+
+// Whether spread, interp and their gradients run the ghost exchange while the local plan
+// works on the particles whose stencils reach no ghost node (the interior particles):
+// spread deposits the others first, starts the exchange, deposits the interior particles,
+// then adds what arrived; interp starts the ghost fill, interpolates the interior
+// particles, then the others. Results are those of the exchange after the work: the same
+// bit for bit for interp, interp_gradient and the deterministic spread, to rounding for
+// spread and spread_gradient (a node's sum is added in another order). Auto: on a rank
+// with enough particles for the split to pay (docs/tuning.md#koverlapminparticles);
+// Always, Never: on every rank of several, on none. One rank has no exchange.
+enum class Overlap { Auto, Always, Never };
 
 template <class T, int D>
 class DistributedPlan {
@@ -194,6 +210,11 @@ class DistributedPlan {
   // -1 for one that is not finite, lies outside a bounded dimension or is too far to wrap.
   int owner(const std::array<double, D>& position) const;
   DistributedTimings last_timings() const;
+  // The overlap of the exchanges with the interior work (Overlap; Auto by default) for
+  // later calls. Not collective: a rank's choice changes its own order of work, not the
+  // messages.
+  void set_overlap(Overlap overlap);
+  Overlap overlap() const;
   // Waits for this rank's work (on CUDA ranks, options.stream) and throws, on every rank,
   // an error the device found in an earlier call (a position the local plan rejected).
   // Collective.

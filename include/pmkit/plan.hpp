@@ -102,6 +102,8 @@ struct Options : ExecutionOptions {
 namespace detail {
 template <class T, int D>
 class Backend;
+template <class T, int D>
+struct PlanAccess;
 }
 
 template <class T, int D>
@@ -214,6 +216,7 @@ class Plan {
   void synchronize() const;
 
  private:
+  friend struct detail::PlanAccess<T, D>;  // the distributed plan's split (src/core/backend.hpp)
   // Reports a rejection the device found in an earlier call (wait: synchronize's), and
   // marks the plan as needing set_points if the backend lost its binning to one.
   void raise_device_errors(bool wait) const;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "core/split.hpp"
 #include "pmkit/plan.hpp"
 
 namespace pmkit::detail {
@@ -46,6 +47,22 @@ class Backend {
   virtual void raise_device_errors(bool /*wait*/) {}
   // False once a rejection has been reported, until the next set_points.
   virtual bool has_binning() const { return true; }
+  // The split of the particles by `interior` (split.hpp), kept for every later binning;
+  // returns whether this backend runs parts. Where it returns false, select is not called.
+  virtual bool set_interior(const NodeBox<D>& /*interior*/) { return false; }
+  // The part of the particles that later spread, interp and gradient calls take (All
+  // until called). spread's Overwrite then clears the whole mesh, whatever the part. A
+  // split call is its two parts in a row, with the same arguments: spread and
+  // spread_gradient the boundary part then the interior one, interp and interp_gradient
+  // the interior part then the boundary one (the ghost values arrive in between); a
+  // backend may leave work common to both parts to the second (CUDA: interp's unbinning).
+  virtual void select(Part /*part*/) {}
+};
+
+// A plan's backend, for a distributed plan's split (distributed_plan.cpp).
+template <class T, int D>
+struct PlanAccess {
+  static Backend<T, D>& backend(Plan<T, D>& plan) { return *plan.backend_; }
 };
 
 template <class T, int D>

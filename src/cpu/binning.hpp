@@ -21,6 +21,9 @@ struct Binning {
   std::vector<std::size_t> chunk_begin;
   // Planes of the last axis the widest chunk reaches (its window, set with the chunks).
   int window_planes = 0;
+  // With a split (core/split.hpp): per sorted particle whether its stencil lies inside
+  // the interior box, and per chunk which parts it holds (bit 1: boundary, 2: interior).
+  std::vector<std::uint8_t> inside, chunk_parts;
 
   // The stencil position of sorted particle i.
   void load(std::size_t i, int (&b)[D], T (&s)[D]) const {

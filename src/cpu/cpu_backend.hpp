@@ -1,4 +1,5 @@
 #pragma once
+// Over 600 lines: one class whose spread, interp and split share its binning's private members.
 // The OpenMP backend. set_points bins (binning.hpp); spread walks slabs of planes in
 // two colours, so each mesh node is written by one thread at a time and no atomics are
 // needed, or gives each thread a private mesh; interp is a parallel gather over the
@@ -17,6 +18,7 @@
 #include "core/backend.hpp"
 #include "core/checks.hpp"
 #include "core/layout.hpp"
+#include "core/split.hpp"
 #include "core/stencil.hpp"
 #include "cpu/binning.hpp"
 #include "cpu/counting_sort.hpp"
@@ -86,6 +88,16 @@ class CpuBackend final : public detail::Backend<T, D> {
     const Stopwatch stopwatch{compute_s_};
     spread_with(GradientDeposit(layout_), vectors, meshes, mode);
   }
+
+  // The split is made with every binning: a flag per particle and the parts of each
+  // chunk, one pass over the particles.
+  bool set_interior(const detail::NodeBox<D>& interior) override {
+    interior_ = interior;
+    split_ = true;
+    kernels::dispatch(kernel_, [&](auto k) { mark_parts<decltype(k)>(current_); });
+    return true;
+  }
+  void select(detail::Part part) override { part_ = part; }
 
   Timings last_timings() const override { return {0.0, compute_s_}; }
   std::string spread_method_name() const override { return private_meshes_ ? "cpu-private-meshes" : "cpu-slabs"; }
@@ -233,6 +245,9 @@ class CpuBackend final : public detail::Backend<T, D> {
   template <class Deposit>
   void spread_with(const Deposit& deposit, Span<View<const T>> inputs, Span<View<T>> meshes, Accumulate mode) {
     kernels::dispatch(kernel_, [&](auto k) {
+      // Private meshes sum every thread's whole mesh once a call: the boundary part
+      // takes every particle, so that the interior part costs nothing.
+      if (private_meshes_ && part_ == detail::Part::Interior) return;
       if (private_meshes_)
         spread_private<decltype(k)>(deposit, inputs, meshes, mode);
       else
@@ -327,6 +342,7 @@ class CpuBackend final : public detail::Backend<T, D> {
     for (std::size_t c = 0; c < B.num_chunks(); ++c)
       if (B.chunk_begin[c] < B.chunk_begin[c + 1])
         B.window_planes = std::max(B.window_planes, window_of<K>(B, static_cast<int>(c)).planes);
+    if (split_) mark_parts<K>(B);
     std::swap(current_, spare_);
   }
 
@@ -355,7 +371,7 @@ class CpuBackend final : public detail::Backend<T, D> {
       for (int colour = 0; colour < 2; ++colour) {
 #pragma omp for schedule(dynamic, 1)
         for (int c = colour; c < chunks; c += 2)
-          for (int g = 0; g < nprops; g += kPropGroup)
+          for (int g = 0; g < nprops && chunk_in_part(B, c); g += kPropGroup)
             spread_chunk<K>(deposit, L, B, c, &inputs[Deposit::kInputs * g], &meshes[g],
                             std::min(kPropGroup, nprops - g), window, mine);
       }
@@ -418,6 +434,7 @@ class CpuBackend final : public detail::Backend<T, D> {
       T* m[kPropGroup];
       for (int j = 0; j < count; ++j) m[j] = meshes[j].data;
       for (std::size_t i = begin; i < end; ++i) {
+        if (!takes(B, i)) continue;
         int base[D];
         T s[D];
         B.load(i, base, s);
@@ -438,6 +455,7 @@ class CpuBackend final : public detail::Backend<T, D> {
         std::fill(m[j], m[j] + nodes, A(0));
       }
       for (std::size_t i = begin; i < end; ++i) {
+        if (!takes(B, i)) continue;
         int base[D];
         T s[D];
         B.load(i, base, s);
@@ -521,6 +539,7 @@ class CpuBackend final : public detail::Backend<T, D> {
     const std::int64_t n = static_cast<std::int64_t>(B.n);
 #pragma omp parallel for num_threads(threads_) schedule(static)
     for (std::int64_t i = 0; i < n; ++i) {
+      if (!takes(B, static_cast<std::size_t>(i))) continue;
       int base[D];
       T s[D];
       B.load(static_cast<std::size_t>(i), base, s);
@@ -537,6 +556,33 @@ class CpuBackend final : public detail::Backend<T, D> {
     }
   }
 
+  // Each particle's side of the interior box and each chunk's parts (Binning::inside).
+  template <class K>
+  void mark_parts(Binning<T, D>& B) const {
+    const std::int64_t n = static_cast<std::int64_t>(B.n);
+    B.inside.resize(B.n);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      int base[D];
+      T s[D];
+      B.load(static_cast<std::size_t>(i), base, s);
+      B.inside[i] = detail::stencil_inside<D>(interior_, layout_, base, K::support) ? 1 : 0;
+    }
+    B.chunk_parts.assign(B.num_chunks(), 0);
+    for (std::size_t c = 0; c < B.num_chunks(); ++c)
+      for (std::size_t i = B.chunk_begin[c]; i < B.chunk_begin[c + 1] && B.chunk_parts[c] != 3; ++i)
+        B.chunk_parts[c] |= B.inside[i] ? 2 : 1;
+  }
+
+  // Whether the selected part takes sorted particle i, or has a particle in chunk c.
+  bool takes(const Binning<T, D>& B, std::size_t i) const {
+    return detail::in_part(part_, B.inside.empty() || B.inside[i] != 0);
+  }
+  bool chunk_in_part(const Binning<T, D>& B, int c) const {
+    if (part_ == detail::Part::All) return true;
+    return (B.chunk_parts[c] & (part_ == detail::Part::Boundary ? 1 : 2)) != 0;
+  }
+
   detail::Layout<D> layout_;
   Kernel kernel_;
   int threads_;
@@ -549,6 +595,9 @@ class CpuBackend final : public detail::Backend<T, D> {
   bool private_meshes_ = false;        // resolved at set_points: private meshes or slabs
   std::vector<A> private_;             // CpuPrivateMeshes: one mesh per thread
   std::vector<A> scratch_;             // CpuSlabs with A != T: each thread's chunk windows
+  bool split_ = false;                 // set_interior: each binning marks its parts
+  detail::NodeBox<D> interior_{};
+  detail::Part part_ = detail::Part::All;  // what spread and interp take (select)
 };
 
 }  // namespace pmkit::cpu

@@ -104,9 +104,12 @@ inline std::vector<std::int64_t> byte_offsets(const std::vector<std::int64_t>& o
 // and receives bytes [recv_offsets[p], recv_offsets[p + 1]) of `in` from it (offsets: one
 // more than the ranks), one message a peer with something to move; this rank's own part
 // is the caller's to copy. A message of 2^31 bytes or more is an Unsupported error, raised
-// before any message is posted.
-inline void exchange_bytes(MPI_Comm comm, int tag, const unsigned char* out, const std::vector<std::int64_t>& send_offsets,
-                           unsigned char* in, const std::vector<std::int64_t>& recv_offsets) {
+// before any message is posted. post_bytes posts the messages into `requests` and returns
+// (the caller waits for them, MPI_Waitall, before it touches `out` or reads `in`);
+// exchange_bytes waits too.
+inline void post_bytes(MPI_Comm comm, int tag, const unsigned char* out, const std::vector<std::int64_t>& send_offsets,
+                       unsigned char* in, const std::vector<std::int64_t>& recv_offsets,
+                       std::vector<MPI_Request>& requests) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -115,7 +118,7 @@ inline void exchange_bytes(MPI_Comm comm, int tag, const unsigned char* out, con
     for (const std::int64_t b : {bytes(send_offsets, p), bytes(recv_offsets, p)})
       if (p != rank && b > std::numeric_limits<int>::max())
         detail::fail(ErrorCode::Unsupported, "a message of ", b, " bytes between two ranks: at most 2^31 - 1");
-  std::vector<MPI_Request> requests;
+  requests.clear();
   for (int p = 0; p < size; ++p)
     if (p != rank && bytes(recv_offsets, p) > 0) {
       requests.emplace_back();
@@ -127,6 +130,12 @@ inline void exchange_bytes(MPI_Comm comm, int tag, const unsigned char* out, con
       MPI_Isend(out + send_offsets[p], static_cast<int>(bytes(send_offsets, p)), MPI_BYTE, p, tag, comm,
                 &requests.back());
     }
+}
+
+inline void exchange_bytes(MPI_Comm comm, int tag, const unsigned char* out, const std::vector<std::int64_t>& send_offsets,
+                           unsigned char* in, const std::vector<std::int64_t>& recv_offsets) {
+  std::vector<MPI_Request> requests;
+  post_bytes(comm, tag, out, send_offsets, in, recv_offsets, requests);
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/arguments.hpp"
+#include "core/backend.hpp"
 #include "core/layout.hpp"
 #include "core/make_backend.hpp"
 #include "distributed/collective.hpp"
@@ -27,6 +28,11 @@ using distributed::agree;
 using distributed::agree_on_count;
 
 namespace {
+
+// Particles on a rank below which Overlap::Auto runs the exchanges after the local work:
+// the split's second launch and events (CUDA ranks) or second window flush (CPU ranks)
+// then cost about what the exchange they hide does (docs/tuning.md#koverlapminparticles).
+constexpr std::size_t kOverlapMinParticles = 32768;
 
 template <class M>
 void check_block_arrays(const char* what, const Span<M>& arrays, std::int64_t size) {
@@ -60,6 +66,10 @@ struct DistributedPlan<T, D>::Impl {
   // that spread and interp take the caller's blocks as its meshes, with no ghost layers
   // to copy, fold or exchange (the deterministic spread keeps its own fixed-point path).
   bool whole = false;
+  // The local plan's particles split by the block's owned nodes (core/split.hpp), and
+  // whether the exchanges overlap the interior work (set_overlap).
+  bool split = false;
+  Overlap overlap = Overlap::Auto;
   std::unique_ptr<distributed::RankBackend<T, D>> backend;  // the host or the device rank
   std::vector<double> max_abs;  // deterministic: each property's largest |q| on this rank
   std::size_t n = 0;
@@ -69,6 +79,7 @@ struct DistributedPlan<T, D>::Impl {
   // (read when asked: a CUDA rank's marks are events on its stream).
   DistributedTimings timings;
   bool marked = false;
+  bool whole_marks = false;  // the last call marked 0 and 5 only (one rank: all compute)
 
   Impl(const Grid<D>& g, const Kernel& k, const Options& o) : grid(g), kernel(k), options(o) {}
   ~Impl() {
@@ -156,30 +167,83 @@ struct DistributedPlan<T, D>::Impl {
     return v;
   }
 
-  // Marks k = 0..3 of a call's phases on the backend's clock: compute from 0 to 1 and
-  // from 2 to 3, the exchange from 1 to 2 (last_timings reads them).
+  // Marks k = 0..5 of a call's phases on the backend's clock: the local work before the
+  // exchange from 0 to 1, its start from 1 to 2, the interior work while the messages
+  // travel from 2 to 3 (none without overlap), the exchange's end from 3 to 4, the work
+  // after it from 4 to 5 (last_timings reads them).
   void mark(int k) {
     backend->mark(k);
     marked = true;
+    whole_marks = false;
+  }
+  // One rank's call: the local plan's work between marks 0 and 5, nothing else.
+  template <class Work>
+  void marked_whole(Work&& work) {
+    mark(0);
+    work();
+    mark(5);
+    whole_marks = true;
+  }
+
+  // Whether this call runs its exchange during the interior work: several ranks, and the
+  // option (Auto: enough particles on this rank for the split to pay). Each rank decides
+  // alone: its messages are the same either way.
+  bool overlapped(bool parts) const {
+    if (whole || !parts || overlap == Overlap::Never) return false;
+    return overlap == Overlap::Always || n >= kOverlapMinParticles;
+  }
+
+  // The local plan's calls take `part` of the particles.
+  void select(detail::Part part) { detail::PlanAccess<T, D>::backend(*local).select(part); }
+  // Every particle again for the local plan's calls at the end of a split call's scope,
+  // an error's included.
+  struct AllAgain {
+    Impl* plan;
+    ~AllAgain() {
+      if (plan) plan->select(detail::Part::All);
+    }
+  };
+  // The interior work between an exchange's halves: an error there (a position the local
+  // plan's binning rejected, reported late) still finishes the exchange, whose messages
+  // the peers wait for, before it propagates.
+  template <class Work>
+  void between_halves(distributed::HaloPass pass, int count, Work&& work) {
+    try {
+      work();
+    } catch (...) {
+      backend->halo_finish(pass, count);
+      throw;
+    }
   }
 
   // spread and spread_gradient: local_call spreads `count` meshes into the local meshes,
   // then the ghost sums go to their owners and the owned nodes into the caller's blocks;
-  // on one rank local_call spreads into the caller's blocks themselves.
+  // on one rank local_call spreads into the caller's blocks themselves. Overlapped: the
+  // boundary particles first, the exchange started, the interior particles while it runs.
   template <class Call>
   void spread_local(int count, Span<View<T>> blocks, Accumulate mode, Call&& local_call) {
-    mark(0);
     if (whole) {
-      local_call(*local, blocks, mode);
-      for (int k : {1, 2, 3}) mark(k);
+      marked_whole([&] { local_call(*local, blocks, mode); });
       return;
     }
-    local_call(*local, local_views(count), Accumulate::Overwrite);
+    mark(0);
+    const bool parts = overlapped(split);
+    const AllAgain all_again{parts ? this : nullptr};
+    const std::vector<View<T>> meshes = local_views(count);
+    if (parts) select(detail::Part::Boundary);
+    local_call(*local, meshes, Accumulate::Overwrite);
     mark(1);
-    backend->halo_sum(count);
+    backend->halo_start(distributed::HaloPass::Sum, count);
     mark(2);
-    backend->local_to_block(blocks, mode);
+    if (parts) {
+      select(detail::Part::Interior);
+      between_halves(distributed::HaloPass::Sum, count, [&] { local_call(*local, meshes, Accumulate::Add); });
+    }
     mark(3);
+    backend->halo_finish(distributed::HaloPass::Sum, count);
+    mark(4);
+    backend->local_to_block(blocks, mode);
+    mark(5);
   }
 
   // The checks of spread and spread_gradient (`inputs_per_mesh` particle arrays for each
@@ -217,20 +281,30 @@ struct DistributedPlan<T, D>::Impl {
       if (!whole) reserve_meshes(blocks.size(), false);
     });
     if (blocks.empty()) return;
-    mark(0);
     if (whole) {
-      for (int k : {1, 2}) mark(k);
-      local_call(*local, blocks);
-      mark(3);
+      marked_whole([&] { local_call(*local, blocks); });
       return;
     }
+    mark(0);
+    const int count = static_cast<int>(blocks.size());
+    const bool parts = overlapped(split);
+    const AllAgain all_again{parts ? this : nullptr};
     backend->block_to_local(blocks);
     mark(1);
-    backend->halo_fill(static_cast<int>(blocks.size()));
+    backend->halo_start(distributed::HaloPass::Fill, count);
     mark(2);
-    const std::vector<View<T>> filled = local_views(blocks.size());
-    local_call(*local, std::vector<View<const T>>(filled.begin(), filled.end()));
+    const std::vector<View<T>> local_meshes = local_views(blocks.size());
+    const std::vector<View<const T>> filled(local_meshes.begin(), local_meshes.end());
+    if (parts) {
+      select(detail::Part::Interior);
+      between_halves(distributed::HaloPass::Fill, count, [&] { local_call(*local, filled); });
+    }
     mark(3);
+    backend->halo_finish(distributed::HaloPass::Fill, count);
+    mark(4);
+    if (parts) select(detail::Part::Boundary);
+    local_call(*local, filled);
+    mark(5);
   }
 
   // The deterministic spread: global scales, fixed-point deposits, integer ghost sums.
@@ -245,12 +319,19 @@ struct DistributedPlan<T, D>::Impl {
       scale[j] = distributed::exact_scale(max_abs[j], total, kernel.support(), D);
       inverse[j] = 1.0 / scale[j];
     }
-    backend->spread_exact(props, n, scale);
+    const bool parts = overlapped(true);
+    backend->spread_exact(props, n, scale, parts ? detail::Part::Boundary : detail::Part::All);
     mark(1);
-    backend->halo_sum_exact(count);
+    backend->halo_start(distributed::HaloPass::ExactSum, count);
     mark(2);
-    backend->exact_to_block(blocks, inverse, mode);
+    if (parts)
+      between_halves(distributed::HaloPass::ExactSum, count,
+                     [&] { backend->spread_exact(props, n, scale, detail::Part::Interior); });
     mark(3);
+    backend->halo_finish(distributed::HaloPass::ExactSum, count);
+    mark(4);
+    backend->exact_to_block(blocks, inverse, mode);
+    mark(5);
   }
 };
 
@@ -305,6 +386,7 @@ DistributedPlan<T, D>::DistributedPlan(MPI_Comm comm, const Grid<D>& grid, Kerne
     Options local_options = options;
     local_options.deterministic = false;
     s.local = std::make_unique<Plan<T, D>>(s.whole ? grid : local_grid, kernel, local_options);
+    if (!s.whole) s.split = detail::PlanAccess<T, D>::backend(*s.local).set_interior(s.region.interior());
   });
   const distributed::RankSetup<D> setup{*s.decomposition, s.region, s.global_layout, s.local_layout,
                                         s.comm,           kernel,   s.options,       transport};
@@ -417,8 +499,20 @@ template <class T, int D>
 DistributedTimings DistributedPlan<T, D>::last_timings() const {
   const Impl& s = *impl_;
   if (!s.marked) return s.timings;
-  return {s.backend->between(0, 1) + s.backend->between(2, 3), s.backend->between(1, 2), 0};
+  const distributed::RankBackend<T, D>& b = *s.backend;
+  if (s.whole_marks) return {b.between(0, 5), 0, 0, 0};
+  const double interior = b.between(2, 3);
+  return {b.between(0, 1) + interior + b.between(4, 5), b.between(1, 2) + b.between(3, 4), 0, interior};
 }
+template <class T, int D>
+void DistributedPlan<T, D>::set_overlap(Overlap overlap) {
+  if (overlap != Overlap::Auto && overlap != Overlap::Always && overlap != Overlap::Never)
+    fail(ErrorCode::InvalidArgument, "set_overlap: overlap = ", static_cast<int>(overlap),
+         ": Overlap::Auto, Always or Never");
+  impl_->overlap = overlap;
+}
+template <class T, int D>
+Overlap DistributedPlan<T, D>::overlap() const { return impl_->overlap; }
 template <class T, int D>
 Transport DistributedPlan<T, D>::transport() const { return impl_->backend->transport(); }
 

@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include "core/layout.hpp"
+#include "core/split.hpp"
 #include "distributed/decomposition.hpp"
 #include "distributed/region.hpp"
 #include "pmkit/distributed.hpp"
@@ -33,6 +34,11 @@ struct RankSetup {
   Transport transport;              // as the caller asked (CUDA ranks resolve Auto)
 };
 
+// The ghost passes of halo.hpp: the local meshes' ghost sums added to their owners, the
+// owners' values written to the ghost nodes, or the deterministic spread's fixed-point
+// ghost sums.
+enum class HaloPass { Sum, Fill, ExactSum };
+
 template <class T, int D>
 class RankBackend {
  public:
@@ -52,10 +58,13 @@ class RankBackend {
   // or Add).
   virtual void block_to_local(Span<View<const T>> blocks) = 0;
   virtual void local_to_block(Span<View<T>> blocks, Accumulate mode) = 0;
-  // The ghost exchange of the first `count` local meshes (halo.hpp): sum adds the ghost
-  // nodes to their owners, fill writes the owners' values to the ghost nodes.
-  virtual void halo_sum(int count) = 0;
-  virtual void halo_fill(int count) = 0;
+  // The ghost pass of the first `count` local meshes (or fixed-point meshes: ExactSum) in
+  // halo.hpp's two halves: start gathers what it sends and sends it; finish waits for
+  // what arrives and adds or writes it. Between them the caller may add to any node but
+  // a ghost node (sums), or read any node but a ghost node (Fill), while the messages
+  // travel (a CUDA rank: queued work on its stream runs while they do).
+  virtual void halo_start(HaloPass pass, int count) = 0;
+  virtual void halo_finish(HaloPass pass, int count) = 0;
 
   // The index of the first of n particles that lies outside this rank's block (or is not
   // finite, or lies outside an axis' domain: owners.hpp's is_stranger), n if none; its
@@ -83,14 +92,14 @@ class RankBackend {
   virtual void locate_exact(const Positions& positions, std::size_t n) = 0;
   virtual void largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs) = 0;
   virtual void exact_meshes(int count) = 0;
-  virtual void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) = 0;
-  virtual void halo_sum_exact(int count) = 0;
+  virtual void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale,
+                            detail::Part part) = 0;
   virtual void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) = 0;
 
   // The phases' clock: mark(k) records mark k (0 .. kMarks - 1) where the rank's work
   // stands now (a CUDA rank: an event on its stream, no wait); between(a, b) is the
   // seconds from mark a to mark b (a CUDA rank waits for mark b).
-  static constexpr int kMarks = 4;
+  static constexpr int kMarks = 6;
   virtual void mark(int k) = 0;
   virtual double between(int a, int b) const = 0;
   // The transport the rank's messages take (HostMpi on a host rank).
@@ -103,8 +112,8 @@ class RankBackend {
   T* meshes(int count) override;                                                                                 \
   void block_to_local(Span<View<const T>> blocks) override;                                                      \
   void local_to_block(Span<View<T>> blocks, Accumulate mode) override;                                           \
-  void halo_sum(int count) override;                                                                             \
-  void halo_fill(int count) override;                                                                            \
+  void halo_start(HaloPass pass, int count) override;                                                            \
+  void halo_finish(HaloPass pass, int count) override;                                                           \
   std::size_t first_stranger(const std::array<View<const T>, D>& positions, std::size_t n,                       \
                              std::array<double, D>& position) override;                                          \
   std::size_t migrate(const std::array<View<T>, D>& positions, Span<View<T>> props, std::size_t count,            \
@@ -112,8 +121,8 @@ class RankBackend {
   void locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) override;                      \
   void largest_values(Span<View<const T>> props, std::size_t n, std::vector<double>& max_abs) override;          \
   void exact_meshes(int count) override;                                                                         \
-  void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) override;        \
-  void halo_sum_exact(int count) override;                                                                       \
+  void spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale,                  \
+                    detail::Part part) override;                                                                 \
   void exact_to_block(Span<View<T>> blocks, const std::vector<double>& inverse, Accumulate mode) override;       \
   void mark(int k) override;                                                                                     \
   double between(int a, int b) const override;

@@ -3,6 +3,8 @@
 #include <array>
 #include <cstdint>
 
+#include "core/split.hpp"
+
 namespace pmkit::distributed {
 
 // The owned nodes of a local mesh: where they start, how many, per axis, and the local
@@ -10,6 +12,19 @@ namespace pmkit::distributed {
 template <int D>
 struct Region {
   std::array<std::int64_t, D> start{}, shape{}, local{};
+
+  // The owned nodes as the interior box of the local plan's split (core/split.hpp): a
+  // particle whose stencil stays inside writes and reads no ghost node. An axis the block
+  // holds whole (decomposition.hpp) has no ghost node.
+  detail::NodeBox<D> interior() const {
+    detail::NodeBox<D> box{};
+    for (int d = 0; d < D; ++d) {
+      const bool whole = start[d] == 0 && shape[d] == local[d];
+      box.lo[d] = whole ? detail::NodeBox<D>::whole_lo() : start[d];
+      box.hi[d] = whole ? detail::NodeBox<D>::whole_hi() : start[d] + shape[d];
+    }
+    return box;
+  }
 
   // Calls f(block_offset, local_offset, length) for each x-row of the block.
   template <class F>

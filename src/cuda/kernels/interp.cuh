@@ -159,6 +159,7 @@ __device__ __forceinline__ void interp_tiles_block(const detail::Layout<D>& layo
   Span* window_spans = reinterpret_cast<Span*>(interp_shared);  // [NP][Window::kNodes] (kSpans)
   const Chunk chunk = chunks[blockIdx.x];
   if (chunk.count == 0) return;  // past the binning's chunks (Chunk)
+  if (!pass.parts.takes(geo, chunk.tile)) return;  // another part's tile (TileParts)
   Packed<T> mine[kSlots] = {};
   std::uint32_t local[kSlots] = {};
 #pragma unroll

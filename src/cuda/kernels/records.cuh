@@ -7,6 +7,7 @@
 
 #include "core/cell_code.hpp"
 #include "core/layout.hpp"
+#include "core/split.hpp"
 #include "core/stencil.hpp"
 #include "cuda/tuning/tuning.hpp"
 
@@ -181,6 +182,25 @@ __device__ __forceinline__ void load_block_positions(const PositionArrays<T, D>&
   }
 }
 
+// The tiles a tile kernel's blocks take (a distributed plan's split, core/split.hpp): all,
+// or those whose tile coordinates lie in [lo, hi) on every axis (Part::Interior: their
+// stencils stay inside the split's box), or the others (Part::Boundary).
+struct TileParts {
+  detail::Part part = detail::Part::All;
+  int lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+
+  template <int D>
+  __device__ __forceinline__ bool takes(const BinGeometry<D>& geo, std::uint32_t tile) const {
+    if (part == detail::Part::All) return true;
+    int t[D];
+    geo.tile_coords(tile, t);
+    bool inside = true;
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) inside = inside && t[d] >= lo[d] && t[d] < hi[d];
+    return detail::in_part(part, inside);
+  }
+};
+
 // Up to kPropsPerPass particle arrays and meshes handled by one launch.
 template <class T>
 struct PropPass {
@@ -197,6 +217,7 @@ struct PropPass {
   // each tile's double window in heavy_windows, or kLightTile.
   const std::uint32_t* heavy_slot;
   double* heavy_windows;  // [heavy tile][tuning::kPropsPerPass][window nodes]
+  TileParts parts;        // the tiles the tile kernels take (all but under a split)
 };
 
 // A tile whose blocks flush to the mesh (PropPass::heavy_slot).

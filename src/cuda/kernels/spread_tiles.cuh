@@ -295,6 +295,7 @@ __device__ __forceinline__ void spread_tile_block(const detail::Layout<D>& layou
   __shared__ double scale[NM];
   const Chunk chunk = chunks[blockIdx.x];
   if (chunk.count == 0) return;  // past the binning's chunks (Chunk)
+  if (!pass.parts.takes(geo, chunk.tile)) return;  // another part's tile (TileParts)
   int tile[D];
   __shared__ typename Window::IndexTables tables;
   __shared__ double* heavy_window;

@@ -72,8 +72,47 @@ class CudaBackend final : public detail::Backend<T, D> {
     stream_ = to_cuda_stream(stream);
     options_.stream = stream;
   }
+  // The split (core/split.hpp) of the fast spread on device arrays: the tile kernels take
+  // the tiles of the selected part (TileParts, a function of the tile's place: nothing
+  // per binning); the other kernels (global atomics, cell moments, the per-particle
+  // interp, update_points' away list) take their particles in the boundary part.
+  bool set_interior(const detail::NodeBox<D>& interior) override {
+    if (options_.deterministic || options_.host_arrays) return false;
+    interior_ = interior;
+    return true;
+  }
+  void select(detail::Part part) override { part_ = part; }
 
  private:
+  // The selected part's tiles (TileParts): per axis the tiles all of whose stencils lie in
+  // the interior box (one a tile's first node - kLead to its last + S - 1 - kLead).
+  TileParts tile_parts() const {
+    TileParts parts;
+    parts.part = part_;
+    if (part_ == detail::Part::All) return parts;
+    const int edge = BinGeometry<D>::kEdge, support = kernel_.support(), lead = (support - 1) / 2;
+    for (int d = 0; d < D; ++d) {
+      detail::NodeBox<D> axis_box{};  // the interior box along axis d alone
+      for (int e = 0; e < D; ++e) {
+        axis_box.lo[e] = e == d ? interior_.lo[d] : detail::NodeBox<D>::whole_lo();
+        axis_box.hi[e] = e == d ? interior_.hi[d] : detail::NodeBox<D>::whole_hi();
+      }
+      parts.lo[d] = geo_.tiles[d];
+      parts.hi[d] = 0;
+      for (int t = 0; t < geo_.tiles[d]; ++t) {
+        int first[D] = {};
+        first[d] = t * edge - lead;
+        if (!detail::stencil_inside<D>(axis_box, layout_, first, edge + support - 1)) continue;
+        parts.lo[d] = std::min(parts.lo[d], t);
+        parts.hi[d] = std::max(parts.hi[d], t + 1);
+      }
+    }
+    return parts;
+  }
+  // Whether a kernel that takes every particle (or the away list) runs in the selected
+  // part: in all but the interior one.
+  bool runs_whole() const { return part_ != detail::Part::Interior; }
+
   // Shared memory of the partition's blocks: pass 1, and pass 2 (its caller indices too).
   static constexpr std::size_t kPartitionShared = sizeof(typename PartitionBlock<T>::Shared);
   static constexpr std::size_t kPlaceShared =
@@ -237,6 +276,9 @@ class CudaBackend final : public detail::Backend<T, D> {
   bool binning_lost_ = false;
   bool binning_kept_ = false;  // the last update_points kept the binning (Plan::binning_kept)
   BinningCall<T, D> captured_call_;  // the last binning call queued under stream capture
+  detail::NodeBox<D> interior_{};    // set_interior's box
+  detail::Part part_ = detail::Part::All;  // the particles spread and interp take (select)
+  bool interp_one_pass_ = true;  // the interp call's outputs fit one pass (its binned values: interp_output)
 };
 
 }  // namespace pmkit::cuda

@@ -82,6 +82,7 @@ void CudaBackend<T, D>::interp_gradient_all(Span<View<const T>> meshes, Span<Vie
   // The mesh views as writable ones for gradient_pass, which only reads them here.
   std::vector<View<T>> mesh_views;
   for (const View<const T>& m : meshes) mesh_views.emplace_back(const_cast<T*>(m.data), m.size, m.stride);
+  interp_one_pass_ = meshes.size() == 1;
   for (std::size_t i = 0; i < meshes.size(); ++i) {
     if (options_.host_arrays) start_timer();
     PropPass<T> pass = gradient_pass({}, mesh_views, i, true);
@@ -117,7 +118,7 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
   const InverseSpacing<T, D> inverse = inverse_spacing();
   // update_points' away list (the tiles skip its particles: either order gives the same
   // outputs).
-  if (current_.has_away) {
+  if (current_.has_away && runs_whole()) {
     const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
       interp_gradient_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
@@ -134,15 +135,17 @@ void CudaBackend<T, D>::launch_interp_gradient(const PropPass<T>& pass) {
     auto kernel =
         out.direct.perm ? interp_gradient_tiles_kernel<K, D, T, true> : interp_gradient_tiles_kernel<K, D, T, false>;
     opt_in_shared(kernel, shared);
+    PropPass<T> tiles = pass;
+    tiles.parts = tile_parts();
     kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(
-        layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), pass, out, inverse);
+        layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), tiles, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::shared_tiles");
-  } else {
+  } else if (runs_whole()) {
     interp_gradient_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out, inverse);
     check_launch("pmkit::cuda::interp_gradient::gather");
   }
-  if (out.direct.perm) return;
+  if (out.direct.perm || part_ == detail::Part::Interior) return;  // the boundary part unbins both
   bool interleaved = true;  // the D outputs are the D strided views of one array
   for (int d = 0; d < D; ++d) interleaved = interleaved && pass.values[d] == pass.values[0] + d && pass.value_stride[d] == D;
   auto unbin = interleaved ? unbin_gradient_kernel<T, D, true> : unbin_gradient_kernel<T, D, false>;
@@ -222,12 +225,12 @@ void CudaBackend<T, D>::launch_spread_gradient(const PropPass<T>& pass, Accumula
   if (n == 0) return;
   if (method_ == SpreadMethod::CudaSharedTiles) {
     launch_gradient_tiles<K, kFastWords<T>, false>(pass);
-  } else {
+  } else if (runs_whole()) {
     spread_gradient_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), ItemCount{n}, pass, inverse);
     check_launch("pmkit::cuda::spread_gradient::global_atomics");
   }
-  if (current_.has_away) {
+  if (current_.has_away && runs_whole()) {
     const ItemCount away{n, current_.counts + kAwayCount};
     spread_gradient_atomics_kernel<K, D, T><<<blocks_for(away_threads(), tuning::kPointThreads),
                                               tuning::kPointThreads, 0, stream_>>>(

@@ -25,8 +25,12 @@ InterpOutput<T> CudaBackend<T, D>::interp_output(int outputs, int meshes) const 
   const std::size_t n = current_.n;
   const double outputs_bytes = static_cast<double>(n) * outputs * sizeof(T);
   const double meshes_bytes = static_cast<double>(layout_.size) * meshes * sizeof(T);
-  const bool direct =
-      tuning::interp_direct_pays(outputs_bytes, meshes_bytes, limits_.l2_bytes, current_.caller_order_binned);
+  // Under a split the boundary part, which follows the interior one (select), unbins
+  // both parts' outputs where one pass holds the call's outputs; else each part writes
+  // its own straight to the caller's order.
+  const bool direct = (part_ != detail::Part::All && !interp_one_pass_) ||
+                      tuning::interp_direct_pays(outputs_bytes, meshes_bytes, limits_.l2_bytes,
+                                                 current_.caller_order_binned);
   return InterpOutput<T>{buf_.binned_values.get(), n, direct ? current_.perm.get() : nullptr};
 }
 
@@ -52,7 +56,7 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
   const bool direct = out.perm != nullptr;
   // update_points' away list (the tiles skip its particles: either order gives the same
   // outputs).
-  if (current_.has_away) {
+  if (current_.has_away && runs_whole()) {
     const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
       interp_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
@@ -70,16 +74,18 @@ void CudaBackend<T, D>::launch_interp(const PropPass<T>& pass) {
       const std::size_t shared = interp_tiles_shared_bytes<K, D, T, NP>();
       auto kernel = direct ? interp_tiles_kernel<K, D, T, NP, true> : interp_tiles_kernel<K, D, T, NP, false>;
       opt_in_shared(kernel, shared);
+      PropPass<T> tiles = pass;
+      tiles.parts = tile_parts();
       kernel<<<current_.max_chunks, tuning::kSpreadThreads, shared, stream_>>>(
-          layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, pass, out);
+          layout_, geo_, current_.chunks.get(), current_.particles.get(), taken_order(), n, tiles, out);
       check_launch("pmkit::cuda::interp::shared_tiles");
     });
-  } else {
+  } else if (runs_whole()) {
     interp_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, ItemCount{n}, pass, out);
     check_launch("pmkit::cuda::interp::gather");
   }
-  if (direct) return;
+  if (direct || part_ == detail::Part::Interior) return;  // the boundary part unbins both
   unbin_kernel<T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(pass, out.binned, n,
                                                                                   current_.slot.get());
   check_launch("pmkit::cuda::interp::unbin");
@@ -90,6 +96,7 @@ template <class K>
 void CudaBackend<T, D>::interp_all(Span<View<const T>> meshes, Span<View<T>> values) {
   const std::size_t n = current_.n;
   buf_.binned_values.reserve(n * tuning::kPropsPerPass, "interp scratch");
+  interp_one_pass_ = meshes.size() <= static_cast<std::size_t>(tuning::kPropsPerPass);
   for (std::size_t first = 0; first < meshes.size(); first += tuning::kPropsPerPass) {
     PropPass<T> pass{};
     pass.count = static_cast<int>(std::min<std::size_t>(tuning::kPropsPerPass, meshes.size() - first));

@@ -126,15 +126,17 @@ void CudaBackend<T, D>::launch_spread(const PropPass<T>& pass, Accumulate mode) 
   }
   if (n == 0) return;
   if (method_ == SpreadMethod::CudaGlobalAtomics) {
+    if (!runs_whole()) return;
     spread_atomics_kernel<K, D, T><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
         layout_, geo_, current_.particles.get(), nullptr, current_.perm.get(), ItemCount{n}, pass);
     check_launch("pmkit::cuda::spread::global_atomics");
   } else if (method_ == SpreadMethod::CudaCellMoments) {
-    if constexpr (tuning::cell_moments_fit(K::support, D)) launch_cells<K>(pass);
+    if constexpr (tuning::cell_moments_fit(K::support, D))
+      if (runs_whole()) launch_cells<K>(pass);
   } else {
     launch_tiles<K, kFastWords<T>, false>(pass);
   }
-  if (current_.has_away) {  // update_points' away list
+  if (current_.has_away && runs_whole()) {  // update_points' away list
     const ItemCount away{n, current_.counts + kAwayCount};
     if constexpr (tuning::away_by_warps(K::support, D))
       spread_away_warps_kernel<K, D, T><<<warp_blocks_for(away_threads(), tuning::kPointThreads),
@@ -196,6 +198,9 @@ PropPass<T> CudaBackend<T, D>::tile_pass(const PropPass<T>& caller_pass, int val
     pass.heavy_slot = current_.heavy_slot.get();
     pass.heavy_windows = buf_.heavy_windows.get();
   }
+  // Under a split, the selected part's tiles; a heavy tile's window then holds that
+  // part's sums and the other windows stay clear, so finish_heavy_tiles adds no more.
+  pass.parts = tile_parts();
   return pass;
 }
 

@@ -50,7 +50,8 @@ DeviceRank<T, D>::DeviceRank(const RankSetup<D>& setup)
   halo_ = DeviceHalo(context_, halo, local_size_);
   send_.reserve(std::max<std::size_t>(1, halo_.entries()), "ghost send buffer");
   recv_.reserve(std::max<std::size_t>(1, halo_.entries()), "ghost receive buffer");
-  exact_ = DeviceExactSpread<T, D>(context_, setup.kernel, owners_, first_cell, setup.local, region_, halo_.entries());
+  exact_ = DeviceExactSpread<T, D>(context_, setup.kernel, owners_, first_cell, setup.local, region_,
+                                   setup.region.interior(), halo_.entries());
   migration_ = DeviceMigration<T, D>(context_, owners_, setup.global);
   transport_.connect();
 }
@@ -65,6 +66,9 @@ T* DeviceRank<T, D>::meshes(int count) {
   meshes_.reserve(static_cast<std::size_t>(count) * local_size_, "local meshes");
   if (meshes_.size() != had)
     check(cudaMemsetAsync(meshes_.get(), 0, meshes_.size() * sizeof(T), context_.stream), "local meshes");
+  const std::size_t lists = std::max<std::size_t>(1, halo_.entries() * static_cast<std::size_t>(count));
+  send_.reserve(lists, "ghost send buffer");
+  recv_.reserve(lists, "ghost receive buffer");
   return meshes_.get();
 }
 
@@ -83,14 +87,49 @@ void DeviceRank<T, D>::local_to_block(Span<View<T>> blocks, Accumulate mode) {
   });
 }
 
+// The messages travel on a stream of their own (made on first use), forked from the
+// rank's stream after the gather and joined back before the scatter: the work the caller
+// queues between start and finish runs while they travel, and a capture of the rank's
+// stream takes the fork and the join into its graph. The stream has the device's highest
+// priority, so that NCCL's kernel takes its SMs before the interior tiles' blocks fill
+// them.
 template <class T, int D>
-void DeviceRank<T, D>::halo_sum(int count) {
-  halo_.pass(transport_, meshes_.get(), send_.get(), recv_.get(), count, true);
+template <class V>
+void DeviceRank<T, D>::halo_start(V* meshes, V* send, V* recv, int count, bool sum) {
+  halo_.gather(meshes, send, count, sum);
+  if (!messages_) {
+    int least = 0, greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "DistributedPlan: cudaDeviceGetStreamPriorityRange");
+    check(cudaStreamCreateWithPriority(&messages_, cudaStreamNonBlocking, greatest), "DistributedPlan: cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming), "DistributedPlan: cudaEventCreate");
+    check(cudaEventCreateWithFlags(&arrived_, cudaEventDisableTiming), "DistributedPlan: cudaEventCreate");
+  }
+  check(cudaEventRecord(gathered_, context_.stream), "DistributedPlan: cudaEventRecord");
+  check(cudaStreamWaitEvent(messages_, gathered_, 0), "DistributedPlan: cudaStreamWaitEvent");
+  halo_.start(transport_, send, recv, count, sum, messages_);
 }
 
 template <class T, int D>
-void DeviceRank<T, D>::halo_fill(int count) {
-  halo_.pass(transport_, meshes_.get(), send_.get(), recv_.get(), count, false);
+template <class V>
+void DeviceRank<T, D>::halo_finish(V* meshes, V* send, V* recv, int count, bool sum) {
+  halo_.finish(transport_, send, recv, count, sum, messages_);
+  check(cudaEventRecord(arrived_, messages_), "DistributedPlan: cudaEventRecord");
+  check(cudaStreamWaitEvent(context_.stream, arrived_, 0), "DistributedPlan: cudaStreamWaitEvent");
+  halo_.scatter(meshes, recv, count, sum);
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::halo_start(HaloPass pass, int count) {
+  cuda::DeviceScope scope(context_.device);
+  if (pass == HaloPass::ExactSum) halo_start(exact_.meshes(), exact_.send(), exact_.recv(), count, true);
+  else halo_start(meshes_.get(), send_.get(), recv_.get(), count, pass == HaloPass::Sum);
+}
+
+template <class T, int D>
+void DeviceRank<T, D>::halo_finish(HaloPass pass, int count) {
+  cuda::DeviceScope scope(context_.device);
+  if (pass == HaloPass::ExactSum) halo_finish(exact_.meshes(), exact_.send(), exact_.recv(), count, true);
+  else halo_finish(meshes_.get(), send_.get(), recv_.get(), count, pass == HaloPass::Sum);
 }
 
 template <class T, int D>
@@ -126,13 +165,9 @@ void DeviceRank<T, D>::exact_meshes(int count) {
 }
 
 template <class T, int D>
-void DeviceRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) {
-  exact_.spread(props, n, scale);
-}
-
-template <class T, int D>
-void DeviceRank<T, D>::halo_sum_exact(int count) {
-  halo_.pass(transport_, exact_.meshes(), exact_.send(), exact_.recv(), count, true);
+void DeviceRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale,
+                                    detail::Part part) {
+  exact_.spread(props, n, scale, part);
 }
 
 template <class T, int D>
@@ -144,6 +179,9 @@ template <class T, int D>
 DeviceRank<T, D>::~DeviceRank() {
   for (cudaEvent_t e : marks_)
     if (e) cudaEventDestroy(e);
+  if (gathered_) cudaEventDestroy(gathered_);
+  if (arrived_) cudaEventDestroy(arrived_);
+  if (messages_) cudaStreamDestroy(messages_);
 }
 
 // An event on the rank's stream (made on first use): no wait.

@@ -31,6 +31,12 @@ class DeviceRank final : public RankBackend<T, D> {
   void raise_deferred() override;
 
  private:
+  // A halo pass's halves on `meshes`, with its send and receive buffers.
+  template <class V>
+  void halo_start(V* meshes, V* send, V* recv, int count, bool sum);
+  template <class V>
+  void halo_finish(V* meshes, V* send, V* recv, int count, bool sum);
+
   DeviceContext context_;
   std::int64_t local_size_ = 0;
   bool alone_ = false;  // one rank, not deterministic: the local plan checks update_points
@@ -42,6 +48,9 @@ class DeviceRank final : public RankBackend<T, D> {
   DeviceExactSpread<T, D> exact_;
   DeviceMigration<T, D> migration_;
   std::array<cudaEvent_t, RankBackend<T, D>::kMarks> marks_{};  // the phases' marks
+  // The ghost messages' stream, and its fork from and join to the rank's stream.
+  cudaStream_t messages_ = nullptr;
+  cudaEvent_t gathered_ = nullptr, arrived_ = nullptr;
   // Last: destroyed first (the NCCL communicator, then the pinned buffers, before the
   // device buffers).
   DeviceTransport transport_;

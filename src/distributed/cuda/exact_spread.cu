@@ -56,10 +56,12 @@ __global__ void largest_kernel(View<const T> q, std::int64_t n, unsigned long lo
   if (threadIdx.x % 32 == 0 && bits != 0) atomicMax(found, bits);
 }
 
-// One thread a particle: its contributions to property q's fixed-point local mesh.
+// One thread a particle of `part` (its stencil inside or outside `interior`): its
+// contributions to property q's fixed-point local mesh.
 template <class K, class T, int D>
 __global__ void deposit_exact_kernel(ExactStencils<T, D> stencils, std::int64_t n, View<const T> q, double scale,
-                                     detail::Layout<D> local, ExactWords* mesh) {
+                                     detail::Layout<D> local, detail::NodeBox<D> interior, detail::Part part,
+                                     ExactWords* mesh) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   int base[D];
@@ -68,6 +70,7 @@ __global__ void deposit_exact_kernel(ExactStencils<T, D> stencils, std::int64_t 
     base[d] = stencils.base[d][i];
     s[d] = stencils.frac[d][i];
   }
+  if (!detail::in_part(part, detail::stencil_inside<D>(interior, local, base, K::support))) return;
   const double value = static_cast<double>(q[i]);
   deposit_exact<K, T, D>(local, base, s, &value, &scale, 1,
                          [&](int, std::int64_t node, ExactWords w) { add_atomically(mesh + node, w); });
@@ -78,7 +81,8 @@ __global__ void deposit_exact_kernel(ExactStencils<T, D> stencils, std::int64_t 
 template <class T, int D>
 DeviceExactSpread<T, D>::DeviceExactSpread(const DeviceContext& context, const Kernel& kernel, const Owners<D>& owners,
                                            const FirstCell<D>& first_cell, const detail::Layout<D>& local,
-                                           const DeviceRegion<D>& region, std::size_t halo_entries)
+                                           const DeviceRegion<D>& region, const detail::NodeBox<D>& interior,
+                                           std::size_t halo_entries)
     : context_(context),
       kernel_(kernel),
       owners_(owners),
@@ -86,7 +90,8 @@ DeviceExactSpread<T, D>::DeviceExactSpread(const DeviceContext& context, const K
       local_(local),
       local_size_(local.size),
       region_(region),
-      halo_entries_(halo_entries) {}
+      halo_entries_(halo_entries),
+      interior_(interior) {}
 
 template <class T, int D>
 ExactStencils<T, D> DeviceExactSpread<T, D>::exact_stencils() {
@@ -147,22 +152,24 @@ template <class T, int D>
 void DeviceExactSpread<T, D>::reserve(int count) {
   cuda::DeviceScope scope(context_.device);
   exact_.reserve(static_cast<std::size_t>(count) * local_size_, "fixed-point local meshes");
-  const std::size_t lists = std::max<std::size_t>(1, halo_entries_);
+  const std::size_t lists = std::max<std::size_t>(1, halo_entries_ * count);
   exact_send_.reserve(lists, "fixed-point ghost buffer");
   exact_recv_.reserve(lists, "fixed-point ghost buffer");
 }
 
 template <class T, int D>
-void DeviceExactSpread<T, D>::spread(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale) {
+void DeviceExactSpread<T, D>::spread(Span<View<const T>> props, std::size_t n, const std::vector<double>& scale,
+                                     detail::Part part) {
   cuda::DeviceScope scope(context_.device);
   const std::size_t count = props.size();
-  check(cudaMemsetAsync(exact_.get(), 0, count * local_size_ * sizeof(ExactWords), context_.stream), "spread");
+  if (part != detail::Part::Interior)
+    check(cudaMemsetAsync(exact_.get(), 0, count * local_size_ * sizeof(ExactWords), context_.stream), "spread");
   if (n == 0) return;
   const ExactStencils<T, D> stencils = exact_stencils();
   kernels::dispatch(kernel_, [&](auto k) {
     for (std::size_t j = 0; j < count; ++j)
       deposit_exact_kernel<decltype(k), T, D><<<blocks_for(n), kThreads, 0, context_.stream>>>(
-          stencils, n, props[j], scale[j], local_, exact_.get() + j * local_size_);
+          stencils, n, props[j], scale[j], local_, interior_, part, exact_.get() + j * local_size_);
   });
   cuda::check_launch("pmkit::DistributedPlan::deposit_exact_kernel");
 }

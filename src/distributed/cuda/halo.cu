@@ -1,5 +1,5 @@
-// The CUDA rank's ghost exchange (halo.cuh): one mesh at a time, a gather kernel, the
-// transport's exchange, then a scatter kernel (atomic adds for the sum).
+// The CUDA rank's ghost exchange (halo.cuh): a gather kernel over every mesh of the pass,
+// the transport's exchange, then a scatter kernel (atomic adds for the sum).
 #include "distributed/cuda/halo.cuh"
 
 #include <algorithm>
@@ -11,23 +11,41 @@ namespace pmkit::distributed {
 
 namespace {
 
-template <class T>
-__global__ void gather_kernel(const T* mesh, const std::int64_t* index, std::int64_t n, T* out) {
-  const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (e < n) out[e] = mesh[index[e]];
+// Where entry e of a list (offsets[0..peers], by peer) travels for mesh j of `count`: its
+// peer p's block of count x n_p values, mesh by mesh (halo.hpp's layout).
+__device__ __forceinline__ std::int64_t packed(const std::int64_t* offsets, int peers, std::int64_t e, int j,
+                                               int count) {
+  int lo = 0, hi = peers;  // offsets[lo] <= e < offsets[hi]: the last peer whose list starts at or before e
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (offsets[mid] <= e) lo = mid;
+    else hi = mid;
+  }
+  const std::int64_t first = offsets[lo];
+  return first * count + static_cast<std::int64_t>(j) * (offsets[lo + 1] - first) + (e - first);
 }
 
-// Two entries of one list may name the same node (halo.hpp): atomic adds.
+// Grid: entries along x, meshes along y.
 template <class T>
-__global__ void scatter_add_kernel(T* mesh, const std::int64_t* index, std::int64_t n, const T* in) {
+__global__ void gather_kernel(const T* meshes, std::int64_t local_size, const std::int64_t* index,
+                              const std::int64_t* offsets, int peers, std::int64_t n, int count, T* out) {
   const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (e < n) add_atomically(mesh + index[e], in[e]);
+  const int j = blockIdx.y;
+  if (e < n) out[packed(offsets, peers, e, j, count)] = meshes[j * local_size + index[e]];
 }
 
+// Two entries of one list may name the same node (halo.hpp): atomic adds for the sum.
 template <class T>
-__global__ void scatter_kernel(T* mesh, const std::int64_t* index, std::int64_t n, const T* in) {
+__global__ void scatter_kernel(T* meshes, std::int64_t local_size, const std::int64_t* index,
+                               const std::int64_t* offsets, int peers, std::int64_t n, int count, const T* in,
+                               bool add) {
   const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (e < n) mesh[index[e]] = in[e];
+  const int j = blockIdx.y;
+  if (e >= n) return;
+  T* node = meshes + j * local_size + index[e];
+  const T value = in[packed(offsets, peers, e, j, count)];
+  if (add) add_atomically(node, value);
+  else *node = value;
 }
 
 }  // namespace
@@ -37,35 +55,58 @@ DeviceHalo::DeviceHalo(const DeviceContext& context, const Halo& halo, std::int6
       local_size_(local_size),
       ghost_index_(halo.ghosts().index, "ghost list"),
       owned_index_(halo.owned().index, "ghost owners list"),
+      ghost_peers_(halo.ghosts().offsets, "ghost list offsets"),
+      owned_peers_(halo.owned().offsets, "ghost owners list offsets"),
       ghost_offsets_(halo.ghosts().offsets),
       owned_offsets_(halo.owned().offsets) {}
 
-// One mesh at a time: gather the values the lists send, exchange, then add them to the
-// owners' nodes (sum: from the ghost nodes) or write them to the ghost nodes (fill: from
-// the owned ones).
+// sum sends from the ghost lists and receives into the owned ones; fill the reverse.
 template <class V>
-void DeviceHalo::pass(DeviceTransport& transport, V* meshes, V* send, V* recv, int count, bool sum) {
+void DeviceHalo::gather(const V* meshes, V* send, int count, bool sum) {
   cuda::DeviceScope scope(context_.device);
-  const std::int64_t* from = sum ? ghost_index_.get() : owned_index_.get();
-  const std::int64_t* to = sum ? owned_index_.get() : ghost_index_.get();
-  const std::vector<std::int64_t>& from_offsets = sum ? ghost_offsets_ : owned_offsets_;
-  const std::vector<std::int64_t>& to_offsets = sum ? owned_offsets_ : ghost_offsets_;
-  const std::int64_t out = from_offsets.back(), in = to_offsets.back();
-  const auto send_bytes = byte_offsets(from_offsets, sizeof(V));
-  const auto recv_bytes = byte_offsets(to_offsets, sizeof(V));
-  for (int j = 0; j < count; ++j) {
-    V* mesh = meshes + j * local_size_;
-    if (out > 0) gather_kernel<<<blocks_for(out), kThreads, 0, context_.stream>>>(mesh, from, out, send);
-    transport.exchange(reinterpret_cast<const unsigned char*>(send), send_bytes, reinterpret_cast<unsigned char*>(recv),
-                       recv_bytes);
-    if (in > 0 && sum) scatter_add_kernel<<<blocks_for(in), kThreads, 0, context_.stream>>>(mesh, to, in, recv);
-    if (in > 0 && !sum) scatter_kernel<<<blocks_for(in), kThreads, 0, context_.stream>>>(mesh, to, in, recv);
-  }
-  cuda::check_launch("pmkit::DistributedPlan::halo_pass");
+  const std::vector<std::int64_t>& offsets = sum ? ghost_offsets_ : owned_offsets_;
+  const std::int64_t out = offsets.back();
+  if (out == 0 || count == 0) return;
+  const int peers = static_cast<int>(offsets.size()) - 1;
+  gather_kernel<<<dim3(blocks_for(out), count), kThreads, 0, context_.stream>>>(
+      meshes, local_size_, sum ? ghost_index_.get() : owned_index_.get(), sum ? ghost_peers_.get() : owned_peers_.get(),
+      peers, out, count, send);
+  cuda::check_launch("pmkit::DistributedPlan::halo_gather");
 }
 
-template void DeviceHalo::pass<float>(DeviceTransport&, float*, float*, float*, int, bool);
-template void DeviceHalo::pass<double>(DeviceTransport&, double*, double*, double*, int, bool);
-template void DeviceHalo::pass<ExactWords>(DeviceTransport&, ExactWords*, ExactWords*, ExactWords*, int, bool);
+template <class V>
+void DeviceHalo::messages(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream,
+                          bool start) {
+  cuda::DeviceScope scope(context_.device);
+  const std::int64_t unit = count * static_cast<std::int64_t>(sizeof(V));
+  const auto out = reinterpret_cast<const unsigned char*>(send);
+  const auto in = reinterpret_cast<unsigned char*>(recv);
+  const std::vector<std::int64_t> sent = byte_offsets(sum ? ghost_offsets_ : owned_offsets_, unit);
+  const std::vector<std::int64_t> received = byte_offsets(sum ? owned_offsets_ : ghost_offsets_, unit);
+  if (start) transport.start(out, sent, in, received, stream);
+  else transport.finish(out, sent, in, received, stream);
+}
+
+template <class V>
+void DeviceHalo::scatter(V* meshes, const V* recv, int count, bool sum) {
+  cuda::DeviceScope scope(context_.device);
+  const std::vector<std::int64_t>& offsets = sum ? owned_offsets_ : ghost_offsets_;
+  const std::int64_t in = offsets.back();
+  if (in == 0 || count == 0) return;
+  const int peers = static_cast<int>(offsets.size()) - 1;
+  scatter_kernel<<<dim3(blocks_for(in), count), kThreads, 0, context_.stream>>>(
+      meshes, local_size_, sum ? owned_index_.get() : ghost_index_.get(), sum ? owned_peers_.get() : ghost_peers_.get(),
+      peers, in, count, recv, sum);
+  cuda::check_launch("pmkit::DistributedPlan::halo_scatter");
+}
+
+#define PMKIT_DEVICE_HALO(V)                                                                            \
+  template void DeviceHalo::gather<V>(const V*, V*, int, bool);                                          \
+  template void DeviceHalo::messages<V>(DeviceTransport&, V*, V*, int, bool, cudaStream_t, bool);        \
+  template void DeviceHalo::scatter<V>(V*, const V*, int, bool);
+PMKIT_DEVICE_HALO(float)
+PMKIT_DEVICE_HALO(double)
+PMKIT_DEVICE_HALO(ExactWords)
+#undef PMKIT_DEVICE_HALO
 
 }  // namespace pmkit::distributed

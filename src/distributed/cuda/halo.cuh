@@ -19,21 +19,41 @@ class DeviceHalo {
   // halo's lists copied to the device, for local meshes of `local_size` nodes.
   DeviceHalo(const DeviceContext& context, const Halo& halo, std::int64_t local_size);
 
-  // The most entries one pass sends or receives: the room of its buffers, per mesh.
+  // The most entries one pass sends or receives per mesh: send and recv hold this many
+  // values for each mesh of a pass.
   std::size_t entries() const {
     return static_cast<std::size_t>(std::max(ghost_offsets_.back(), owned_offsets_.back()));
   }
   // sum (the ghost nodes added to their owners) or fill (the owners' values written to the
-  // ghost nodes) of the first `count` of the local meshes at `meshes`; send and recv hold
-  // entries() values each.
+  // ghost nodes) of the first `count` of the local meshes at `meshes`, in halo.hpp's two
+  // halves: gather (the values, on the rank's stream), start (the transport's start on
+  // `stream`, once the caller has ordered it after the gather), finish (the transport's
+  // finish on `stream`), scatter (the arrivals added or written on the rank's stream,
+  // once the caller has ordered it after `stream`). Per peer its count x entries block, mesh by
+  // mesh, as on the host.
   template <class V>
-  void pass(DeviceTransport& transport, V* meshes, V* send, V* recv, int count, bool sum);
+  void gather(const V* meshes, V* send, int count, bool sum);
+  template <class V>
+  void start(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream) {
+    messages(transport, send, recv, count, sum, stream, true);
+  }
+  template <class V>
+  void finish(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream) {
+    messages(transport, send, recv, count, sum, stream, false);
+  }
+  template <class V>
+  void scatter(V* meshes, const V* recv, int count, bool sum);
 
  private:
+  // The transport's start or finish of a pass's messages on `stream`.
+  template <class V>
+  void messages(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream, bool start);
+
   DeviceContext context_;
   std::int64_t local_size_ = 0;
-  // This rank's ghost nodes by owner, its owned nodes by sender (halo.hpp).
-  cuda::DeviceBuffer<std::int64_t> ghost_index_, owned_index_;
+  // This rank's ghost nodes by owner, its owned nodes by sender (halo.hpp), and the
+  // lists' offsets by peer on the device too (the kernels find an entry's peer there).
+  cuda::DeviceBuffer<std::int64_t> ghost_index_, owned_index_, ghost_peers_, owned_peers_;
   std::vector<std::int64_t> ghost_offsets_, owned_offsets_;
 };
 

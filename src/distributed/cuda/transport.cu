@@ -147,10 +147,9 @@ void DeviceTransport::host_reserve(unsigned char*& buffer, std::size_t& have, st
   have = roomy;
 }
 
-void DeviceTransport::exchange(const unsigned char* out, const std::vector<std::int64_t>& send_offsets,
-                               unsigned char* in, const std::vector<std::int64_t>& recv_offsets) {
+void DeviceTransport::start(const unsigned char* out, const std::vector<std::int64_t>& send_offsets, unsigned char* in,
+                            const std::vector<std::int64_t>& recv_offsets, cudaStream_t stream) {
   const int rank = context_.rank, size = context_.size;
-  const cudaStream_t stream = context_.stream;
   const std::int64_t self = send_offsets[rank + 1] - send_offsets[rank];
   if (self > 0)
     check(cudaMemcpyAsync(in + recv_offsets[rank], out + send_offsets[rank], self, cudaMemcpyDeviceToDevice, stream),
@@ -173,6 +172,13 @@ void DeviceTransport::exchange(const unsigned char* out, const std::vector<std::
   host_reserve(host_send_, host_send_bytes_, sent);
   host_reserve(host_recv_, host_recv_bytes_, received);
   if (sent > 0) check(cudaMemcpyAsync(host_send_, out, sent, cudaMemcpyDeviceToHost, stream), "staging to host");
+}
+
+void DeviceTransport::finish(const unsigned char*, const std::vector<std::int64_t>& send_offsets, unsigned char* in,
+                             const std::vector<std::int64_t>& recv_offsets, cudaStream_t stream) {
+  const int rank = context_.rank, size = context_.size;
+  if (size == 1 || kind_ == Transport::Nccl) return;
+  const std::size_t received = recv_offsets[size];
   check(cudaStreamSynchronize(stream), "staging to host");
   exchange_bytes(context_.comm, 1, host_send_, send_offsets, host_recv_, recv_offsets);
   // The own part is already on the device: copy the peers' parts around it.

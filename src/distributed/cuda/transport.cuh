@@ -33,9 +33,21 @@ class DeviceTransport {
   Transport kind() const { return kind_; }
 
   // Sends bytes [send_offsets[p], send_offsets[p+1]) of `out` to each peer p and receives
-  // [recv_offsets[p], ...) of `in` from it; this rank's own part is a device copy.
+  // [recv_offsets[p], ...) of `in` from it; this rank's own part is a device copy. On the
+  // rank's stream, in two halves on `stream` (the same arguments to both): start queues
+  // the own part's copy and the messages (NCCL) or the copy to the host (host-staged),
+  // and returns; finish (host-staged) waits for `stream`, sends and receives through MPI
+  // and queues the copies back to the device. Between them the host is free to queue
+  // other work on other streams, which runs while NCCL's messages travel.
   void exchange(const unsigned char* out, const std::vector<std::int64_t>& send_offsets, unsigned char* in,
-                const std::vector<std::int64_t>& recv_offsets);
+                const std::vector<std::int64_t>& recv_offsets) {
+    start(out, send_offsets, in, recv_offsets, context_.stream);
+    finish(out, send_offsets, in, recv_offsets, context_.stream);
+  }
+  void start(const unsigned char* out, const std::vector<std::int64_t>& send_offsets, unsigned char* in,
+             const std::vector<std::int64_t>& recv_offsets, cudaStream_t stream);
+  void finish(const unsigned char* out, const std::vector<std::int64_t>& send_offsets, unsigned char* in,
+              const std::vector<std::int64_t>& recv_offsets, cudaStream_t stream);
 
  private:
   // Pinned room for `bytes`, regrown with DeviceBuffer's headroom (cudaFreeHost waits

@@ -1,6 +1,7 @@
 // The host rank (host_rank.hpp): copies between blocks and local meshes row by row, the
 // ghost exchange and the migration on host arrays, and the deterministic spread in slabs
-// of two colours over OpenMP threads.
+// of two colours over OpenMP threads, by parts (the split of core/split.hpp by the
+// block's owned nodes).
 #include "distributed/host/host_rank.hpp"
 
 #include <algorithm>
@@ -67,13 +68,15 @@ void HostRank<T, D>::local_to_block(Span<View<T>> blocks, Accumulate mode) {
 }
 
 template <class T, int D>
-void HostRank<T, D>::halo_sum(int count) {
-  halo_.sum(meshes_.data(), count, local_.size);
+void HostRank<T, D>::halo_start(HaloPass pass, int count) {
+  if (pass == HaloPass::ExactSum) halo_.start(exact_.data(), count, local_.size, true);
+  else halo_.start(meshes_.data(), count, local_.size, pass == HaloPass::Sum);
 }
 
 template <class T, int D>
-void HostRank<T, D>::halo_fill(int count) {
-  halo_.fill(meshes_.data(), count, local_.size);
+void HostRank<T, D>::halo_finish(HaloPass pass, int count) {
+  if (pass == HaloPass::ExactSum) halo_.finish(exact_.data(), count, local_.size, true);
+  else halo_.finish(meshes_.data(), count, local_.size, pass == HaloPass::Sum);
 }
 
 template <class T, int D>
@@ -100,6 +103,8 @@ template <class T, int D>
 void HostRank<T, D>::locate_exact(const std::array<View<const T>, D>& positions, std::size_t n) {
   std::array<std::vector<int>, D> base;
   std::array<std::vector<T>, D> frac;
+  std::vector<std::uint8_t> inside(n);
+  const detail::NodeBox<D> interior = region_.interior();
   for (int d = 0; d < D; ++d) {
     base[d].resize(n);
     frac[d].resize(n);
@@ -115,6 +120,7 @@ void HostRank<T, D>::locate_exact(const std::array<View<const T>, D>& positions,
         base[d][i] = b[d];
         frac[d][i] = s[d];
       }
+      inside[i] = detail::stencil_inside<D>(interior, local_, b, decltype(k)::support) ? 1 : 0;
     }
   });
   const int g = kernel_.ghost_width();
@@ -126,6 +132,7 @@ void HostRank<T, D>::locate_exact(const std::array<View<const T>, D>& positions,
   for (std::size_t i = 0; i < n; ++i) order[next[base[D - 1][i] + g]++] = static_cast<std::uint32_t>(i);
   base_.swap(base);
   frac_.swap(frac);
+  inside_.swap(inside);
   plane_start_.swap(plane_start);
   order_.swap(order);
 }
@@ -150,9 +157,10 @@ void HostRank<T, D>::exact_meshes(int count) {
 // c writes slabs c and c + 1 only, so the slabs of one colour run in parallel. Integer
 // sums: the result does not depend on which thread adds what, or when.
 template <class T, int D>
-void HostRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t, const std::vector<double>& scale) {
+void HostRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t, const std::vector<double>& scale,
+                                  detail::Part part) {
   const int count = static_cast<int>(props.size());
-  std::fill(exact_.begin(), exact_.begin() + count * local_.size, Exact(0));
+  if (part != detail::Part::Interior) std::fill(exact_.begin(), exact_.begin() + count * local_.size, Exact(0));
   std::vector<Exact*> targets(count);
   for (int j = 0; j < count; ++j) targets[j] = exact_.data() + j * local_.size;
   const int S = kernel_.support();
@@ -166,6 +174,7 @@ void HostRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t, const 
         std::vector<double> q(count);
         for (std::size_t idx = plane_start_[c * S]; idx < plane_start_[std::min((c + 1) * S, planes)]; ++idx) {
           const std::size_t i = order_[idx];
+          if (!detail::in_part(part, inside_[i] != 0)) continue;
           int b[D];
           T s[D];
           for (int d = 0; d < D; ++d) {
@@ -180,11 +189,6 @@ void HostRank<T, D>::spread_exact(Span<View<const T>> props, std::size_t, const 
       }
     }
   });
-}
-
-template <class T, int D>
-void HostRank<T, D>::halo_sum_exact(int count) {
-  halo_.sum(exact_.data(), count, local_.size);
 }
 
 template <class T, int D>

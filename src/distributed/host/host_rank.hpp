@@ -37,6 +37,7 @@ class HostRank final : public RankBackend<T, D> {
   // Deterministic: each particle's stencil (base in local logical nodes, local coordinate).
   std::array<std::vector<int>, D> base_;
   std::array<std::vector<T>, D> frac_;
+  std::vector<std::uint8_t> inside_;      // whether each stencil lies in the block's owned nodes
   std::vector<std::uint32_t> order_;      // the particles by their stencils' first plane
   std::vector<std::size_t> plane_start_;  // where each plane's particles start in order_
   std::array<double, RankBackend<T, D>::kMarks> marks_{};  // the phases' marks (MPI_Wtime)
