@@ -407,9 +407,14 @@ void study(const char* name, const Grid<3>& single_grid, std::size_t single_n, c
   MPI_Bcast(&one_rank_whole, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (size == 1) return;
   double after_step = 0;  // the transport's step with the exchanges after the work
+  int gpus = 0;
+  check(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
+  const bool shared_gpus = size > gpus;  // NCCL refuses ranks that share a GPU
+  if (shared_gpus && rank == 0) std::printf("  NCCL: not run (%d ranks share %d GPUs, which NCCL refuses)\n", size, gpus);
   for (Transport transport : {Transport::Nccl, Transport::HostMpi})
     for (Overlap overlap : {Overlap::Never, Overlap::Auto}) {
       if (nccl_only && transport != Transport::Nccl) continue;
+      if (shared_gpus && transport == Transport::Nccl) continue;
       // The decomposition first, for the particles' blocks.
       DistributedPlan<float, 3> plan(MPI_COMM_WORLD, grid, Kernel::mp4(), cuda_options(), {}, transport);
       plan.set_overlap(overlap);

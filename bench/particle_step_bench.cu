@@ -112,7 +112,9 @@ void run(int log2n, std::int64_t cells, const Kernel& kernel, float speed, int r
                       View<const float>(in[2].get(), n)},
                      {View<const float>(in[3].get(), n), View<const float>(in[4].get(), n),
                       View<const float>(in[5].get(), n)});
-    const StepMeshes<float> meshes{{}, {phi_view}};
+    // The list's array outlives the step calls (a Span of a braced list would not).
+    const View<const float> gradient_of[] = {phi_view};
+    const StepMeshes<float> meshes{{}, Span<View<const float>>(gradient_of, 1)};
     fused_ms = loop_ms(stream, reps, [&] { cuda::step(particles, push, meshes); }, 10);
     particles.synchronize();
   }

@@ -10,6 +10,7 @@
 
 #include "matrix_plan.hpp"
 #include "pmkit/distributed.hpp"
+#include "pmkit/distributed_fft.hpp"
 #include "test_support.hpp"
 
 namespace pmkit::test {
@@ -194,6 +195,24 @@ class RankVariantTest : public ::testing::TestWithParam<Variant> {
   Options options() const { return rank_options(bc_); }
   Variant bc_{};
 };
+
+// Whether this build has DistributedRealFft on CPU ranks (FFTW's MPI interface found at
+// configure time; the field solves of PME and PIC across CPU ranks need it too).
+inline bool built_with_fftw_mpi() {
+  static const bool built = [] {
+    try {
+      DistributedRealFft<float, 2> probe(MPI_COMM_SELF, {2, 2});
+      return true;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Unsupported) throw;
+      return false;
+    }
+  }();
+  return built;
+}
+#define PMKIT_REQUIRE_CPU_RANK_FFT(backend)                                   \
+  if ((backend) == ::pmkit::Backend::Cpu && !::pmkit::test::built_with_fftw_mpi()) \
+  GTEST_SKIP() << "this build has no FFTW MPI interface (the distributed FFT on CPU ranks)"
 
 // Whether CUDA ranks share GPUs: more ranks than GPUs (rank_options deals them
 // round-robin), where NCCL refuses them and Transport::Auto takes host-staged MPI.

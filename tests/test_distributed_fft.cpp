@@ -21,6 +21,7 @@ class DistributedFftTest : public ::testing::TestWithParam<RankKind> {
   void SetUp() override {
     // The single-rank RealFft of the comparisons, and CPU ranks, run FFTW.
     PMKIT_REQUIRE_FFTW();
+    PMKIT_REQUIRE_CPU_RANK_FFT(GetParam().backend);
     if (GetParam().backend == Backend::Cuda && visible_gpus() == 0) GTEST_SKIP() << "no GPU for CUDA ranks";
     if (GetParam().transport == Transport::Nccl && world_size() > visible_gpus())
       GTEST_SKIP() << "ranks share a GPU: NCCL refuses them";

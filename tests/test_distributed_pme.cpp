@@ -66,6 +66,7 @@ class DistributedPmeTest : public ::testing::TestWithParam<RankKind> {
  protected:
   void SetUp() override {
     PMKIT_REQUIRE_FFTW();
+    PMKIT_REQUIRE_CPU_RANK_FFT(GetParam().backend);
     if (GetParam().backend == Backend::Cuda && visible_gpus() == 0) GTEST_SKIP() << "no GPU for CUDA ranks";
     seed_ = shared_seed();
   }

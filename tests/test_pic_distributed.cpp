@@ -21,6 +21,7 @@ class PicRanksTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
     PMKIT_REQUIRE_FFTW();  // CPU ranks' field solve, and the single-rank run's
+    PMKIT_REQUIRE_CPU_RANK_FFT(GetParam());
     if (GetParam() == Backend::Cuda && visible_gpus() == 0) GTEST_SKIP() << "no GPU for CUDA ranks";
   }
   // A configuration on this test's ranks: every axis's last cells split over 1 to 4
@@ -166,6 +167,7 @@ class PicFourRanks : public ::testing::Test {
  protected:
   void SetUp() override {
     PMKIT_REQUIRE_FFTW();
+    PMKIT_REQUIRE_CPU_RANK_FFT(Backend::Cpu);
     if (world_size() != 4) GTEST_SKIP() << "the validations run on 4 ranks";
   }
 };

@@ -125,7 +125,8 @@ struct StepShape {
 // affine deposit; both at the positions after it, with deposit_mode). Each mesh has the
 // plan's mesh_size() values. The affine deposit sums in the particles' binned order on
 // the CPU; on a CUDA plan with atomics, in deterministic mode in integers (the same bits
-// on every run).
+// on every run). The Spans do not own their lists: braced lists in the step's call live
+// through it, but a StepMeshes kept for later calls takes arrays that outlive them.
 template <class T>
 struct StepMeshes {
   Span<View<const T>> values = {};
