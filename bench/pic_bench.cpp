@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
                               {FieldMethod::Mesh, 1, -1, "mesh E, sort/1"},
                               {FieldMethod::Gradient, 1, -1, "step, gradient", true},
                               {FieldMethod::Mesh, 1, -1, "step, mesh E", true},
-                              {FieldMethod::Gradient, 1, 0.05, "step, gradient, a5%", true}};
+                              {FieldMethod::Gradient, 1, 0.05, "step, gradient, a5%", true},
+                              {FieldMethod::Gradient, 1, 0.2, "step, gradient, a20%", true}};
   std::printf("PIC step, 3D float, thermal electrons (v_th = 1, h = lambda_D, dt = 0.1), %d steps a measure\n", steps);
   std::printf("step: one stretch of eager steps; graph: the next stretch replayed from a CUDA graph (whole cycles\n"
               "of 2 sort-every steps; the particle step runs eagerly); phases: eager steps with a wait after each\n"

@@ -294,17 +294,23 @@ void expect_same_bits(const pic::Result& a, const pic::Result& b) {
   }
 }
 
+// A small 3D thermal plasma on CUDA, deterministic, from a fresh seed.
+pic::Config cuda_deterministic_run(int steps) {
+  pic::Config c = cuda_run();
+  c.problem = pic::Problem::Thermal;
+  c.dim = 3;
+  c.cells = {16, 16, 16};
+  c.particles = 16 * 16 * 16 * 8;
+  c.steps = steps;
+  c.seed = fresh_seed();
+  c.deterministic = true;
+  return c;
+}
+
 TEST(PicCuda, GraphReplaysTheEagerStepsBitForBit) {
   PMKIT_REQUIRE_VARIANT((Variant{"CudaDevice", execution(Backend::Cuda), Memory::Device}));
   for (int sort_every : {0, 1, 3}) {
-    pic::Config c = cuda_run();
-    c.problem = pic::Problem::Thermal;
-    c.dim = 3;
-    c.cells = {16, 16, 16};
-    c.particles = 16 * 16 * 16 * 8;
-    c.steps = 41;
-    c.seed = fresh_seed();
-    c.deterministic = true;
+    pic::Config c = cuda_deterministic_run(41);
     c.sort_every = sort_every;
     SCOPED_TRACE("sort_every " + std::to_string(sort_every) + ", " + seed_note(c.seed));
     c.graph = false;
@@ -343,15 +349,8 @@ TEST(PicCuda, GraphKeepsTheLandauHistory) {
 // deterministic mode its history is the same bits in every run.
 TEST(PicCuda, ParticleStepRunsEagerlyAndRepeatsInDeterministicMode) {
   PMKIT_REQUIRE_VARIANT((Variant{"CudaDevice", execution(Backend::Cuda), Memory::Device}));
-  pic::Config c = cuda_run();
+  pic::Config c = cuda_deterministic_run(21);
   c.particle_step = true;
-  c.problem = pic::Problem::Thermal;
-  c.dim = 3;
-  c.cells = {16, 16, 16};
-  c.particles = 16 * 16 * 16 * 8;
-  c.steps = 21;
-  c.seed = fresh_seed();
-  c.deterministic = true;
   c.graph = true;
   SCOPED_TRACE(seed_note(c.seed));
   const pic::Result first = pic::simulate(c);
