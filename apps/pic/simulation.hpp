@@ -1,4 +1,5 @@
 #pragma once
+// Over 600 lines: one class template, whose two step paths share its state and diagnostics.
 // The PIC loop (pic.hpp) on one device: Simulation<T, D, Mesh> holds a rank's particles
 // and meshes and runs the steps. Mesh is where the mesh work goes: LocalMesh
 // (simulation.cpp), a Plan and a RealFft of the whole grid, or RankMesh (distributed.cpp),
