@@ -12,9 +12,10 @@
 // their exchange), the FFT's exchange of its slabs (CUDA ranks; the redistribution between
 // the plan's blocks and the FFT's slabs is none: the blocks are the slabs), gather, push,
 // migrate, the sort and the re-binning (set_points after the sort). Every run sorts its
-// arrays every step, as `pmkit pic` does by default (across ranks before the migrate).
-// The single-GPU step is printed twice: eager with its phases (`pmkit pic --graph off`),
-// and replayed from a CUDA graph (`pmkit pic`).
+// arrays every step, as `pmkit pic --step separate` does (across ranks before the
+// migrate). The single-GPU step is printed twice: the separate calls eager with their
+// phases (`pmkit pic --step separate --graph off`), and `pmkit pic`'s default, the
+// particle step.
 // Efficiency: weak, the single-GPU step over the P-GPU step; strong, over P times it.
 //   mpirun -np 4 pic_distributed_bench [--steps N] [--warmup W] [--timed T]
 //                                      [--backend cpu|cuda] [--shrink K]
@@ -80,9 +81,9 @@ Config thermal(const Settings& s, std::int64_t nx, std::int64_t nz, std::int64_t
   return c;
 }
 
-// The single-GPU `pmkit pic` step of c on rank 0, its arrays sorted every step (the
-// command's default): eager with its phases (--graph off), and replayed from a CUDA graph
-// (the default; on CPU ranks the eager steps again).
+// The single-GPU `pmkit pic` step of c on rank 0: the separate calls, its arrays sorted
+// every step, eager with their phases (--step separate --graph off, phase for phase what
+// the ranks run), and the command's default, the particle step (eager).
 struct Baseline {
   Step eager;
   double default_ms = 0;
@@ -92,7 +93,9 @@ Baseline single_gpu(const Settings& s, Config c, int rank) {
   if (rank == 0) {
     c.device = pmkit::pic::rank_device(MPI_COMM_SELF);
     c.sort_every = 1;
+    c.particle_step = false;
     b.eager = step_of(pmkit::pic::benchmark(c, s.warmup, s.timed), c, s.timed);
+    c.particle_step = true;
     c.graph = true;
     const Result r = pmkit::pic::benchmark(c, s.warmup, 0);
     b.default_ms = 1e3 * (r.graph_steps > 0 ? r.graph_seconds / r.graph_steps : r.seconds / c.steps);
@@ -102,7 +105,7 @@ Baseline single_gpu(const Settings& s, Config c, int rank) {
 }
 
 void print_row(const char* what, int gpus, const Step& t, const Baseline& b, double efficiency) {
-  std::printf("  %-6s %d GPU%s  step %8.3f ms  single-GPU eager %8.3f ms (efficiency %5.1f%%), `pmkit pic` default %8.3f ms (%5.1f%%)\n",
+  std::printf("  %-6s %d GPU%s  step %8.3f ms  single-GPU eager %8.3f ms (efficiency %5.1f%%), `pmkit pic` default (particle step) %8.3f ms (%5.1f%%)\n",
               what, gpus, gpus == 1 ? " " : "s", t.ms, b.eager.ms, 100 * efficiency * b.eager.ms / t.ms, b.default_ms,
               100 * efficiency * b.default_ms / t.ms);
   auto phase = [](const char* name, double mine, double single) {

@@ -38,13 +38,18 @@ std::string pic_usage() {
          "  --steps N               time steps (default 180; two-stream 400)\n"
          "  --dt X                  time step in 1/plasma frequency, at most 1 (default 0.1)\n"
          "  --backend cpu|cuda      (default cpu)\n"
-         "  --graph on|off          cuda: replay the steady steps from a CUDA graph (default on;\n"
-         "                          off: every step eager, with its phases timed; across ranks off)\n"
+         "  --step fused|separate   fused (default on one rank): the gather, push, re-bin and\n"
+         "                          deposit in one call of pmkit's particle step, which keeps the\n"
+         "                          electrons in binned order; separate: one call each (always\n"
+         "                          across ranks)\n"
+         "  --graph on|off          cuda, --step separate: replay the steady steps from a CUDA\n"
+         "                          graph (default on; off: every step eager, with its phases\n"
+         "                          timed; --step fused and across ranks off)\n"
          "  --precision float|double  (default float)\n"
          "  --seed N                random loading's seed (thermal, or --noisy)\n"
-         "  --sort-every K          every K steps put the particle arrays in binned order\n"
-         "                          (Plan::permute_to_binned; default 1, the fastest; 0: never;\n"
-         "                          across ranks 0, which migrate's reordering replaces)\n"
+         "  --sort-every K          --step separate: every K steps put the particle arrays in\n"
+         "                          binned order (Plan::permute_to_binned; default 1, the fastest;\n"
+         "                          0: never); --step fused keeps them so every step itself\n"
          "  --field gradient|mesh   field at the particles: interp_gradient of phi (default), or\n"
          "                          E on the mesh and interp (conserves momentum to rounding)\n"
          "  --amplitude X           density perturbation, below 1 (default 0.01; two-stream 1e-4)\n"
@@ -84,14 +89,17 @@ void parse_cells(const std::string& text, pic::Config& c) {
 }  // namespace
 
 // The bytes that a run's arrays take on its device and, for the loading, on the host:
-// per electron x, v, a, w and the sort's spare x and v, with the plan's binning (about 16
-// bytes); per mesh node rho, phi, the spectrum, the Green's function, and for the mesh
+// per electron x, v, w, with the particle step its two states of x and v and its ids
+// (about 12 bytes), else a and the sort's spare x and v, with the plan's binning (about
+// 16 bytes); per mesh node rho, phi, the spectrum, the Green's function, and for the mesh
 // field E, its spectrum and the derivatives.
 PicBytes pic_bytes(const pic::Config& c) {
   const double real = c.double_precision ? 8.0 : 4.0, n = double(c.particles);
   double nodes = 1;
   for (int d = 0; d < c.dim; ++d) nodes *= double(c.cells[d]);
-  const double per_particle = (3.0 * c.dim + 1 + (c.sort_every > 0 ? 2.0 * c.dim : 0.0)) * real + 16.0;
+  const double per_particle =
+      c.particle_step ? (6.0 * c.dim + 1) * real + 28.0
+                      : (3.0 * c.dim + 1 + (c.sort_every > 0 ? 2.0 * c.dim : 0.0)) * real + 16.0;
   const double per_node = (4.0 + (c.field == pic::FieldMethod::Mesh ? 3.0 * c.dim + 2 : 0.0)) * real;
   PicBytes b;
   b.device = n * per_particle + nodes * per_node;
@@ -183,6 +191,9 @@ std::optional<PicRequest> read_pic_options(int argc, char** argv, const std::str
       c.dt = args.positive("0.1", pic::kMaxDt);
     } else if (args.is("--backend")) {
       c.backend = args.choice({"cpu", "cuda"}) == "cpu" ? Backend::Cpu : Backend::Cuda;
+    } else if (args.is("--step")) {
+      c.particle_step = args.choice({"fused", "separate"}) == "fused";
+      q.step_given = true;
     } else if (args.is("--graph")) {
       c.graph = args.choice({"on", "off"}) == "on";
       q.graph_given = true;
@@ -225,6 +236,12 @@ std::optional<PicRequest> read_pic_options(int argc, char** argv, const std::str
     if (q.graph_given && c.graph)
       throw UsageError("--graph on: not across ranks (migrate waits for its counts every step: the steps run eagerly)");
     c.graph = false;
+    if (q.step_given && c.particle_step)
+      throw UsageError("--step fused: one rank only (across ranks the electrons migrate between the push and the "
+                       "deposit: --step separate)");
+    c.particle_step = false;
+  } else if (c.particle_step && !q.graph_given) {
+    c.graph = false;  // the particle step runs eagerly
   }
   return q;
 }
@@ -239,6 +256,9 @@ void check_pic_options(const PicRequest& q) {
   }
   if (q.graph_given && c.graph && c.backend != Backend::Cuda)
     throw UsageError("--graph on: CUDA graphs need --backend cuda");
+  if (q.graph_given && c.graph && c.particle_step)
+    throw UsageError("--graph on: the particle step (--step fused, the default) runs eagerly; --step separate "
+                     "replays a graph");
   check_backend(c.backend);
 }
 
@@ -262,8 +282,12 @@ void report_pic(const pic::Config& c, const pic::Result& r, bool graph) {
   } else {
     const pic::PhaseTimes& p = r.phases;
     const double per = c.steps > 0 ? 1e3 / c.steps : 0.0;
-    std::printf("  per step (ms): deposit %.3f, field solve %.3f, gather %.3f, push %.3f, re-bin %.3f, sort %.3f\n",
-                p.deposit * per, p.solve * per, p.gather * per, p.push * per, p.rebin * per, p.sort * per);
+    if (r.particle_step)
+      std::printf("  per step (ms): particle step %.3f (gather, push, re-bin, deposit), field solve %.3f\n",
+                  p.step * per, p.solve * per);
+    else
+      std::printf("  per step (ms): deposit %.3f, field solve %.3f, gather %.3f, push %.3f, re-bin %.3f, sort %.3f\n",
+                  p.deposit * per, p.solve * per, p.gather * per, p.push * per, p.rebin * per, p.sort * per);
     if (p.migrate > 0)
       std::printf("  across ranks (ms, the slowest rank's): migrate %.3f; the FFT's exchange %.3f of the field solve\n",
                   p.migrate * per, p.fft_exchange * per);

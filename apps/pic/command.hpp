@@ -16,6 +16,7 @@ struct PicRequest {
   pic::Config config;
   std::string csv;
   bool graph_given = false;
+  bool step_given = false;
 };
 // Reads the options and applies the defaults of the case and of `ranks` ranks (across
 // ranks: sort_every 0 unless given, the graph off; --graph on a UsageError). Nothing where

@@ -1,5 +1,6 @@
 // A CUDA device as a PIC device: the arrays in device memory; the push and the spectrum
-// scaling as one-thread-per-item kernels, the diagnostics' sums by CUB (the terms from
+// scaling as one-thread-per-item kernels, the particle step pmkit::cuda::step's kernel
+// compiled here for the push, the diagnostics' sums by CUB (the terms from
 // particle_ops.hpp), all on a non-blocking stream of the object's own, which the plan and
 // the FFT take too, so that a step can be captured into a CUDA graph (capture is not
 // allowed on the legacy default stream).
@@ -12,6 +13,7 @@
 
 #include "device.hpp"
 #include "cuda/runtime.hpp"
+#include "pmkit/cuda/particle_step.cuh"
 
 namespace pmkit::pic {
 namespace {
@@ -27,7 +29,7 @@ constexpr std::size_t kLogRecords = 4096;
 unsigned blocks(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 template <class T, int D>
-__global__ void push_kernel(Particles<T, D> p, LeapfrogPush<T, D> push) {
+__global__ void push_kernel(ParticleArrays<T, D> p, LeapfrogPush<T, D> push) {
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (i < p.n) push(p, i);
 }
@@ -103,10 +105,17 @@ class CudaDevice final : public Device<T, D> {
     check(cudaStreamSynchronize(s()), "pic download");
   }
 
-  void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) override {
+  void push(const ParticleArrays<T, D>& p, const LeapfrogPush<T, D>& push) override {
     if (p.n == 0) return;
     push_kernel<T, D><<<blocks(p.n), kThreads, 0, s()>>>(p, push);
     check_launch("pmkit::pic::push");
+  }
+
+  void step(pmkit::Particles<T, D>& p, const StepPush<T, D, false>& push, const StepMeshes<T>& meshes) override {
+    pmkit::cuda::step(p, push, meshes);
+  }
+  void step(pmkit::Particles<T, D>& p, const StepPush<T, D, true>& push, const StepMeshes<T>& meshes) override {
+    pmkit::cuda::step(p, push, meshes);
   }
 
   void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {
@@ -115,7 +124,7 @@ class CudaDevice final : public Device<T, D> {
     check_launch("pmkit::pic::scale_spectrum");
   }
 
-  void moments(const Particles<T, D>& p) override {
+  void moments(const Velocities<T, D>& p) override {
     reduce(items(MomentTerms<T, D>{p}), p.n, MomentSums{0, {0, 0, 0}}, &current_.get()->moments);
   }
   void dot(const T* a, const T* b, std::size_t n, int term) override {

@@ -2,7 +2,8 @@
 // Where a simulation's arrays live and its own per-particle work runs: the host (loops
 // with OpenMP) or a CUDA device (small kernels on a stream of the device object's own,
 // which the plan and the FFT run on too). The mesh work is pmkit's (Plan, RealFft); this
-// is the rest of a step, and the CUDA graph that replays steps.
+// is the rest of a step, the particle step's call for the push (pmkit::step on the host,
+// pmkit::cuda::step compiled by nvcc), and the CUDA graph that replays steps.
 #include <complex>
 #include <cstddef>
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "particle_ops.hpp"
 #include "pic.hpp"
+#include "pmkit/particle_step.hpp"
 
 namespace pmkit::pic {
 
@@ -35,7 +37,11 @@ class Device {
   virtual void upload(T* dst, const std::vector<T>& src) = 0;
   // Synchronous: the first dst.size() values of src, after the work queued so far.
   virtual void download(std::vector<T>& dst, const T* src) = 0;
-  virtual void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) = 0;
+  virtual void push(const ParticleArrays<T, D>& p, const LeapfrogPush<T, D>& push) = 0;
+  // The particle step with the push as its update (the field's gather, the push, the
+  // deposit of the charge and the re-binning in one call), queued.
+  virtual void step(pmkit::Particles<T, D>& p, const StepPush<T, D, false>& push, const StepMeshes<T>& meshes) = 0;
+  virtual void step(pmkit::Particles<T, D>& p, const StepPush<T, D, true>& push, const StepMeshes<T>& meshes) = 0;
   // Spectra as interleaved (re, im) pairs of T: n complex values.
   virtual void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) = 0;
 
@@ -45,7 +51,7 @@ class Device {
   // graph appends as an eager step does. take_records(count) waits for the work queued
   // so far and returns the `count` records appended since the last take (at most
   // record_capacity(): the caller takes them before the log is full), emptying the log.
-  virtual void moments(const Particles<T, D>& p) = 0;
+  virtual void moments(const Velocities<T, D>& p) = 0;
   virtual void dot(const T* a, const T* b, std::size_t n, int term) = 0;
   virtual void record() = 0;
   virtual std::vector<StepSums> take_records(std::size_t count) = 0;

@@ -1,5 +1,5 @@
 // The host as a PIC device: the arrays in host memory, the push and the sums as OpenMP
-// loops over the particles. Every call has done its work on return; the diagnostics' log
+// loops over the particles, the particle step pmkit::step (on the plan's threads). Every call has done its work on return; the diagnostics' log
 // holds one record, so that each step's sums are checked as soon as they exist.
 #include <memory>
 #include <vector>
@@ -24,10 +24,17 @@ class HostDevice final : public Device<T, D> {
   void upload(T* dst, const std::vector<T>& src) override { std::copy(src.begin(), src.end(), dst); }
   void download(std::vector<T>& dst, const T* src) override { std::copy(src, src + dst.size(), dst.begin()); }
 
-  void push(const Particles<T, D>& p, const LeapfrogPush<T, D>& push) override {
+  void push(const ParticleArrays<T, D>& p, const LeapfrogPush<T, D>& push) override {
     const auto n = static_cast<std::int64_t>(p.n);
 #pragma omp parallel for num_threads(threads_) schedule(static)
     for (std::int64_t i = 0; i < n; ++i) push(p, static_cast<std::size_t>(i));
+  }
+
+  void step(pmkit::Particles<T, D>& p, const StepPush<T, D, false>& push, const StepMeshes<T>& meshes) override {
+    pmkit::step(p, push, meshes);
+  }
+  void step(pmkit::Particles<T, D>& p, const StepPush<T, D, true>& push, const StepMeshes<T>& meshes) override {
+    pmkit::step(p, push, meshes);
   }
 
   void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {
@@ -36,7 +43,7 @@ class HostDevice final : public Device<T, D> {
     for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k) scale(in, factor, out, static_cast<std::size_t>(k));
   }
 
-  void moments(const Particles<T, D>& p) override {
+  void moments(const Velocities<T, D>& p) override {
     const auto n = static_cast<std::int64_t>(p.n);
     const MomentTerms<T, D> terms{p};
     double kinetic = 0, m0 = 0, m1 = 0, m2 = 0;

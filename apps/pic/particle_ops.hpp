@@ -12,7 +12,7 @@ namespace pmkit::pic {
 // Structure-of-arrays particles on one device: positions, velocities, charge weights
 // (the spread's property) and the acceleration at the particles (the gather's output).
 template <class T, int D>
-struct Particles {
+struct ParticleArrays {
   T* x[D];
   T* v[D];
   T* w;
@@ -20,25 +20,69 @@ struct Particles {
   std::size_t n;
 };
 
-// Leapfrog: v += kick * a, then (with drift != 0) x += drift * v, wrapped into [0, box).
-// The initial half kick back (v_0 -> v_{-1/2}) is kick = -dt/2 with drift 0.
+// Leapfrog on one axis: v += kick * a, then (with drift != 0) x += drift * v. The
+// initial half kick back (v_0 -> v_{-1/2}) is kick = -dt/2 with drift 0.
+template <class T>
+PMKIT_HD PMKIT_FORCEINLINE void kick_drift(T& x, T& v, T a, T kick, T drift) {
+  v += kick * a;
+  if (drift != T(0)) x += drift * v;
+}
+
+// The leapfrog of the separate calls: the acceleration from the gather's arrays, the
+// new position wrapped into [0, box).
 template <class T, int D>
 struct LeapfrogPush {
   T kick, drift;
   T box[D];
 
-  PMKIT_HD void operator()(const Particles<T, D>& p, std::size_t i) const {
+  PMKIT_HD void operator()(const ParticleArrays<T, D>& p, std::size_t i) const {
     for (int d = 0; d < D; ++d) {
-      const T v = p.v[d][i] + kick * p.a[d][i];
+      T x = p.x[d][i], v = p.v[d][i];
+      kick_drift(x, v, p.a[d][i], kick, drift);
       p.v[d][i] = v;
       if (drift != T(0)) {
-        T x = p.x[d][i] + drift * v;
         x -= box[d] * std::floor(x / box[d]);
         // Rounding can land a particle just below 0 on exactly box: keep [0, box).
         p.x[d][i] = x < box[d] ? x : T(0);
       }
     }
   }
+};
+
+// The leapfrog as pmkit's particle step runs it (pmkit/particle_step.hpp): the velocity
+// components are the particle's properties, the acceleration is the gradient of the
+// potential interpolated at the particle (kMeshField false) or E's components on the
+// mesh interpolated at it (kMeshField true: the caller's kick carries the sign of
+// -E), and every electron deposits its charge weight at its new position. The step
+// wraps the position into the box.
+template <class T, int D, bool kMeshField>
+struct StepPush {
+  static constexpr int properties = D;
+  static constexpr int gradients = kMeshField ? 0 : 1;
+  static constexpr int values = kMeshField ? D : 0;
+  static constexpr int deposits = 1;
+  T kick, drift, charge;
+
+  template <class P>
+  PMKIT_HD void operator()(P& p) const {
+    for (int d = 0; d < D; ++d) {
+      T a;
+      if constexpr (kMeshField)
+        a = p.value[d];
+      else
+        a = p.gradient[0][d];
+      kick_drift(p.x[d], p.prop[d], a, kick, drift);
+    }
+    p.deposit[0] = charge;
+  }
+};
+
+// The velocities and charge weights of n electrons, for the diagnostics' sums.
+template <class T, int D>
+struct Velocities {
+  const T* v[D];
+  const T* w;
+  std::size_t n;
 };
 
 // The particle sums of the diagnostics: (1/2) w |v|^2 and w v_d, in double.
@@ -61,7 +105,7 @@ struct MomentSums {
 // Particle i's terms, for the host's loop and the device's reduction alike.
 template <class T, int D>
 struct MomentTerms {
-  Particles<T, D> p;
+  Velocities<T, D> p;
 
   PMKIT_HD MomentSums operator()(std::size_t i) const {
     const double w = p.w[i];

@@ -6,10 +6,14 @@
 // density 1, so that the plasma frequency is 1; with the thermal speed v_th = 1 the Debye
 // length is 1 too. Each step: spread the electrons' charge (Plan::spread), solve
 // Poisson's equation by FFT (RealFft), take the field at the particles (interp_gradient of
-// the potential, or interp of E on the mesh), push by leapfrog on the device, re-bin
-// (every K steps, by default every step, permute_to_binned and set_points; update_points
-// between). On CUDA the steps run on a stream of the simulation's own and, once the plans'
-// buffers exist, are replayed from a CUDA graph (Config::graph).
+// the potential, or interp of E on the mesh), push by leapfrog, re-bin. On one rank the
+// gather, the push, the re-bin and the next step's deposit are one call of pmkit's
+// particle step (pmkit/particle_step.hpp), which keeps the electrons in binned order;
+// across ranks (or with Config::particle_step off) they are separate calls, the re-bin
+// every K steps (by default every step) permute_to_binned and set_points, update_points
+// between. On CUDA the steps run on a stream of the simulation's own and, with the
+// separate calls, once the plans' buffers exist, are replayed from a CUDA graph
+// (Config::graph).
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -40,8 +44,13 @@ struct Config : ExecutionOptions {
   double dt = 0.1;
   bool double_precision = false;
   std::uint64_t seed = 1;
-  // 0: never permute the arrays; K: every K steps. Every step is the fastest on both
-  // backends (docs/pic.md, "Sorting every step").
+  // One rank: each step's gather, push, re-bin and deposit as one call of pmkit's
+  // particle step (docs/pic.md, "The particle step"), which keeps the electrons in binned
+  // order itself (sort_every has no effect) and runs eagerly on CUDA (no graph). Off, and
+  // always across ranks: the separate calls.
+  bool particle_step = true;
+  // The separate calls: 0: never permute the arrays; K: every K steps. Every step is the
+  // fastest on both backends (docs/pic.md, "Sorting every step").
   int sort_every = 1;
   FieldMethod field = FieldMethod::Gradient;
   // CUDA update_points: Options::max_away_fraction (negative: the plan's default).
@@ -81,10 +90,13 @@ struct Diagnostics {
 // Seconds per phase, summed over the steps (with timing on: each phase ends with a wait).
 // Across ranks: migrate, and within the solve the distributed FFT's exchange of its slabs
 // (CUDA ranks; FFTW's MPI transforms exchange inside, untimed); each the slowest rank's.
+// With the particle step, its call is `step` (gather, push, re-bin and deposit) and the
+// others but solve are 0.
 struct PhaseTimes {
   double deposit = 0, solve = 0, gather = 0, push = 0, rebin = 0, sort = 0, migrate = 0;
   double fft_exchange = 0;  // part of solve
-  double sum() const { return deposit + solve + gather + push + rebin + sort + migrate; }
+  double step = 0;
+  double sum() const { return deposit + solve + gather + push + rebin + sort + migrate + step; }
 };
 
 struct Result {
@@ -98,6 +110,7 @@ struct Result {
   // benchmark(): the graph's stretch, whole cycles replayed (0 steps without a graph).
   double graph_seconds = 0;
   int graph_steps = 0;
+  bool particle_step = false;  // the steps ran through pmkit's particle step
 };
 
 // The largest time step: leapfrog is unstable from dt = 2 (in 1 / plasma frequency) and

@@ -1,4 +1,5 @@
 #pragma once
+// Over 600 lines: one class template, whose two step paths share its state and diagnostics.
 // The PIC loop (pic.hpp) on one device: Simulation<T, D, Mesh> holds a rank's particles
 // and meshes and runs the steps. Mesh is where the mesh work goes: LocalMesh
 // (simulation.cpp), a Plan and a RealFft of the whole grid, or RankMesh (distributed.cpp),
@@ -12,6 +13,14 @@
 //   sum_over_ranks(records)        the diagnostics' sums added over the ranks
 //   fft_exchange_seconds()         the last transform's exchange (timed steps)
 //   spread_method_name()
+//
+// On one rank a step is pmkit's particle step (pmkit/particle_step.hpp, Config::
+// particle_step): the gather of the field, the push, the deposit of the charge at the new
+// positions and the re-binning in one call, on electrons that it keeps in binned order;
+// then the field solve. Otherwise (across ranks, where the electrons migrate between the
+// push and the deposit, or with Config::particle_step off) the separate calls: push,
+// re-bin (and every sort_every steps the arrays put in binned order), deposit, field
+// solve, gather. Both give the same history to rounding.
 #include <chrono>
 #include <cmath>
 #include <complex>
@@ -81,7 +90,8 @@ class Simulation {
         mesh_(c, grid_, device_->stream(), mesh_args...),
         plan_(mesh_.plan),
         fft_(mesh_.fft),
-        cycle_(graph_cycle(c)) {
+        cycle_(graph_cycle(c)),
+        fused_(!Mesh::kDistributed && c.particle_step) {
     // The arrays and the loading on every rank, then agreed: a rank that fails throws on
     // all before any step's message.
     mesh_.agree([&] { allocate_and_load(); });
@@ -108,10 +118,10 @@ class Simulation {
     for (int d = 0; d < D; ++d) {
       p_.x[d] = device_->allocate(n);
       p_.v[d] = device_->allocate(n);
-      p_.a[d] = device_->allocate(n);
+      if (!fused_) p_.a[d] = device_->allocate(n);
     }
     p_.w = device_->allocate(n);
-    if (c_.sort_every > 0) {  // the arrays permute_to_binned writes, swapped in after
+    if (!fused_ && c_.sort_every > 0) {  // the arrays permute_to_binned writes, swapped in after
       for (int d = 0; d < D; ++d) {
         spare_.x[d] = device_->allocate(n);
         spare_.v[d] = device_->allocate(n);
@@ -136,7 +146,10 @@ class Simulation {
     // Density 1: each electron carries the box's volume over the count.
     double volume = 1;
     for (int d = 0; d < D; ++d) volume *= box_[d];
-    device_->upload(p_.w, std::vector<T>(n, static_cast<T>(volume / double(c_.particles))));
+    weight_ = static_cast<T>(volume / double(c_.particles));
+    device_->upload(p_.w, std::vector<T>(n, weight_));
+    if constexpr (!Mesh::kDistributed)
+      if (fused_) electrons_ = std::make_unique<pmkit::Particles<T, D>>(plan_, D);
   }
 
  public:
@@ -151,7 +164,9 @@ class Simulation {
     Result r;
     try {
       start();
-      solve_and_gather();
+      deposit();
+      solve();
+      if (!fused_) gather();
       // v_0 -> v_{-1/2}: leapfrog's velocities live at the half steps.
       push(-T(0.5) * T(c_.dt), T(0));
       if (c_.diagnostics) record();
@@ -169,7 +184,7 @@ class Simulation {
       }
       timed_ = true;
       advance(timed, false);
-      plan_.synchronize();  // a position the device rejected, eager or replayed, is thrown here
+      synchronize();  // a position the device rejected, eager or replayed, is thrown here
       if (c_.diagnostics) collect();
     } catch (const Error&) {
       // An unstable run's positions stop being finite, which the plan rejects, a step or
@@ -187,6 +202,7 @@ class Simulation {
     r.spread_method = mesh_.spread_method_name();
     r.replayed_steps = replayed_;
     r.graph_note = graph_note_;
+    r.particle_step = fused_;
     return r;
   }
 
@@ -205,10 +221,25 @@ class Simulation {
 #endif
   }
 
-  // The electrons in the plan: across ranks, each moved to the rank that owns it first.
+  // The electrons in the plan: across ranks, each moved to the rank that owns it first;
+  // with the particle step, copied into its arrays (in binned order).
   void start() {
-    if constexpr (Mesh::kDistributed) migrate();
+    if constexpr (Mesh::kDistributed) {
+      migrate();
+    } else if (fused_) {
+      std::array<View<const T>, D> v;
+      for (int d = 0; d < D; ++d) v[d] = View<const T>(p_.v[d], p_.n);
+      return electrons_->assign(positions(), Span<View<const T>>(v.data(), D));
+    }
     plan_.set_points(positions());
+  }
+
+  // Waits for the device; a position it rejected is thrown here (with the particle step,
+  // the electrons keep their state before the step that left it).
+  void synchronize() {
+    if constexpr (!Mesh::kDistributed)
+      if (fused_) return electrons_->synchronize();
+    plan_.synchronize();
   }
 
   // Across ranks: every electron, with its velocity, to the rank whose block holds it.
@@ -265,44 +296,74 @@ class Simulation {
       }
   }
 
+  // The electrons' velocities and weights, for the diagnostics' sums.
+  Velocities<T, D> velocities() const {
+    Velocities<T, D> v{{}, p_.w, p_.n};
+    for (int d = 0; d < D; ++d) v.v[d] = p_.v[d];
+    if constexpr (!Mesh::kDistributed)
+      if (fused_)
+        for (int d = 0; d < D; ++d) v.v[d] = electrons_->property(d).data;
+    return v;
+  }
+
   std::array<View<const T>, D> positions() const {
     std::array<View<const T>, D> x;
     for (int d = 0; d < D; ++d) x[d] = View<const T>(p_.x[d], p_.n);
     return x;
   }
 
-  // Deposit, field solve and gather at the current positions; the field energy with them.
-  void solve_and_gather() {
+  // The field solve's meshes: the potential, and E's components (FieldMethod::Mesh).
+  View<const T> potential() const { return View<const T>(phi_, static_cast<std::size_t>(mesh_.mesh_size())); }
+  std::array<View<const T>, D> field() const {
+    std::array<View<const T>, D> e;
+    for (int d = 0; d < D; ++d) e[d] = View<const T>(e_[d], static_cast<std::size_t>(mesh_.mesh_size()));
+    return e;
+  }
+
+  // The charge density at the current positions.
+  void deposit() {
+    timed_phase(&PhaseTimes::deposit, [&] {
+      plan_.spread({View<const T>(p_.w, p_.n)}, {View<T>(rho_, static_cast<std::size_t>(mesh_.mesh_size()))});
+    });
+  }
+
+  // The potential (or E on the mesh) of the charge density, and the field energy's sums.
+  void solve() {
     const auto mesh = static_cast<std::size_t>(mesh_.mesh_size());
     const auto size = static_cast<std::size_t>(fft_.spectrum_size());
     auto* spectrum = reinterpret_cast<std::complex<T>*>(spectrum_);
-    timed_phase(&PhaseTimes::deposit, [&] { plan_.spread({View<const T>(p_.w, p_.n)}, {View<T>(rho_, mesh)}); });
-    std::array<View<T>, D> accel;
-    for (int d = 0; d < D; ++d) accel[d] = View<T>(p_.a[d], p_.n);
-    if (c_.field == FieldMethod::Gradient) {
-      timed_phase(&PhaseTimes::solve, [&] {
-        forward(spectrum);
+    timed_phase(&PhaseTimes::solve, [&] {
+      forward(spectrum);
+      if (c_.field == FieldMethod::Gradient) {
         device_->scale_spectrum(spectrum_, green_, spectrum_, size, false);
         inverse(spectrum, phi_);
-      });
-      if (c_.diagnostics) device_->dot(rho_, phi_, mesh, 0);
-      // The electrons' acceleration -E = grad phi.
-      timed_phase(&PhaseTimes::gather, [&] { plan_.interp_gradient({View<const T>(phi_, mesh)}, Span<View<T>>(accel.data(), D)); });
-    } else {
-      std::array<View<const T>, D> field;
-      timed_phase(&PhaseTimes::solve, [&] {
-        forward(spectrum);
+      } else {
         for (int d = 0; d < D; ++d) {
           device_->scale_spectrum(spectrum_, derivative_[d], spectrum_d_, size, true);
           inverse(reinterpret_cast<std::complex<T>*>(spectrum_d_), e_[d]);
-          field[d] = View<const T>(e_[d], mesh);
         }
-      });
-      if (c_.diagnostics)
-        for (int d = 0; d < D; ++d) device_->dot(e_[d], e_[d], mesh, d);
-      // The acceleration is -E here: push() flips the kick's sign.
-      timed_phase(&PhaseTimes::gather, [&] { plan_.interp(Span<View<const T>>(field.data(), D), Span<View<T>>(accel.data(), D)); });
-    }
+      }
+    });
+    if (!c_.diagnostics) return;
+    if (c_.field == FieldMethod::Gradient)
+      device_->dot(rho_, phi_, mesh, 0);
+    else
+      for (int d = 0; d < D; ++d) device_->dot(e_[d], e_[d], mesh, d);
+  }
+
+  // The acceleration at the particles (the separate calls): -E = grad phi, or E (push()
+  // then flips the kick's sign).
+  void gather() {
+    std::array<View<T>, D> accel;
+    for (int d = 0; d < D; ++d) accel[d] = View<T>(p_.a[d], p_.n);
+    timed_phase(&PhaseTimes::gather, [&] {
+      if (c_.field == FieldMethod::Gradient) {
+        plan_.interp_gradient({potential()}, Span<View<T>>(accel.data(), D));
+      } else {
+        const std::array<View<const T>, D> e = field();
+        plan_.interp(Span<View<const T>>(e.data(), D), Span<View<T>>(accel.data(), D));
+      }
+    });
   }
 
   // The transforms, with the time of the distributed FFT's exchange of its slabs.
@@ -315,21 +376,47 @@ class Simulation {
     if (timed_) phases_.fft_exchange += mesh_.fft_exchange_seconds();
   }
 
+  // The leapfrog push; with the particle step, the gather before it and the deposit of
+  // the charge at the new positions with it (the half kick back deposits at the
+  // positions it leaves as they were: the same density, rewritten before it is read).
   void push(T kick, T drift) {
-    LeapfrogPush<T, D> push{c_.field == FieldMethod::Gradient ? kick : -kick, drift, {}};
+    const T signed_kick = c_.field == FieldMethod::Gradient ? kick : -kick;
+    if (fused_) return particle_step(signed_kick, drift);
+    LeapfrogPush<T, D> push{signed_kick, drift, {}};
     for (int d = 0; d < D; ++d) push.box[d] = static_cast<T>(box_[d]);
     device_->push(p_, push);
   }
 
+  void particle_step(T kick, T drift) {
+    if constexpr (!Mesh::kDistributed) {
+      StepMeshes<T> meshes;
+      const View<T> rho(rho_, static_cast<std::size_t>(mesh_.mesh_size()));
+      meshes.deposits = Span<View<T>>(&rho, 1);
+      if (c_.field == FieldMethod::Gradient) {
+        const View<const T> phi = potential();
+        meshes.gradients = Span<View<const T>>(&phi, 1);
+        device_->step(*electrons_, StepPush<T, D, false>{kick, drift, weight_}, meshes);
+      } else {
+        const std::array<View<const T>, D> e = field();
+        meshes.values = Span<View<const T>>(e.data(), D);
+        device_->step(*electrons_, StepPush<T, D, true>{kick, drift, weight_}, meshes);
+      }
+    }
+  }
+
   // One leapfrog step from time n, queued: push (v_{n+1/2}, x_{n+1}), the diagnostics'
   // record of time n (the moments after the push, the field energy of the last solve),
-  // re-bin, and the field of time n + 1.
+  // re-bin, and the field of time n + 1: with the particle step, the push, re-bin and
+  // deposit in its call, then the field solve; else the separate calls.
   void step() {
-    timed_phase(&PhaseTimes::push, [&] { push(T(c_.dt), T(c_.dt)); });
+    timed_phase(fused_ ? &PhaseTimes::step : &PhaseTimes::push, [&] { push(T(c_.dt), T(c_.dt)); });
     if (c_.diagnostics) record();
     ++steps_done_;
+    if (fused_) return solve();
     rebin(steps_done_);
-    solve_and_gather();
+    deposit();
+    solve();
+    gather();
   }
 
   // `steps` steps: with `graph`, the whole cycles that start at a cycle's start replayed
@@ -348,6 +435,8 @@ class Simulation {
 
   bool graph_usable() {
     if (!c_.graph || !device_->can_capture()) return false;
+    if (fused_ && graph_note_.empty())
+      graph_note_ = "the particle step (pmkit::cuda::step) is not captured into CUDA graphs: the steps run eagerly";
     if (Mesh::kDistributed && graph_note_.empty())
       graph_note_ = "across ranks the steps run eagerly: migrate waits for its counts";
     if (cycle_ > kMaxGraphCycle && graph_note_.empty())
@@ -371,7 +460,7 @@ class Simulation {
   // afresh: the calls recorded before the failure never ran.
   void capture_cycle() {
     const int start = steps_done_;
-    const Particles<T, D> particles = p_, spare = spare_;
+    const ParticleArrays<T, D> particles = p_, spare = spare_;
     capturing_ = true;
     try {
       device_->capture([&] {
@@ -403,7 +492,7 @@ class Simulation {
   // last solve; the records taken when the log is full (on the CPU, every record: the
   // row is checked before the step goes on).
   void record() {
-    device_->moments(p_);
+    device_->moments(velocities());
     device_->record();
     if (!capturing_ && ++pending_ >= device_->record_capacity()) collect();
   }
@@ -511,6 +600,7 @@ class Simulation {
   decltype(Mesh::plan)& plan_;
   decltype(Mesh::fft)& fft_;
   int cycle_;  // graph_cycle
+  bool fused_;  // the steps through pmkit's particle step (one rank, Config::particle_step)
   bool timed_ = false;
   PhaseTimes phases_;
   int steps_done_ = 0;
@@ -526,8 +616,12 @@ class Simulation {
   bool has_last_ = false, unstable_ = false;
   std::vector<Diagnostics> history_;
   std::size_t capacity_ = 0;  // slots of each particle array (p_.n of them in use)
-  Particles<T, D> p_{};
-  Particles<T, D> spare_{};  // sort_every: the permuted arrays' destination (x, v)
+  // The arrays loaded (the separate calls' particles; with the particle step, the
+  // loading that it copies in, and the weights).
+  ParticleArrays<T, D> p_{};
+  ParticleArrays<T, D> spare_{};  // sort_every: the permuted arrays' destination (x, v)
+  T weight_ = 0;                   // every electron's charge weight
+  std::unique_ptr<pmkit::Particles<T, D>> electrons_;  // the particle step's electrons
   T* rho_ = nullptr;
   T* phi_ = nullptr;
   T* spectrum_ = nullptr;    // (re, im) pairs
