@@ -37,7 +37,7 @@ TEST(CudaPairs, UserKernelCompiledByTheCaller) {
   PMKIT_REQUIRE_GPU();
   for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
                             PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
-                            PairMethod::Auto}) {
+                            PairMethod::CudaCompactPencil, PairMethod::CudaRowSplit, PairMethod::Auto}) {
     PairOptions opt;
     opt.backend = Backend::Cuda;
     opt.method = method;

@@ -13,7 +13,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))
   // The 3^(D-1) neighbouring rows, cells x0-1 .. x_hi of each, are staged together (in
   // stages of `capacity` sources if they do not fit), so that their loads overlap.
   const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts, starts_width] =
-      pencil_block<Kernel::inputs>(a, shape, false);
+      pencil_block<Kernel::inputs>(a, shape, false, blockIdx.x);
 
   for (std::uint32_t first = targets_begin; first < targets_end; first += blockDim.x) {
     const std::uint32_t i = first + threadIdx.x;
