@@ -10,7 +10,10 @@ reciprocal-group energy in kJ/mol, its milliseconds per molecular-dynamics step,
 displacement of a charge per such step in nm), then the positions (N x 3, nm), the charges
 (N), and OpenMM's reciprocal forces at those positions (N x 3, kJ/mol/nm). B-spline order
 5, OpenMM's own; alpha and the mesh are the ones OpenMM picks for cutoff 1 nm and
-ewaldErrorTolerance 5e-4.
+ewaldErrorTolerance 5e-4. OUTDIR/pme-direct-N.txt holds OpenMM's milliseconds per step of
+the direct space alone (the nonbonded force group integrated alone, for
+bench/pme_real_space_bench; OpenMM keeps its neighbour list between these steps, as the
+charges barely move).
 
 The molecular-dynamics step: the same integrator at a step of 2 fs, the charges given
 velocities that move them MD_STEP nm rms a step (a thermal step of water's hydrogens; the
@@ -81,6 +84,21 @@ def run_case(n, outdir, reps=50):
     print(f"openmm {mm.__version__} PME N={n} L={length:.4f} nm alpha={alpha:.6f} grid={nx}x{ny}x{nz} order=5 "
           f"single: reciprocal {ms:.3f} ms/step, reciprocal energy {energy:.6f} kJ/mol; "
           f"MD steps of {MD_DT * 1e3:.0f} fs: {md_ms:.3f} ms/step, {md_rms:.4f} nm rms a step", flush=True)
+    del context
+    # The direct space alone: a context whose integrator takes the nonbonded group 0 only.
+    direct_integrator = mm.VerletIntegrator(1e-9)
+    direct_integrator.setIntegrationForceGroups({0})
+    context = mm.Context(system, direct_integrator, mm.Platform.getPlatformByName("CUDA"), {"Precision": "single"})
+    context.setPositions(pos * u.nanometer)
+    direct_integrator.step(5)
+    context.getState(getEnergy=True, groups={0})
+    t = time.perf_counter()
+    direct_integrator.step(reps)
+    context.getState(getEnergy=True, groups={0})
+    direct_ms = (time.perf_counter() - t) / reps * 1e3
+    with open(f"{outdir}/pme-direct-{n}.txt", "w") as f:
+        f.write(f"{direct_ms:.6f}\n")
+    print(f"openmm {mm.__version__} PME N={n}: direct space {direct_ms:.3f} ms/step (its neighbour list kept)", flush=True)
     del context
 
 
