@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "cuda/graph.hpp"
+#include "cuda_check.cuh"
 #include "cuda/runtime.hpp"
 #include "pmkit/fft.hpp"
 #include "pmkit/pme.hpp"
@@ -50,14 +51,7 @@ using cuda::DeviceBuffer;
 // OpenMM's Coulomb constant, kJ mol^-1 nm e^-2 (ONE_4PI_EPS0).
 constexpr double kOpenMMCoulomb = 138.935456;
 
-// Median milliseconds of f() over reps calls, each timed by CUDA events on the default
-// stream, after `warm` untimed calls (cuda::EventTimer makes the last of them).
-template <class F>
-double median_ms(F&& f, int reps, int warm = 3) {
-  for (int i = 1; i < warm; ++i) f();
-  cuda::EventTimer timer;
-  return 1e3 * timer.median_seconds(nullptr, reps, f);
-}
+using bench::median_ms;
 
 // nm rms a charge moves in a step of molecular dynamics, as bench/pme_openmm.py's MD_STEP.
 constexpr double kMdStep = 0.005;

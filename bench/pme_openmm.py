@@ -34,6 +34,17 @@ MD_STEP = 0.005
 MD_DT = 0.002
 
 
+def ms_per_step(integrator, context, group, reps):
+    """Milliseconds a step of `integrator` (which integrates force group `group`) over reps
+    steps, after 5 untimed, each span closed by reading the group's energy (a wait)."""
+    integrator.step(5)
+    context.getState(getEnergy=True, groups={group})
+    t = time.perf_counter()
+    integrator.step(reps)
+    context.getState(getEnergy=True, groups={group})
+    return (time.perf_counter() - t) / reps * 1e3
+
+
 def run_case(n, outdir, reps=50):
     length = (n / 100.0) ** (1 / 3)
     rng = np.random.default_rng(1)
@@ -59,12 +70,7 @@ def run_case(n, outdir, reps=50):
     state = context.getState(getForces=True, getEnergy=True, groups={1})
     forces = state.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer)
     energy = state.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole)
-    integrator.step(5)
-    context.getState(getEnergy=True, groups={1})
-    t = time.perf_counter()
-    integrator.step(reps)
-    context.getState(getEnergy=True, groups={1})
-    ms = (time.perf_counter() - t) / reps * 1e3
+    ms = ms_per_step(integrator, context, 1, reps)
     # Molecular-dynamics steps: velocities of MD_STEP / MD_DT nm/ps rms (3D).
     integrator.setStepSize(MD_DT)
     velocities = rng.normal(0.0, MD_STEP / MD_DT / np.sqrt(3), (n, 3))
@@ -90,12 +96,7 @@ def run_case(n, outdir, reps=50):
     direct_integrator.setIntegrationForceGroups({0})
     context = mm.Context(system, direct_integrator, mm.Platform.getPlatformByName("CUDA"), {"Precision": "single"})
     context.setPositions(pos * u.nanometer)
-    direct_integrator.step(5)
-    context.getState(getEnergy=True, groups={0})
-    t = time.perf_counter()
-    direct_integrator.step(reps)
-    context.getState(getEnergy=True, groups={0})
-    direct_ms = (time.perf_counter() - t) / reps * 1e3
+    direct_ms = ms_per_step(direct_integrator, context, 0, reps)
     with open(f"{outdir}/pme-direct-{n}.txt", "w") as f:
         f.write(f"{direct_ms:.6f}\n")
     print(f"openmm {mm.__version__} PME N={n}: direct space {direct_ms:.3f} ms/step (its neighbour list kept)", flush=True)

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "cuda/runtime.hpp"
+#include "cuda_check.cuh"
 #include "pmkit/pairs.hpp"
 #include "pmkit/pme.hpp"
 #include "pmkit/plan.hpp"
@@ -46,12 +47,7 @@ using cuda::DeviceBuffer;
 constexpr double kCutoff = 1.0, kTolerance = 5e-4;
 constexpr int kOrder = 5;
 
-template <class F>
-double median_ms(F&& f, int reps, int warm = 3) {
-  for (int i = 1; i < warm; ++i) f();
-  cuda::EventTimer timer;
-  return 1e3 * timer.median_seconds(nullptr, reps, f);
-}
+using bench::median_ms;
 
 struct Case {
   std::size_t n = 0;

@@ -107,12 +107,7 @@ __global__ void __launch_bounds__(512)
     const bool active = i < targets_end;
     T xi[D] = {}, in_i[kIn] = {}, acc[kOut] = {};
     const int cx = load_target<Kernel::inputs>(a, active, i, pencil.x0, xi, in_i);
-    T warp_lo, warp_hi;
-    warp_x_range(active, xi[0], warp_lo, warp_hi);
-    const bool lane_windows = warp_hi - warp_lo > a.g.cutoff;
-    const T reach = a.g.cutoff + a.g.x_slack;
-    const T window_lo = (lane_windows ? xi[0] : warp_lo) - reach;
-    const T window_hi = (lane_windows ? xi[0] : warp_hi) + reach;
+    const TargetWindow<T> window = target_window(a, active, xi[0]);
     for (std::uint32_t base = 0; base < *staged; base += shape.pencil.capacity) {
       const std::uint32_t stop = min(*staged, base + shape.pencil.capacity);
       __syncthreads();  // the previous stage has been read
@@ -121,23 +116,10 @@ __global__ void __launch_bounds__(512)
       if (!active) continue;
       for (int rr = 0; rr < kPartRows; ++rr) {
         const int r = part * kPartRows + rr;
-        const RowPieces<T>& rp = rows[r].pieces;
-        if (rp.count == 0) continue;
-        const std::uint32_t row_base = rows[r].base;
-        std::uint32_t lo, cx_start, next_start, hi, self;
-        target_cells(rows[r], cell_starts + r * starts_width, cx, pencil.x0, i, lo, cx_start, next_start, hi, self);
-        std::uint32_t from = max(lo, base), to = min(hi, stop);
-        if (a.g.x_bits > 0 && from < to) {  // as pencil_kernel
-          if (lane_windows) {
-            cut_to_x_window(src_pos, base, from, min(to, cx_start), max(from, next_start), to, window_lo, window_hi,
-                            from, to);
-          } else {
-            const std::uint32_t search_from = max(row_base, base);
-            const std::uint32_t search_to = min(row_base + rp.local[rp.count], stop);
-            cut_to_x_window(src_pos, base, search_from, search_to, search_from, search_to, window_lo, window_hi,
-                            from, to);
-          }
-        }
+        if (rows[r].pieces.count == 0) continue;
+        std::uint32_t from, to, self;
+        target_row_range(a, rows[r], cell_starts + r * starts_width, src_pos, cx, pencil.x0, i, base, stop, window,
+                         from, to, self);
         if (rows[r].own)
           walk_compacted<true, Kernel::inputs>(kernel, src_pos, src_in, shape.pencil.capacity, base, from, to, self,
                                                a.g.cutoff2, xi, in_i, acc);
