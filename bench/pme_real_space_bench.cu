@@ -35,6 +35,7 @@
 
 #include "cuda/runtime.hpp"
 #include "cuda_check.cuh"
+#include "pme_openmm_case.hpp"
 #include "pmkit/pairs.hpp"
 #include "pmkit/pme.hpp"
 #include "pmkit/plan.hpp"
@@ -62,25 +63,15 @@ Case make_case(std::size_t n, const std::string& dir) {
   Case c;
   c.n = n;
   if (!dir.empty()) {
-    const std::string path = dir + "/pme-case-" + std::to_string(n) + ".bin";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "pme_real_space_bench: cannot open %s\n", path.c_str());
-      std::exit(1);
-    }
-    double header[10];
-    in.read(reinterpret_cast<char*>(header), sizeof header);
-    c.length = header[1];
-    c.params.alpha = header[2];
-    for (int d = 0; d < 3; ++d) c.params.mesh[d] = static_cast<std::int64_t>(header[3 + d]);
+    const bench::OpenMMCase openmm = bench::read_case(dir + "/pme-case-" + std::to_string(n) + ".bin");
+    c.length = openmm.length;
+    c.params.alpha = openmm.alpha;
+    c.params.mesh = openmm.mesh;
     c.params.order = kOrder;
     c.params.cutoff = kCutoff;
-    std::vector<double> pos(3 * n), q(n);
-    in.read(reinterpret_cast<char*>(pos.data()), std::streamsize(pos.size() * sizeof(double)));
-    in.read(reinterpret_cast<char*>(q.data()), std::streamsize(q.size() * sizeof(double)));
     for (std::size_t i = 0; i < n; ++i) {
-      for (int d = 0; d < 3; ++d) c.x[d].push_back(static_cast<float>(pos[3 * i + d]));
-      c.q.push_back(static_cast<float>(q[i]));
+      for (int d = 0; d < 3; ++d) c.x[d].push_back(static_cast<float>(openmm.x[d][i]));
+      c.q.push_back(static_cast<float>(openmm.q[i]));
     }
     std::ifstream direct(dir + "/pme-direct-" + std::to_string(n) + ".txt");
     if (direct) direct >> c.openmm_direct_ms;
