@@ -20,6 +20,16 @@ inline void ck(cudaError_t e, const char* what) {
   }
 }
 
+// Median milliseconds of f() over reps calls, each timed by CUDA events on the default
+// stream, after `warm` untimed calls (the event timer makes the last of them): the PME
+// benchmarks' timing.
+template <class F>
+double median_ms(F&& f, int reps, int warm = 3) {
+  for (int i = 1; i < warm; ++i) f();
+  cuda::EventTimer timer;
+  return 1e3 * timer.median_seconds(nullptr, reps, f);
+}
+
 // The hardware probes' timing (store_probe, shared_probe): the median of 7 launches
 // after one untimed, in ms, by the one event timer.
 template <class F>

@@ -34,7 +34,9 @@
 # PMKIT_KERNELS_LAUNCHES launches whose name matches PMKIT_KERNELS_REGEX), through
 # bench/kernel_times.py: where set_points' time goes, kernel by kernel.
 # "pme" (never in the default) runs OpenMM's PME (bench/pme_openmm.py, its wheels carried in
-# .whl) and pmkit's (bench/pme_bench) on the same charges, into $OUT/pme_bench.txt;
+# .whl) and pmkit's (bench/pme_bench) on the same charges, into $OUT/pme_bench.txt, and PME's
+# real space by pair method beside OpenMM's direct space (bench/pme_real_space_bench), into
+# $OUT/pme_real_space_bench.txt;
 # PMKIT_PME_SPREADS=1 adds Guo et al.'s spreading table; PMKIT_PME_KERNELS=N the device time of
 # every kernel of pmkit's MD step at N charges (ncu).
 # "l2fetch" (never in the default) runs gpu_bench on PMKIT_L2_CASES at each L2 fetch
@@ -169,7 +171,7 @@ for s in $steps; do
     *) targets=() ;; esac
 done
 want papers && [ ${#targets[@]} -gt 0 ] && targets+=(--target paper_cases)
-want pme && [ ${#targets[@]} -gt 0 ] && targets+=(--target pme_bench)
+want pme && [ ${#targets[@]} -gt 0 ] && targets+=(--target pme_bench --target pme_real_space_bench)
 want pic && [ ${#targets[@]} -gt 0 ] && targets+=(--target pic_bench --target pmkit_tests --target pmkit_cli)
 python_flags=()
 if want python; then
@@ -264,6 +266,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   PYTHONPATH="$site" LD_LIBRARY_PATH="$nvidia_libs:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1 \
     python3 bench/pme_openmm.py "$cases" ${PMKIT_PME_SIZES:-} 2>&1 | tee "$out/pme_openmm.txt" || status=1
 ./build-device/bench/pme_bench --openmm "$cases" ${PMKIT_PME_SIZES:-} 2>&1 | tee "$out/pme_bench.txt" || status=1
+./build-device/bench/pme_real_space_bench --openmm "$cases" ${PMKIT_PME_SIZES:-} 2>&1 |
+  tee "$out/pme_real_space_bench.txt" || status=1
 # PMKIT_PME_SPREADS=1 adds Guo et al.'s table (1 and 20 spreads a binning).
 if [ -n "${PMKIT_PME_SPREADS:-}" ]; then
   ./build-device/bench/pme_bench --spreads 2>&1 | tee -a "$out/pme_bench.txt" || status=1

@@ -127,10 +127,11 @@ void print_launch_floor() {
 }
 
 // The CUDA methods of the table, in its column order.
-constexpr int kMethodCount = 5;
+constexpr int kMethodCount = 7;
 constexpr PairMethod kMethods[kMethodCount] = {
     PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle, PairMethod::CudaBlockPerCell,
-    PairMethod::CudaXPencil, PairMethod::CudaHalfShell};
+    PairMethod::CudaXPencil,           PairMethod::CudaHalfShell,               PairMethod::CudaCompactPencil,
+    PairMethod::CudaRowSplit};
 
 // Counts each particle's neighbours within the cutoff (the pairs of the table).
 struct Row {
@@ -316,8 +317,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "done d=%d ppc=%d\n", d, ppc);
     }
 
-  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s %9s %9s | %9s %9s %-22s %6s | %8s %8s | %9s %7s %9s\n", "d",
-              "ppc", "kernel", "N", "bin ms", "thread ms", "3thr ms", "cell ms", "pencil ms", "half ms", "auto ms", "kernel ms",
+  std::printf("\n%-4s %-4s %-14s %9s %8s | %9s %9s %9s %9s %9s %9s %9s | %9s %9s %-22s %6s | %8s %8s | %9s %7s %9s\n",
+              "d", "ppc", "kernel", "N", "bin ms", "thread ms", "3thr ms", "cell ms", "pencil ms", "half ms", "compact ms",
+              "rowsplit ms", "auto ms", "kernel ms",
               "auto chose", "/best", "Gcheck/s", "Gpair/s", "CPU ms", "GPU/CPU", "CPU bin");
   bool auto_ok = true;
   for (const Row& r : rows) {
@@ -330,9 +332,10 @@ int main(int argc, char** argv) {
       std::snprintf(speed, sizeof speed, "%.1fx", r.cpu / r.automatic);
       std::snprintf(cpu_bin, sizeof cpu_bin, "%.3f", r.cpu_binning);
     }
-    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f %9.4f %9.4f | %9.4f %9.4f %-22s %6.2f | %8.1f %8.1f | %9s %7s %9s\n",
+    std::printf("%-4d %-4d %-14s %9zu %8.3f | %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f | %9.4f %9.4f %-22s %6.2f | "
+                "%8.1f %8.1f | %9s %7s %9s\n",
                 r.d, r.ppc, r.kernel, r.n, r.binning, r.method[0], r.method[1], r.method[2], r.method[3], r.method[4],
-                r.automatic,
+                r.method[5], r.method[6], r.automatic,
                 r.automatic_kernel, to_string(r.chosen), r.automatic / best, checks / r.automatic * 1e-6, r.pairs / r.automatic * 1e-6,
                 cpu, speed, cpu_bin);
   }

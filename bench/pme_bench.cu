@@ -37,6 +37,8 @@
 #include <vector>
 
 #include "cuda/graph.hpp"
+#include "cuda_check.cuh"
+#include "pme_openmm_case.hpp"
 #include "cuda/runtime.hpp"
 #include "pmkit/fft.hpp"
 #include "pmkit/pme.hpp"
@@ -50,61 +52,13 @@ using cuda::DeviceBuffer;
 // OpenMM's Coulomb constant, kJ mol^-1 nm e^-2 (ONE_4PI_EPS0).
 constexpr double kOpenMMCoulomb = 138.935456;
 
-// Median milliseconds of f() over reps calls, each timed by CUDA events on the default
-// stream, after `warm` untimed calls (cuda::EventTimer makes the last of them).
-template <class F>
-double median_ms(F&& f, int reps, int warm = 3) {
-  for (int i = 1; i < warm; ++i) f();
-  cuda::EventTimer timer;
-  return 1e3 * timer.median_seconds(nullptr, reps, f);
-}
+using bench::median_ms;
 
 // nm rms a charge moves in a step of molecular dynamics, as bench/pme_openmm.py's MD_STEP.
 constexpr double kMdStep = 0.005;
 
-struct OpenMMCase {
-  std::size_t n = 0;
-  double length = 0, alpha = 0, openmm_ms = 0, openmm_energy = 0, openmm_md_ms = 0, openmm_md_rms = 0;
-  std::array<std::int64_t, 3> mesh{};
-  std::array<std::vector<double>, 3> x, force;
-  std::vector<double> q;
-};
-
-OpenMMCase read_case(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "pme_bench: cannot open %s\n", path.c_str());
-    std::exit(1);
-  }
-  double header[10];
-  in.read(reinterpret_cast<char*>(header), sizeof header);
-  OpenMMCase c;
-  c.n = static_cast<std::size_t>(header[0]);
-  c.length = header[1];
-  c.alpha = header[2];
-  for (int d = 0; d < 3; ++d) c.mesh[d] = static_cast<std::int64_t>(header[3 + d]);
-  c.openmm_ms = header[6];
-  c.openmm_energy = header[7];
-  c.openmm_md_ms = header[8];
-  c.openmm_md_rms = header[9];
-  std::vector<double> rows(3 * c.n);
-  auto read_rows = [&](std::array<std::vector<double>, 3>& out) {
-    in.read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(double)));
-    for (int d = 0; d < 3; ++d) {
-      out[d].resize(c.n);
-      for (std::size_t i = 0; i < c.n; ++i) out[d][i] = rows[3 * i + d];
-    }
-  };
-  read_rows(c.x);
-  c.q.resize(c.n);
-  in.read(reinterpret_cast<char*>(c.q.data()), static_cast<std::streamsize>(c.n * sizeof(double)));
-  read_rows(c.force);
-  if (!in) {
-    std::fprintf(stderr, "pme_bench: %s is short\n", path.c_str());
-    std::exit(1);
-  }
-  return c;
-}
+using bench::OpenMMCase;
+using bench::read_case;
 
 // sqrt(sum |a - b|^2 / sum |b|^2)
 double relative_rms(const std::array<std::vector<double>, 3>& a, const std::array<std::vector<double>, 3>& b) {

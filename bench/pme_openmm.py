@@ -10,7 +10,10 @@ reciprocal-group energy in kJ/mol, its milliseconds per molecular-dynamics step,
 displacement of a charge per such step in nm), then the positions (N x 3, nm), the charges
 (N), and OpenMM's reciprocal forces at those positions (N x 3, kJ/mol/nm). B-spline order
 5, OpenMM's own; alpha and the mesh are the ones OpenMM picks for cutoff 1 nm and
-ewaldErrorTolerance 5e-4.
+ewaldErrorTolerance 5e-4. OUTDIR/pme-direct-N.txt holds OpenMM's milliseconds per step of
+the direct space alone (the nonbonded force group integrated alone, for
+bench/pme_real_space_bench; OpenMM keeps its neighbour list between these steps, as the
+charges barely move).
 
 The molecular-dynamics step: the same integrator at a step of 2 fs, the charges given
 velocities that move them MD_STEP nm rms a step (a thermal step of water's hydrogens; the
@@ -29,6 +32,17 @@ import openmm.unit as u
 # nm rms a charge moves in a molecular-dynamics step (docs/pme.md); the step, ps.
 MD_STEP = 0.005
 MD_DT = 0.002
+
+
+def ms_per_step(integrator, context, group, reps):
+    """Milliseconds a step of `integrator` (which integrates force group `group`) over reps
+    steps, after 5 untimed, each span closed by reading the group's energy (a wait)."""
+    integrator.step(5)
+    context.getState(getEnergy=True, groups={group})
+    t = time.perf_counter()
+    integrator.step(reps)
+    context.getState(getEnergy=True, groups={group})
+    return (time.perf_counter() - t) / reps * 1e3
 
 
 def run_case(n, outdir, reps=50):
@@ -56,12 +70,7 @@ def run_case(n, outdir, reps=50):
     state = context.getState(getForces=True, getEnergy=True, groups={1})
     forces = state.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer)
     energy = state.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole)
-    integrator.step(5)
-    context.getState(getEnergy=True, groups={1})
-    t = time.perf_counter()
-    integrator.step(reps)
-    context.getState(getEnergy=True, groups={1})
-    ms = (time.perf_counter() - t) / reps * 1e3
+    ms = ms_per_step(integrator, context, 1, reps)
     # Molecular-dynamics steps: velocities of MD_STEP / MD_DT nm/ps rms (3D).
     integrator.setStepSize(MD_DT)
     velocities = rng.normal(0.0, MD_STEP / MD_DT / np.sqrt(3), (n, 3))
@@ -81,6 +90,16 @@ def run_case(n, outdir, reps=50):
     print(f"openmm {mm.__version__} PME N={n} L={length:.4f} nm alpha={alpha:.6f} grid={nx}x{ny}x{nz} order=5 "
           f"single: reciprocal {ms:.3f} ms/step, reciprocal energy {energy:.6f} kJ/mol; "
           f"MD steps of {MD_DT * 1e3:.0f} fs: {md_ms:.3f} ms/step, {md_rms:.4f} nm rms a step", flush=True)
+    del context
+    # The direct space alone: a context whose integrator takes the nonbonded group 0 only.
+    direct_integrator = mm.VerletIntegrator(1e-9)
+    direct_integrator.setIntegrationForceGroups({0})
+    context = mm.Context(system, direct_integrator, mm.Platform.getPlatformByName("CUDA"), {"Precision": "single"})
+    context.setPositions(pos * u.nanometer)
+    direct_ms = ms_per_step(direct_integrator, context, 0, reps)
+    with open(f"{outdir}/pme-direct-{n}.txt", "w") as f:
+        f.write(f"{direct_ms:.6f}\n")
+    print(f"openmm {mm.__version__} PME N={n}: direct space {direct_ms:.3f} ms/step (its neighbour list kept)", flush=True)
     del context
 
 

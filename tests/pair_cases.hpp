@@ -226,8 +226,9 @@ void check_case(const Box<D>& box, double cutoff, const Kernel& kernel, std::siz
 }
 
 inline const PairMethod kCudaMethods[] = {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
-                                   PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
-                                   PairMethod::Auto};
+                                          PairMethod::CudaBlockPerCell,      PairMethod::CudaXPencil,
+                                          PairMethod::CudaHalfShell,         PairMethod::CudaCompactPencil,
+                                          PairMethod::CudaRowSplit,          PairMethod::Auto};
 #if defined(PMKIT_WITH_CUDA)
 inline PairOptions cuda_options(PairMethod method) {
   PairOptions opt;

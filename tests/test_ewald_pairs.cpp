@@ -3,6 +3,7 @@
 // src/verify/ewald.hpp on fresh random charges; and the Ewald reference itself.
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "verify/ewald.hpp"
 #include "pair_cases.hpp"
@@ -28,34 +29,49 @@ ChargeSystem random_charges(std::mt19937_64& rng, std::array<double, 3> box, std
   return s;
 }
 
+// `s` with its positions and charges rounded to T: the float64 sum then takes what a plan
+// in T sees.
+template <class T>
+ChargeSystem rounded_to(ChargeSystem s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    for (int d = 0; d < 3; ++d) s.x[d][i] = static_cast<T>(s.x[d][i]);
+    s.q[i] = static_cast<T>(s.q[i]);
+  }
+  return s;
+}
+
+CoulombResult real_space_of(const ChargeSystem& s, double cutoff, double alpha) {
+  CoulombResult want = zero_result(s.size());
+  real_space_sum(s, alpha, cutoff, 0, want);
+  return want;
+}
+
+// The pair plan's Ewald real space of `s` (values of T) in T, against `want` (its float64
+// sum). Returns the plan's outputs.
+template <class T>
+std::vector<std::vector<T>> expect_real_space(const PairOptions& options, const ChargeSystem& s, double cutoff,
+                                              double alpha, const CoulombResult& want) {
+  const std::size_t n = s.size();
+  std::array<std::vector<T>, 3> x;
+  std::vector<T> q(s.q.begin(), s.q.end());
+  for (int d = 0; d < 3; ++d) x[d].assign(s.x[d].begin(), s.x[d].end());
+  PairPlan<T, 3> plan(Box<3>::periodic(s.box), cutoff, options);
+  const auto got = run_pairs(plan, pair_kernels::EwaldRealSpace<3>{alpha}, x, {q});
+  // The kernel is not zero at the cutoff: in float a pair within rounding of it may count
+  // or not; erfc(3) / 1.2 ~ 2e-5 a pair, within the float tolerance of the sums.
+  const double tol = std::is_same<T, float>::value ? 2e-5 : 1e-12;
+  for (int d = 0; d < 3; ++d) EXPECT_LE(rel_err(got[d], want.force[d]), tol) << "force " << d << ", n = " << n;
+  EXPECT_LE(rel_err(got[3], want.potential), tol) << "potential";
+  return got;
+}
+
 template <class T>
 void check_real_space(const PairOptions& options, std::size_t n, bool clustered) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed) + ", n = " + std::to_string(n));
   std::mt19937_64 rng(seed);
-  const std::array<double, 3> box = {3.0, 2.5, 3.5};
-  const double cutoff = 1.2, alpha = 2.5;
-  ChargeSystem s = random_charges(rng, box, n, clustered);
-  // The plan computes in T: the reference takes the positions and charges as rounded.
-  std::array<std::vector<T>, 3> x;
-  std::vector<T> q(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (int d = 0; d < 3; ++d) {
-      x[d].push_back(static_cast<T>(s.x[d][i]));
-      s.x[d][i] = x[d].back();
-    }
-    q[i] = static_cast<T>(s.q[i]);
-    s.q[i] = q[i];
-  }
-  CoulombResult want = zero_result(n);
-  real_space_sum(s, alpha, cutoff, 0, want);
-  PairPlan<T, 3> plan(Box<3>::periodic(box), cutoff, options);
-  const auto got = run_pairs(plan, pair_kernels::EwaldRealSpace<3>{alpha}, x, {q});
-  // The kernel is not zero at the cutoff: in float a pair within rounding of it may count
-  // or not; erfc(3) / 1.2 ~ 2e-5 a pair, within the float tolerance of the sums.
-  const double tol = std::is_same<T, float>::value ? 2e-5 : 1e-12;
-  for (int d = 0; d < 3; ++d) EXPECT_LE(rel_err(got[d], want.force[d]), tol) << "force " << d;
-  EXPECT_LE(rel_err(got[3], want.potential), tol) << "potential";
+  const ChargeSystem s = rounded_to<T>(random_charges(rng, {3.0, 2.5, 3.5}, n, clustered));
+  expect_real_space<T>(options, s, 1.2, 2.5, real_space_of(s, 1.2, 2.5));
 }
 
 TEST(EwaldPairs, RealSpaceAgainstFloat64Sum) {
@@ -75,6 +91,50 @@ TEST(CudaEwaldPairs, RealSpaceAgainstFloat64SumInEveryMethod) {
     check_real_space<double>(cuda_options(method), 700, false);
     check_real_space<float>(cuda_options(method), 700, false);
     check_real_space<float>(cuda_options(method), 400, true);
+  }
+}
+
+// The geometries where the compacted methods' chunks, masks and row split meet their
+// edges, against the float64 sum (float and double) and, in float, deterministic: about
+// 100 charges a cell (every chunk full, the x-sorted windows cut), about one charge in
+// two cells (chunks mostly empty, rows of one piece), a third of the charges on the
+// periodic faces (coordinate 0, or the last float below the box length), and a cutoff of
+// half the box (two cells an axis: a row's cells cx-1 and cx+1 are one cell, seen through
+// two images).
+TEST(CudaEwaldPairs, CompactedMethodsAtTheirEdges) {
+  PMKIT_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    const char* name;
+    std::array<double, 3> box;
+    std::size_t n;
+    double cutoff, alpha;
+    bool seam;
+  };
+  const Case cases[] = {{"dense", {3.0, 3.0, 3.3}, 2970, 1.0, 3.0, false},
+                        {"sparse", {6.0, 5.0, 7.0}, 100, 1.0, 3.0, false},
+                        {"seam", {3.0, 3.0, 3.0}, 900, 1.0, 3.0, true},
+                        {"half box", {2.0, 2.2, 2.4}, 400, 1.0, 3.0, false},
+                        {"near half box", {2.0, 2.2, 2.4}, 400, 0.999, 3.0, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ChargeSystem s = random_charges(rng, c.box, c.n, false);
+    if (c.seam)
+      for (std::size_t i = 0; i < c.n; i += 3) {
+        const int d = static_cast<int>(i / 3 % 3);
+        s.x[d][i] = i % 2 ? 0.0 : std::nextafter(static_cast<float>(c.box[d]), 0.0f);
+      }
+    const ChargeSystem in_float = rounded_to<float>(s);
+    const CoulombResult want = real_space_of(s, c.cutoff, c.alpha), want_float = real_space_of(in_float, c.cutoff, c.alpha);
+    for (PairMethod method : {PairMethod::CudaCompactPencil, PairMethod::CudaRowSplit}) {
+      SCOPED_TRACE(to_string(method));
+      expect_real_space<double>(cuda_options(method), s, c.cutoff, c.alpha, want);
+      const auto once = expect_real_space<float>(cuda_options(method), in_float, c.cutoff, c.alpha, want_float);
+      const auto again = expect_real_space<float>(cuda_options(method), in_float, c.cutoff, c.alpha, want_float);
+      EXPECT_EQ(once, again) << "the same bits in a second run";
+    }
   }
 }
 #endif

@@ -2,6 +2,10 @@
 // includes pmkit/cuda/pairs.cuh, which compiles the traversal for each kernel, run through
 // pmkit::cuda::compute (the built-in kernels are tested from plain C++ in test_pairs.cpp).
 // Checked against the float64 brute force.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "pmkit/cuda/pairs.cuh"
 #include "../bench/pair_synthetic.hpp"
 #include "pair_mesh_cases.hpp"
@@ -37,7 +41,7 @@ TEST(CudaPairs, UserKernelCompiledByTheCaller) {
   PMKIT_REQUIRE_GPU();
   for (PairMethod method : {PairMethod::CudaThreadPerParticle, PairMethod::CudaThreeThreadsPerParticle,
                             PairMethod::CudaBlockPerCell, PairMethod::CudaXPencil, PairMethod::CudaHalfShell,
-                            PairMethod::Auto}) {
+                            PairMethod::CudaCompactPencil, PairMethod::CudaRowSplit, PairMethod::Auto}) {
     PairOptions opt;
     opt.backend = Backend::Cuda;
     opt.method = method;
@@ -213,6 +217,34 @@ TEST(CudaPairsFromMesh, SyntheticKernelAtTheSeam) {
     check_from_mesh<double, 2>(grid2, kernel, expensive, kCutoff, Distribution::Seam, scaled(3000), mesh_options,
                                pair_options);
   });
+}
+
+__global__ void erfc_and_gaussian_kernel(const float* x, std::size_t n, float* erfc_x, float* gaussian) {
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i < n) pair_kernels::detail::erfc_and_gaussian(x[i], erfc_x[i], gaussian[i]);
+}
+
+// The Ewald kernel's erfc and Gaussian in float on the device (its own fit, not erfcf)
+// against float64 at every float of [0, 9] a step of 2^-12 apart (the range where erfc is a
+// normal float), within a few ulp: 8e-7 relative (the fit's 4e-7 on the host and expf's
+// own 2 ulp), the Gaussian 4e-7.
+TEST(CudaPairs, EwaldErfcOnTheDeviceWithinAFewUlp) {
+  PMKIT_REQUIRE_GPU();
+  std::vector<float> x;
+  for (int k = 0; k <= 9 * 4096; ++k) x.push_back(float(k) / 4096.0f);
+  const std::size_t n = x.size();
+  cuda::DeviceBuffer<float> dx(x), derfc(n), dgauss(n);
+  erfc_and_gaussian_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(dx.get(), n, derfc.get(), dgauss.get());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> erfc_x = derfc.download(), gaussian = dgauss.download();
+  double worst_erfc = 0, worst_gaussian = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double xd = x[i];
+    worst_erfc = std::max(worst_erfc, std::abs(erfc_x[i] / std::erfc(xd) - 1));
+    worst_gaussian = std::max(worst_gaussian, std::abs(gaussian[i] / std::exp(-xd * xd) - 1));
+  }
+  EXPECT_LE(worst_erfc, 8e-7);
+  EXPECT_LE(worst_gaussian, 4e-7);
 }
 
 }  // namespace

@@ -105,7 +105,8 @@ struct Box {
 enum class PairMethod {
   // Times each method below once (the x-pencil with 256, 128 and 512 targets a block,
   // the half shell with 256 and 128; in float also the x-pencil and the half shell with
-  // 256 compiled to fewer registers), on the first compute of a kernel type after
+  // 256 compiled to fewer registers; the compacted x-pencil with 256 and 128, and the
+  // row split), on the first compute of a kernel type after
   // set_points (and again when the particles per cell change by 2x), then keeps the
   // fastest. The timed calls produce correct outputs too. It may pick the half shell,
   // whose results are not bit-for-bit reproducible (see below).
@@ -131,6 +132,16 @@ enum class PairMethod {
   // the other methods to rounding, but are not bit-for-bit reproducible. Needs scratch of
   // Kernel::outputs values per particle.
   CudaHalfShell,
+  // The x-pencil's blocks and staging with a walk that tests 32 candidates at once into a
+  // mask and then runs the kernel on the ones in range only, so that a warp's lanes run
+  // the kernel's body together: for costly kernels (the Ewald sum's erfc) where a fifth of
+  // the candidates is in range. The same pairs in the same order as the x-pencil.
+  CudaCompactPencil,
+  // The compacted walk with each target's neighbouring rows split over warps (one row
+  // each: 9 in 3D, 3 in 2D), their outputs added in a fixed order, a cell's targets in
+  // blocks of 32: for systems too small to fill the GPU with a warp per 32 targets (10^4
+  // particles at 100 a cell).
+  CudaRowSplit,
 };
 
 struct PairOptions : ExecutionOptions {
@@ -146,6 +157,8 @@ inline const char* to_string(PairMethod method) {
     case PairMethod::CudaBlockPerCell: return "block-per-cell";
     case PairMethod::CudaXPencil: return "x-pencil";
     case PairMethod::CudaHalfShell: return "half-shell";
+    case PairMethod::CudaCompactPencil: return "compact-pencil";
+    case PairMethod::CudaRowSplit: return "row-split";
   }
   return "?";
 }

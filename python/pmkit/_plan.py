@@ -29,6 +29,8 @@ _PAIR_METHODS = {
     "block_per_cell": _pmkit.PairMethod.CudaBlockPerCell,
     "x_pencil": _pmkit.PairMethod.CudaXPencil,
     "half_shell": _pmkit.PairMethod.CudaHalfShell,
+    "compact_pencil": _pmkit.PairMethod.CudaCompactPencil,
+    "row_split": _pmkit.PairMethod.CudaRowSplit,
 }
 
 Array = Any  # an array of NumPy, PyTorch, CuPy, JAX, or anything with DLPack or the buffer protocol

@@ -91,7 +91,9 @@ NB_MODULE(_pmkit, m) {
       .value("CudaThreeThreadsPerParticle", pmkit::PairMethod::CudaThreeThreadsPerParticle)
       .value("CudaBlockPerCell", pmkit::PairMethod::CudaBlockPerCell)
       .value("CudaXPencil", pmkit::PairMethod::CudaXPencil)
-      .value("CudaHalfShell", pmkit::PairMethod::CudaHalfShell);
+      .value("CudaHalfShell", pmkit::PairMethod::CudaHalfShell)
+      .value("CudaCompactPencil", pmkit::PairMethod::CudaCompactPencil)
+      .value("CudaRowSplit", pmkit::PairMethod::CudaRowSplit);
 
   nb::class_<pmkit::Kernel>(m, "Kernel",
                             "An interpolation kernel: Kernel('mp4'), Kernel.bspline(4), ... (names: linear or cic, "

@@ -23,7 +23,11 @@
 //   the binning also lists, for each of the four corner rows (dy and dz both nonzero),
 //   only the sources that can be within the cutoff of the x-row, and those rows are
 //   staged from these lists (pair_geometry.hpp, corner_source_live);
-// - block per cell: the x-pencil with L = 1.
+// - block per cell: the x-pencil with L = 1;
+// - compacted x-pencil: the x-pencil with each chunk of 32 candidates tested into a mask,
+//   the kernel then run on the ones in range only (a costly kernel's lanes run it
+//   together); the row split: the same walk with a target's rows split over warps, one
+//   row each, added in a fixed order, a cell's targets in blocks of 32 (small systems).
 //
 // The fourth, the half shell, calls the kernel once per pair (Newton's third law): the
 // x-pencil's blocks and staging on the rows ahead of the target only (see
@@ -34,9 +38,9 @@
 //
 // The pieces, one job each (pmkit/detail/cuda/): pair_rows.cuh (arguments, row ranges),
 // pair_thread_kernel.cuh, pair_pencil_block.cuh (a pencil block's staging),
-// pair_window.cuh (a target's walk over a staged row), pair_pencil_kernel.cuh,
-// pair_half_shell_kernel.cuh, pair_launch.cuh (shapes, dispatch) and pair_auto.cuh (the
-// Auto timing). The cell binning and the rest that does not depend on the kernel type
+// pair_window.cuh (a target's window and walk over a staged row), pair_pencil_kernel.cuh,
+// pair_half_shell_kernel.cuh, pair_compact_kernel.cuh (the compacted walk and the row
+// split), pair_launch.cuh (shapes, dispatch) and pair_auto.cuh (the Auto timing). The cell binning and the rest that does not depend on the kernel type
 // are compiled into the library.
 #include <cuda_runtime.h>
 

@@ -16,8 +16,9 @@ struct Candidate {
 };
 
 // What Auto times, once each (the x-pencil with three block sizes, the half shell with
-// two, each of the first sizes also with fewer registers in float): any of them may be
-// the method a plan then runs, so each must give the same sums.
+// two, each of the first sizes also with fewer registers in float; the compacted x-pencil
+// with two, and the row split): any of them may be the method a plan then runs, so each
+// must give the same sums.
 constexpr Candidate kAutoCandidates[] = {{PairMethod::CudaThreadPerParticle, {kPencilTargets[0], false}},
                                          {PairMethod::CudaThreeThreadsPerParticle, {kPencilTargets[0], false}},
                                          {PairMethod::CudaBlockPerCell, {kPencilTargets[0], false}},
@@ -27,7 +28,10 @@ constexpr Candidate kAutoCandidates[] = {{PairMethod::CudaThreadPerParticle, {kP
                                          {PairMethod::CudaXPencil, {kPencilTargets[0], true}},
                                          {PairMethod::CudaHalfShell, {kPencilTargets[0], false}},
                                          {PairMethod::CudaHalfShell, {kPencilTargets[1], false}},
-                                         {PairMethod::CudaHalfShell, {kPencilTargets[0], true}}};
+                                         {PairMethod::CudaHalfShell, {kPencilTargets[0], true}},
+                                         {PairMethod::CudaCompactPencil, {kPencilTargets[0], false}},
+                                         {PairMethod::CudaCompactPencil, {kPencilTargets[1], false}},
+                                         {PairMethod::CudaRowSplit, {kPencilTargets[0], false}}};
 
 // The traversal's arguments for one compute: the plan's cells, the outputs, and the
 // kernel's inputs gathered into sorted order (on the plan's stream).

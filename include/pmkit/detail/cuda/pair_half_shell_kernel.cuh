@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(512, min_blocks_of_512(kFewRegisters))  // as 
   constexpr int kRows = kNeighbourRows<D>;
   constexpr unsigned kAll = 0xffffffffu;
   const auto [pencil, targets_begin, targets_end, src_pos, src_in, rows, staged, cell_starts, starts_width] =
-      pencil_block<Kernel::inputs>(a, shape, true);
+      pencil_block<Kernel::inputs>(a, shape, true, blockIdx.x);
   const unsigned lane = threadIdx.x % 32;
 
   // blockDim.x is a multiple of 32 and every thread runs the same iterations, so each

@@ -1,9 +1,11 @@
 #pragma once
 // Launch shapes and the launch of one method for a kernel type, on the plan's stream.
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "pmkit/detail/cuda/runtime.hpp"
+#include "pmkit/detail/cuda/pair_compact_kernel.cuh"
 #include "pmkit/detail/cuda/pair_half_shell_kernel.cuh"
 #include "pmkit/detail/cuda/pair_pencil_kernel.cuh"
 #include "pmkit/detail/cuda/pair_thread_kernel.cuh"
@@ -64,6 +66,42 @@ PencilShape pencil_shape(const DevicePairView<T, D>& cells, int length, int targ
   return s;
 }
 
+// The compacted methods' shape (kParts = 1: the compacted x-pencil with `targets_per_block`;
+// otherwise the row split: a cell a pencil, 32 targets a pass, as many blocks a cell as
+// its mean count needs), the stage cut so that the parts' partial sums fit beside it.
+template <class T, int D>
+CompactShape compact_shape(const DevicePairView<T, D>& cells, int parts, int targets_per_block,
+                           std::size_t bytes_per_source, int outputs) {
+  CompactShape s;
+  if (parts == 1) {
+    s.pencil = pencil_shape(cells, 0, targets_per_block, bytes_per_source, kNeighbourRows<D>, false);
+    s.lanes = s.pencil.threads;
+  } else {
+    s.pencil = pencil_shape(cells, 1, 32, bytes_per_source, kNeighbourRows<D>, false);
+    s.lanes = 32;
+    s.chunks = std::max(1, static_cast<int>(std::ceil(cells.mean_per_cell() / 32)));
+  }
+  const std::size_t partials = std::size_t(parts - 1) * outputs * s.lanes * sizeof(T);
+  const std::size_t room = kStageBytes - cell_starts_bytes<D>(s.pencil.length) - partials - kCompactPadding<T, D>;
+  s.pencil.capacity = std::max(32, std::min(s.pencil.capacity, static_cast<int>(room / bytes_per_source)));
+  return s;
+}
+
+// One launch of a compacted method (kParts as compact_pencil_kernel).
+template <int kParts, class T, int D, class Kernel>
+void launch_compact(const DevicePairView<T, D>& cells, const Kernel& kernel, int targets_per_block,
+                    const Args<T, D, inputs_of<Kernel>(), Kernel::outputs>& args, cudaStream_t stream) {
+  const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + Kernel::inputs * sizeof(T);
+  const CompactShape shape = compact_shape(cells, kParts, targets_per_block, bytes_per_source, Kernel::outputs);
+  const int nx = cells.geometry.ncell[0];
+  const std::size_t rows = cells.cells / static_cast<std::size_t>(nx);
+  const auto blocks = static_cast<unsigned>(rows * ((nx + shape.pencil.length - 1) / shape.pencil.length) *
+                                            static_cast<std::size_t>(shape.chunks));
+  const std::size_t shared = compact_shared_bytes<T, D>(shape, bytes_per_source, kParts, Kernel::outputs);
+  compact_pencil_kernel<T, D, Kernel, kParts><<<blocks, kParts * shape.lanes, shared, stream>>>(args, kernel, shape);
+  cuda::check_launch(kParts == 1 ? "pmkit PairPlan: compacted pencil kernel" : "pmkit PairPlan: row-split kernel");
+}
+
 // A launch of a method: its x-pencil targets per block and register budget (pencil and
 // half shell only).
 struct Variant {
@@ -90,6 +128,9 @@ void launch(DevicePairs<T, D>& dev, const DevicePairView<T, D>& cells, const Ker
     cuda::check_launch("pmkit PairPlan: three-threads-per-particle kernel");
     return;
   }
+  if (method == PairMethod::CudaCompactPencil) return launch_compact<1>(cells, kernel, variant.pencil_targets, args, stream);
+  if (method == PairMethod::CudaRowSplit)
+    return launch_compact<kNeighbourRows<D>>(cells, kernel, variant.pencil_targets, args, stream);
   // Only the kernel's own inputs: a kernel without any (Lennard-Jones) stages 16 bytes a
   // float source, not 20, and more blocks fit an SM.
   const std::size_t bytes_per_source = sizeof(PackedPosition<T, D>) + Kernel::inputs * sizeof(T);

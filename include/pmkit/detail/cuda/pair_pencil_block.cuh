@@ -47,17 +47,20 @@ __device__ __forceinline__ std::uint32_t piece_slot(const RowPieces<T>& rp, std:
 
 // The cells of a pencil block: cells x0 .. x1-1 of the x-row (cy, cz), whose first cell
 // is own_row; its targets lie in cells x0 .. x_hi-1 (x_hi = x1 + extend, at most nx).
+// `pencil` numbers the pencils row by row (a block's index, or a group of blocks' that
+// share a pencil).
 struct Pencil {
   int x0, x1, x_hi, own_row, cy, cz;
 };
 
 template <class T, int D>
-__device__ __forceinline__ Pencil pencil_of(const PairGeometry<T, D>& g, int length, int extend) {
+__device__ __forceinline__ Pencil pencil_of(const PairGeometry<T, D>& g, int length, int extend,
+                                            std::uint32_t pencil) {
   const int nx = g.ncell[0];
   const int pencils_per_row = (nx + length - 1) / length;
-  const int row_index = blockIdx.x / pencils_per_row;
+  const int row_index = pencil / pencils_per_row;
   Pencil p;
-  p.x0 = (blockIdx.x % pencils_per_row) * length;
+  p.x0 = (pencil % pencils_per_row) * length;
   p.x1 = min(p.x0 + length, nx);
   p.x_hi = min(p.x1 + extend, nx);
   p.own_row = row_index * nx;
@@ -173,9 +176,10 @@ __device__ __forceinline__ std::uint32_t pencil_targets(const Args<T, D, kIn, kO
 }
 
 // kInputs: the kernel's inputs a source (0 for Lennard-Jones: its stage holds positions only).
+// pencil: the block's pencil (pencil_of).
 template <int kInputs, class T, int D, int kIn, int kOut>
 __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, kOut>& a, const PencilShape& shape,
-                                                          bool half) {
+                                                          bool half, std::uint32_t pencil) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   __shared__ StagedRow<T> rows[kNeighbourRows<D>];
   __shared__ std::uint32_t staged;
@@ -189,7 +193,7 @@ __device__ __forceinline__ PencilBlock<T, D> pencil_block(const Args<T, D, kIn, 
   // Whole warps for the half shell only: the x-pencil gains nothing by them
   // (docs/tuning.md#kwholewarpsfrom).
   const int extend = half ? shape.extend : 0;
-  b.pencil = pencil_of(a.g, shape.length, extend);
+  b.pencil = pencil_of(a.g, shape.length, extend, pencil);
   b.targets_begin = pencil_targets(a, b.pencil.own_row, b.pencil.x0, extend);
   b.targets_end = pencil_targets(a, b.pencil.own_row, b.pencil.x1, extend);
   stage_row_table(a, b.pencil, half, rows, staged);
