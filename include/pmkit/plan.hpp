@@ -102,6 +102,7 @@ struct Options : ExecutionOptions {
 namespace detail {
 template <class T, int D>
 class Backend;
+struct PlanAccess;
 }
 
 template <class T, int D>
@@ -214,6 +215,11 @@ class Plan {
   void synchronize() const;
 
  private:
+  friend struct detail::PlanAccess;
+  // The caller's particle arrays (positions included) have been put in binned_order's
+  // order: the plan's binning takes them as they are, as set_points of the permuted
+  // positions would bin them, without binning again (Particles' full re-bin).
+  void adopt_binned_order();
   // Reports a rejection the device found in an earlier call (wait: synchronize's), and
   // marks the plan as needing set_points if the backend lost its binning to one.
   void raise_device_errors(bool wait) const;

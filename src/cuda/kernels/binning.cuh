@@ -222,6 +222,21 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   store_record(particles + s, p);
 }
 
+// Plan::adopt_binned_order: the caller's particles are in binned order, so each slot is
+// its particle's caller index (perm and slot the identity) and tile_of its chunk's tile.
+// A block a chunk (those past the chunks' count are empty); nothing but the chunks is
+// read.
+static __global__ void adopt_order_kernel(const Chunk* chunks, std::uint32_t* perm, std::uint32_t* slot,
+                                          std::uint32_t* tile_of) {
+  const Chunk c = chunks[blockIdx.x];
+  for (std::uint32_t j = threadIdx.x; j < c.count; j += blockDim.x) {
+    const std::uint32_t k = c.begin + j;
+    perm[k] = k;
+    slot[k] = k;
+    tile_of[k] = c.tile;
+  }
+}
+
 // Plan::permute_to_binned's arrays of one launch (strides in elements): up to
 // tuning::kPermuteArrays, passed by value as the kernel's parameters.
 template <class T>
