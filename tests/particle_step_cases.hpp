@@ -365,7 +365,9 @@ void expect_binned_as_set_points(const Options& options, const Kernel& kernel, s
   fresh.update_points(views(x));
   // Where both kept their binning (a CUDA plan's status may have asked the particles'
   // plan for a full one).
-  if (plan.binning_kept() == fresh.binning_kept()) EXPECT_EQ(plan.num_away(), fresh.num_away());
+  if (plan.binning_kept() == fresh.binning_kept()) {
+    EXPECT_EQ(plan.num_away(), fresh.num_away());
+  }
   compare_calls("after update_points");
 }
 
