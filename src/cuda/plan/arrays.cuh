@@ -29,6 +29,7 @@ void CudaBackend<T, D>::adopt_binned_order() {
   check_launch("pmkit::cuda::adopt_binned_order");
   b.partition_levels = 0;
   b.caller_order_binned = true;
+  b.identity_order = true;
 }
 
 // Device arrays out of place gathered by the binned order straight into their outputs,
