@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/arguments.hpp"
+#include "core/backend.hpp"
 #include "core/particle_memory.hpp"
 #include "cpu/openmp.hpp"
 #include "pmkit/particle_step.hpp"
@@ -161,15 +162,16 @@ void Particles<T, D>::bind() {
   plan_->set_points(x);
 }
 
-// The state in buffer `from` (which the plan has just binned) into the plan's binned
-// order, in the other buffer, which becomes the current one; then binned again, so
-// that the plan's order is the particles' own.
+// The state in buffer `from` (which the plan has just binned in full) into the plan's
+// binned order, in the other buffer, which becomes the current one; the plan then takes
+// that order as its own (its binning's caller indices become the slots) instead of
+// binning the permuted positions again, which would give the same binning.
 template <class T, int D>
 void Particles<T, D>::put_in_binned_order(int from) {
   plan_->binned_order(View<std::uint32_t>(memory_->order(), n_));
   memory_->gather(state(from), state(1 - from), D + properties_);
   current_ = 1 - from;
-  bind();
+  detail::PlanAccess<T, D>::adopt_binned_order(*plan_);
 }
 
 template <class T, int D>

@@ -140,6 +140,13 @@ void Plan<T, D>::permute_to_binned(Span<View<const T>> from, Span<View<T>> to) {
 }
 
 template <class T, int D>
+void Plan<T, D>::adopt_binned_order() {
+  raise_device_errors(false);
+  if (!has_points_) fail(ErrorCode::NotReady, "adopt_binned_order called before set_points");
+  if (num_points_ > 0) call_backend([&] { backend_->adopt_binned_order(); });
+}
+
+template <class T, int D>
 void Plan<T, D>::binned_positions(const std::array<View<T>, D>& offsets) const {
   raise_device_errors(false);
   if (!has_points_) fail(ErrorCode::NotReady, "binned_positions called before set_points");

@@ -84,6 +84,10 @@ struct HostMemory {
   static View<U> view(std::vector<U>& a, std::size_t n) {
     return View<U>(a.data(), n);
   }
+  template <class U>
+  static std::vector<U> download_view(View<const U> from, std::size_t n) {
+    return std::vector<U>(from.data, from.data + n);
+  }
 };
 
 // The step on `fused_plan` next to the unfused calls on a second plan of the same
@@ -247,5 +251,124 @@ struct StepCase {
     run(steps, [](Particles<T, D>& p, const Update& u, const StepMeshes<T>& m) { step(p, u, m); });
   }
 };
+
+// A drift of each particle by its velocity (properties 0 to D - 1).
+template <int D>
+struct Drift {
+  static constexpr int properties = D;
+  template <class Particle>
+  PMKIT_HD void operator()(Particle& p) const {
+    for (int d = 0; d < D; ++d) p.x[d] += p.prop[d];
+  }
+};
+
+// After `steps` steps of particles crossing tiles and the periodic seam (fused(particles,
+// Drift) a step), the particles' plan holds the binning that set_points of their
+// positions gives a second plan: the identity order, the same binned positions, the
+// same spread and interp (bitwise: to the bit; else to rounding), and the same away
+// particles and spread after a further update_points of both plans to moved positions.
+template <class T, int D, class Memory, class Fused>
+void expect_binned_as_set_points(const Options& options, const Kernel& kernel, std::int64_t cells, int steps,
+                                 bool bitwise, Fused&& fused) {
+  using Array = typename Memory::template Array<T>;
+  std::array<std::int64_t, D> shape;
+  shape.fill(cells);
+  const Grid<D> grid = Grid<D>::periodic(shape);
+  const std::size_t n = 4000;
+  HostParticles<T, D> host(grid, n, 13);
+  Plan<T, D> plan(grid, kernel, options), fresh(grid, kernel, options);
+  const std::size_t mesh_size = static_cast<std::size_t>(plan.mesh_size());
+  std::array<Array, D> x, v;
+  for (int d = 0; d < D; ++d) {
+    Memory::upload(x[d], host.x[d]);
+    Memory::upload(v[d], host.v[d]);
+  }
+  const auto views = [&](std::array<Array, D>& a) {
+    std::array<View<const T>, D> out;
+    for (int d = 0; d < D; ++d) out[d] = Memory::view(a[d], n);
+    return out;
+  };
+  Particles<T, D> particles(plan, D);
+  const auto velocities = views(v);
+  particles.assign(views(x), Span<View<const T>>(velocities.data(), D));
+  for (int s = 0; s < steps; ++s) fused(particles, Drift<D>{});
+  // Until a step's update_points has re-binned in full (a CUDA plan's kept binning holds
+  // the away particles of its update), so that the particles handed the plan their order.
+  for (int extra = 0; extra < 8 && plan.binning_kept(); ++extra) fused(particles, Drift<D>{});
+  ASSERT_FALSE(plan.binning_kept());
+  particles.synchronize();
+  fresh.set_points(particles.positions());
+
+  const auto expect_same = [&](const std::vector<T>& a, const std::vector<T>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size());
+    if (bitwise) {
+      ASSERT_EQ(a, b) << what;
+      return;
+    }
+    double scale = 0;
+    for (T value : b) scale = std::max(scale, std::abs(static_cast<double>(value)));
+    const double tolerance = scale * (sizeof(T) == 4 ? 1e-5 : 1e-13);
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tolerance) << what << " " << i;
+  };
+  typename Memory::template Array<std::uint32_t> order;
+  Memory::upload(order, std::vector<std::uint32_t>(n, 0u));
+  for (Plan<T, D>* p : {&plan, &fresh}) {
+    p->binned_order(Memory::view(order, n));
+    const std::vector<std::uint32_t> got = Memory::download(order, n);
+    for (std::size_t k = 0; k < n; ++k) ASSERT_EQ(got[k], k) << "binned order, slot " << k;
+  }
+  std::array<Array, D> offsets_a, offsets_b;
+  std::array<View<T>, D> out_a, out_b;
+  for (int d = 0; d < D; ++d) {
+    Memory::upload(offsets_a[d], std::vector<T>(n, T(0)));
+    Memory::upload(offsets_b[d], std::vector<T>(n, T(0)));
+    out_a[d] = Memory::view(offsets_a[d], n);
+    out_b[d] = Memory::view(offsets_b[d], n);
+  }
+  plan.binned_positions(out_a);
+  fresh.binned_positions(out_b);
+  for (int d = 0; d < D; ++d)
+    ASSERT_EQ(Memory::download(offsets_a[d], n), Memory::download(offsets_b[d], n)) << "binned positions, axis " << d;
+
+  std::vector<T> field(mesh_size);
+  for (std::size_t i = 0; i < mesh_size; ++i) field[i] = static_cast<T>(std::sin(0.31 * static_cast<double>(i)));
+  Array phi, rho_a, rho_b, at_a, at_b;
+  Memory::upload(phi, field);
+  const auto compare_calls = [&](const char* when) {
+    SCOPED_TRACE(when);
+    Memory::upload(rho_a, std::vector<T>(mesh_size, T(0)));
+    Memory::upload(rho_b, std::vector<T>(mesh_size, T(0)));
+    Memory::upload(at_a, std::vector<T>(n, T(0)));
+    Memory::upload(at_b, std::vector<T>(n, T(0)));
+    const View<const T> q = particles.property(0);
+    plan.spread({q}, {Memory::view(rho_a, mesh_size)});
+    fresh.spread({q}, {Memory::view(rho_b, mesh_size)});
+    expect_same(Memory::download(rho_a, mesh_size), Memory::download(rho_b, mesh_size), "spread, node");
+    const View<const T> mesh = Memory::view(phi, mesh_size);
+    plan.interp({mesh}, {Memory::view(at_a, n)});
+    fresh.interp({mesh}, {Memory::view(at_b, n)});
+    expect_same(Memory::download(at_a, n), Memory::download(at_b, n), "interp, particle");
+  };
+  compare_calls("after the steps");
+
+  // Both plans to the same moved positions: a plan that kept its binning compares each
+  // particle's tile with the one it had at the full binning.
+  for (int d = 0; d < D; ++d) {
+    std::vector<T> moved = Memory::download_view(particles.positions()[d], n);
+    for (std::size_t k = 0; k < n; ++k) {
+      const T shifted = moved[k] + T(0.375) * (d + 1);
+      moved[k] = shifted >= T(cells) ? shifted - T(cells) : shifted;
+    }
+    Memory::upload(x[d], moved);
+  }
+  plan.update_points(views(x));
+  fresh.update_points(views(x));
+  // Where both kept their binning (a CUDA plan's status may have asked the particles'
+  // plan for a full one).
+  if (plan.binning_kept() == fresh.binning_kept()) {
+    EXPECT_EQ(plan.num_away(), fresh.num_away());
+  }
+  compare_calls("after update_points");
+}
 
 }  // namespace pmkit::test

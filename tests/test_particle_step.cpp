@@ -47,6 +47,17 @@ TEST(ParticleStep, KeepsTheParticlesInBinnedOrder) {
   for (std::size_t k = 0; k < c.n; ++k) ASSERT_EQ(order[k], k) << "slot " << k;
 }
 
+// A full re-bin hands the plan the particles' binned order instead of binning again.
+TEST(ParticleStep, LeavesThePlanBinnedAsSetPointsOfThePositions3D) {
+  expect_binned_as_set_points<double, 3, HostMemory>(Options{}, Kernel::mp4(), 16, 12, true,
+                                                     [](Particles<double, 3>& p, const Drift<3>& u) { step(p, u); });
+}
+
+TEST(ParticleStep, LeavesThePlanBinnedAsSetPointsOfThePositions2DFloat) {
+  expect_binned_as_set_points<float, 2, HostMemory>(Options{}, Kernel::linear(), 40, 12, true,
+                                                    [](Particles<float, 2>& p, const Drift<2>& u) { step(p, u); });
+}
+
 // An update that puts particle `bad` at `where` on step `when`.
 template <class T, int D>
 struct Misstep {

@@ -85,6 +85,30 @@ TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode2D) {
   c.run(40, cuda_step<double, 2>, true, true);
 }
 
+template <class T, int D>
+void cuda_drift(Particles<T, D>& p, const Drift<D>& u) {
+  cuda::step(p, u);
+}
+
+// The full re-bins (1.5 cells a step, tiles of 8^3 and 32^2, many particles away) hand
+// the plan the particles' binned order: its chunks' tiles become each particle's tile
+// (the away particles of a later update_points), the order the identity.
+TEST(CudaParticleStep, LeavesThePlanBinnedAsSetPointsOfThePositions) {
+  PMKIT_REQUIRE_GPU();
+  expect_binned_as_set_points<float, 3, DeviceMemory>(cuda_options(false), Kernel::mp4(), 24, 12, false,
+                                                      cuda_drift<float, 3>);
+  expect_binned_as_set_points<double, 2, DeviceMemory>(cuda_options(false), Kernel::linear(), 96, 12, false,
+                                                       cuda_drift<double, 2>);
+}
+
+TEST(CudaParticleStep, LeavesThePlanBinnedAsSetPointsOfThePositionsBitForBitInDeterministicMode) {
+  PMKIT_REQUIRE_GPU();
+  expect_binned_as_set_points<float, 3, DeviceMemory>(cuda_options(true), Kernel::mp4(), 24, 12, true,
+                                                      cuda_drift<float, 3>);
+  expect_binned_as_set_points<double, 2, DeviceMemory>(cuda_options(true), Kernel::bspline(3), 64, 12, true,
+                                                       cuda_drift<double, 2>);
+}
+
 TEST(CudaParticleStep, RunsTheFunctorOnTheHostForACpuPlan) {
   StepCase<double, 3> c(Options{}, Kernel::mp4());
   c.run(5, [](Particles<double, 3>& p, const StepUpdate<double, 3>& u, const StepMeshes<double>& m) {

@@ -25,7 +25,7 @@
 //
 // Particles owns the particle arrays, in the plan's memory (device memory on a CUDA
 // plan), in the plan's binned order: a full re-binning moves every array with the
-// binning in the same call, and the update writes into a second set of arrays, so that a
+// binning in the same call (and the plan takes the moved order as its own), and the update writes into a second set of arrays, so that a
 // step that the update leaves with a bad position keeps the state before it. The caller
 // reads the arrays through positions(), property() and ids() (binned order), or copies
 // them out in the order they were assigned in (copy_out).

@@ -216,7 +216,13 @@ class Plan {
   void synchronize() const;
 
  private:
-  friend struct detail::PlanAccess<T, D>;  // the distributed plan's split (src/core/backend.hpp)
+  // The library's own entry points (src/core/backend.hpp): the distributed plan's split,
+  // the particle step's adopt_binned_order.
+  friend struct detail::PlanAccess<T, D>;
+  // The caller's particle arrays (positions included) have been put in binned_order's
+  // order: the plan's binning takes them as they are, as set_points of the permuted
+  // positions would bin them, without binning again (Particles' full re-bin).
+  void adopt_binned_order();
   // Reports a rejection the device found in an earlier call (wait: synchronize's), and
   // marks the plan as needing set_points if the backend lost its binning to one.
   void raise_device_errors(bool wait) const;

@@ -28,6 +28,10 @@ class Backend {
   // to[i][k] = from[i][order[k]] for each array (Plan::permute_to_binned); in place where
   // to[i] and from[i] start at the same element.
   virtual void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) = 0;
+  // The caller's particles have been put in the binned order of the last full binning
+  // (x'[k] = x[order[k]]): the binning takes them as they are now, its order becomes the
+  // identity (Plan::adopt_binned_order), and nothing is binned again.
+  virtual void adopt_binned_order() = 0;
   // Each particle's position relative to the grid origin, as binned (Plan::binned_positions).
   virtual void binned_positions(const std::array<View<T>, D>& offsets) const = 0;
   virtual void spread(Span<View<const T>> props, Span<View<T>> meshes, Accumulate mode) = 0;
@@ -59,10 +63,13 @@ class Backend {
   virtual void select(Part /*part*/) {}
 };
 
-// A plan's backend, for a distributed plan's split (distributed_plan.cpp).
+// The plan's entry points that only the library calls: its backend, for a distributed
+// plan's split (distributed_plan.cpp); the adoption of the particles' binned order, for
+// the particle step's full re-bin (particles.cpp).
 template <class T, int D>
 struct PlanAccess {
   static Backend<T, D>& backend(Plan<T, D>& plan) { return *plan.backend_; }
+  static void adopt_binned_order(Plan<T, D>& plan) { plan.adopt_binned_order(); }
 };
 
 template <class T, int D>

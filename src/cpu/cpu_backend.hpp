@@ -106,6 +106,17 @@ class CpuBackend final : public detail::Backend<T, D> {
     for (std::size_t k = 0; k < current_.n; ++k) order[k] = current_.perm[k];
   }
 
+  // The stable sort of positions already in binned order leaves them in place: the
+  // permutation becomes the identity; stencils and slabs stay.
+  void adopt_binned_order() override {
+    const auto n = static_cast<std::int64_t>(current_.n);
+    std::uint32_t* perm = current_.perm.data();
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(threads_)
+#endif
+    for (std::int64_t k = 0; k < n; ++k) perm[k] = static_cast<std::uint32_t>(k);
+  }
+
   void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) override {
     const auto n = static_cast<std::int64_t>(current_.n);
     std::vector<T> moved;  // the in-place arrays' scratch

@@ -201,7 +201,7 @@ __global__ void scatter_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Pos
 // particle, writes its new record to its slot of `particles` (a buffer apart from the
 // binning in use), and lists the particles whose tile changed since the full binning
 // (tile_of) as away, with their slots, in `away_slot` and `away_particles` (room for
-// all n), counted by away_count.
+// all n), counted by away_count. slot null: each particle's slot is its index.
 template <class T, int D>
 __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, PositionArrays<T, D> pos,
                               std::size_t n, const std::uint32_t* tile_of, const std::uint32_t* slot,
@@ -212,7 +212,7 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
   Packed<T> p;
   std::uint32_t tile;
   if (!bin_or_reject(layout, geo, pos, i, p, tile, first_bad)) return;
-  const std::uint32_t s = slot[i];
+  const std::uint32_t s = slot ? slot[i] : static_cast<std::uint32_t>(i);
   if (tile != tile_of[i]) {
     const std::uint32_t k = atomicAdd(away_count, 1u);
     away_slot[k] = s;
@@ -220,6 +220,21 @@ __global__ void update_kernel(detail::Layout<D> layout, BinGeometry<D> geo, Posi
     p.cell = kAwayCell;
   }
   store_record(particles + s, p);
+}
+
+// Plan::adopt_binned_order: the caller's particles are in binned order, so each slot is
+// its particle's caller index (perm and slot the identity) and tile_of its chunk's tile.
+// A block a chunk (those past the chunks' count are empty); nothing but the chunks is
+// read.
+static __global__ void adopt_order_kernel(const Chunk* chunks, std::uint32_t* perm, std::uint32_t* slot,
+                                          std::uint32_t* tile_of) {
+  const Chunk c = chunks[blockIdx.x];
+  for (std::uint32_t j = threadIdx.x; j < c.count; j += blockDim.x) {
+    const std::uint32_t k = c.begin + j;
+    perm[k] = k;
+    slot[k] = k;
+    tile_of[k] = c.tile;
+  }
 }
 
 // Plan::permute_to_binned's arrays of one launch (strides in elements): up to

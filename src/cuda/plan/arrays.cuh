@@ -15,6 +15,23 @@ void CudaBackend<T, D>::binned_order(View<std::uint32_t> order) const {
   if (options_.host_arrays) check(cudaStreamSynchronize(stream_), "binned_order");
 }
 
+// The binning of the last full binning kept, its caller indices renumbered to the slots
+// (adopt_order_kernel): what set_points of the permuted positions would build, a stable
+// sort that leaves them in place, without sorting them again. The records, chunks and
+// tile kernels' order are by slot and stay; no partition moves are left to replay, and
+// the caller's order is the binned one.
+template <class T, int D>
+void CudaBackend<T, D>::adopt_binned_order() {
+  const DeviceScope on_device(options_.device);
+  Binned<T>& b = current_;
+  if (b.n == 0 || b.max_chunks == 0) return;
+  adopt_order_kernel<<<b.max_chunks, 256, 0, stream_>>>(b.chunks.get(), b.perm.get(), b.slot.get(), b.tile_of.get());
+  check_launch("pmkit::cuda::adopt_binned_order");
+  b.partition_levels = 0;
+  b.caller_order_binned = true;
+  b.identity_order = true;
+}
+
 // Device arrays out of place gathered by the binned order straight into their outputs,
 // up to tuning::kPermuteArrays a launch (each launch reads the order once). The others,
 // in place or host arrays (staged in and out; the call then waits), one at a time into

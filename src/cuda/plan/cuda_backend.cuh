@@ -62,6 +62,7 @@ class CudaBackend final : public detail::Backend<T, D> {
   void spread_gradient(Span<View<const T>> vectors, Span<View<T>> meshes, Accumulate mode) override;
   void binned_order(View<std::uint32_t> order) const override;
   void permute_to_binned(Span<View<const T>> from, Span<View<T>> to) override;
+  void adopt_binned_order() override;
   void binned_positions(const std::array<View<T>, D>& offsets) const override;
   std::string spread_method_name() const override;
   Timings last_timings() const override;

@@ -89,6 +89,9 @@ struct Binned {
   // The probe found the caller's particles in binned order: perm keeps a slot's caller
   // index near the slot, so stores through it fall on few lines (launch_interp).
   bool caller_order_binned = false;
+  // The caller's order is the binned one exactly (adopt_binned_order): perm and slot are
+  // the identity, which update_points need not read.
+  bool identity_order = false;
   // The partition's moves, kept for the spread's properties (props_to_slots): 0 levels
   // (the one-pass scatter: none), 1 (slot is each particle's only move), or 2 (place:
   // caller's index -> pass-1 place; binned_of_place: place -> binned slot; pass 2's

@@ -95,6 +95,7 @@ void CudaBackend<T, D>::set_points(std::size_t n, const std::array<View<const T>
   if (timed) stop_call_timer();
   b.n = n;
   b.has_away = false;
+  b.identity_order = false;
   b.caller_order_binned = probed && caller_order_binned_;  // as the last probe read found
   b.partition_levels = partition_levels;
   finish_binning_call(true, pos, b.status_row, probed);
@@ -286,7 +287,8 @@ void CudaBackend<T, D>::update_points(std::size_t n, const std::array<View<const
   const bool timed = start_call_timer();
   check(cudaMemsetAsync(b.counts + kAwayCount, 0, sizeof(std::uint32_t), stream_), "cudaMemset");
   update_kernel<T, D><<<blocks_for(n, tuning::kPointThreads), tuning::kPointThreads, 0, stream_>>>(
-      layout_, geo_, pos, n, b.tile_of.get(), b.slot.get(), status_.first_bad(), b.counts + kAwayCount,
+      layout_, geo_, pos, n, b.tile_of.get(), b.identity_order ? nullptr : b.slot.get(), status_.first_bad(),
+      b.counts + kAwayCount,
       b.particles.get(), b.away_slot.get(), b.away_particles.get());
   check_launch("pmkit::cuda::update_points");
   if (timed) stop_call_timer();
