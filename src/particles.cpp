@@ -21,7 +21,9 @@ namespace detail {
 template <class T, int D>
 class HostParticleMemory final : public ParticleMemory<T, D> {
  public:
-  explicit HostParticleMemory(const Grid<D>& grid) : axes_(step_axes(grid)) {}
+  // threads: the plan's (Options::num_threads resolved), so that the step's loops use the
+  // team the plan's own loops use.
+  HostParticleMemory(const Grid<D>& grid, int threads) : axes_(step_axes(grid)), threads_(threads) {}
   void reserve(std::size_t n, int arrays, int fields, int deposits) override {
     n_ = n;
     for (auto& s : state_) s.resize(n * arrays);
@@ -52,7 +54,7 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
     const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(n_);
     unsigned long long first = kNoRejection;
 #if defined(_OPENMP)
-#pragma omp parallel for reduction(min : first)
+#pragma omp parallel for num_threads(threads_) reduction(min : first)
 #endif
     for (std::ptrdiff_t k = 0; k < n; ++k)
       for (int d = 0; d < D; ++d)
@@ -63,7 +65,7 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
     const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(n_);
     for (int j = 0; j < arrays; ++j) {
 #if defined(_OPENMP)
-#pragma omp parallel for
+#pragma omp parallel for num_threads(threads_)
 #endif
       for (std::ptrdiff_t k = 0; k < n; ++k) to[j * n + k] = from[j * n + order_[k]];
     }
@@ -74,7 +76,7 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
   void affine_gather(const Layout<D>& layout, const T* x, const AffineMeshes<const T>& meshes, T* out) override {
     const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(n_);
 #if defined(_OPENMP)
-#pragma omp parallel for
+#pragma omp parallel for num_threads(threads_)
 #endif
     for (std::ptrdiff_t k = 0; k < n; ++k) affine_gather_particle<D>(layout, x, meshes, out, n_, k);
   }
@@ -92,14 +94,15 @@ class HostParticleMemory final : public ParticleMemory<T, D> {
 
  private:
   StepAxes<D> axes_;
+  int threads_;
   std::size_t n_ = 0;
   std::vector<T> state_[2], fields_, deposits_;
   std::vector<std::uint32_t> ids_, moved_ids_, order_;
 };
 
 template <class T, int D>
-std::unique_ptr<ParticleMemory<T, D>> make_host_particle_memory(const Grid<D>& grid) {
-  return std::make_unique<HostParticleMemory<T, D>>(grid);
+std::unique_ptr<ParticleMemory<T, D>> make_host_particle_memory(const Grid<D>& grid, int threads) {
+  return std::make_unique<HostParticleMemory<T, D>>(grid, threads);
 }
 
 }  // namespace detail
@@ -119,7 +122,7 @@ Particles<T, D>::Particles(Plan<T, D>& plan, int properties) : plan_(&plan), pro
     fail(ErrorCode::Unsupported, "Particles: the plan's backend is CUDA, which this build of pmkit lacks");
 #endif
   } else {
-    memory_ = detail::make_host_particle_memory<T, D>(plan.grid());
+    memory_ = detail::make_host_particle_memory<T, D>(plan.grid(), detail::openmp_threads(plan.options().num_threads));
   }
 }
 

@@ -60,7 +60,7 @@ class ParticleMemory {
 };
 
 template <class T, int D>
-std::unique_ptr<ParticleMemory<T, D>> make_host_particle_memory(const Grid<D>& grid);
+std::unique_ptr<ParticleMemory<T, D>> make_host_particle_memory(const Grid<D>& grid, int threads);
 template <class T, int D>
 std::unique_ptr<ParticleMemory<T, D>> make_cuda_particle_memory(const Grid<D>& grid, const ExecutionOptions& options);
 
