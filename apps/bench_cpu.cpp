@@ -3,7 +3,7 @@
 // The baseline is what one writes first: one parallel loop over the particles in the
 // order given, each adding its S^3 weighted contributions to the mesh with
 // `#pragma omp atomic` (P2M), or summing them (M2P). Its weights come from the same
-// shared stencil as pmkit's (core/stencil.hpp), so the two differ only in how they
+// shared stencil as pmkit's (pmkit/detail/stencil.hpp), so the two differ only in how they
 // organise the work: pmkit bins the particles once (set_points) and spreads slab by
 // slab without atomics.
 //
@@ -21,8 +21,8 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "core/layout.hpp"
-#include "core/stencil.hpp"
+#include "pmkit/detail/layout.hpp"
+#include "pmkit/detail/stencil.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/openmp.hpp"
 #include "pmkit/pmkit.hpp"

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "bench/naive_baseline.cuh"
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "pmkit/pmkit.hpp"
 
 namespace {

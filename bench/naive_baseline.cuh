@@ -6,8 +6,8 @@
 // definitions as pmkit (include/pmkit/kernels.hpp), so only the method differs.
 #include <cub/device/device_radix_sort.cuh>
 
-#include "core/layout.hpp"
-#include "core/stencil.hpp"
+#include "pmkit/detail/layout.hpp"
+#include "pmkit/detail/stencil.hpp"
 
 namespace pmkit::bench {
 

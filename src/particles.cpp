@@ -309,16 +309,20 @@ detail::AffineMeshes<V> affine_meshes(const Plan<T, D>& plan, const char* what, 
   return out;
 }
 
+// Each of `meshes` in the memory the step's pass reads and writes (ParticleMemory::check_mesh).
+template <class T, int D, class V>
+void check_in_memory(detail::ParticleMemory<T, D>& memory, const char* what, const detail::AffineMeshes<V>& meshes) {
+  for (int m = 0; m < meshes.count; ++m) memory.check_mesh(meshes.mesh[m], what, m);
+}
+
 // The meshes the step's pass interpolates or deposits on (each the plan's mesh_size() contiguous
 // values, in the plan's memory) into `out`.
 template <class T, int D, class V>
 void fused_meshes(const Plan<T, D>& plan, detail::ParticleMemory<T, D>& memory, const char* what,
                   Span<View<V>> meshes, V* (&out)[detail::kMaxStepMeshes]) {
   const detail::AffineMeshes<V> checked = affine_meshes(plan, what, meshes);
-  for (int m = 0; m < checked.count; ++m) {
-    memory.check_mesh(checked.mesh[m], what, m);
-    out[m] = checked.mesh[m];
-  }
+  check_in_memory(memory, what, checked);
+  for (int m = 0; m < checked.count; ++m) out[m] = checked.mesh[m];
 }
 
 // Whether a deposit's mesh shares memory with a mesh the step reads: then the pass
@@ -378,8 +382,7 @@ detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, c
   gather.affine_deposits = affine_meshes(*plan_, "affine_deposits", meshes.affine_deposits);
   if (gather.fused_deposits) {
     fused_meshes(*plan_, *memory_, "deposits", meshes.deposits, gather.deposits);
-    for (int m = 0; m < gather.affine_deposits.count; ++m)
-      memory_->check_mesh(gather.affine_deposits.mesh[m], "affine_deposits", m);
+    check_in_memory(*memory_, "affine_deposits", gather.affine_deposits);
     if (meshes.deposit_mode == Accumulate::Overwrite) {
       for (int m = 0; m < shape.deposits; ++m) memory_->clear(gather.deposits[m], plan_->mesh_size());
       for (int m = 0; m < gather.affine_deposits.count; ++m)
@@ -390,7 +393,7 @@ detail::StepArrays<T> Particles<T, D>::begin_step(const StepMeshes<T>& meshes, c
     fused_meshes(*plan_, *memory_, "values", meshes.values, gather.values);
     fused_meshes(*plan_, *memory_, "gradients", meshes.gradients, gather.gradients);
     gather.affine = affine_meshes(*plan_, "affine_values", meshes.affine_values);
-    for (int m = 0; m < gather.affine.count; ++m) memory_->check_mesh(gather.affine.mesh[m], "affine_values", m);
+    check_in_memory(*memory_, "affine_values", gather.affine);
   } else {
     T* out = memory_->fields();
     if (shape.values > 0) {

@@ -1,7 +1,7 @@
 // CUDA white box: device arrays where the matrix does not reach. Gradients beyond L2
 // and after update_points on a caller's stream against a float64 reference of their own;
 // host memory passed where device memory is expected; a mesh larger than the device.
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "cuda/plan/peak_weight.hpp"
 #include "cuda/tuning/method_choice.hpp"
 #include "cuda_cases.hpp"

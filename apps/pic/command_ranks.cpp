@@ -42,7 +42,7 @@ void agreed(F&& f) {
 // its slab of the mesh.
 PicBytes rank_bytes(const pic::Config& c, int ranks) {
   PicBytes b = pic_bytes(c);
-  const double share = 1.25 / ranks;
+  const double share = pic::kRankCapacityFactor / ranks;
   return {b.device * share, b.host * share};
 }
 

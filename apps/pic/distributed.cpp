@@ -20,9 +20,7 @@ namespace pmkit::pic {
 
 namespace {
 
-// A rank's arrays hold its share of the slab's electrons with this much room for their
-// fluctuation (the loading is uniform along the slabs' axis), and kCapacitySlack more.
-constexpr double kCapacityFactor = 1.25;
+// Slots a rank's arrays hold beyond kRankCapacityFactor times its share.
 constexpr std::int64_t kCapacitySlack = 1024;
 
 // The ranks that the FFT's slabs of n planes cover, every rank with a plane.
@@ -61,7 +59,7 @@ struct RankMesh {
   // The slab's share of n, with room to spare, and at least the share loaded here.
   std::size_t capacity(std::int64_t n) const {
     const double planes = double(plan.block().shape[D - 1]) / double(fft.shape()[D - 1]);
-    const std::int64_t want = std::max(share(n).second, std::int64_t(std::ceil(kCapacityFactor * planes * double(n))));
+    const std::int64_t want = std::max(share(n).second, std::int64_t(std::ceil(kRankCapacityFactor * planes * double(n))));
     return static_cast<std::size_t>(std::min(n, want + kCapacitySlack));
   }
   template <class F>

@@ -4,8 +4,9 @@
 // The blocks are the distributed FFT's slabs (DistributedRealFft: the last axis, z in 3D
 // and y in 2D, cut into slabs of ceil(n / P) planes), so that the deposit's blocks go into
 // the field solve and the potential comes back to the gather with no redistribution.
-// Every step: push, migrate (DistributedPlan::migrate, the electrons with their
-// velocities), update_points, the deposit (DistributedPlan::spread), Poisson on the
+// Every step: push, every sort_every steps the arrays in the rank's binned order
+// (DistributedPlan::permute_to_binned), migrate (DistributedPlan::migrate, the electrons
+// with their velocities), the binning, the deposit (DistributedPlan::spread), Poisson on the
 // rank's slab of the spectrum (DistributedRealFft) and the gather (interp_gradient, or
 // interp of E). The diagnostics' sums are added over the ranks; every call is collective.
 //
@@ -22,10 +23,12 @@ namespace pmkit::pic {
 
 // Throws pmkit::Error (InvalidArgument, naming the field and what is accepted) where the
 // configuration cannot run across `ranks` ranks: cells[dim - 1] that the FFT's slabs
-// cannot split over them (a rank would hold no plane), or sort_every other than 0
-// (migrate reorders the electrons every step; DistributedPlan has no binned order to
-// permute them to).
+// cannot split over them (a rank would hold no plane).
 void validate_ranks(const Config& config, int ranks);
+
+// A rank's arrays hold its slab's share of the electrons times this (the loading is
+// uniform along the slabs' axis; the rest is room for their fluctuation).
+constexpr double kRankCapacityFactor = 1.25;
 
 // simulate(), benchmark() and initial_density() across the ranks of comm: collective,
 // with the same configuration on every rank, which validate() and validate_ranks() check

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "pmkit/error.hpp"
 
 namespace pmkit::detail {

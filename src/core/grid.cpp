@@ -1,7 +1,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "pmkit/error.hpp"
 #include "pmkit/grid.hpp"
 

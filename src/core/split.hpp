@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "pmkit/config.hpp"
 
 namespace pmkit::detail {

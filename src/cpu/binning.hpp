@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 
 namespace pmkit::cpu {
 

@@ -17,9 +17,9 @@
 
 #include "core/backend.hpp"
 #include "core/checks.hpp"
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "core/split.hpp"
-#include "core/stencil.hpp"
+#include "pmkit/detail/stencil.hpp"
 #include "cpu/binning.hpp"
 #include "cpu/counting_sort.hpp"
 #include "cpu/openmp.hpp"

@@ -8,7 +8,7 @@
 
 #include "core/checks.hpp"
 #include "core/pair_backend.hpp"
-#include "core/wrap.hpp"
+#include "pmkit/detail/wrap.hpp"
 #include "cpu/counting_sort.hpp"
 #include "cpu/openmp.hpp"
 #include "cpu/stopwatch.hpp"

@@ -8,7 +8,7 @@
 
 #include "core/arguments.hpp"
 #include "core/backend.hpp"
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "core/make_backend.hpp"
 #include "distributed/collective.hpp"
 #include "distributed/decomposition.hpp"

@@ -18,8 +18,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/layout.hpp"
-#include "core/stencil.hpp"
+#include "pmkit/detail/layout.hpp"
+#include "pmkit/detail/stencil.hpp"
 #include "pmkit/error.hpp"
 #include "pmkit/kernels.hpp"
 

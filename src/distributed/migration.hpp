@@ -13,7 +13,7 @@
 
 #include "core/arguments.hpp"
 #include "core/checks.hpp"
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "distributed/collective.hpp"
 #include "distributed/owners.hpp"
 #include "pmkit/view.hpp"

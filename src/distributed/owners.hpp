@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "distributed/decomposition.hpp"
 #include "pmkit/config.hpp"
 #include "pmkit/view.hpp"

@@ -12,7 +12,7 @@
 
 #include <mpi.h>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "core/split.hpp"
 #include "distributed/decomposition.hpp"
 #include "distributed/region.hpp"

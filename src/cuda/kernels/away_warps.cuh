@@ -8,7 +8,7 @@
 // stores them.
 #include <cstdint>
 
-#include "core/stencil.hpp"
+#include "pmkit/detail/stencil.hpp"
 #include "cuda/kernels/gradient.cuh"
 #include "cuda/kernels/interp.cuh"
 #include "cuda/kernels/mesh_rows.cuh"

@@ -13,7 +13,7 @@
 //                       steps, and their one-thread-per-particle kernels
 //   away_warps.cuh      update_points' away particles of large stencils, one warp each
 //   fixed_point.cuh, mesh_rows.cuh: the integer accumulation and the vector row atomics
-// The per-particle stencil is the one shared with the CPU backend (core/stencil.hpp).
+// The per-particle stencil is the one shared with the CPU backend (pmkit/detail/stencil.hpp).
 // Launches and memory are in src/cuda/plan/.
 #include "cuda/kernels/away_warps.cuh"
 #include "cuda/kernels/binning.cuh"

@@ -6,9 +6,9 @@
 #include <type_traits>
 
 #include "core/cell_code.hpp"
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "core/split.hpp"
-#include "core/stencil.hpp"
+#include "pmkit/detail/stencil.hpp"
 #include "cuda/tuning/tuning.hpp"
 
 namespace pmkit::cuda {

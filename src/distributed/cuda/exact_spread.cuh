@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "core/split.hpp"
 #include "distributed/cuda/launch.cuh"
 #include "distributed/cuda/region.cuh"

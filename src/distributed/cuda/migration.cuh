@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/layout.hpp"
+#include "pmkit/detail/layout.hpp"
 #include "distributed/cuda/launch.cuh"
 #include "distributed/cuda/transport.cuh"
 #include "distributed/owners.hpp"
