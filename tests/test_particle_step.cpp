@@ -142,5 +142,32 @@ TEST(ParticleStep, ChecksTheMeshCountsAgainstTheUpdate) {
   }
 }
 
+// A step compiled for some kernels only refuses a plan of another, naming both, before
+// it moves a particle; the kernel it is compiled for runs.
+TEST(ParticleStep, RefusesAPlanKernelItIsNotCompiledFor) {
+  const Grid<3> grid = Grid<3>::periodic({8, 8, 8});
+  Plan<double, 3> plan(grid, Kernel::mp4());
+  HostParticles<double, 3> host(grid, 50, 3);
+  Particles<double, 3> particles(plan, 3);
+  particles.assign(host.position_views(), host.velocity_views());
+  const std::vector<double> before(particles.positions()[0].data, particles.positions()[0].data + 50);
+  std::vector<double> phi(plan.mesh_size(), 1.0), q0(plan.mesh_size()), q1(plan.mesh_size());
+  const std::vector<View<const double>> fields = {View<const double>(phi)};
+  const std::vector<View<double>> deposits = {View<double>(q0), View<double>(q1)};
+  const StepMeshes<double> meshes{fields, fields, deposits};  // Spans of the named vectors, which outlive it
+  using Update = StepUpdate<double, 3>;
+  try {
+    step<kernels::Linear, kernels::TSC>(particles, Update{}, meshes);
+    FAIL() << "an mp4 plan was stepped by a pass compiled for linear and tsc";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+    for (const char* named : {"mp4", "linear, tsc"})
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(std::vector<double>(particles.positions()[0].data, particles.positions()[0].data + 50), before);
+  step<kernels::MP4>(particles, Update{}, meshes);
+  EXPECT_NE(std::vector<double>(particles.positions()[0].data, particles.positions()[0].data + 50), before);
+}
+
 }  // namespace
 }  // namespace pmkit::test

@@ -46,7 +46,7 @@ struct DeviceMemory {
 
 template <class T, int D>
 void cuda_step(Particles<T, D>& p, const StepUpdate<T, D>& u, const StepMeshes<T>& m) {
-  cuda::step(p, u, m);
+  cuda::step<kernels::MP4, kernels::TSC>(p, u, m);  // the kernels of the cases below
 }
 
 Options cuda_options(bool deterministic) {
@@ -87,7 +87,7 @@ TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode2D) {
 
 template <class T, int D>
 void cuda_drift(Particles<T, D>& p, const Drift<D>& u) {
-  cuda::step(p, u);
+  cuda::step<kernels::MP4, kernels::Linear, kernels::TSC>(p, u);  // the kernels of the cases below
 }
 
 // The full re-bins (1.5 cells a step, tiles of 8^3 and 32^2, many particles away) hand
@@ -157,8 +157,8 @@ TEST(CudaParticleStep, DepositsOntoAMeshItReadsAsOntoAnother) {
     DeviceMemory::upload(mesh, field);
     DeviceMemory::upload(copy, field);
     DeviceMemory::upload(deposit, field);
-    cuda::step(shared, ReadAndDeposit{}, {{device_cview(mesh)}, {}, {device_view(mesh)}});
-    cuda::step(apart, ReadAndDeposit{}, {{device_cview(copy)}, {}, {device_view(deposit)}});
+    cuda::step<kernels::TSC>(shared, ReadAndDeposit{}, {{device_cview(mesh)}, {}, {device_view(mesh)}});
+    cuda::step<kernels::TSC>(apart, ReadAndDeposit{}, {{device_cview(copy)}, {}, {device_view(deposit)}});
     const std::vector<float> a = DeviceMemory::download(mesh, size), b = DeviceMemory::download(deposit, size);
     for (std::size_t i = 0; i < size; ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * (1 + std::abs(b[i]))) << "node " << i;
   }

@@ -111,11 +111,12 @@ class CudaDevice final : public Device<T, D> {
     check_launch("pmkit::pic::push");
   }
 
+  // The pass compiled for the kernels `pmkit pic` offers (pic_kernel_names), not every plan kernel.
   void step(pmkit::Particles<T, D>& p, const StepPush<T, D, false>& push, const StepMeshes<T>& meshes) override {
-    pmkit::cuda::step(p, push, meshes);
+    pmkit::cuda::step<kernels::Linear, kernels::TSC, kernels::MP4>(p, push, meshes);
   }
   void step(pmkit::Particles<T, D>& p, const StepPush<T, D, true>& push, const StepMeshes<T>& meshes) override {
-    pmkit::cuda::step(p, push, meshes);
+    pmkit::cuda::step<kernels::Linear, kernels::TSC, kernels::MP4>(p, push, meshes);
   }
 
   void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {

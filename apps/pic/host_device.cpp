@@ -30,11 +30,12 @@ class HostDevice final : public Device<T, D> {
     for (std::int64_t i = 0; i < n; ++i) push(p, static_cast<std::size_t>(i));
   }
 
+  // The pass compiled for the kernels `pmkit pic` offers (pic_kernel_names), not every plan kernel.
   void step(pmkit::Particles<T, D>& p, const StepPush<T, D, false>& push, const StepMeshes<T>& meshes) override {
-    pmkit::step(p, push, meshes);
+    pmkit::step<kernels::Linear, kernels::TSC, kernels::MP4>(p, push, meshes);
   }
   void step(pmkit::Particles<T, D>& p, const StepPush<T, D, true>& push, const StepMeshes<T>& meshes) override {
-    pmkit::step(p, push, meshes);
+    pmkit::step<kernels::Linear, kernels::TSC, kernels::MP4>(p, push, meshes);
   }
 
   void scale_spectrum(const T* in, const T* factor, T* out, std::size_t n, bool rotate) override {

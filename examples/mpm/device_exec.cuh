@@ -114,7 +114,7 @@ struct DeviceExec {
   }
   template <class T, int D, class Update>
   static void step(pmkit::Particles<T, D>& particles, const Update& update, const pmkit::StepMeshes<T>& meshes) {
-    pmkit::cuda::step(particles, update, meshes);
+    pmkit::cuda::step<pmkit::kernels::TSC>(particles, update, meshes);  // the quadratic B-spline, the plan's
   }
   // Three launches without a host wait: the box reset, the particles' box, the box's
   // nodes (a fixed grid: the box's size stays on the device).

@@ -21,7 +21,7 @@ struct HostExec {
   static std::vector<T> download(const std::vector<T>& a) { return a; }
   template <class T, int D, class Update>
   static void step(pmkit::Particles<T, D>& particles, const Update& update, const pmkit::StepMeshes<T>& meshes) {
-    pmkit::step(particles, update, meshes);
+    pmkit::step<pmkit::kernels::TSC>(particles, update, meshes);  // the quadratic B-spline, the plan's
   }
   template <class T, int D>
   static void grid_update(const GridUpdate<T, D>& g, std::vector<int>&) {

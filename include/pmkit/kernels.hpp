@@ -192,6 +192,13 @@ PMKIT_HD PMKIT_FORCEINLINE void weight_derivatives_1d(T s, T (&dw)[K::support]) 
   weights_1d<Derivative<K>>(s, dw);
 }
 
+// The run-time kernel of a kernel functor.
+template <int P>
+Kernel kernel_of(BSpline<P>) {
+  return Kernel::bspline(P);
+}
+inline Kernel kernel_of(MP4) { return Kernel::mp4(); }
+
 // Calls f(KernelFunctor{}) for the run-time kernel: the one place where the run-time
 // choice becomes a template parameter.
 template <class F>

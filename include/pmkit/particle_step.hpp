@@ -242,11 +242,35 @@ PMKIT_HD PMKIT_FORCEINLINE void store_deposits(const StepArrays<T>& a, std::size
   }
 }
 
+// Refuses a plan whose kernel is not among Ks, the kernels a step is compiled for (none
+// listed: every kernel), before the step moves anything.
+template <class... Ks>
+void require_compiled_kernel(const Kernel& kernel, const char* step) {
+  if constexpr (sizeof...(Ks) > 0) {
+    if (((kernel == kernels::kernel_of(Ks{})) || ...)) return;
+    std::string listed;
+    ((listed += (listed.empty() ? "" : ", ") + kernels::kernel_of(Ks{}).name()), ...);
+    fail(ErrorCode::Unsupported, step, ": the plan's kernel is ", kernel.name(), " but the step is compiled for ",
+         listed, " only (its template arguments)");
+  }
+}
+
+// Calls f(K{}) for the run-time kernel among Ks (none listed: kernels::dispatch, every
+// kernel); require_compiled_kernel has refused any other.
+template <class... Ks, class F>
+void dispatch_compiled(const Kernel& kernel, F&& f) {
+  if constexpr (sizeof...(Ks) == 0)
+    kernels::dispatch(kernel, f);
+  else
+    static_cast<void>(((kernel == kernels::kernel_of(Ks{}) ? (f(Ks{}), true) : false) || ...));
+}
+
 // Calls f(K{}, fused, deposit) (std::true_type or std::false_type) for the pass: K the
-// plan's kernel where the pass interpolates or deposits with it (one instantiation a
-// kernel), else one instantiation; deposit only where kMayDeposit (a device's pass) and
-// the step's meshes take the deposits in the pass.
-template <class Update, bool kMayDeposit, class T, int D, class F>
+// plan's kernel where the pass interpolates or deposits with it (one instantiation for
+// each of Ks, or each plan kernel where none is listed), else one instantiation; deposit
+// only where kMayDeposit (a device's pass) and the step's meshes take the deposits in
+// the pass.
+template <class Update, bool kMayDeposit, class... Ks, class T, int D, class F>
 void with_step_kernel(const Kernel& kernel, const StepGather<T, D>& g, F&& f) {
   using C = StepCounts<Update>;
   if (!g.fused) return f(kernels::BSpline<2>{}, std::false_type{}, std::false_type{});
@@ -258,7 +282,7 @@ void with_step_kernel(const Kernel& kernel, const StepGather<T, D>& g, F&& f) {
     f(k, std::true_type{}, std::false_type{});
   };
   if (C::values > 0 || C::gradients > 0 || (deposit && C::deposits > 0))
-    kernels::dispatch(kernel, with);
+    dispatch_compiled<Ks...>(kernel, with);
   else
     with(kernels::BSpline<2>{});
 }
@@ -388,17 +412,21 @@ unsigned long long host_update(const Particles<T, D>& particles, const StepArray
 // at the new positions, and the particles put back in binned order where the update
 // re-binned them. The fields are those of the plan's interp calls to the bit. The counts
 // of `meshes` are the functor's (SizeMismatch). A CUDA plan takes pmkit::cuda::step, in
-// pmkit/cuda/particle_step.cuh (Unsupported here).
-template <class T, int D, class Update>
+// pmkit/cuda/particle_step.cuh (Unsupported here). The pass is compiled for every plan
+// kernel; a caller whose plans use only some names them, pmkit::step<kernels::Linear,
+// kernels::MP4>(particles, update, meshes), which compiles less, and a plan of another
+// kernel is then refused (Unsupported) before the step moves anything.
+template <class... Kernels, class T, int D, class Update>
 void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>& meshes = {}) {
   if (particles.plan().options().backend != Backend::Cpu)
     detail::fail(ErrorCode::Unsupported,
                  "pmkit::step runs the update on the host, so on a CPU plan; on a CUDA plan include "
                  "pmkit/cuda/particle_step.cuh in a file compiled by nvcc and call pmkit::cuda::step");
+  detail::require_compiled_kernel<Kernels...>(particles.plan().kernel(), "pmkit::step");
   detail::StepGather<T, D> g;
   const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>(), g);
   unsigned long long bad = detail::kNoRejection;
-  detail::with_step_kernel<Update, false>(particles.plan().kernel(), g, [&](auto k, auto fused, auto) {
+  detail::with_step_kernel<Update, false, Kernels...>(particles.plan().kernel(), g, [&](auto k, auto fused, auto) {
     bad = detail::host_update<decltype(k), decltype(fused)::value, T, D>(particles, a, g, update);
   });
   detail::ParticlesAccess::end(particles, meshes, bad);

@@ -110,10 +110,14 @@ __global__ void __launch_bounds__(256)
 
 namespace cuda {
 
-template <class T, int D, class Update>
+// The step on the plan's backend. Kernels, where given, are the only plan kernels the
+// pass is compiled for (as pmkit::step's): pmkit::cuda::step<kernels::TSC>(particles,
+// update, meshes) compiles one kernel of the pass instead of one a plan kernel.
+template <class... Kernels, class T, int D, class Update>
 void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>& meshes = {}) {
   const Options& options = particles.plan().options();
-  if (options.backend != Backend::Cuda) return pmkit::step(particles, update, meshes);
+  if (options.backend != Backend::Cuda) return pmkit::step<Kernels...>(particles, update, meshes);
+  detail::require_compiled_kernel<Kernels...>(particles.plan().kernel(), "pmkit::cuda::step");
   detail::StepGather<T, D> g;
   const detail::StepArrays<T> a = detail::ParticlesAccess::begin(particles, meshes, StepShape::of<Update>(), g);
   if (a.n > 0) {
@@ -121,7 +125,7 @@ void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>&
     constexpr int kThreads = 256;
     const std::size_t wanted = (a.n + kThreads - 1) / kThreads;
     const cudaStream_t stream = to_cuda_stream(options.stream);
-    detail::with_step_kernel<Update, true>(particles.plan().kernel(), g, [&](auto k, auto fused, auto deposit) {
+    detail::with_step_kernel<Update, true, Kernels...>(particles.plan().kernel(), g, [&](auto k, auto fused, auto deposit) {
       using K = decltype(k);
       if constexpr (decltype(deposit)::value) {
         detail::particle_step_deposit_kernel<K, T, D>
