@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(256)
     int base[D];
     T s[D];
     locate_position<K>(g.layout, x, base, s);
-    block_deposit<D>(g.layout, g.deposits, C::deposits, K::support, active, base, box, kDepositBoxBytes, first, last,
+    block_deposit<D>(g.layout, g.deposits, C::deposits, K::support, active, base, true, box, kDepositBoxBytes, first,
+                     last,
                      [&](const Layout<D>& where, auto&& add) {
                        for_each_node<K, D>(where, base, s, [&](std::int64_t i, T w) {
                          PMKIT_UNROLL
@@ -96,7 +97,10 @@ __global__ void __launch_bounds__(256)
   }
   if constexpr (C::affine_deposits > 0) {
     const AffineStencil<D, T> stencil(g.layout, x);
-    block_deposit<D>(g.layout, g.affine_deposits.mesh, C::affine_deposits, 3, active, stencil.base, box,
+    int affine_base[D];  // left as it is: the deposit below places its stencil from x again
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) affine_base[d] = stencil.base[d];
+    block_deposit<D>(g.layout, g.affine_deposits.mesh, C::affine_deposits, 3, active, affine_base, false, box,
                      kDepositBoxBytes, first, last, [&](const Layout<D>& where, auto&& add) {
                        const AffineStencil<D, T> in(where, x);
                        PMKIT_UNROLL

@@ -12,54 +12,74 @@
 
 namespace pmkit::detail {
 
-// Shared memory a block's box of nodes may take: with the kernels' static shared memory,
-// within the 48 KB a block gets without opting in.
-constexpr std::size_t kDepositBoxBytes = 46 * 1024;
+// Shared memory a block's box of nodes may take. A binned block's box (a tile of 8^3
+// cells and the stencil's reach, or two tiles' across a tile edge) takes a few KB a
+// mesh; 24 KB leaves eight blocks of 256 threads on an SM (full occupancy), where the
+// 48 KB a block gets without opting in would leave four (docs/tuning.md).
+constexpr std::size_t kDepositBoxBytes = 24 * 1024;
 
 // The deposits of a block's particles (binned neighbours, so that their nodes lie close)
 // onto `count` meshes of `layout`, each particle reaching the `support` nodes from its
 // base along each axis: where the box of the block's nodes fits in `box_bytes` of `box`
 // (shared memory), summed there with shared atomics, then added to the meshes, one
-// global atomic a node touched; else (particles across a periodic seam, or far apart)
-// each particle's nodes added to the meshes directly. deposit(where, add) adds the
-// particle's contributions, add(m, index, value), with the node indices of `where`: the
-// box's layout (a Keep axis from the box's first node, the box's strides) or the
-// meshes' own. Every thread of the block calls it (active: whether the thread has a
-// particle to deposit); `first` and `last`: D ints of shared memory each.
+// global atomic a node touched; else (particles far apart) each particle's nodes added
+// to the meshes directly. deposit(where, add) adds the particle's contributions, add(m,
+// index, value), with the node indices of `where`: the box's layout (a Keep axis from the
+// box's first node, the box's strides) or the meshes' own. Every thread of the block
+// calls it (active: whether the thread has a particle to deposit); `first` and `last`: D
+// ints of shared memory each. Where `unwrap` is set, base is taken on each periodic axis
+// within half the axis of the block's first thread's base (so that a block whose
+// particles straddle the periodic seam keeps a small box) and deposit must use base as
+// this leaves it; else base is left as it is (the box then spans the seam's axis).
 template <int D, class T, class Deposit>
 __device__ __forceinline__ void block_deposit(const Layout<D>& layout, T* const* meshes, int count, int support,
-                                              bool active, const int (&base)[D], T* box, std::size_t box_bytes,
-                                              int* first, int* last, Deposit&& deposit) {
+                                              bool active, int (&base)[D], bool unwrap, T* box,
+                                              std::size_t box_bytes, int* first, int* last, Deposit&& deposit) {
+  __shared__ int reference[D];
   if (threadIdx.x < D) {
     first[threadIdx.x] = INT_MAX;
     last[threadIdx.x] = INT_MIN;
+  }
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) reference[d] = base[d];
   }
   __syncthreads();
   if (active) {
 #pragma unroll
     for (int d = 0; d < D; ++d) {
+      const Axis& axis = layout.axis[d];
+      if (unwrap && axis.kind == AxisKind::Periodic) {
+        const int offset = base[d] - reference[d];
+        if (2 * offset > axis.cells) base[d] -= axis.cells;
+        else if (2 * offset < -axis.cells) base[d] += axis.cells;
+      }
       atomicMin(&first[d], base[d]);
       atomicMax(&last[d], base[d]);
     }
   }
   __syncthreads();
   Layout<D> box_layout = layout;
+  int extent[D];
   std::int64_t nodes = 1;
   bool any = true;
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     any = any && first[d] <= last[d];
+    extent[d] = last[d] - first[d] + support;
     box_layout.axis[d].kind = AxisKind::Keep;
     box_layout.axis[d].ghost = -first[d];
     box_layout.stride[d] = nodes;
-    nodes *= static_cast<std::int64_t>(last[d]) - first[d] + support;
+    nodes *= extent[d];
   }
   if (!any) return;  // no particle in the block deposits (the same for every thread)
   if (nodes * count * static_cast<std::int64_t>(sizeof(T)) > static_cast<std::int64_t>(box_bytes)) {
     if (active) deposit(layout, [&](int m, std::int64_t i, T value) { atomicAdd(meshes[m] + i, value); });
     return;
   }
-  const int values = static_cast<int>(nodes) * count;
+  // The box fits in shared memory, so its indices fit an int.
+  const int box_nodes = static_cast<int>(nodes);
+  const int values = box_nodes * count;
   for (int j = threadIdx.x; j < values; j += blockDim.x) box[j] = T(0);
   __syncthreads();
   if (active) deposit(box_layout, [&](int m, std::int64_t i, T value) { atomicAdd(box + m * nodes + i, value); });
@@ -67,13 +87,14 @@ __device__ __forceinline__ void block_deposit(const Layout<D>& layout, T* const*
   for (int j = threadIdx.x; j < values; j += blockDim.x) {
     const T value = box[j];
     if (value == T(0)) continue;
-    const int m = j / static_cast<int>(nodes);
-    std::int64_t rest = j - static_cast<std::int64_t>(m) * nodes, index = 0;
+    const int m = j / box_nodes;
+    int rest = j - m * box_nodes;
+    std::int64_t index = 0;
 #pragma unroll
-    for (int d = D - 1; d >= 0; --d) {
-      const std::int64_t along = rest / box_layout.stride[d];
-      rest -= along * box_layout.stride[d];
-      index += layout.axis[d].node(first[d] + static_cast<int>(along)) * layout.stride[d];
+    for (int d = 0; d < D; ++d) {
+      const int along = rest % extent[d];
+      rest /= extent[d];
+      index += layout.axis[d].node(first[d] + along) * layout.stride[d];
     }
     atomicAdd(meshes[m] + index, value);
   }
