@@ -76,8 +76,12 @@ class _Settings(NamedTuple):
             sizes=np.array(self.sizes, dtype=np.int64),
         )
 
-    def system_of_charge(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.sizes)), self.sizes)
+    def system_of_charge(self, n: int):
+        """Each charge's system, (N,) int32, computed when the program runs: built from the
+        static sizes alone it would be an N-long constant, which XLA folds at compile time
+        (seconds at 10^5 charges)."""
+        sizes = jax.lax.optimization_barrier(jnp.asarray(self.sizes, jnp.int32))
+        return jnp.repeat(jnp.arange(len(self.sizes), dtype=jnp.int32), sizes, total_repeat_length=n)
 
 
 def _call(settings: _Settings, positions, charges, cells, virial: bool):
@@ -104,12 +108,18 @@ def _charge_gradient(settings: _Settings, positions, charges, cells, weights):
 
 def _per_charge(settings: _Settings, values, n: int):
     """Each system's value (S, ...) at each of its charges (N, ...)."""
-    return jnp.repeat(values, np.array(settings.sizes), axis=0, total_repeat_length=n)
+    if len(settings.sizes) == 1:
+        return jnp.broadcast_to(values[0], (n,) + values.shape[1:])
+    return jnp.take(values, settings.system_of_charge(n), axis=0)
 
 
 def _cell_derivative(settings: _Settings, positions, cells, forces, virial):
     """dE/dL_a at fixed positions, (S, 3): (-W_aa + sum_i x_ia F_ia) / L_a."""
-    moments = jax.ops.segment_sum(positions * forces, settings.system_of_charge(), len(settings.sizes))
+    if len(settings.sizes) == 1:
+        moments = jnp.sum(positions * forces, axis=0, keepdims=True)
+    else:
+        n = positions.shape[0]
+        moments = jax.ops.segment_sum(positions * forces, settings.system_of_charge(n), len(settings.sizes))
     return (-virial[:, :3] + moments) / cells
 
 

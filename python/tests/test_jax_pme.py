@@ -3,6 +3,8 @@ and against pmkit.PmePlan; gradients in positions, charges and cell against fini
 differences; jit, vmap, batches of different sizes; bad input. The tests skip where jax
 is not installed; the GPU ones also where JAX has no GPU or pmkit no CUDA."""
 
+import re
+
 import numpy as np
 import pytest
 from conftest import needs_gradients
@@ -215,6 +217,28 @@ def test_vmap_over_systems_of_one_size():
     shared = jax.vmap(lambda q: energy(xs[0], q, cells[0]))(qs)
     for b in range(3):
         assert abs(float(shared[b]) - float(energy(xs[0], qs[b], cells[0]))) <= 1e-12 * abs(float(shared[b]))
+
+
+def test_the_program_holds_no_array_per_charge_built_at_compile_time():
+    """The charges' systems come from the static sizes: built as constants they would make
+    XLA fold an array of N integers when it compiles (seconds at 10^5 charges)."""
+    n = 4000
+    x = jnp.full((n, 3), 0.5)
+    q = jnp.ones(n)
+    box = jnp.array([6.0, 6.0, 6.0])
+
+    def program(sizes, cell):
+        def energy(x, q, c):
+            return pj.pme(x, q, c, sizes=sizes, cutoff=1.0, order=4).energy.sum()
+
+        return jax.jit(jax.grad(energy, argnums=(0, 1, 2))).lower(x, q, cell)
+
+    one = program(None, box).as_text()
+    assert not re.search(rf"tensor<{n}(x[0-9]+)*xi(32|64)>", one), "one system's program holds a per-charge index array"
+    batch = program((n // 2, n - n // 2), jnp.stack([box, box])).compile().as_text()
+    constants = [m for m in re.findall(r"\[([0-9,]+)\]\{[^}]*\} constant\(", batch)
+                 if np.prod([int(v) for v in m.split(",")]) >= n // 16]
+    assert not constants, f"the batch's compiled program holds constants of shapes {constants}"
 
 
 def test_plans_are_cached_and_bounded():
