@@ -124,12 +124,19 @@ TEST(ParticleStep, AssignWrapsPeriodicPositionsAndRejectsBadOnes) {
   }
 }
 
+// Fifty particles with three velocities on an M'4 plan of 8^3 cells.
+struct SmallStepCase {
+  Grid<3> grid = Grid<3>::periodic({8, 8, 8});
+  Plan<double, 3> plan{grid, Kernel::mp4()};
+  HostParticles<double, 3> host{grid, 50, 3};
+  Particles<double, 3> particles{plan, 3};
+  SmallStepCase() { particles.assign(host.position_views(), host.velocity_views()); }
+};
+
 TEST(ParticleStep, ChecksTheMeshCountsAgainstTheUpdate) {
-  const Grid<3> grid = Grid<3>::periodic({8, 8, 8});
-  Plan<double, 3> plan(grid, Kernel::mp4());
-  HostParticles<double, 3> host(grid, 50, 3);
-  Particles<double, 3> particles(plan, 3);
-  particles.assign(host.position_views(), host.velocity_views());
+  SmallStepCase c;
+  Plan<double, 3>& plan = c.plan;
+  Particles<double, 3>& particles = c.particles;
   std::vector<double> phi(plan.mesh_size(), 1.0);
   using Update = StepUpdate<double, 3>;
   EXPECT_THROW(step(particles, Update{}, {{}, {View<const double>(phi)}, {}}), Error);  // no values mesh
@@ -145,11 +152,9 @@ TEST(ParticleStep, ChecksTheMeshCountsAgainstTheUpdate) {
 // A step compiled for some kernels only refuses a plan of another, naming both, before
 // it moves a particle; the kernel it is compiled for runs.
 TEST(ParticleStep, RefusesAPlanKernelItIsNotCompiledFor) {
-  const Grid<3> grid = Grid<3>::periodic({8, 8, 8});
-  Plan<double, 3> plan(grid, Kernel::mp4());
-  HostParticles<double, 3> host(grid, 50, 3);
-  Particles<double, 3> particles(plan, 3);
-  particles.assign(host.position_views(), host.velocity_views());
+  SmallStepCase c;
+  Plan<double, 3>& plan = c.plan;
+  Particles<double, 3>& particles = c.particles;
   const std::vector<double> before(particles.positions()[0].data, particles.positions()[0].data + 50);
   std::vector<double> phi(plan.mesh_size(), 1.0), q0(plan.mesh_size()), q1(plan.mesh_size());
   const std::vector<View<const double>> fields = {View<const double>(phi)};
