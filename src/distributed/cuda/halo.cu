@@ -60,17 +60,15 @@ DeviceHalo::DeviceHalo(const DeviceContext& context, const Halo& halo, std::int6
       ghost_offsets_(halo.ghosts().offsets),
       owned_offsets_(halo.owned().offsets) {}
 
-// sum sends from the ghost lists and receives into the owned ones; fill the reverse.
 template <class V>
 void DeviceHalo::gather(const V* meshes, V* send, int count, bool sum) {
   cuda::DeviceScope scope(context_.device);
-  const std::vector<std::int64_t>& offsets = sum ? ghost_offsets_ : owned_offsets_;
-  const std::int64_t out = offsets.back();
+  const List from = sent(sum);
+  const std::int64_t out = from.offsets.back();
   if (out == 0 || count == 0) return;
-  const int peers = static_cast<int>(offsets.size()) - 1;
-  gather_kernel<<<dim3(blocks_for(out), count), kThreads, 0, context_.stream>>>(
-      meshes, local_size_, sum ? ghost_index_.get() : owned_index_.get(), sum ? ghost_peers_.get() : owned_peers_.get(),
-      peers, out, count, send);
+  const int peers = static_cast<int>(from.offsets.size()) - 1;
+  gather_kernel<<<dim3(blocks_for(out), count), kThreads, 0, context_.stream>>>(meshes, local_size_, from.index,
+                                                                                   from.peers, peers, out, count, send);
   cuda::check_launch("pmkit::DistributedPlan::halo_gather");
 }
 
@@ -81,22 +79,21 @@ void DeviceHalo::messages(DeviceTransport& transport, V* send, V* recv, int coun
   const std::int64_t unit = count * static_cast<std::int64_t>(sizeof(V));
   const auto out = reinterpret_cast<const unsigned char*>(send);
   const auto in = reinterpret_cast<unsigned char*>(recv);
-  const std::vector<std::int64_t> sent = byte_offsets(sum ? ghost_offsets_ : owned_offsets_, unit);
-  const std::vector<std::int64_t> received = byte_offsets(sum ? owned_offsets_ : ghost_offsets_, unit);
-  if (start) transport.start(out, sent, in, received, stream);
-  else transport.finish(out, sent, in, received, stream);
+  const std::vector<std::int64_t> out_bytes = byte_offsets(sent(sum).offsets, unit);
+  const std::vector<std::int64_t> in_bytes = byte_offsets(received(sum).offsets, unit);
+  if (start) transport.start(out, out_bytes, in, in_bytes, stream);
+  else transport.finish(out, out_bytes, in, in_bytes, stream);
 }
 
 template <class V>
 void DeviceHalo::scatter(V* meshes, const V* recv, int count, bool sum) {
   cuda::DeviceScope scope(context_.device);
-  const std::vector<std::int64_t>& offsets = sum ? owned_offsets_ : ghost_offsets_;
-  const std::int64_t in = offsets.back();
+  const List to = received(sum);
+  const std::int64_t in = to.offsets.back();
   if (in == 0 || count == 0) return;
-  const int peers = static_cast<int>(offsets.size()) - 1;
-  scatter_kernel<<<dim3(blocks_for(in), count), kThreads, 0, context_.stream>>>(
-      meshes, local_size_, sum ? owned_index_.get() : ghost_index_.get(), sum ? owned_peers_.get() : ghost_peers_.get(),
-      peers, in, count, recv, sum);
+  const int peers = static_cast<int>(to.offsets.size()) - 1;
+  scatter_kernel<<<dim3(blocks_for(in), count), kThreads, 0, context_.stream>>>(meshes, local_size_, to.index,
+                                                                                  to.peers, peers, in, count, recv, sum);
   cuda::check_launch("pmkit::DistributedPlan::halo_scatter");
 }
 

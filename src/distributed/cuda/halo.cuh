@@ -45,6 +45,19 @@ class DeviceHalo {
   void scatter(V* meshes, const V* recv, int count, bool sum);
 
  private:
+  // One of the two lists: its node indices, its offsets by peer on the device and on the host.
+  struct List {
+    const std::int64_t* index;
+    const std::int64_t* peers;
+    const std::vector<std::int64_t>& offsets;
+  };
+  // A pass sends from the ghost list and receives into the owned one where it sums, and the
+  // reverse where it fills.
+  List sent(bool sum) const { return sum ? ghosts() : owned(); }
+  List received(bool sum) const { return sum ? owned() : ghosts(); }
+  List ghosts() const { return {ghost_index_.get(), ghost_peers_.get(), ghost_offsets_}; }
+  List owned() const { return {owned_index_.get(), owned_peers_.get(), owned_offsets_}; }
+
   // The transport's start or finish of a pass's messages on `stream`.
   template <class V>
   void messages(DeviceTransport& transport, V* send, V* recv, int count, bool sum, cudaStream_t stream, bool start);
