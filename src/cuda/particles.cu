@@ -103,12 +103,13 @@ __global__ void __launch_bounds__(kSpreadThreads)
 #pragma unroll
   for (int d = 0; d < D; ++d) position[d] = x[d * n + (active ? k : 0)];
   const detail::AffineStencil<D, T> stencil(layout, position);
-  int base[D];  // left as it is: the deposit below places its stencil from the position again
+  const bool actives[1] = {active};
+  int base[1][D];  // left as it is: the deposit below places its stencil from the position again
 #pragma unroll
-  for (int d = 0; d < D; ++d) base[d] = stencil.base[d];
-  detail::block_deposit<D>(layout, meshes.mesh, meshes.count, 3, active, base, false,
+  for (int d = 0; d < D; ++d) base[0][d] = stencil.base[d];
+  detail::block_deposit<D>(layout, meshes.mesh, meshes.count, 3, actives, base, false,
                            reinterpret_cast<T*>(shared_bytes), detail::kDepositBoxBytes, first, last,
-                           [&](const detail::Layout<D>& where, auto&& add) {
+                           [&](const detail::Layout<D>& where, int, auto&& add) {
                              detail::affine_spread_stencil(detail::AffineStencil<D, T>(where, position), q,
                                                            meshes.count, n, k, add);
                            });

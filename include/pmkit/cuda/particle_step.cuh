@@ -49,16 +49,28 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// The pass with its deposits (StepGather::fused_deposits): one thread a binned slot, one
-// block a run of 256 binned particles, whose deposits at their new positions are summed
-// in a box of nodes in shared memory (block_deposit: kDepositBoxBytes of dynamic shared
-// memory) and added to the meshes with one atomic a node, or, where the box does not
-// fit, added to the meshes directly. A particle whose new position is bad deposits
-// nothing.
+// Binned particles a thread of the pass with deposits takes: more a block means fewer
+// of the box's global atomics a particle, at the cost of the registers that hold each
+// particle's position and deposits until the block's box is known (a PIC push: 4; an
+// MLS-MPM update, with its affine moments: 1). Measured in docs/tuning.md.
+template <int D, class Update>
+constexpr int deposit_slots_per_thread() {
+  using C = StepCounts<Update>;
+  constexpr int held = D + C::deposits + C::affine_deposits * (1 + D);
+  return held <= 6 ? 4 : held <= 12 ? 2 : 1;
+}
+
+// The pass with its deposits (StepGather::fused_deposits): one block a run of 256 x P
+// binned particles (P = deposit_slots_per_thread), thread t taking slots t, t + 256, ...,
+// whose deposits at their new positions are summed in a box of nodes in shared memory
+// (block_deposit: kDepositBoxBytes of dynamic shared memory) and added to the meshes with
+// one atomic a node, or, where the box does not fit, added to the meshes directly. A
+// particle whose new position is bad deposits nothing.
 template <class K, class T, int D, class Update>
 __global__ void __launch_bounds__(256)
     particle_step_deposit_kernel(StepArrays<T> a, StepGather<T, D> g, Update update) {
   using C = StepCounts<Update>;
+  constexpr int P = deposit_slots_per_thread<D, Update>();
   extern __shared__ __align__(16) unsigned char step_shared[];
   __shared__ int first[D], last[D];
   __shared__ bool stopped;
@@ -68,44 +80,51 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
   if (stopped) return;
   T* box = reinterpret_cast<T*>(step_shared);
-  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  StepParticleFor<T, D, Update> p;
-  bool active = false;
-  if (k < a.n) {
-    active = update_particle<K, true>(a, g, k, update, p);
-    if (!active) {
-      a.rejection->good_buffer = a.good_buffer;
-      atomicMin(&a.rejection->slot, static_cast<unsigned long long>(k));
-    }
-  }
-  T x[D];  // inside the domain on every thread, so that every stencil is one
+  StepParticleFor<T, D, Update> p[P];
+  bool active[P];
+  T x[P][D];  // inside the domain on every thread, so that every stencil is one
   PMKIT_UNROLL
-  for (int d = 0; d < D; ++d) x[d] = active ? p.x[d] : static_cast<T>(g.axes[d].origin);
+  for (int i = 0; i < P; ++i) {
+    const std::size_t k = (blockIdx.x * static_cast<std::size_t>(P) + i) * blockDim.x + threadIdx.x;
+    active[i] = false;
+    if (k < a.n) {
+      active[i] = update_particle<K, true>(a, g, k, update, p[i]);
+      if (!active[i]) {
+        a.rejection->good_buffer = a.good_buffer;
+        atomicMin(&a.rejection->slot, static_cast<unsigned long long>(k));
+      }
+    }
+    PMKIT_UNROLL
+    for (int d = 0; d < D; ++d) x[i][d] = active[i] ? p[i].x[d] : static_cast<T>(g.axes[d].origin);
+  }
   if constexpr (C::deposits > 0) {
-    int base[D];
-    T s[D];
-    locate_position<K>(g.layout, x, base, s);
+    int base[P][D];
+    T s[P][D];
+    PMKIT_UNROLL
+    for (int i = 0; i < P; ++i) locate_position<K>(g.layout, x[i], base[i], s[i]);
     block_deposit<D>(g.layout, g.deposits, C::deposits, K::support, active, base, true, box, kDepositBoxBytes, first,
-                     last,
-                     [&](const Layout<D>& where, auto&& add) {
-                       for_each_node<K, D>(where, base, s, [&](std::int64_t i, T w) {
+                     last, [&](const Layout<D>& where, int i, auto&& add) {
+                       for_each_node<K, D>(where, base[i], s[i], [&](std::int64_t j, T w) {
                          PMKIT_UNROLL
-                         for (int q = 0; q < C::deposits; ++q) add(q, i, w * p.deposit[q]);
+                         for (int q = 0; q < C::deposits; ++q) add(q, j, w * p[i].deposit[q]);
                        });
                      });
     __syncthreads();  // the box and its bounds again below
   }
   if constexpr (C::affine_deposits > 0) {
-    const AffineStencil<D, T> stencil(g.layout, x);
-    int affine_base[D];  // left as it is: the deposit below places its stencil from x again
+    int affine_base[P][D];  // left as they are: the deposit below places its stencils from x again
     PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) affine_base[d] = stencil.base[d];
+    for (int i = 0; i < P; ++i) {
+      const AffineStencil<D, T> stencil(g.layout, x[i]);
+      PMKIT_UNROLL
+      for (int d = 0; d < D; ++d) affine_base[i][d] = stencil.base[d];
+    }
     block_deposit<D>(g.layout, g.affine_deposits.mesh, C::affine_deposits, 3, active, affine_base, false, box,
-                     kDepositBoxBytes, first, last, [&](const Layout<D>& where, auto&& add) {
-                       const AffineStencil<D, T> in(where, x);
+                     kDepositBoxBytes, first, last, [&](const Layout<D>& where, int i, auto&& add) {
+                       const AffineStencil<D, T> in(where, x[i]);
                        PMKIT_UNROLL
                        for (int m = 0; m < C::affine_deposits; ++m)
-                         affine_deposit_mesh(in, m, p.affine_deposit[m], p.affine_slope[m], add);
+                         affine_deposit_mesh(in, m, p[i].affine_deposit[m], p[i].affine_slope[m], add);
                      });
   }
 }
@@ -132,8 +151,10 @@ void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>&
     detail::with_step_kernel<Update, true, Kernels...>(particles.plan().kernel(), g, [&](auto k, auto fused, auto deposit) {
       using K = decltype(k);
       if constexpr (decltype(deposit)::value) {
+        constexpr std::size_t kPerBlock = kThreads * detail::deposit_slots_per_thread<D, Update>();
         detail::particle_step_deposit_kernel<K, T, D>
-            <<<static_cast<unsigned>(wanted), kThreads, detail::kDepositBoxBytes, stream>>>(a, g, update);
+            <<<static_cast<unsigned>((a.n + kPerBlock - 1) / kPerBlock), kThreads, detail::kDepositBoxBytes, stream>>>(
+                a, g, update);
       } else {
         const unsigned blocks = static_cast<unsigned>(wanted < (1u << 20) ? wanted : (1u << 20));
         detail::particle_step_kernel<K, decltype(fused)::value, T, D><<<blocks, kThreads, 0, stream>>>(a, g, update);

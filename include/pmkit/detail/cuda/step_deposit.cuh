@@ -18,22 +18,24 @@ namespace pmkit::detail {
 // 48 KB a block gets without opting in would leave four (docs/tuning.md).
 constexpr std::size_t kDepositBoxBytes = 24 * 1024;
 
-// The deposits of a block's particles (binned neighbours, so that their nodes lie close)
-// onto `count` meshes of `layout`, each particle reaching the `support` nodes from its
-// base along each axis: where the box of the block's nodes fits in `box_bytes` of `box`
-// (shared memory), summed there with shared atomics, then added to the meshes, one
-// global atomic a node touched; else (particles far apart) each particle's nodes added
-// to the meshes directly. deposit(where, add) adds the particle's contributions, add(m,
-// index, value), with the node indices of `where`: the box's layout (a Keep axis from the
-// box's first node, the box's strides) or the meshes' own. Every thread of the block
-// calls it (active: whether the thread has a particle to deposit); `first` and `last`: D
-// ints of shared memory each. Where `unwrap` is set, base is taken on each periodic axis
-// within half the axis of the block's first thread's base (so that a block whose
-// particles straddle the periodic seam keeps a small box) and deposit must use base as
-// this leaves it; else base is left as it is (the box then spans the seam's axis).
-template <int D, class T, class Deposit>
+// The deposits of a block's particles (binned neighbours, so that their nodes lie close),
+// P a thread, onto `count` meshes of `layout`, each particle reaching the `support` nodes
+// from its base along each axis: where the box of the block's nodes fits in `box_bytes`
+// of `box` (shared memory), summed there with shared atomics, then added to the meshes,
+// one global atomic a node touched (a block's particles share most of their nodes, so
+// that more particles a block means fewer global atomics a particle); else (particles far
+// apart) each particle's nodes added to the meshes directly. deposit(where, i, add) adds
+// the thread's particle i's contributions, add(m, index, value), with the node indices of
+// `where`: the box's layout (a Keep axis from the box's first node, the box's strides) or
+// the meshes' own. Every thread of the block calls it (active[i]: whether the thread's
+// particle i deposits); `first` and `last`: D ints of shared memory each. Where `unwrap`
+// is set, base is taken on each periodic axis within half the axis of the block's first
+// thread's first base (so that a block whose particles straddle the periodic seam keeps
+// a small box) and deposit must use base as this leaves it; else base is left as it is
+// (the box then spans the seam's axis).
+template <int D, int P, class T, class Deposit>
 __device__ __forceinline__ void block_deposit(const Layout<D>& layout, T* const* meshes, int count, int support,
-                                              bool active, int (&base)[D], bool unwrap, T* box,
+                                              const bool (&active)[P], int (&base)[P][D], bool unwrap, T* box,
                                               std::size_t box_bytes, int* first, int* last, Deposit&& deposit) {
   __shared__ int reference[D];
   if (threadIdx.x < D) {
@@ -42,20 +44,37 @@ __device__ __forceinline__ void block_deposit(const Layout<D>& layout, T* const*
   }
   if (threadIdx.x == 0) {
 #pragma unroll
-    for (int d = 0; d < D; ++d) reference[d] = base[d];
+    for (int d = 0; d < D; ++d) reference[d] = base[0][d];
   }
   __syncthreads();
-  if (active) {
+  int low[D], high[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    low[d] = INT_MAX;
+    high[d] = INT_MIN;
+  }
+  bool any_active = false;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (!active[i]) continue;
+    any_active = true;
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       const Axis& axis = layout.axis[d];
       if (unwrap && axis.kind == AxisKind::Periodic) {
-        const int offset = base[d] - reference[d];
-        if (2 * offset > axis.cells) base[d] -= axis.cells;
-        else if (2 * offset < -axis.cells) base[d] += axis.cells;
+        const int offset = base[i][d] - reference[d];
+        if (2 * offset > axis.cells) base[i][d] -= axis.cells;
+        else if (2 * offset < -axis.cells) base[i][d] += axis.cells;
       }
-      atomicMin(&first[d], base[d]);
-      atomicMax(&last[d], base[d]);
+      low[d] = min(low[d], base[i][d]);
+      high[d] = max(high[d], base[i][d]);
+    }
+  }
+  if (any_active) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      atomicMin(&first[d], low[d]);
+      atomicMax(&last[d], high[d]);
     }
   }
   __syncthreads();
@@ -74,7 +93,9 @@ __device__ __forceinline__ void block_deposit(const Layout<D>& layout, T* const*
   }
   if (!any) return;  // no particle in the block deposits (the same for every thread)
   if (nodes * count * static_cast<std::int64_t>(sizeof(T)) > static_cast<std::int64_t>(box_bytes)) {
-    if (active) deposit(layout, [&](int m, std::int64_t i, T value) { atomicAdd(meshes[m] + i, value); });
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+      if (active[i]) deposit(layout, i, [&](int m, std::int64_t j, T value) { atomicAdd(meshes[m] + j, value); });
     return;
   }
   // The box fits in shared memory, so its indices fit an int.
@@ -82,7 +103,10 @@ __device__ __forceinline__ void block_deposit(const Layout<D>& layout, T* const*
   const int values = box_nodes * count;
   for (int j = threadIdx.x; j < values; j += blockDim.x) box[j] = T(0);
   __syncthreads();
-  if (active) deposit(box_layout, [&](int m, std::int64_t i, T value) { atomicAdd(box + m * nodes + i, value); });
+#pragma unroll
+  for (int i = 0; i < P; ++i)
+    if (active[i])
+      deposit(box_layout, i, [&](int m, std::int64_t j, T value) { atomicAdd(box + m * nodes + j, value); });
   __syncthreads();
   for (int j = threadIdx.x; j < values; j += blockDim.x) {
     const T value = box[j];
