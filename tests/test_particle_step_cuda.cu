@@ -73,6 +73,68 @@ TEST(CudaParticleStep, MatchesTheUnfusedCallsToRoundingOnAShiftedGrid2D) {
   c.run(30, cuda_step<double, 2>, false, false);
 }
 
+template <class T, int D>
+void cuda_step_cic(Particles<T, D>& p, const StepUpdate<T, D>& u, const StepMeshes<T>& m) {
+  cuda::step<kernels::Linear>(p, u, m);
+}
+
+// CIC, whose pass takes several binned particles a thread into a block's box of
+// fixed-point words: 3000 particles on 8^3 cells (about six a cell, every box across the
+// periodic seam), velocities of up to 1.5 cells a step.
+TEST(CudaParticleStep, MatchesTheUnfusedCallsToRoundingWithCic) {
+  PMKIT_REQUIRE_GPU();
+  StepCase<float, 3, DeviceMemory> c(cuda_options(false), Kernel::linear(), 8);
+  c.run(40, cuda_step_cic<float, 3>, false, false);
+}
+
+// Deposits its first property where it stands.
+struct DepositInPlace {
+  static constexpr int properties = 1;
+  static constexpr int deposits = 1;
+  PMKIT_HD void operator()(StepParticleFor<float, 3, DepositInPlace>& p) const { p.deposit[0] = p.prop[0]; }
+};
+
+// Every particle on one node (the kernels' peak weight) with values of both signs and
+// up to 10^30: the blocks' fixed-point sums keep their headroom (an overflow would be off
+// by about a block's sum of |q|), and the node's sum is the float64 sum within the sums'
+// resolution (at most 2^-22 of a block's sum of |q|) and the float flush, for CIC
+// (several particles a thread) and TSC (one).
+TEST(CudaParticleStep, DepositsParticlesOnOneNodeWithinTheFixedPointResolution) {
+  PMKIT_REQUIRE_GPU();
+  const Grid<3> grid = Grid<3>::periodic({8, 8, 8}, 0.5);
+  for (const Kernel& kernel : {Kernel::linear(), Kernel::tsc()}) {
+    for (const double magnitude : {1.0, 1e30}) {
+      Plan<float, 3> plan(grid, kernel, cuda_options(false));
+      const std::size_t n = 5000, size = static_cast<std::size_t>(plan.mesh_size());
+      std::vector<float> at(n, 1.5f), q(n);
+      double sum = 0, sum_abs = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        q[k] = static_cast<float>(magnitude * (k % 3 == 0 ? -1.0 : 1.0) * (1.0 + static_cast<double>(k % 7)));
+        sum += q[k];
+        sum_abs += std::abs(static_cast<double>(q[k]));
+      }
+      DeviceBuffer<float> x, charge, rho;
+      DeviceMemory::upload(x, at);
+      DeviceMemory::upload(charge, q);
+      DeviceMemory::upload(rho, std::vector<float>(size, 0.f));
+      Particles<float, 3> particles(plan, 1);
+      const std::vector<View<const float>> charges{device_cview(charge)};
+      particles.assign({device_cview(x), device_cview(x), device_cview(x)}, charges);
+      cuda::step<kernels::Linear, kernels::TSC>(particles, DepositInPlace{}, {{}, {}, {device_view(rho)}});
+      const std::vector<float> mesh = DeviceMemory::download(rho, size);
+      double total = 0, node = 0;
+      for (float r : mesh) {
+        ASSERT_TRUE(std::isfinite(r)) << kernel.name() << ", |q| up to " << 7 * magnitude;
+        total += r;
+        node = std::abs(r) > std::abs(node) ? r : node;
+      }
+      const double peak = kernel == Kernel::linear() ? 1.0 : 0.75 * 0.75 * 0.75;
+      EXPECT_NEAR(node, peak * sum, 1e-6 * sum_abs) << kernel.name() << ", |q| up to " << 7 * magnitude;
+      EXPECT_NEAR(total, sum, 1e-5 * sum_abs) << kernel.name() << ", |q| up to " << 7 * magnitude;
+    }
+  }
+}
+
 TEST(CudaParticleStep, MatchesTheUnfusedCallsBitForBitInDeterministicMode3D) {
   PMKIT_REQUIRE_GPU();
   StepCase<float, 3, DeviceMemory> c(cuda_options(true), Kernel::mp4());

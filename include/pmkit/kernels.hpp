@@ -176,6 +176,17 @@ PMKIT_HD PMKIT_FORCEINLINE void weights_1d(T s, T (&w)[K::support]) {
   }
 }
 
+// The largest 1D weight of K: the middle node's at a particle on that node (the kernels
+// are symmetric and peak there). To the power D, the most one node takes from one
+// particle, which bounds a fixed-point sum of a block's contributions.
+template <class K>
+PMKIT_HD PMKIT_FORCEINLINE double peak_weight_1d() {
+  constexpr int S = K::support;
+  double w[S];
+  weights_1d<K, double>(S % 2 == 1 ? 0.5 : 0.0, w);
+  return w[(S - 1) / 2];
+}
+
 // Kernel functor K with its pieces differentiated: weights_1d of it gives K's weight
 // derivatives.
 template <class K>

@@ -107,8 +107,18 @@ __global__ void __launch_bounds__(kSpreadThreads)
   int base[1][D];  // left as it is: the deposit below places its stencil from the position again
 #pragma unroll
   for (int d = 0; d < D; ++d) base[0][d] = stencil.base[d];
-  detail::block_deposit<D>(layout, meshes.mesh, meshes.count, 3, actives, base, false,
-                           reinterpret_cast<T*>(shared_bytes), detail::kDepositBoxBytes, first, last,
+  const double peak = detail::node_peak_weight<typename detail::AffineStencil<D, T>::K, D>();
+  const auto bound = [&](int, double(&most)[detail::kMaxBoxMeshes]) {
+#pragma unroll
+    for (int m = 0; m < detail::kMaxBoxMeshes; ++m)
+      if (m < meshes.count) {
+        T slope[D];
+        detail::read_affine_slope(q, meshes.count, n, k, m, slope);
+        most[m] = peak * detail::affine_reach(layout, q[m * n + k], slope);
+      }
+  };
+  detail::block_deposit<D>(layout, meshes.mesh, meshes.count, 3, actives, base, false, shared_bytes,
+                           detail::kDepositBoxBytes, first, last, bound,
                            [&](const detail::Layout<D>& where, int, auto&& add) {
                              detail::affine_spread_stencil(detail::AffineStencil<D, T>(where, position), q,
                                                            meshes.count, n, k, add);
@@ -127,10 +137,9 @@ __global__ void affine_bound_kernel(detail::Layout<D> layout, const T* q, int co
   double most = 0;
   PMKIT_FOR_EACH_SLOT(k, n) {
     for (int m = 0; m < count; ++m) {
-      double b = fabs(static_cast<double>(q[m * n + k]));
-#pragma unroll
-      for (int d = 0; d < D; ++d)
-        b += fabs(static_cast<double>(q[(count + D * m + d) * n + k])) * 1.5 * layout.axis[d].spacing;
+      T slope[D];
+      detail::read_affine_slope(q, count, n, k, m, slope);
+      const double b = detail::affine_reach(layout, q[m * n + k], slope);
       most = isfinite(b) ? fmax(most, b) : INFINITY;
     }
   }

@@ -28,6 +28,9 @@
 namespace pmkit {
 namespace detail {
 
+// A deposit box takes as many meshes as a step deposits on.
+static_assert(kMaxStepMeshes <= kMaxBoxMeshes && kMaxAffineMeshes <= kMaxBoxMeshes, "a box for every deposit mesh");
+
 // The step's pass on the device: one thread a binned slot, in a grid-stride loop
 // (neighbouring threads read neighbouring nodes, in cache); nothing once a step has left
 // a rejected position. A bad new position is recorded: its slot (the least), and the
@@ -51,12 +54,15 @@ __global__ void __launch_bounds__(256)
 
 // Binned particles a thread of the pass with deposits takes: more a block means fewer
 // of the box's global atomics a particle, at the cost of the registers that hold each
-// particle's position and deposits until the block's box is known (a PIC push: 4; an
-// MLS-MPM update, with its affine moments: 1). Measured in docs/tuning.md.
-template <int D, class Update>
+// particle's position and deposits until the block's box is known, and of the
+// occupancy they leave. Several only for kernels of support 2 (a CIC push: 4); a wider
+// stencil's weights take those registers (TSC, M'4, an MLS-MPM update: 1). Measured in
+// docs/tuning.md.
+template <class K, int D, class Update>
 constexpr int deposit_slots_per_thread() {
   using C = StepCounts<Update>;
-  constexpr int held = D + C::deposits + C::affine_deposits * (1 + D);
+  constexpr int held = D + C::deposits;  // affine transfers take the quadratic B-spline: 1 above
+  if (K::support > 2) return 1;
   return held <= 6 ? 4 : held <= 12 ? 2 : 1;
 }
 
@@ -70,7 +76,7 @@ template <class K, class T, int D, class Update>
 __global__ void __launch_bounds__(256)
     particle_step_deposit_kernel(StepArrays<T> a, StepGather<T, D> g, Update update) {
   using C = StepCounts<Update>;
-  constexpr int P = deposit_slots_per_thread<D, Update>();
+  constexpr int P = deposit_slots_per_thread<K, D, Update>();
   extern __shared__ __align__(16) unsigned char step_shared[];
   __shared__ int first[D], last[D];
   __shared__ bool stopped;
@@ -79,7 +85,6 @@ __global__ void __launch_bounds__(256)
   if (threadIdx.x == 0) stopped = a.rejection->slot != kNoRejection;
   __syncthreads();
   if (stopped) return;
-  T* box = reinterpret_cast<T*>(step_shared);
   StepParticleFor<T, D, Update> p[P];
   bool active[P];
   T x[P][D];  // inside the domain on every thread, so that every stencil is one
@@ -102,8 +107,13 @@ __global__ void __launch_bounds__(256)
     T s[P][D];
     PMKIT_UNROLL
     for (int i = 0; i < P; ++i) locate_position<K>(g.layout, x[i], base[i], s[i]);
-    block_deposit<D>(g.layout, g.deposits, C::deposits, K::support, active, base, true, box, kDepositBoxBytes, first,
-                     last, [&](const Layout<D>& where, int i, auto&& add) {
+    const double peak = node_peak_weight<K, D>();
+    const auto bound = [&](int i, double(&most)[kMaxBoxMeshes]) {
+      PMKIT_UNROLL
+      for (int q = 0; q < C::deposits; ++q) most[q] = peak * fabs(static_cast<double>(p[i].deposit[q]));
+    };
+    block_deposit<D>(g.layout, g.deposits, C::deposits, K::support, active, base, true, step_shared, kDepositBoxBytes,
+                     first, last, bound, [&](const Layout<D>& where, int i, auto&& add) {
                        for_each_node<K, D>(where, base[i], s[i], [&](std::int64_t j, T w) {
                          PMKIT_UNROLL
                          for (int q = 0; q < C::deposits; ++q) add(q, j, w * p[i].deposit[q]);
@@ -119,8 +129,14 @@ __global__ void __launch_bounds__(256)
       PMKIT_UNROLL
       for (int d = 0; d < D; ++d) affine_base[i][d] = stencil.base[d];
     }
-    block_deposit<D>(g.layout, g.affine_deposits.mesh, C::affine_deposits, 3, active, affine_base, false, box,
-                     kDepositBoxBytes, first, last, [&](const Layout<D>& where, int i, auto&& add) {
+    const double peak = node_peak_weight<typename AffineStencil<D, T>::K, D>();
+    const auto bound = [&](int i, double(&most)[kMaxBoxMeshes]) {
+      PMKIT_UNROLL
+      for (int m = 0; m < C::affine_deposits; ++m) most[m] = peak * affine_reach(g.layout, p[i].affine_deposit[m],
+                                                                                  p[i].affine_slope[m]);
+    };
+    block_deposit<D>(g.layout, g.affine_deposits.mesh, C::affine_deposits, 3, active, affine_base, false, step_shared,
+                     kDepositBoxBytes, first, last, bound, [&](const Layout<D>& where, int i, auto&& add) {
                        const AffineStencil<D, T> in(where, x[i]);
                        PMKIT_UNROLL
                        for (int m = 0; m < C::affine_deposits; ++m)
@@ -151,7 +167,7 @@ void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>&
     detail::with_step_kernel<Update, true, Kernels...>(particles.plan().kernel(), g, [&](auto k, auto fused, auto deposit) {
       using K = decltype(k);
       if constexpr (decltype(deposit)::value) {
-        constexpr std::size_t kPerBlock = kThreads * detail::deposit_slots_per_thread<D, Update>();
+        constexpr std::size_t kPerBlock = kThreads * detail::deposit_slots_per_thread<K, D, Update>();
         detail::particle_step_deposit_kernel<K, T, D>
             <<<static_cast<unsigned>((a.n + kPerBlock - 1) / kPerBlock), kThreads, detail::kDepositBoxBytes, stream>>>(
                 a, g, update);

@@ -117,15 +117,23 @@ PMKIT_HD PMKIT_FORCEINLINE void affine_deposit_mesh(const AffineStencil<D, T>& s
   });
 }
 
+// The slope of the affine deposit of the particle at slot k of n onto mesh m of `count`:
+// slope_m,d = q[(count + D m + d) n + k] (its value is q[m n + k]).
+template <int D, class T>
+PMKIT_HD PMKIT_FORCEINLINE void read_affine_slope(const T* q, int count, std::size_t n, std::size_t k, int m,
+                                                  T (&slope)[D]) {
+  PMKIT_UNROLL
+  for (int d = 0; d < D; ++d) slope[d] = q[(count + D * m + d) * n + k];
+}
+
 // The particle at slot k of n, its stencil given: affine_deposit_mesh of q_m = q[m n +
-// k] with slope_m,d = q[(count + D m + d) n + k] onto each mesh m.
+// k] with slope_m (read_affine_slope) onto each mesh m.
 template <int D, class T, class Add>
 PMKIT_HD PMKIT_FORCEINLINE void affine_spread_stencil(const AffineStencil<D, T>& stencil, const T* q, int count,
                                                       std::size_t n, std::size_t k, Add&& add) {
   for (int m = 0; m < count; ++m) {
     T slope[D];
-    PMKIT_UNROLL
-    for (int d = 0; d < D; ++d) slope[d] = q[(count + D * m + d) * n + k];
+    read_affine_slope(q, count, n, k, m, slope);
     affine_deposit_mesh(stencil, m, q[m * n + k], slope, add);
   }
 }

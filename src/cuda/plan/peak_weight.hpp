@@ -1,9 +1,8 @@
 #pragma once
 // The largest weight one mesh node takes from one particle, which bounds the fixed-point
-// accumulation (kernels/fixed_point.cuh): the kernel's 1D weight at a particle on the
-// node (the kernels are symmetric and peak there) to the power D, from the same weight
-// functor the kernels evaluate (kernels::weights_1d). peak_gradient bounds spread_gradient's
-// contributions alike. Host code.
+// accumulation (kernels/fixed_point.cuh): the kernel's peak 1D weight
+// (kernels::peak_weight_1d, from the weight functor the kernels evaluate) to the power
+// D. peak_gradient bounds spread_gradient's contributions alike. Host code.
 #include <algorithm>
 #include <cmath>
 
@@ -12,15 +11,7 @@
 namespace pmkit::cuda {
 
 inline double peak_weight(const Kernel& kernel, int dims) {
-  const double peak = kernels::dispatch(kernel, [](auto k) {
-    using K = decltype(k);
-    constexpr int S = K::support;
-    double w[S];
-    // A particle on a node: local coordinate 0 (even S) or 1/2 (odd S, whose nodes are
-    // shifted by half a cell); the node is the stencil's middle one.
-    kernels::weights_1d<K, double>(S % 2 == 1 ? 0.5 : 0.0, w);
-    return w[(S - 1) / 2];
-  });
+  const double peak = kernels::dispatch(kernel, [](auto k) { return kernels::peak_weight_1d<decltype(k)>(); });
   return std::pow(peak, dims);
 }
 
