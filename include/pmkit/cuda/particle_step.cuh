@@ -55,13 +55,14 @@ __global__ void __launch_bounds__(256)
 // Binned particles a thread of the pass with deposits takes: more a block means fewer
 // of the box's global atomics a particle, at the cost of the registers that hold each
 // particle's position and deposits until the block's box is known, and of the
-// occupancy they leave. Several only for kernels of support 2 (a CIC push: 4); a wider
-// stencil's weights take those registers (TSC, M'4, an MLS-MPM update: 1). Measured in
-// docs/tuning.md.
+// occupancy they leave. Several only for kernels K of support 2 and few values held (a
+// CIC push: 4); a wider stencil's weights (TSC, M'4) or the affine moments of an MLS-MPM
+// update (whose pass gets K = BSpline<2> where it deposits only affinely,
+// with_step_kernel) take those registers: 1. Measured in docs/tuning.md.
 template <class K, int D, class Update>
 constexpr int deposit_slots_per_thread() {
   using C = StepCounts<Update>;
-  constexpr int held = D + C::deposits;  // affine transfers take the quadratic B-spline: 1 above
+  constexpr int held = D + C::deposits + C::affine_deposits * (1 + D);
   if (K::support > 2) return 1;
   return held <= 6 ? 4 : held <= 12 ? 2 : 1;
 }
