@@ -294,7 +294,12 @@ void expect_binned_as_set_points(const Options& options, const Kernel& kernel, s
   for (int s = 0; s < steps; ++s) fused(particles, Drift<D>{});
   // Until a step's update_points has re-binned in full (a CUDA plan's kept binning holds
   // the away particles of its update), so that the particles handed the plan their order.
-  for (int extra = 0; extra < 8 && plan.binning_kept(); ++extra) fused(particles, Drift<D>{});
+  // The wait before each lets a CUDA plan read the count of away particles that decides
+  // its next update_points (an eager call takes only the readings that have landed).
+  for (int extra = 0; extra < 8 && plan.binning_kept(); ++extra) {
+    particles.synchronize();
+    fused(particles, Drift<D>{});
+  }
   ASSERT_FALSE(plan.binning_kept());
   particles.synchronize();
   fresh.set_points(particles.positions());
