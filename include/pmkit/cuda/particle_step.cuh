@@ -67,34 +67,14 @@ constexpr int deposit_slots_per_thread() {
   return held <= 6 ? 4 : held <= 12 ? 2 : 1;
 }
 
-// Threads a block of the pass with deposits: 512 where a thread takes one particle and
-// its registers are those of a wider stencil (TSC: 64, bounded so that two blocks share an
-// SM) or of an MLS-MPM update (128: one block), so that a box serves twice the particles
-// for the occupancy of two blocks of 256; else 256. Measured in docs/tuning.md.
-template <class K, int D, class Update>
-constexpr int deposit_block_threads() {
-  using C = StepCounts<Update>;
-  return deposit_slots_per_thread<K, D, Update>() == 1 && (C::affine_deposits > 0 || K::support == 3) ? 512 : 256;
-}
-
-// Blocks of the pass with deposits that its launch bounds ask an SM to hold at once: two
-// of 512 threads for a wider stencil (TSC's 64 registers); else 0, no minimum, so that
-// ptxas keeps its own choice of registers (a minimum of 1 lets it take up to 255: M'4's
-// pass then took 227 registers, where it takes 80).
-template <class K, int D, class Update>
-constexpr int deposit_min_blocks() {
-  return deposit_block_threads<K, D, Update>() == 512 && StepCounts<Update>::affine_deposits == 0 ? 2 : 0;
-}
-
-// The pass with its deposits (StepGather::fused_deposits): one block a run of kThreads x
-// P binned particles (deposit_block_threads, P = deposit_slots_per_thread), thread t
-// taking slots t, t + kThreads, ...,
+// The pass with its deposits (StepGather::fused_deposits): one block a run of 256 x P
+// binned particles (P = deposit_slots_per_thread), thread t taking slots t, t + 256, ...,
 // whose deposits at their new positions are summed in a box of nodes in shared memory
 // (block_deposit: kDepositBoxBytes of dynamic shared memory) and added to the meshes with
 // one atomic a node, or, where the box does not fit, added to the meshes directly. A
 // particle whose new position is bad deposits nothing.
-template <class K, class T, int D, int kThreads, class Update>
-__global__ void __launch_bounds__(kThreads, deposit_min_blocks<K, D, Update>())
+template <class K, class T, int D, class Update>
+__global__ void __launch_bounds__(256)
     particle_step_deposit_kernel(StepArrays<T> a, StepGather<T, D> g, Update update) {
   using C = StepCounts<Update>;
   constexpr int P = deposit_slots_per_thread<K, D, Update>();
@@ -188,10 +168,9 @@ void step(Particles<T, D>& particles, const Update& update, const StepMeshes<T>&
     detail::with_step_kernel<Update, true, Kernels...>(particles.plan().kernel(), g, [&](auto k, auto fused, auto deposit) {
       using K = decltype(k);
       if constexpr (decltype(deposit)::value) {
-        constexpr int kBlock = detail::deposit_block_threads<K, D, Update>();
-        constexpr std::size_t kPerBlock = kBlock * detail::deposit_slots_per_thread<K, D, Update>();
-        detail::particle_step_deposit_kernel<K, T, D, kBlock>
-            <<<static_cast<unsigned>((a.n + kPerBlock - 1) / kPerBlock), kBlock, detail::kDepositBoxBytes, stream>>>(
+        constexpr std::size_t kPerBlock = kThreads * detail::deposit_slots_per_thread<K, D, Update>();
+        detail::particle_step_deposit_kernel<K, T, D>
+            <<<static_cast<unsigned>((a.n + kPerBlock - 1) / kPerBlock), kThreads, detail::kDepositBoxBytes, stream>>>(
                 a, g, update);
       } else {
         const unsigned blocks = static_cast<unsigned>(wanted < (1u << 20) ? wanted : (1u << 20));
