@@ -1,8 +1,8 @@
 #pragma once
 // The particle step for a caller's update functor on either backend. Include this from a
 // file compiled by nvcc and call pmkit::cuda::step(particles, update, meshes): on a CUDA
-// plan the step's pass runs in a kernel compiled here for the functor, one thread a
-// particle in binned order, on the plan's stream, without a host wait: the fields
+// plan the step's pass runs in a kernel compiled here for the functor, over the
+// particles in binned order, on the plan's stream, without a host wait: the fields
 // interpolated at the particle's position, the functor, the new position checked and
 // wrapped, and the functor's deposits added at the new position (each block's summed in
 // shared memory first); on a CPU plan it is pmkit::step (pmkit/particle_step.hpp), the
@@ -12,8 +12,8 @@
 // from the plan's interp calls before the pass, and the deposits go through the plan's
 // spread and the exact affine deposit after it, so that a step gives the unfused calls'
 // bits; else the pass interpolates and deposits itself (to rounding the same: the
-// plan's CUDA interp sums a stencil's rows in another order, and atomics add in any
-// order).
+// plan's CUDA interp sums a stencil's rows in another order, a block's float deposits
+// are summed in fixed point at the block's scale, and atomics add in any order).
 //
 // A position that the update leaves bad is found on the device: the step's later passes,
 // and the later steps', then write nothing, and the next call that sees the rejection
