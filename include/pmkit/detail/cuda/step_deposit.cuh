@@ -43,6 +43,9 @@ __host__ __device__ __forceinline__ double affine_reach(const Layout<D>& layout,
   return reach;
 }
 
+// The most meshes a block's box of nodes takes.
+constexpr int kMaxBoxMeshes = 8;
+
 // The deposits of a block's particles (binned neighbours, so that their nodes lie close),
 // P a thread, onto `count` (at most kMaxBoxMeshes) meshes of `layout`, each particle
 // reaching the `support` nodes from its base along each axis: where the box of the
@@ -57,9 +60,9 @@ __host__ __device__ __forceinline__ double affine_reach(const Layout<D>& layout,
 // that the block's neighbouring particles, adding to the same nodes at once, keep
 // retrying. bound(i, most) sets most[m], m < count, to the most that the thread's
 // active particle i adds to one node of mesh m (its largest weight times the magnitude
-// of its largest contribution before the weight). A non-finite bound
-// makes the box's every node NaN, as the plan's spread does. A double box sums in
-// doubles (a double's bits do not fit one word).
+// of its largest contribution before the weight). A non-finite bound makes the box's
+// every node NaN, as the plan's spread does. A double box sums in doubles (a double's
+// bits do not fit one word).
 //
 // deposit(where, i, add) adds the thread's particle i's contributions, add(m, index,
 // value), with the node indices of `where`: the box's layout (a Keep axis from the box's
@@ -69,8 +72,6 @@ __host__ __device__ __forceinline__ double affine_reach(const Layout<D>& layout,
 // half the axis of the block's first thread's first base (so that a block whose particles
 // straddle the periodic seam keeps a small box) and deposit must use base as this leaves
 // it; else base is left as it is (the box then spans the seam's axis).
-constexpr int kMaxBoxMeshes = 8;
-
 template <int D, int P, class T, class Bound, class Deposit>
 __device__ __forceinline__ void block_deposit(const Layout<D>& layout, T* const* meshes, int count, int support,
                                               const bool (&active)[P], int (&base)[P][D], bool unwrap, void* box,
