@@ -47,7 +47,7 @@ struct Config : ExecutionOptions {
   // One rank: each step's gather, push, re-bin and deposit as one call of pmkit's
   // particle step (docs/pic.md, "The particle step"), which keeps the electrons in binned
   // order itself (sort_every has no effect) and runs eagerly on CUDA (no graph). Off (the
-  // default: the separate calls with the sort are faster on both backends today,
+  // default: the separate calls with the sort are the faster on both backends,
   // docs/pic.md), and always across ranks: the separate calls.
   bool particle_step = false;
   // The separate calls: 0: never permute the arrays; K: every K steps. Every step is the
