@@ -207,25 +207,30 @@ TEST_P(PmeTest, FloatMatchesEwaldSum) {
   EXPECT_LE(force_error(got, c.reference), 2e-4);
 }
 
-// The mesh error of smooth PME falls as h^p for B-splines of order p (Essmann et al.):
-// doubling the mesh divides it by about 2^p. Checked on the forces, at meshes coarse
-// enough that the mesh error is far above the real-space truncation; 16^3 is not yet the
-// asymptotic regime, so the rate is asserted to within 1.5 of p (the rates seen over
-// random systems are in docs/pme.md). At a fixed mesh a higher order is more accurate.
+// Smooth PME interpolates the structure factor with B-splines of order p (Essmann et al.),
+// so the potentials' mesh error falls as h^p; the forces are the splines' derivatives and
+// their error falls as h^(p-1). Doubling the mesh from 16^3 to 32^3, where the mesh error
+// is far above the real-space truncation, the rates vary from draw to draw (their spread
+// over many draws is in docs/pme.md): the potentials' rate is asserted to within 1 of p,
+// the forces' to within 1.5 of p - 1. At a fixed mesh a higher order is more accurate.
 TEST_P(PmeTest, ErrorFallsWithOrderAndMesh) {
   const Case& c = thousand_charges();
   SCOPED_TRACE(seed_note(c.seed));
-  std::map<int, double> at_16;
+  std::map<int, double> force_at_16;
   for (int order : {4, 6}) {
-    const double coarse = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, order, kCutoff), options()), c.reference);
-    const double fine = force_error(run_pme<double>(c.system, parameters(kAlpha, 32, order, kCutoff), options()), c.reference);
-    const double rate = std::log2(coarse / fine);
-    EXPECT_GE(rate, order - 1.5) << "order " << order << ": errors " << coarse << " at 16^3, " << fine << " at 32^3";
-    at_16[order] = coarse;
+    const CoulombResult coarse = run_pme<double>(c.system, parameters(kAlpha, 16, order, kCutoff), options());
+    const CoulombResult fine = run_pme<double>(c.system, parameters(kAlpha, 32, order, kCutoff), options());
+    const double potential_rate = std::log2(potential_error(coarse, c.reference) / potential_error(fine, c.reference));
+    const double force_rate = std::log2(force_error(coarse, c.reference) / force_error(fine, c.reference));
+    EXPECT_GE(potential_rate, order - 1.0) << "order " << order << ": potential errors " << potential_error(coarse, c.reference)
+                                           << " at 16^3, " << potential_error(fine, c.reference) << " at 32^3";
+    EXPECT_GE(force_rate, order - 2.5) << "order " << order << ": force errors " << force_error(coarse, c.reference) << " at 16^3, "
+                                       << force_error(fine, c.reference) << " at 32^3";
+    force_at_16[order] = force_error(coarse, c.reference);
   }
   const double order8 = force_error(run_pme<double>(c.system, parameters(kAlpha, 16, 8, kCutoff), options()), c.reference);
-  EXPECT_LT(at_16[6], 0.5 * at_16[4]);
-  EXPECT_LT(order8, 0.7 * at_16[6]);
+  EXPECT_LT(force_at_16[6], 0.5 * force_at_16[4]);
+  EXPECT_LT(order8, 0.7 * force_at_16[6]);
 }
 
 // Rock salt, 4^3 ions per box (nearest neighbours at 1): -2 E / N is the Madelung
