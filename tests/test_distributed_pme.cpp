@@ -212,7 +212,10 @@ TEST_P(DistributedPmeTest, FloatMatchesSingleRank) {
     // The owner of the float position: rounding may carry a charge onto a neighbour's slab,
     // or onto the box's end, whose periodic image is 0.
     float xf[3];
-    for (int d = 0; d < 3; ++d) xf[d] = double(float(s.x[d][i])) < s.box[d] ? float(s.x[d][i]) : 0.0f;
+    for (int d = 0; d < 3; ++d) {
+      const float rounded = float(s.x[d][i]);
+      xf[d] = double(rounded) < s.box[d] ? rounded : 0.0f;
+    }
     if (pme.owner({double(xf[0]), double(xf[1]), double(xf[2])}) != world_rank()) continue;
     ids.push_back(i);
     for (int d = 0; d < 3; ++d) x[d].push_back(xf[d]);

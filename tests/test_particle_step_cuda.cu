@@ -95,7 +95,7 @@ struct DepositInPlace {
 };
 
 // Every particle on one node (the kernels' peak weight) with values of both signs and
-// up to 10^30: the blocks' fixed-point sums keep their headroom (an overflow would be off
+// magnitudes up to 7 x 10^30: the blocks' fixed-point sums keep their headroom (an overflow would be off
 // by about a block's sum of |q|), and the node's sum is the float64 sum within the sums'
 // resolution (at most 2^-22 of a block's sum of |q|) and the float flush, for CIC
 // (several particles a thread) and TSC (one).
